@@ -1,0 +1,1 @@
+"""The agent loop: a turn's model calls, tool calls and steps."""

@@ -1,0 +1,178 @@
+"""One turn of the agent: call the model, run the tools it asks for, commit each step.
+
+The loop streams each text piece to the ``TurnSink`` as it arrives and commits a step to
+the ``RunRecorder`` when the step completes, so a crash loses at most the step in flight.
+A cancelled turn commits what it streamed so far, records the outcome, then re-raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..providers.base import (
+    Message,
+    ModelRequest,
+    Provider,
+    ProviderError,
+    Retrying,
+    Stop,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    Usage,
+)
+from ..store.records import Step, Tokens, ToolCall
+from ..tools.base import Tool, ToolContext, ToolFailure
+
+log = logging.getLogger(__name__)
+
+FINISHED, ERROR, CANCELLED, EXHAUSTED = "finished", "error", "cancelled", "exhausted"
+NO_TOKENS = Tokens(0, 0, 0)
+UNKNOWN_TOKENS = Tokens(None, None, None)
+
+
+class RunRecorder(Protocol):
+    """Where a run's steps and events are committed."""
+
+    def add_step(self, step: Step) -> Awaitable[None]: ...
+
+    def add_event(self, kind: str, step: int | None, detail: dict[str, Any]) -> Awaitable[None]: ...
+
+
+class TurnSink(Protocol):
+    """Who watches the turn: text pieces as they stream, steps once committed."""
+
+    def token(self, step: int, text: str) -> None: ...
+
+    def step(self, step: Step) -> None: ...
+
+
+@dataclass
+class TurnPlan:
+    messages: list[Message]
+    provider: Provider
+    tools: list[Tool]
+    context: ToolContext
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_steps: int | None = None
+
+
+@dataclass
+class TurnEnd:
+    outcome: str
+    error: str | None = None
+    steps: list[Step] = field(default_factory=list)
+
+
+class _Streamed:
+    """What one model call has produced so far."""
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.usage = Usage(None, None, None)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    @property
+    def tokens(self) -> Tokens:
+        return Tokens(self.usage.input, self.usage.output, self.usage.cached)
+
+
+async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt: str) -> TurnEnd:
+    messages = list(plan.messages)
+    specs = [ToolSpec(t.name, t.description, t.parameters) for t in plan.tools]
+    tools = {t.name: t for t in plan.tools}
+    end = TurnEnd(FINISHED)
+    number = 0
+
+    async def commit(step: Step) -> None:
+        await recorder.add_step(step)
+        end.steps.append(step)
+        sink.step(step)
+
+    while True:
+        number += 1
+        if plan.max_steps is not None and number > plan.max_steps:
+            end.outcome = EXHAUSTED
+            return end
+        streamed = _Streamed()
+        step_prompt = prompt if number == 1 else None
+        try:
+            request = ModelRequest(messages, specs, plan.temperature, plan.max_tokens)
+            async for event in plan.provider.stream(request):
+                if isinstance(event, TextDelta):
+                    streamed.pieces.append(event.text)
+                    sink.token(number, event.text)
+                elif isinstance(event, ToolCallRequested):
+                    streamed.calls.append(event.call)
+                elif isinstance(event, Usage):
+                    streamed.usage = event
+                elif isinstance(event, Retrying):
+                    await recorder.add_event(
+                        "retry",
+                        number,
+                        {"attempt": event.attempt, "delay": event.delay, "reason": event.reason},
+                    )
+                elif isinstance(event, Stop):
+                    pass
+        except ProviderError as exc:
+            if streamed.pieces:
+                await commit(
+                    Step(number, "error", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS)
+                )
+            end.outcome, end.error = ERROR, str(exc)
+            return end
+        except asyncio.CancelledError:
+            if streamed.pieces:
+                await commit(
+                    Step(
+                        number, "cancelled", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS
+                    )
+                )
+            raise
+
+        if not streamed.calls:
+            await commit(
+                Step(number, "reply", step_prompt, streamed.text, None, None, streamed.tokens)
+            )
+            return end
+
+        messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
+        for index, call in enumerate(streamed.calls):
+            if index:
+                number += 1
+            result = await _run_tool(tools.get(call.name), call, plan.context)
+            first = index == 0
+            await commit(
+                Step(
+                    number,
+                    "tool",
+                    step_prompt if first else None,
+                    streamed.text if first else "",
+                    call,
+                    result,
+                    streamed.tokens if first else NO_TOKENS,
+                )
+            )
+            messages.append(Message("tool", result, tool_call_id=call.id))
+
+
+async def _run_tool(tool: Tool | None, call: ToolCall, context: ToolContext) -> str:
+    if tool is None:
+        return f"error: there is no tool named {call.name!r}"
+    if "_unparsed" in call.arguments:
+        return f"error: the arguments of {call.name} were not a JSON object"
+    try:
+        return await asyncio.to_thread(tool.run, call.arguments, context)
+    except ToolFailure as exc:
+        return f"error: {exc}"
+    except OSError as exc:
+        return f"error: {call.name} failed: {exc.strerror or exc}"

@@ -1,0 +1,180 @@
+"""The daemon's configuration: where the store lives and which model answers turns.
+
+Read once from the environment (and the command line), then overridden by the editor's
+``initializationOptions`` and per session by ``session/open``'s ``provider``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidParams
+
+PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
+
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+DEFAULT_MODELS = {
+    "openai": "gpt-4o-mini",
+    "openrouter": "openai/gpt-4o-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "scripted": "scripted",
+}
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+
+NO_PROVIDER = (
+    "no model provider is configured: set TRELLISD_PROVIDER (openai, anthropic, openrouter or"
+    " scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY, or set one of"
+    " OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY"
+)
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """Which model answers, and how to reach it. ``name`` is None when nothing is set."""
+
+    name: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    key_source: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    script: str | None = None
+
+    @property
+    def effective_model(self) -> str | None:
+        return self.model or (DEFAULT_MODELS.get(self.name) if self.name else None)
+
+    @property
+    def effective_base_url(self) -> str | None:
+        return self.base_url or (DEFAULT_BASE_URLS.get(self.name) if self.name else None)
+
+    def describe(self) -> dict[str, Any]:
+        """What a client may see: never the key itself."""
+        return {
+            "name": self.name,
+            "model": self.effective_model,
+            "baseUrl": self.effective_base_url,
+            "keyFrom": self.key_source,
+            "temperature": self.temperature,
+            "maxTokens": self.max_tokens,
+        }
+
+    def merged(self, overrides: Mapping[str, Any], where: str) -> ProviderSettings:
+        """These settings with a client's overrides (camelCase keys) laid over them."""
+        changes: dict[str, Any] = {}
+        for key, attr, kind in _OVERRIDABLE:
+            if key not in overrides or overrides[key] is None:
+                continue
+            value = overrides[key]
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InvalidParams(
+                    f"{where}.{key} must be a {kind.__name__}", field=f"{where}.{key}"
+                )
+            changes[attr] = value
+        name = changes.get("name")
+        if name is not None and name not in PROVIDERS:
+            raise InvalidParams(
+                f"{where}.name must be one of {', '.join(PROVIDERS)}", field=f"{where}.name"
+            )
+        if name is not None and name != self.name:
+            # A different provider does not inherit the other one's endpoint, model or key.
+            base = ProviderSettings(name=name, script=self.script)
+            if name in KEY_VARIABLES and "api_key" not in changes:
+                var = KEY_VARIABLES[name]
+                base = dataclasses.replace(
+                    base,
+                    api_key=os.environ.get(var),
+                    key_source=var if os.environ.get(var) else None,
+                )
+            changes = {k: v for k, v in changes.items() if k != "name"}
+            return dataclasses.replace(base, **changes)
+        if "api_key" in changes:
+            changes["key_source"] = f"{where}.apiKey"
+        return dataclasses.replace(self, **changes)
+
+
+_OVERRIDABLE: tuple[tuple[str, str, type], ...] = (
+    ("name", "name", str),
+    ("provider", "name", str),
+    ("model", "model", str),
+    ("baseUrl", "base_url", str),
+    ("apiKey", "api_key", str),
+    ("temperature", "temperature", float),
+    ("maxTokens", "max_tokens", int),
+    ("script", "script", str),
+)
+
+
+def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
+    """Pick the provider from ``TRELLISD_*`` variables, else from a known API key."""
+    name = env.get("TRELLISD_PROVIDER") or None
+    script = env.get("TRELLISD_SCRIPT") or None
+    model = env.get("TRELLISD_MODEL") or None
+    base_url = env.get("TRELLISD_BASE_URL") or None
+    key = env.get("TRELLISD_API_KEY") or None
+    key_source = "TRELLISD_API_KEY" if key else None
+    if name is None:
+        for candidate in ("openrouter", "openai", "anthropic"):
+            if env.get(KEY_VARIABLES[candidate]):
+                name = candidate
+                break
+        else:
+            if script:
+                name = "scripted"
+    if name is None:
+        return ProviderSettings(script=script)
+    if name not in PROVIDERS:
+        raise ValueError(f"TRELLISD_PROVIDER must be one of {', '.join(PROVIDERS)}, not {name!r}")
+    if key is None and name in KEY_VARIABLES and env.get(KEY_VARIABLES[name]):
+        key, key_source = env[KEY_VARIABLES[name]], KEY_VARIABLES[name]
+    if name == "openrouter" and model is None:
+        model = env.get("OPENROUTER_MODEL") or None
+    return ProviderSettings(
+        name=name,
+        model=model,
+        base_url=base_url,
+        api_key=key,
+        key_source=key_source,
+        script=script,
+        temperature=_number(env, "TRELLISD_TEMPERATURE", float),
+        max_tokens=_number(env, "TRELLISD_MAX_TOKENS", int),
+    )
+
+
+def _number(env: Mapping[str, str], var: str, kind: type[Any]) -> Any:
+    raw = env.get(var)
+    if not raw:
+        return None
+    try:
+        return kind(raw)
+    except ValueError as exc:
+        raise ValueError(f"{var} must be a number, not {raw!r}") from exc
+
+
+def default_db_path(env: Mapping[str, str]) -> Path:
+    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "trellisd" / "trellisd.db"
+
+
+def db_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
+    if cli_value:
+        return Path(cli_value).expanduser()
+    if env.get("TRELLISD_DB"):
+        return Path(env["TRELLISD_DB"]).expanduser()
+    return default_db_path(env)

@@ -1,0 +1,61 @@
+"""``session/*`` requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import wire
+from ..server import TrellisServer, method
+
+LIST_LIMIT = 50
+
+
+def register(server: TrellisServer) -> None:
+    @method(server, "session/open")
+    async def session_open(ls: TrellisServer, p: wire.Params) -> Any:
+        root, title, provider = (
+            p.string("root", required=True),
+            p.string("title"),
+            p.obj("provider"),
+        )
+        return wire.session(await ls.daemon.open_session(root, title, provider))
+
+    @method(server, "session/reopen")
+    async def session_reopen(ls: TrellisServer, p: wire.Params) -> Any:
+        session, history = await ls.daemon.reopen(p.string("sessionId", required=True))
+        return {**wire.session(session), "history": wire.turns(history)["turns"]}
+
+    @method(server, "session/list")
+    async def session_list(ls: TrellisServer, p: wire.Params) -> Any:
+        limit = p.integer("limit", low=1, high=1000) or LIST_LIMIT
+        page, cursor = await ls.daemon.list_sessions(p.string("root"), limit, p.string("cursor"))
+        return {
+            "sessions": [wire.session_summary(s) for s in page],
+            **({"nextCursor": cursor} if cursor else {}),
+        }
+
+    @method(server, "session/history")
+    async def session_history(ls: TrellisServer, p: wire.Params) -> Any:
+        return wire.turns(await ls.daemon.history(p.string("sessionId", required=True)))
+
+    @method(server, "session/turns")
+    async def session_turns(ls: TrellisServer, p: wire.Params) -> Any:
+        return wire.turns(await ls.daemon.turns(p.string("sessionId", required=True)))
+
+    @method(server, "session/turn")
+    async def session_turn(ls: TrellisServer, p: wire.Params) -> Any:
+        session_id, prompt = (
+            p.string("sessionId", required=True),
+            p.string("prompt", required=True, nonempty=True),
+        )
+        overrides = {
+            "model": p.string("model"),
+            "temperature": p.number("temperature"),
+            "maxSteps": p.integer("maxSteps", low=1, high=10_000),
+        }
+        return wire.turn_result(await ls.daemon.turn(session_id, prompt, overrides))
+
+    @method(server, "session/branch")
+    async def session_branch(ls: TrellisServer, p: wire.Params) -> Any:
+        session_id, turn_id = p.string("sessionId", required=True), p.nullable_string("turnId")
+        return wire.session(await ls.daemon.branch(session_id, turn_id))

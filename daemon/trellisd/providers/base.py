@@ -1,0 +1,91 @@
+"""The seam between the agent loop and a model: a ``Provider`` streams ``ProviderEvent``s.
+
+The loop never knows which wire format a provider speaks. Every failure a provider meets
+reaches the loop as a ``ProviderError`` whose message a person can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..store.records import ToolCall
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of the conversation sent to the model."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallRequested:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token figures as the provider reported them; ``None`` where it reported none."""
+
+    input: int | None
+    output: int | None
+    cached: int | None = None
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """The provider is about to try the request again."""
+
+    attempt: int
+    delay: float
+    reason: str
+
+
+ProviderEvent = TextDelta | ToolCallRequested | Usage | Stop | Retrying
+
+
+class ProviderError(Exception):
+    """A model call failed; ``str(error)`` is the message shown to the user."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream one model call's events, ending with ``Stop``."""
+        ...

@@ -1,0 +1,111 @@
+"""The scripted model: plays replies from a JSON-lines file, or echoes when it has none.
+
+Each line of the script is one model call, played in order and from the top again once all
+have been played:
+
+    {"text": "Hello there."}                                  a reply, streamed word by word
+    {"tool": "read_file", "arguments": {"path": "a.txt"}}     a tool call (text may go with it)
+    {"error": "the model is down"}                            a failed call
+
+``delayMs`` on a line waits that long before each piece, to imitate a slow model. Token
+figures are word counts, standing in for a tokenizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from ..store.records import ToolCall
+from .base import (
+    Message,
+    ModelRequest,
+    ProviderError,
+    ProviderEvent,
+    Stop,
+    TextDelta,
+    ToolCallRequested,
+    Usage,
+)
+
+_PIECES = re.compile(r"\S+\s*|\s+")
+
+
+def load_script(path: str) -> list[dict[str, Any]]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ProviderError(f"cannot read the script TRELLISD_SCRIPT={path}: {exc}") from exc
+    script = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            raise ProviderError(f"line {number} of the script {path} is not JSON") from exc
+        if not isinstance(entry, dict) or not ({"text", "tool", "error"} & entry.keys()):
+            raise ProviderError(
+                f"line {number} of the script {path} needs a text, tool or error member"
+            )
+        script.append(entry)
+    if not script:
+        raise ProviderError(f"the script {path} has no lines")
+    return script
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, script_path: str | None, model: str = "scripted") -> None:
+        self.model = model
+        self._script = load_script(script_path) if script_path else None
+        self._played = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        entry = self._next_entry(request)
+        if "error" in entry:
+            raise ProviderError(str(entry["error"]))
+        delay = float(entry.get("delayMs", 0)) / 1000
+        text = str(entry.get("text", ""))
+        for piece in _PIECES.findall(text):
+            if delay:
+                await asyncio.sleep(delay)
+            yield TextDelta(piece)
+        if "tool" in entry:
+            arguments = entry.get("arguments", {})
+            yield ToolCallRequested(
+                ToolCall(
+                    id=f"call-{uuid.uuid4().hex[:12]}",
+                    name=str(entry["tool"]),
+                    arguments=arguments if isinstance(arguments, dict) else {},
+                )
+            )
+        yield Usage(input=sum(_words(m) for m in request.messages), output=len(text.split()))
+        yield Stop("tool_calls" if "tool" in entry else "stop")
+
+    def _next_entry(self, request: ModelRequest) -> dict[str, Any]:
+        if self._script is None:
+            return {"text": _echo(request.messages)}
+        entry = self._script[self._played % len(self._script)]
+        self._played += 1
+        return entry
+
+
+def _words(message: Message) -> int:
+    return len(message.content.split())
+
+
+def _echo(messages: list[Message]) -> str:
+    """The built-in reply: what the user said, and which earlier prompts it can see."""
+    prompts = [m.content for m in messages if m.role == "user"]
+    *earlier, last = prompts or [""]
+    if not earlier:
+        return f"You said: {last}. This is the first turn I can see."
+    seen = "; ".join(f"\u201c{p}\u201d" for p in earlier)
+    return f"You said: {last}. I can see {len(earlier)} earlier turn(s): {seen}."

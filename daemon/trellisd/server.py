@@ -1,0 +1,226 @@
+"""The JSON-RPC server: pygls over stdio. The only module (with ``handlers/``) that knows pygls.
+
+pygls frames messages and runs the LSP lifecycle; this module adds what an editor agent
+needs from it: requests with no ``params`` are served, errors reach the client as codes and
+one-line messages (never tracebacks), and ``exit`` ends the process with LSP's exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Generator
+from functools import wraps
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+    default_converter,
+    lsp_method,
+)
+
+from . import PROTOCOL_VERSION, __version__, wire
+from .config import ProviderSettings
+from .daemon import Daemon
+from .errors import StoreError, TrellisError
+from .store import Store
+from .store.records import Step
+
+log = logging.getLogger(__name__)
+
+
+class _Unservable(Exception):
+    """A frame that cannot be served; answered with ``error`` when it had an id."""
+
+    def __init__(self, msg_id: Any, error: JsonRpcException) -> None:
+        super().__init__(error.message)
+        self.msg_id, self.error = msg_id, error
+
+
+class TrellisProtocol(LanguageServerProtocol):
+    _server: TrellisServer
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data and "method" in data and "params" not in data:
+            data = {**data, "params": None}  # served as if its params were empty
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if "method" in data and "id" in data:
+                raise _Unservable(
+                    data["id"],
+                    JsonRpcException(
+                        f"params of {data['method']} do not have the expected shape", code=-32602
+                    ),
+                ) from exc
+            raise
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(
+        self, params: types.InitializeParams
+    ) -> Generator[Any, Any, types.InitializeResult]:
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {"trellisd": {"protocolVersion": PROTOCOL_VERSION}}
+        return result
+
+    @lsp_method(types.EXIT)
+    def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
+        code = 0 if self._shutdown else 1
+        asyncio.ensure_future(self._server.exit(code))
+        yield from ()
+
+
+def _converter() -> Any:
+    """pygls's converter, but custom methods' params and results stay plain JSON values."""
+    converter = default_converter()
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
+    return converter
+
+
+class TrellisServer(LanguageServer):
+    protocol: TrellisProtocol
+
+    def __init__(self, db_path: str, settings: ProviderSettings) -> None:
+        super().__init__(
+            "trellisd",
+            __version__,
+            protocol_cls=TrellisProtocol,
+            converter_factory=_converter,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+        )
+        self.db_path = db_path
+        self.settings = settings
+        self._daemon: Daemon | None = None
+        self._store_error: StoreError | None = None
+
+    @property
+    def daemon(self) -> Daemon:
+        if self._daemon is None:
+            raise self._store_error or StoreError("the store is not open yet")
+        return self._daemon
+
+    async def open_store(self) -> None:
+        if self._daemon is not None or self._store_error is not None:
+            return
+        try:
+            store = await asyncio.to_thread(Store, self.db_path)
+        except StoreError as exc:
+            log.error("%s", exc.message)
+            self._store_error = exc
+            return
+        self._daemon = Daemon(store, self.settings, _WireNotifier(self))
+        await self._daemon.start()
+
+    async def exit(self, code: int) -> None:
+        """Stop the running turns (they record ``cancelled``), close the store, exit."""
+        if self._daemon is not None:
+            tasks = [r.task for r in self._daemon.running.values() if r.task is not None]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=3)
+            await asyncio.to_thread(self._daemon.close)
+        sys.stdout.flush()
+        logging.shutdown()
+        os._exit(code)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(error, _Unservable):
+            self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
+        elif isinstance(error, json.JSONDecodeError):
+            log.warning("a frame was not JSON: %s", error)
+            self.protocol._send_response(
+                None,
+                error=types.ResponseError(  # type: ignore[arg-type]
+                    code=-32700, message=f"the frame was not JSON: {error}"
+                ),
+            )
+        elif isinstance(error, AttributeError):
+            log.warning("a frame was not a JSON-RPC message: %s", error)
+            self.protocol._send_response(
+                None,
+                error=types.ResponseError(  # type: ignore[arg-type]
+                    code=-32600, message="the frame was not a JSON-RPC request or notification"
+                ),
+            )
+        else:
+            log.error("%s", error)
+
+
+class _WireNotifier:
+    def __init__(self, server: TrellisServer) -> None:
+        self.server = server
+
+    def token(self, session_id: str, turn_id: str, run_id: str, step: int, text: str) -> None:
+        self.server.protocol.notify(
+            "session/token",
+            {
+                "sessionId": session_id,
+                "turnId": turn_id,
+                "runId": run_id,
+                "step": step,
+                "text": text,
+            },
+        )
+
+    def step(self, session_id: str, turn_id: str, run_id: str, step: Step) -> None:
+        self.server.protocol.notify(
+            "session/step",
+            {"sessionId": session_id, "turnId": turn_id, "runId": run_id, **wire.step(step)},
+        )
+
+
+Handler = Callable[[TrellisServer, wire.Params], Awaitable[Any]]
+
+
+def method(server: TrellisServer, name: str) -> Callable[[Handler], Handler]:
+    """Register ``fn`` for ``name``; a ``TrellisError`` becomes its JSON-RPC error."""
+
+    def register(fn: Handler) -> Handler:
+        @wraps(fn)
+        async def handler(ls: TrellisServer, raw: Any) -> Any:
+            try:
+                await ls.open_store()
+                return await fn(ls, wire.Params(raw))
+            except TrellisError as exc:
+                raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
+            except (JsonRpcException, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                log.exception("%s failed", name)
+                raise JsonRpcException(
+                    f"{name} failed inside trellisd: {exc}", code=-32603
+                ) from exc
+
+        server.feature(name)(handler)
+        return fn
+
+    return register
+
+
+def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
+    from .handlers import register_all
+
+    server = TrellisServer(db_path, settings)
+
+    @server.feature(types.INITIALIZE)
+    async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict) and options:
+            ls.settings = ls.settings.merged(options, "initializationOptions")
+        await ls.open_store()
+        if ls._daemon is not None:
+            ls._daemon.settings = ls.settings
+
+    register_all(server)
+    return server

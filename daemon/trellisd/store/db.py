@@ -1,0 +1,121 @@
+"""The one SQLite file: connection, migrations and transactions.
+
+Every connection is WAL with a busy timeout and foreign keys (``apsw.bestpractice``). Writes
+take the write lock up front (``BEGIN IMMEDIATE``) so that a second process on the same file
+waits its turn instead of failing with ``SQLITE_BUSY``; reads never wait on a writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import apsw.bestpractice
+
+from ..errors import StoreError
+from .migrations import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+apsw.bestpractice.apply(apsw.bestpractice.recommended)
+
+BUSY_TIMEOUT_MS = 5_000
+BUSY_RETRIES = 12
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+class Database:
+    """A connection to the store, safe to share between threads (calls are serialised)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.con = apsw.Connection(str(self.path))
+            self.con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        except (OSError, apsw.Error) as exc:
+            raise StoreError(
+                f"cannot open the store at {self.path}: {exc}", path=str(self.path)
+            ) from exc
+        self._lock = threading.RLock()
+        self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self.con.close()
+
+    def _migrate(self) -> None:
+        with self.write():
+            version = self.con.pragma("user_version")
+            known = len(MIGRATIONS)
+            if version > known:
+                raise StoreError(
+                    f"the store at {self.path} was written by a newer trellisd (schema {version};"
+                    f" this one knows up to {known}); it was left untouched",
+                    path=str(self.path),
+                    schemaVersion=version,
+                    knownVersion=known,
+                )
+            for number in range(version, known):
+                log.info("migrating %s to schema %d", self.path, number + 1)
+                self.con.execute(MIGRATIONS[number])
+                self.con.pragma("user_version", number + 1)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """One write transaction, holding the file's write lock from its first statement."""
+        with self._lock:
+            self._begin_immediate()
+            try:
+                yield self.con
+            except BaseException as exc:
+                self.con.execute("ROLLBACK")
+                if isinstance(exc, apsw.Error):
+                    raise _translate(exc, self.path) from exc
+                raise
+            try:
+                self.con.execute("COMMIT")
+            except apsw.Error as exc:
+                self.con.execute("ROLLBACK")
+                raise _translate(exc, self.path) from exc
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """A consistent snapshot for several reads."""
+        with self._lock:
+            self.con.execute("BEGIN")
+            try:
+                yield self.con
+            finally:
+                self.con.execute("COMMIT")
+
+    def _begin_immediate(self) -> None:
+        for attempt in range(BUSY_RETRIES):
+            try:
+                self.con.execute("BEGIN IMMEDIATE")
+                return
+            except apsw.BusyError:
+                log.warning("store is busy; waiting (attempt %d)", attempt + 1)
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            except apsw.Error as exc:
+                raise _translate(exc, self.path) from exc
+        raise StoreError(
+            f"the store at {self.path} stayed locked by another process", path=str(self.path)
+        )
+
+
+def _translate(exc: apsw.Error, path: Path) -> StoreError:
+    if isinstance(exc, apsw.FullError):
+        return StoreError(f"the disk holding {path} is full; nothing was written", path=str(path))
+    if isinstance(exc, apsw.ReadOnlyError):
+        return StoreError(f"the store at {path} is read-only", path=str(path))
+    return StoreError(f"the store at {path} failed: {exc}", path=str(path))

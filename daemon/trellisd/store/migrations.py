@@ -1,0 +1,68 @@
+"""Numbered forward migrations; ``PRAGMA user_version`` is how many have been applied.
+
+Append new steps; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sessions, the tree of turns, runs with their steps and events.
+    """
+    CREATE TABLE session (
+        id TEXT PRIMARY KEY,
+        root TEXT NOT NULL,
+        title TEXT NOT NULL,
+        head TEXT,
+        settings TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX session_by_update ON session(updated_at DESC, id DESC);
+    CREATE INDEX session_by_root ON session(root, updated_at DESC);
+
+    CREATE TABLE turn (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES session(id),
+        parent_id TEXT REFERENCES turn(id),
+        prompt TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX turn_by_session ON turn(session_id);
+
+    CREATE TABLE run (
+        id TEXT PRIMARY KEY,
+        turn_id TEXT NOT NULL UNIQUE REFERENCES turn(id),
+        outcome TEXT NOT NULL,
+        error TEXT,
+        pid INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        ended_at TEXT
+    ) STRICT;
+    CREATE INDEX run_by_outcome ON run(outcome);
+
+    CREATE TABLE step (
+        run_id TEXT NOT NULL REFERENCES run(id),
+        n INTEGER NOT NULL,
+        decision TEXT NOT NULL,
+        prompt TEXT,
+        text TEXT NOT NULL,
+        tool_call TEXT,
+        result TEXT,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        cached_tokens INTEGER,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, n)
+    ) STRICT;
+
+    CREATE TABLE event (
+        run_id TEXT NOT NULL REFERENCES run(id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        step INTEGER,
+        detail TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) STRICT;
+    """,
+)

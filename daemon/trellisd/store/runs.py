@@ -1,0 +1,158 @@
+"""Runs: one per turn, with the steps it committed and the events it recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from ..errors import NotFound
+from .db import Database, now
+from .records import Event, RunSummary, Step, Tokens, ToolCall
+from .sessions import Sessions, new_id
+
+RUNNING = "running"
+
+
+def _step(row: tuple[Any, ...]) -> Step:
+    call = json.loads(row[4]) if row[4] is not None else None
+    return Step(
+        step=row[0],
+        decision=row[1],
+        prompt=row[2],
+        text=row[3],
+        tool_call=ToolCall(**call) if call else None,
+        result=row[5],
+        tokens=Tokens(row[6], row[7], row[8]),
+    )
+
+
+def _title(prompt: str) -> str:
+    """A session with no title is named after its first prompt."""
+    line = prompt.strip().splitlines()[0] if prompt.strip() else "untitled"
+    return line if len(line) <= 60 else line[:59] + "\u2026"
+
+
+class Runs:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def begin(self, session_id: str, prompt: str) -> tuple[str, str, str | None]:
+        """Start a turn at the session's head; it becomes the head. Returns
+        ``(turn_id, run_id, parent_turn_id)``."""
+        turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
+        with self.db.write() as con:
+            parent = Sessions._get(con, session_id).head
+            con.execute(
+                "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (turn_id, session_id, parent, prompt, stamp),
+            )
+            con.execute(
+                "INSERT INTO run(id, turn_id, outcome, pid, started_at) VALUES (?, ?, ?, ?, ?)",
+                (run_id, turn_id, RUNNING, os.getpid(), stamp),
+            )
+            con.execute(
+                "UPDATE session SET head = ?, updated_at = ?,"
+                " title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
+                (turn_id, stamp, _title(prompt), session_id),
+            )
+        return turn_id, run_id, parent
+
+    def add_step(self, run_id: str, step: Step) -> None:
+        call = step.tool_call
+        with self.db.write() as con:
+            con.execute(
+                "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
+                " input_tokens, output_tokens, cached_tokens, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    step.step,
+                    step.decision,
+                    step.prompt,
+                    step.text,
+                    json.dumps({"id": call.id, "name": call.name, "arguments": call.arguments})
+                    if call
+                    else None,
+                    step.result,
+                    step.tokens.input,
+                    step.tokens.output,
+                    step.tokens.cached,
+                    now(),
+                ),
+            )
+
+    def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
+        with self.db.write() as con:
+            seq: int = con.execute(
+                "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+            con.execute(
+                "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, seq, kind, step, json.dumps(detail), now()),
+            )
+        return seq
+
+    def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
+        with self.db.write() as con:
+            con.execute(
+                "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
+                (outcome, error, now(), run_id),
+            )
+
+    def mark_interrupted(self, alive: Callable[[int], bool]) -> list[str]:
+        """Mark runs left ``running`` by a process that is gone as ``interrupted``."""
+        with self.db.write() as con:
+            rows = con.execute("SELECT id, pid FROM run WHERE outcome = ?", (RUNNING,)).fetchall()
+            gone = [run_id for run_id, pid in rows if pid == os.getpid() or not alive(pid)]
+            for run_id in gone:
+                con.execute(
+                    "UPDATE run SET outcome = 'interrupted', error = ?, ended_at = ? WHERE id = ?",
+                    ("the daemon running this turn stopped before it ended", now(), run_id),
+                )
+        return gone
+
+    def summary(self, run_id: str) -> RunSummary:
+        with self.db.read() as con:
+            return self._summary(con, run_id)
+
+    @staticmethod
+    def _summary(con: apsw.Connection, run_id: str) -> RunSummary:
+        row = con.execute(
+            "SELECT r.id, r.turn_id, t.session_id, r.outcome, r.error FROM run r"
+            " JOIN turn t ON t.id = r.turn_id WHERE r.id = ?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"unknown run {run_id}", runId=run_id)
+        steps = [_step(s) for s in Runs._step_rows(con, run_id)]
+        tokens = sum((s.tokens for s in steps), Tokens())
+        return RunSummary(row[0], row[1], row[2], row[3], row[4], tokens, len(steps))
+
+    def steps(self, run_id: str) -> list[Step]:
+        with self.db.read() as con:
+            self._summary(con, run_id)
+            return [_step(row) for row in self._step_rows(con, run_id)]
+
+    @staticmethod
+    def _step_rows(con: apsw.Connection, run_id: str) -> list[tuple[Any, ...]]:
+        return con.execute(
+            "SELECT n, decision, prompt, text, tool_call, result, input_tokens, output_tokens,"
+            " cached_tokens FROM step WHERE run_id = ? ORDER BY n",
+            (run_id,),
+        ).fetchall()
+
+    def events(self, run_id: str) -> list[Event]:
+        with self.db.read() as con:
+            self._summary(con, run_id)
+            rows = con.execute(
+                "SELECT seq, kind, step, detail, created_at FROM event"
+                " WHERE run_id = ? ORDER BY seq",
+                (run_id,),
+            ).fetchall()
+        return [Event(row[0], row[1], row[2], json.loads(row[3]), row[4]) for row in rows]
