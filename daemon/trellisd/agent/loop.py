@@ -171,7 +171,7 @@ async def _run_tool(tool: Tool | None, call: ToolCall, context: ToolContext) -> 
     if "_unparsed" in call.arguments:
         return f"error: the arguments of {call.name} were not a JSON object"
     try:
-        return await asyncio.to_thread(tool.run, call.arguments, context)
+        return await tool.run(call.arguments, context)
     except ToolFailure as exc:
         return f"error: {exc}"
     except OSError as exc:

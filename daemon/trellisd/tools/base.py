@@ -45,4 +45,7 @@ class Tool(Protocol):
     description: str
     parameters: dict[str, Any]
 
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> str: ...
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        """Do the work (blocking work in a thread) and answer with text for the model.
+        Cancellation must stop the work: a command is killed, nothing is left half-written."""
+        ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .base import ToolContext, ToolFailure
@@ -35,7 +36,10 @@ class ReadFile:
         "required": ["path"],
     }
 
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        return await asyncio.to_thread(self._read, arguments, context)
+
+    def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path = context.resolve(arguments.get("path"))
         start, end = _int(arguments, "startLine"), _int(arguments, "endLine")
         if not path.is_file():
@@ -69,7 +73,10 @@ class ListDir:
         "required": [],
     }
 
-    def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        return await asyncio.to_thread(self._list, arguments, context)
+
+    def _list(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path = context.resolve(arguments.get("path") or ".")
         if not path.is_dir():
             raise ToolFailure(f"{arguments.get('path')} is not a folder")
