@@ -12,12 +12,14 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Generator
 from functools import wraps
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -72,6 +74,12 @@ class TrellisProtocol(LanguageServerProtocol):
         result.capabilities.experimental = {"trellisd": {"protocolVersion": PROTOCOL_VERSION}}
         return result
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """Unlike pygls, requests still in flight are answered; running turns stop at exit."""
+        self._shutdown = True
+        yield from ()
+
     @lsp_method(types.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         code = 0 if self._shutdown else 1
@@ -102,6 +110,8 @@ class TrellisServer(LanguageServer):
         self.settings = settings
         self._daemon: Daemon | None = None
         self._store_error: StoreError | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._exiting: asyncio.Future[None] | None = None
 
     @property
     def daemon(self) -> Daemon:
@@ -110,8 +120,12 @@ class TrellisServer(LanguageServer):
         return self._daemon
 
     async def open_store(self) -> None:
-        if self._daemon is not None or self._store_error is not None:
-            return
+        """Open the store once, however many requests ask for it at once."""
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._open_store())
+        await asyncio.shield(self._opening)
+
+    async def _open_store(self) -> None:
         try:
             store = await asyncio.to_thread(Store, self.db_path)
         except StoreError as exc:
@@ -121,14 +135,38 @@ class TrellisServer(LanguageServer):
         self._daemon = Daemon(store, self.settings, _WireNotifier(self))
         await self._daemon.start()
 
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+
+        async def serve() -> None:
+            await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
+                            logger=log, error_handler=self.report_server_error)
+            log.info("end of input: the editor closed the connection")
+            await self.exit(0 if self.protocol._shutdown else 1)
+
+        asyncio.run(serve())
+
     async def exit(self, code: int) -> None:
-        """Stop the running turns (they record ``cancelled``), close the store, exit."""
+        """Stop the running turns (they record ``cancelled``), answer the requests in
+        flight, close the store, and end the process with ``code``."""
+        if self._exiting is None:
+            self._exiting = asyncio.ensure_future(self._exit(code))
+        await self._exiting
+
+    async def _exit(self, code: int) -> None:
         if self._daemon is not None:
-            tasks = [r.task for r in self._daemon.running.values() if r.task is not None]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.wait(tasks, timeout=3)
+            for running in self._daemon.running.values():
+                if running.task is not None:
+                    running.task.cancel()
+        pending = [f for f in self.protocol._request_futures.values()
+                   if isinstance(f, asyncio.Future) and not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=3)
+        await asyncio.sleep(0)  # let the last answers be written
+        if self._daemon is not None:
             await asyncio.to_thread(self._daemon.close)
         sys.stdout.flush()
         logging.shutdown()

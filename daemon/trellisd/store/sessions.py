@@ -142,16 +142,16 @@ class Sessions:
     def _path(con: apsw.Connection, head: str | None) -> list[Turn]:
         if head is None:
             return []
-        rows = con.execute(
-            "WITH RECURSIVE path(id, depth) AS ("
-            "  SELECT ?, 0 UNION ALL"
-            "  SELECT turn.parent_id, path.depth + 1 FROM turn JOIN path ON turn.id = path.id"
+        ids = [row[0] for row in con.execute(
+            "WITH RECURSIVE path(id) AS ("
+            "  SELECT ? UNION ALL"
+            "  SELECT turn.parent_id FROM path JOIN turn ON turn.id = path.id"
             "  WHERE turn.parent_id IS NOT NULL)"
-            + _TURN_SELECT
-            + " JOIN path ON path.id = t.id ORDER BY path.depth DESC",
-            (head,),
-        ).fetchall()
-        return [_turn(row) for row in rows]
+            " SELECT id FROM path", (head,))]
+        marks = ",".join("?" * len(ids))
+        rows = con.execute(_TURN_SELECT + f" WHERE t.id IN ({marks})", ids).fetchall()
+        by_id = {row[0]: _turn(row) for row in rows}
+        return [by_id[turn_id] for turn_id in reversed(ids)]
 
     def turns(self, session_id: str) -> list[Turn]:
         """Every turn of the session's tree, oldest first."""
