@@ -38,17 +38,22 @@ class Tour:
     async def turn(self, client: DaemonClient, session_id: str, prompt: str) -> dict[str, Any]:
         print(f"\n> {prompt}\n< ", end="", flush=True)
         result: dict[str, Any] = await client.request(
-            "session/turn", {"sessionId": session_id, "prompt": prompt})
+            "session/turn", {"sessionId": session_id, "prompt": prompt}
+        )
         print()
         pieces = self.pieces.get(result["turnId"], [])
         tokens = result["tokens"]
-        print(f"  [{result['outcome']}; {len(pieces)} pieces streamed; tokens in"
-              f" {tokens['input']}, out {tokens['output']}]")
+        print(
+            f"  [{result['outcome']}; {len(pieces)} pieces streamed; tokens in"
+            f" {tokens['input']}, out {tokens['output']}]"
+        )
         if result.get("error"):
             print(f"  error: {result['error']}")
         self.claim(result["outcome"] == "finished", "the turn finished")
-        self.claim(len(pieces) > 1 and "".join(pieces) == result["reply"],
-                   "its reply arrived as a stream of pieces that join to the reply")
+        self.claim(
+            len(pieces) > 1 and "".join(pieces) == result["reply"],
+            "its reply arrived as a stream of pieces that join to the reply",
+        )
         return result
 
 
@@ -63,8 +68,10 @@ async def tour(db: str | None) -> int:
     settings = provider_from_env(os.environ)
     if settings.name is None:
         env["TRELLISD_PROVIDER"] = "scripted"
-        print("provider: the built-in scripted model (set TRELLISD_PROVIDER or an API key to"
-              " use a real one)")
+        print(
+            "provider: the built-in scripted model (set TRELLISD_PROVIDER or an API key to"
+            " use a real one)"
+        )
     else:
         print(f"provider: {settings.name}, model {settings.effective_model}")
     print(f"store:    {store}\nfolder:   {workspace}")
@@ -72,18 +79,20 @@ async def tour(db: str | None) -> int:
     client = await DaemonClient.spawn("--db", store, env=env)
     client.on_notification = t.on_notification
     init = await client.initialize()
-    print(f"daemon:   {init['serverInfo']['name']} {init['serverInfo']['version']}, pid"
-          f" {client.process.pid}")
-    session = await client.request("session/open", {"root": str(workspace),
-                                                    "title": "demo"})
+    print(
+        f"daemon:   {init['serverInfo']['name']} {init['serverInfo']['version']}, pid"
+        f" {client.process.pid}"
+    )
+    session = await client.request("session/open", {"root": str(workspace), "title": "demo"})
     session_id = session["sessionId"]
     print(f"session:  {session_id}")
 
     first = await t.turn(client, session_id, "What is in this folder?")
     second = await t.turn(client, session_id, "Make it greet the world instead.")
     print(f"\nbranching back to the first turn ({first['turnId']})")
-    branched = await client.request("session/branch", {"sessionId": session_id,
-                                                       "turnId": first["turnId"]})
+    branched = await client.request(
+        "session/branch", {"sessionId": session_id, "turnId": first["turnId"]}
+    )
     t.claim(branched["head"] == first["turnId"], "the head moved to the first turn")
     other = await t.turn(client, session_id, "Add a docstring instead.")
     tree = await client.request("session/turns", {"sessionId": session_id})
@@ -91,9 +100,11 @@ async def tour(db: str | None) -> int:
     for turn in tree["turns"]:
         parent = turn["parentTurnId"] or "(start)"
         print(f"  {turn['turnId']} <- {parent}: {turn['prompt']}")
-    t.claim({x["turnId"] for x in tree["turns"]} ==
-            {first["turnId"], second["turnId"], other["turnId"]},
-            "the abandoned turn is still in the tree")
+    t.claim(
+        {x["turnId"] for x in tree["turns"]}
+        == {first["turnId"], second["turnId"], other["turnId"]},
+        "the abandoned turn is still in the tree",
+    )
     code = await client.close()
     t.claim(code == 0, "the daemon exited cleanly after shutdown")
 
@@ -103,8 +114,10 @@ async def tour(db: str | None) -> int:
     reopened = await again.request("session/reopen", {"sessionId": session_id})
     for turn in reopened["history"]:
         print(f"  > {turn['prompt']}\n  < {turn['reply']}")
-    t.claim([x["turnId"] for x in reopened["history"]] == [first["turnId"], other["turnId"]],
-            "its history is the first turn, then the branch's turn")
+    t.claim(
+        [x["turnId"] for x in reopened["history"]] == [first["turnId"], other["turnId"]],
+        "its history is the first turn, then the branch's turn",
+    )
     await again.close()
 
     if t.failures:

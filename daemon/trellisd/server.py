@@ -31,8 +31,9 @@ from pygls.protocol import (
 )
 
 from . import PROTOCOL_VERSION, __version__, wire
+from .agent.steering import Steer
 from .config import ProviderSettings
-from .daemon import Daemon
+from .daemon import Daemon, TurnRef, pid_alive
 from .errors import StoreError, TrellisError
 from .store import Store
 from .store.records import Step
@@ -127,7 +128,7 @@ class TrellisServer(LanguageServer):
 
     async def _open_store(self) -> None:
         try:
-            store = await asyncio.to_thread(Store, self.db_path)
+            store = await asyncio.to_thread(Store, self.db_path, pid_alive)
         except StoreError as exc:
             log.error("%s", exc.message)
             self._store_error = exc
@@ -142,8 +143,13 @@ class TrellisServer(LanguageServer):
         self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
 
         async def serve() -> None:
-            await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
-                            logger=log, error_handler=self.report_server_error)
+            await run_async(
+                stop_event=self._stop_event,
+                reader=reader,
+                protocol=self.protocol,
+                logger=log,
+                error_handler=self.report_server_error,
+            )
             log.info("end of input: the editor closed the connection")
             await self.exit(0 if self.protocol._shutdown else 1)
 
@@ -161,8 +167,11 @@ class TrellisServer(LanguageServer):
             for running in self._daemon.running.values():
                 if running.task is not None:
                     running.task.cancel()
-        pending = [f for f in self.protocol._request_futures.values()
-                   if isinstance(f, asyncio.Future) and not f.done()]
+        pending = [
+            f
+            for f in self.protocol._request_futures.values()
+            if isinstance(f, asyncio.Future) and not f.done()
+        ]
         if pending:
             await asyncio.wait(pending, timeout=3)
         await asyncio.sleep(0)  # let the last answers be written
@@ -199,23 +208,19 @@ class _WireNotifier:
     def __init__(self, server: TrellisServer) -> None:
         self.server = server
 
-    def token(self, session_id: str, turn_id: str, run_id: str, step: int, text: str) -> None:
+    def token(self, turn: TurnRef, step: int, text: str) -> None:
         self.server.protocol.notify(
-            "session/token",
-            {
-                "sessionId": session_id,
-                "turnId": turn_id,
-                "runId": run_id,
-                "step": step,
-                "text": text,
-            },
+            "session/token", {**wire.turn_ref(turn), "step": step, "text": text}
         )
 
-    def step(self, session_id: str, turn_id: str, run_id: str, step: Step) -> None:
-        self.server.protocol.notify(
-            "session/step",
-            {"sessionId": session_id, "turnId": turn_id, "runId": run_id, **wire.step(step)},
-        )
+    def step(self, turn: TurnRef, step: Step) -> None:
+        self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
+
+    def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
+        params = {**wire.turn_ref(turn), "step": step, "text": steer.text, "delivered": delivered}
+        if steer.client_msg_id is not None:
+            params["clientMsgId"] = steer.client_msg_id
+        self.server.protocol.notify("session/steered", params)
 
 
 Handler = Callable[[TrellisServer, wire.Params], Awaitable[Any]]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .daemon import TurnResult
+from .daemon import TurnRef, TurnResult
 from .errors import InvalidParams
 from .store.records import Event, RunSummary, Session, SessionSummary, Step, Tokens, Turn
 
@@ -142,4 +142,9 @@ def run_summary(value: RunSummary) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     if out["error"] is None:
         del out["error"]
+    return out
+
+
+def turn_ref(value: TurnRef) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(value)
     return out

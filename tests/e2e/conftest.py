@@ -60,6 +60,7 @@ class Daemon:
         self.steps: list[dict[str, Any]] = []
         client.feature("session/token")(lambda ls, params: self.tokens.append(params))
         client.feature("session/step")(lambda ls, params: self.steps.append(params))
+        client.feature("session/steered")(lambda ls, params: None)
 
     @property
     def protocol(self) -> RecordingProtocol:

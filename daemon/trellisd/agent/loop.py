@@ -27,6 +27,7 @@ from ..providers.base import (
 )
 from ..store.records import Step, Tokens, ToolCall
 from ..tools.base import Tool, ToolContext, ToolFailure
+from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class TurnSink(Protocol):
 
     def step(self, step: Step) -> None: ...
 
+    def steered(self, step: int, steer: Steer, delivered: bool) -> None: ...
+
 
 @dataclass
 class TurnPlan:
@@ -60,6 +63,8 @@ class TurnPlan:
     temperature: float | None = None
     max_tokens: int | None = None
     max_steps: int | None = None
+    inbox: SteerInbox = field(default_factory=SteerInbox)
+    first_step: int = 1
 
 
 @dataclass
@@ -91,7 +96,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     specs = [ToolSpec(t.name, t.description, t.parameters) for t in plan.tools]
     tools = {t.name: t for t in plan.tools}
     end = TurnEnd(FINISHED)
-    number = 0
+    number = plan.first_step - 1
 
     async def commit(step: Step) -> None:
         await recorder.add_step(step)
@@ -104,7 +109,9 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             end.outcome = EXHAUSTED
             return end
         streamed = _Streamed()
-        step_prompt = prompt if number == 1 else None
+        step_prompt = (
+            prompt if number == 1 else await _deliver(plan, messages, number, recorder, sink)
+        )
         try:
             request = ModelRequest(messages, specs, plan.temperature, plan.max_tokens)
             async for event in plan.provider.stream(request):
@@ -143,7 +150,10 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             await commit(
                 Step(number, "reply", step_prompt, streamed.text, None, None, streamed.tokens)
             )
-            return end
+            if not plan.inbox.pending:
+                return end
+            messages.append(Message("assistant", streamed.text))
+            continue
 
         messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
@@ -163,6 +173,21 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 )
             )
             messages.append(Message("tool", result, tool_call_id=call.id))
+
+
+async def _deliver(
+    plan: TurnPlan, messages: list[Message], number: int, recorder: RunRecorder, sink: TurnSink
+) -> str | None:
+    """Put the queued steers into this step's request; returns the step's prompt."""
+    steers = plan.inbox.take()
+    for steer in steers:
+        messages.append(Message("user", STEER_NOTE + steer.text))
+        detail: dict[str, Any] = {"text": steer.text}
+        if steer.client_msg_id is not None:
+            detail["clientMsgId"] = steer.client_msg_id
+        await recorder.add_event("steered", number, detail)
+        sink.steered(number, steer, True)
+    return "\n\n".join(s.text for s in steers) if steers else None
 
 
 async def _run_tool(tool: Tool | None, call: ToolCall, context: ToolContext) -> str:

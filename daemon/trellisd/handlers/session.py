@@ -59,3 +59,29 @@ def register(server: TrellisServer) -> None:
     async def session_branch(ls: TrellisServer, p: wire.Params) -> Any:
         session_id, turn_id = p.string("sessionId", required=True), p.nullable_string("turnId")
         return wire.session(await ls.daemon.branch(session_id, turn_id))
+
+    @method(server, "session/steer")
+    async def session_steer(ls: TrellisServer, p: wire.Params) -> Any:
+        session_id, text = (
+            p.string("sessionId", required=True),
+            p.string("text", required=True, nonempty=True),
+        )
+        ref = await ls.daemon.steer(session_id, text, p.string("clientMsgId"))
+        return {"turnId": ref.turn_id, "runId": ref.run_id, "queued": True}
+
+    @method(server, "session/cancel")
+    async def session_cancel(ls: TrellisServer, p: wire.Params) -> Any:
+        ref = await ls.daemon.cancel(p.string("sessionId", required=True))
+        return {"cancelled": False} if ref is None else {"cancelled": True, **wire.turn_ref(ref)}
+
+    @method(server, "session/resume")
+    async def session_resume(ls: TrellisServer, p: wire.Params) -> Any:
+        session_id, turn_id = (
+            p.string("sessionId", required=True),
+            p.string("turnId", required=True),
+        )
+        return wire.turn_result(await ls.daemon.resume(session_id, turn_id))
+
+    @method(server, "session/takeover")
+    async def session_takeover(ls: TrellisServer, p: wire.Params) -> Any:
+        return wire.session(await ls.daemon.takeover(p.string("sessionId", required=True)))

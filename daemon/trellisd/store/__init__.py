@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .db import Database
+from .leases import Leases
 from .runs import Runs
 from .sessions import Sessions
 
@@ -12,10 +14,11 @@ from .sessions import Sessions
 class Store:
     """The store's aggregates over one database."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, alive: Callable[[int], bool]) -> None:
         self.db = Database(path)
+        self.leases = Leases(self.db, alive)
         self.sessions = Sessions(self.db)
-        self.runs = Runs(self.db)
+        self.runs = Runs(self.db, self.leases)
 
     def close(self) -> None:
         self.db.close()

@@ -24,8 +24,9 @@ from .migrations import MIGRATIONS
 log = logging.getLogger(__name__)
 
 apsw.bestpractice.library_logging()
-_CONNECTION_PRACTICES = [f for f in apsw.bestpractice.recommended
-                         if f.__name__.startswith("connection_")]
+_CONNECTION_PRACTICES = [
+    f for f in apsw.bestpractice.recommended if f.__name__.startswith("connection_")
+]
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12

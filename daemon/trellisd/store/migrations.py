@@ -65,4 +65,15 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, seq)
     ) STRICT;
     """,
+    # 2: the daemons using the store, and each session's writer (its lease).
+    """
+    CREATE TABLE daemon (
+        id TEXT PRIMARY KEY,
+        pid INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        heartbeat_at TEXT NOT NULL
+    ) STRICT;
+    ALTER TABLE session ADD COLUMN owner TEXT;
+    ALTER TABLE run ADD COLUMN daemon_id TEXT;
+    """,
 )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 import apsw
 
 from ..errors import NotFound
 from .db import Database, now
+from .leases import Leases
 from .records import Event, RunSummary, Step, Tokens, ToolCall
 from .sessions import Sessions, new_id
 
@@ -37,8 +37,9 @@ def _title(prompt: str) -> str:
 
 
 class Runs:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, leases: Leases) -> None:
         self.db = db
+        self.leases = leases
 
     def begin(self, session_id: str, prompt: str) -> tuple[str, str, str | None]:
         """Start a turn at the session's head; it becomes the head. Returns
@@ -46,14 +47,16 @@ class Runs:
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
         with self.db.write() as con:
             parent = Sessions._get(con, session_id).head
+            self.leases.acquire(con, session_id)
             con.execute(
                 "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (turn_id, session_id, parent, prompt, stamp),
             )
             con.execute(
-                "INSERT INTO run(id, turn_id, outcome, pid, started_at) VALUES (?, ?, ?, ?, ?)",
-                (run_id, turn_id, RUNNING, os.getpid(), stamp),
+                "INSERT INTO run(id, turn_id, outcome, pid, daemon_id, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, turn_id, RUNNING, os.getpid(), self.leases.daemon_id, stamp),
             )
             con.execute(
                 "UPDATE session SET head = ?, updated_at = ?,"
@@ -65,6 +68,7 @@ class Runs:
     def add_step(self, run_id: str, step: Step) -> None:
         call = step.tool_call
         with self.db.write() as con:
+            self.leases.holds(con, self._session_of(con, run_id))
             con.execute(
                 "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
                 " input_tokens, output_tokens, cached_tokens, created_at)"
@@ -88,6 +92,7 @@ class Runs:
 
     def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
         with self.db.write() as con:
+            self.leases.holds(con, self._session_of(con, run_id))
             seq: int = con.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
             ).fetchone()[0]
@@ -105,17 +110,46 @@ class Runs:
                 (outcome, error, now(), run_id),
             )
 
-    def mark_interrupted(self, alive: Callable[[int], bool]) -> list[str]:
-        """Mark runs left ``running`` by a process that is gone as ``interrupted``."""
+    def resume(self, run_id: str) -> None:
+        """An interrupted run runs again, under this daemon."""
         with self.db.write() as con:
-            rows = con.execute("SELECT id, pid FROM run WHERE outcome = ?", (RUNNING,)).fetchall()
-            gone = [run_id for run_id, pid in rows if pid == os.getpid() or not alive(pid)]
-            for run_id in gone:
+            self.leases.acquire(con, self._session_of(con, run_id))
+            con.execute(
+                "UPDATE run SET outcome = ?, error = NULL, ended_at = NULL, pid = ?,"
+                " daemon_id = ? WHERE id = ?",
+                (RUNNING, os.getpid(), self.leases.daemon_id, run_id),
+            )
+
+    def mark_interrupted(self) -> list[str]:
+        """Mark runs left ``running`` by a daemon that is gone as ``interrupted``."""
+        with self.db.write() as con:
+            gone = set(self.leases.gone_daemons(con))
+            rows = con.execute(
+                "SELECT id, daemon_id FROM run WHERE outcome = ?", (RUNNING,)
+            ).fetchall()
+            known = {row[0] for row in con.execute("SELECT id FROM daemon")}
+            stopped = [
+                run_id for run_id, daemon_id in rows if daemon_id in gone or daemon_id not in known
+            ]
+            for run_id in stopped:
                 con.execute(
                     "UPDATE run SET outcome = 'interrupted', error = ?, ended_at = ? WHERE id = ?",
                     ("the daemon running this turn stopped before it ended", now(), run_id),
                 )
-        return gone
+            for daemon_id in gone:
+                con.execute("DELETE FROM daemon WHERE id = ?", (daemon_id,))
+        return stopped
+
+    @staticmethod
+    def _session_of(con: apsw.Connection, run_id: str) -> str:
+        row = con.execute(
+            "SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = ?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"unknown run {run_id}", runId=run_id)
+        session_id: str = row[0]
+        return session_id
 
     def summary(self, run_id: str) -> RunSummary:
         with self.db.read() as con:

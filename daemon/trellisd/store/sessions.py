@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from ..errors import InvalidParams, NotFound
 from .db import Database, now
+
+if TYPE_CHECKING:
+    from .leases import Leases
 from .records import Session, SessionSummary, Tokens, Turn
 
 _TURN_SELECT = """
@@ -64,14 +67,14 @@ class Sessions:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, root: str, title: str, settings: dict[str, Any]) -> Session:
+    def create(self, root: str, title: str, settings: dict[str, Any], owner: str) -> Session:
         stamp = now()
         session = Session(new_id("s"), root, title, None, stamp, stamp, settings)
         with self.db.write() as con:
             con.execute(
-                "INSERT INTO session(id, root, title, head, settings, created_at, updated_at)"
-                " VALUES (?, ?, ?, NULL, ?, ?, ?)",
-                (session.session_id, root, title, json.dumps(settings), stamp, stamp),
+                "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
+                " owner) VALUES (?, ?, ?, NULL, ?, ?, ?, ?)",
+                (session.session_id, root, title, json.dumps(settings), stamp, stamp, owner),
             )
         return session
 
@@ -138,16 +141,27 @@ class Sessions:
             session = self._get(con, session_id)
             return self._path(con, session.head)
 
+    def history_to(self, session_id: str, turn_id: str | None) -> list[Turn]:
+        """The path from the session's first turn to ``turn_id``."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            return self._path(con, turn_id)
+
     @staticmethod
     def _path(con: apsw.Connection, head: str | None) -> list[Turn]:
         if head is None:
             return []
-        ids = [row[0] for row in con.execute(
-            "WITH RECURSIVE path(id) AS ("
-            "  SELECT ? UNION ALL"
-            "  SELECT turn.parent_id FROM path JOIN turn ON turn.id = path.id"
-            "  WHERE turn.parent_id IS NOT NULL)"
-            " SELECT id FROM path", (head,))]
+        ids = [
+            row[0]
+            for row in con.execute(
+                "WITH RECURSIVE path(id) AS ("
+                "  SELECT ? UNION ALL"
+                "  SELECT turn.parent_id FROM path JOIN turn ON turn.id = path.id"
+                "  WHERE turn.parent_id IS NOT NULL)"
+                " SELECT id FROM path",
+                (head,),
+            )
+        ]
         marks = ",".join("?" * len(ids))
         rows = con.execute(_TURN_SELECT + f" WHERE t.id IN ({marks})", ids).fetchall()
         by_id = {row[0]: _turn(row) for row in rows}
@@ -163,9 +177,10 @@ class Sessions:
             ).fetchall()
         return [_turn(row) for row in rows]
 
-    def branch(self, session_id: str, turn_id: str | None) -> Session:
+    def branch(self, session_id: str, turn_id: str | None, leases: Leases) -> Session:
         with self.db.write() as con:
             self._get(con, session_id)
+            leases.acquire(con, session_id)
             if turn_id is not None:
                 self._turn(con, session_id, turn_id)
             con.execute(
