@@ -34,6 +34,10 @@ KEY_VARIABLES = {
     "anthropic": "ANTHROPIC_API_KEY",
 }
 
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_RETRY_BUDGET = 60.0
+DEFAULT_READ_TIMEOUT = 120.0
+
 NO_PROVIDER = (
     "no model provider is configured: set TRELLISD_PROVIDER (openai, anthropic, openrouter or"
     " scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY, or set one of"
@@ -43,7 +47,12 @@ NO_PROVIDER = (
 
 @dataclass(frozen=True)
 class ProviderSettings:
-    """Which model answers, and how to reach it. ``name`` is None when nothing is set."""
+    """Which model answers, and how to reach it. ``name`` is None when nothing is set.
+
+    ``max_retries`` is how many times a failed call is sent again, ``retry_budget`` the
+    seconds after the first attempt past which no retry starts, and ``read_timeout`` the
+    seconds the provider may stay silent before the call is abandoned.
+    """
 
     name: str | None = None
     model: str | None = None
@@ -53,6 +62,9 @@ class ProviderSettings:
     temperature: float | None = None
     max_tokens: int | None = None
     script: str | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
+    retry_budget: float = DEFAULT_RETRY_BUDGET
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     @property
     def effective_model(self) -> str | None:
@@ -86,6 +98,12 @@ class ProviderSettings:
                 raise InvalidParams(
                     f"{where}.{key} must be a {kind.__name__}", field=f"{where}.{key}"
                 )
+            least = _LIMITS.get(attr)
+            if least is not None and isinstance(value, int | float) and value < least:
+                raise InvalidParams(
+                    f"{where}.{key} must be {_LIMIT_WORDS[least]}",
+                    field=f"{where}.{key}",
+                )
             changes[attr] = value
         name = changes.get("name")
         if name is not None and name not in PROVIDERS:
@@ -94,7 +112,13 @@ class ProviderSettings:
             )
         if name is not None and name != self.name:
             # A different provider does not inherit the other one's endpoint, model or key.
-            base = ProviderSettings(name=name, script=self.script)
+            base = ProviderSettings(
+                name=name,
+                script=self.script,
+                max_retries=self.max_retries,
+                retry_budget=self.retry_budget,
+                read_timeout=self.read_timeout,
+            )
             if name in KEY_VARIABLES and "api_key" not in changes:
                 var = KEY_VARIABLES[name]
                 base = dataclasses.replace(
@@ -118,7 +142,13 @@ _OVERRIDABLE: tuple[tuple[str, str, type], ...] = (
     ("temperature", "temperature", float),
     ("maxTokens", "max_tokens", int),
     ("script", "script", str),
+    ("maxRetries", "max_retries", int),
+    ("retryBudget", "retry_budget", float),
+    ("readTimeout", "read_timeout", float),
 )
+# The least value each transport setting may take; a read timeout of 0 would fail every call.
+_LIMITS: dict[str, float] = {"max_retries": 0, "retry_budget": 0, "read_timeout": 0.001}
+_LIMIT_WORDS = {0: "zero or more", 0.001: "a positive number of seconds"}
 
 
 def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
@@ -129,6 +159,11 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
     base_url = env.get("TRELLISD_BASE_URL") or None
     key = env.get("TRELLISD_API_KEY") or None
     key_source = "TRELLISD_API_KEY" if key else None
+    transport = {
+        "max_retries": _limit(env, "TRELLISD_MAX_RETRIES", int, "max_retries"),
+        "retry_budget": _limit(env, "TRELLISD_RETRY_BUDGET", float, "retry_budget"),
+        "read_timeout": _limit(env, "TRELLISD_READ_TIMEOUT", float, "read_timeout"),
+    }
     if name is None:
         for candidate in ("openrouter", "openai", "anthropic"):
             if env.get(KEY_VARIABLES[candidate]):
@@ -138,7 +173,7 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
             if script:
                 name = "scripted"
     if name is None:
-        return ProviderSettings(script=script)
+        return ProviderSettings(script=script, **transport)
     if name not in PROVIDERS:
         raise ValueError(f"TRELLISD_PROVIDER must be one of {', '.join(PROVIDERS)}, not {name!r}")
     if key is None and name in KEY_VARIABLES and env.get(KEY_VARIABLES[name]):
@@ -154,6 +189,7 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
         script=script,
         temperature=_number(env, "TRELLISD_TEMPERATURE", float),
         max_tokens=_number(env, "TRELLISD_MAX_TOKENS", int),
+        **transport,
     )
 
 
@@ -165,6 +201,15 @@ def _number(env: Mapping[str, str], var: str, kind: type[Any]) -> Any:
         return kind(raw)
     except ValueError as exc:
         raise ValueError(f"{var} must be a number, not {raw!r}") from exc
+
+
+def _limit(env: Mapping[str, str], var: str, kind: type[Any], attr: str) -> Any:
+    value = _number(env, var, kind)
+    if value is None:
+        return getattr(ProviderSettings, attr)
+    if value < _LIMITS[attr]:
+        raise ValueError(f"{var} must be {_LIMIT_WORDS[_LIMITS[attr]]}, not {env[var]!r}")
+    return value
 
 
 def default_db_path(env: Mapping[str, str]) -> Path:

@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,18 +21,31 @@ from .agent.loop import CANCELLED, ERROR, FINISHED, TurnEnd, TurnPlan, run_turn
 from .agent.steering import Steer, SteerInbox
 from .config import ProviderSettings
 from .errors import Conflict, InvalidParams, NotFound, NotRunning, TrellisError
+from .policy import DEFAULT_POLICY, Policy, load_policy
 from .providers import make_provider
 from .providers.base import Provider, ProviderError
 from .store import Store
 from .store.leases import HEARTBEAT_SECONDS
-from .store.records import Event, RunSummary, Session, SessionSummary, Step, Tokens, Turn
+from .store.records import Event, RunSummary, Session, SessionSummary, Step, Tokens, ToolCall, Turn
 from .tools import ToolContext, default_tools
+from .tools.base import Action
+from .tools.verify import run_check
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SESSION_SETTINGS = ("name", "model", "baseUrl", "temperature", "maxTokens")
+SESSION_SETTINGS = (
+    "name",
+    "model",
+    "baseUrl",
+    "temperature",
+    "maxTokens",
+    "maxRetries",
+    "retryBudget",
+    "readTimeout",
+)
 CANCEL_WAIT_SECONDS = 2.0
+CHECK_TIMEOUT_SECONDS = 600.0
 
 
 class Notifier(Protocol):
@@ -42,6 +56,11 @@ class Notifier(Protocol):
     def step(self, turn: TurnRef, step: Step) -> None: ...
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
+
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> str:
+        """The editor's answer to ``session/requestApproval``: allow, allowAlways or deny
+        (deny too when the editor does not answer in time)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,7 @@ class TurnResult:
     tokens: Tokens
     steps: int
     error: str | None
+    model: str | None = None
 
 
 @dataclass
@@ -89,6 +109,7 @@ class Daemon:
         self._providers: dict[ProviderSettings, Provider] = {}
         self._db_thread = concurrent.futures.ThreadPoolExecutor(1, "trellisd-store")
         self._heartbeat: asyncio.Task[None] | None = None
+        self._policies: dict[str, Policy] = {}
 
     async def db(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._db_thread, fn, *args)
@@ -126,22 +147,43 @@ class Daemon:
     # sessions
 
     async def open_session(
-        self, root: str, title: str | None, provider: dict[str, Any] | None
+        self,
+        root: str,
+        title: str | None,
+        provider: dict[str, Any] | None,
+        policy: dict[str, Any] | None = None,
     ) -> Session:
         folder = Path(root).expanduser()
         if not folder.is_absolute():
             raise InvalidParams(f"root must be an absolute path, not {root}", field="root")
         if not folder.is_dir():
             raise NotFound(f"root {root} is not an existing folder", root=root)
-        settings = {k: v for k, v in (provider or {}).items() if k in SESSION_SETTINGS}
+        settings = {
+            k: v for k, v in (provider or {}).items() if k in SESSION_SETTINGS and v is not None
+        }
         self.settings.merged(settings, "provider")  # refuse bad values now, not at the turn
-        return await self.db(
+        effective = await asyncio.to_thread(_load_policy, folder.resolve(), policy)
+        session = await self.db(
             self.store.sessions.create,
             str(folder.resolve()),
             title or "",
             settings,
             self.store.leases.daemon_id,
+            policy,
         )
+        self._policies[session.session_id] = effective
+        return session
+
+    async def session_policy(self, session: Session) -> Policy:
+        """The session's effective policy, with the grants given while this daemon runs."""
+        policy = self._policies.get(session.session_id)
+        if policy is None:
+            policy = await asyncio.to_thread(_load_policy, Path(session.root), session.policy)
+            self._policies[session.session_id] = policy
+        return policy
+
+    async def policy(self, session_id: str) -> Policy:
+        return await self.session_policy(await self.db(self.store.sessions.get, session_id))
 
     async def reopen(self, session_id: str) -> tuple[Session, list[Turn]]:
         session = await self.db(self.store.sessions.touch, session_id)
@@ -232,7 +274,9 @@ class Daemon:
         settings = self.settings.merged(session.settings, "provider").merged(overrides, "turn")
         path = await self.db(self.store.sessions.history, session_id)
         self._refuse_if_running(session_id, "start another")
-        turn_id, run_id, _ = await self.db(self.store.runs.begin, session_id, prompt)
+        turn_id, run_id, _ = await self.db(
+            self.store.runs.begin, session_id, prompt, settings.effective_model
+        )
         ref = TurnRef(session_id, turn_id, run_id)
         messages = conversation(session.root, path, prompt)
         return await self._run(session, ref, settings, messages, prompt, overrides, 1)
@@ -317,8 +361,16 @@ class Daemon:
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
         turn = await self.db(self.store.sessions.turn, ref.session_id, ref.turn_id)
         summary = await self.db(self.store.runs.summary, ref.run_id)
-        return TurnResult(ref.turn_id, ref.run_id, end.outcome, turn.reply, turn.tokens,
-                          summary.steps, end.error)
+        return TurnResult(
+            ref.turn_id,
+            ref.run_id,
+            end.outcome,
+            turn.reply,
+            turn.tokens,
+            summary.steps,
+            end.error,
+            turn.model,
+        )
 
     async def _drive(
         self,
@@ -334,11 +386,15 @@ class Daemon:
             provider = self._provider(settings)
         except ProviderError as exc:
             return TurnEnd(ERROR, str(exc))
+        policy = await self.session_policy(session)
+        verify = overrides.get("verify")
         plan = TurnPlan(
             messages=messages,
             provider=provider,
             tools=default_tools(),
-            context=ToolContext(Path(session.root)),
+            context=ToolContext(Path(session.root), may_read=policy.may_read),
+            gate=_Gate(self, running.ref),
+            check=None if verify is None else _Check(self, running.ref, Path(session.root), verify),
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
             max_steps=overrides.get("maxSteps"),
@@ -347,6 +403,108 @@ class Daemon:
         )
         return await run_turn(
             plan, _Recorder(self, running.ref.run_id), _Sink(self.notifier, running.ref), prompt
+        )
+
+
+def _load_policy(root: Path, requested: dict[str, Any] | None) -> Policy:
+    """The daemon's default layer applies unless the session names its own layers."""
+    if requested and requested.get("layers"):
+        return load_policy(root, requested, default=Policy(approval=DEFAULT_POLICY.approval))
+    return load_policy(root, requested)
+
+
+class _Gate:
+    """The session's policy in front of every tool call; asks the editor when it says ask."""
+
+    def __init__(self, daemon: Daemon, ref: TurnRef) -> None:
+        self.daemon, self.ref = daemon, ref
+
+    async def _event(self, kind: str, step: int, detail: dict[str, Any]) -> None:
+        await self.daemon.db(self.daemon.store.runs.add_event, self.ref.run_id, kind, step, detail)
+
+    async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:
+        session_id = self.ref.session_id
+        verdict = self.daemon._policies[session_id].check(action)
+        described = {"kind": action.kind, "target": action.target}
+        if verdict.outcome == "refuse":
+            await self._event(
+                "refusal",
+                step,
+                {
+                    "tool": call.name,
+                    "action": described,
+                    "layer": verdict.layer,
+                    "rule": verdict.rule,
+                    "reason": verdict.reason,
+                },
+            )
+            return f"refused by the session's policy: {verdict.reason}"
+        if verdict.outcome == "ask":
+            summary = f"{call.name} wants to {action.kind} {action.target}"
+            decision = await self.daemon.notifier.ask_approval(
+                self.ref,
+                {
+                    "sessionId": session_id,
+                    "turnId": self.ref.turn_id,
+                    "runId": self.ref.run_id,
+                    "tool": call.name,
+                    "arguments": call.arguments,
+                    "summary": summary,
+                },
+            )
+            await self._event(
+                "approval", step, {"tool": call.name, "action": described, "decision": decision}
+            )
+            if decision == "allowAlways":
+                policy = self.daemon._policies[session_id]
+                self.daemon._policies[session_id] = policy.with_grant(action)
+            elif decision != "allow":
+                await self._event(
+                    "refusal",
+                    step,
+                    {
+                        "tool": call.name,
+                        "action": described,
+                        "layer": "approval",
+                        "rule": decision,
+                        "reason": "the user did not approve it",
+                    },
+                )
+                return (
+                    f"refused: the user did not approve this {action.kind} ({decision});"
+                    " do not try it again this way"
+                )
+        return None
+
+
+class _Check:
+    """A bounded turn's check, run in the session root."""
+
+    def __init__(self, daemon: Daemon, ref: TurnRef, root: Path, verify: dict[str, Any]) -> None:
+        self.daemon, self.ref, self.root = daemon, ref, root
+        self.argv: list[str] = verify["argv"]
+        self.expect_exit: int = verify.get("expectExit", 0)
+
+    async def run(self, step: int) -> str | None:
+        result = await run_check(self.argv, self.expect_exit, self.root, CHECK_TIMEOUT_SECONDS)
+        await self.daemon.db(
+            self.daemon.store.runs.add_event,
+            self.ref.run_id,
+            "check",
+            step,
+            {
+                "argv": self.argv,
+                "expectExit": self.expect_exit,
+                "exitCode": result.exit_code,
+                "passed": result.passed,
+                "output": result.output[-4000:],
+            },
+        )
+        if result.passed:
+            return None
+        return (
+            f"The check {shlex.join(self.argv)} failed (exit {result.exit_code}, expected"
+            f" {self.expect_exit}):\n{result.output[-4000:]}\nFix the problem and try again."
         )
 
 

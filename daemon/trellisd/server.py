@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Generator
 from functools import wraps
 from typing import Any
@@ -39,6 +40,9 @@ from .store import Store
 from .store.records import Step
 
 log = logging.getLogger(__name__)
+
+
+APPROVAL_TIMEOUT_SECONDS = float(os.environ.get("TRELLISD_APPROVAL_TIMEOUT", "300"))
 
 
 class _Unservable(Exception):
@@ -216,6 +220,30 @@ class _WireNotifier:
     def step(self, turn: TurnRef, step: Step) -> None:
         self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> str:
+        msg_id = f"approval-{uuid.uuid4().hex}"
+        try:
+            answer = await asyncio.wait_for(
+                self.server.protocol.send_request_async(
+                    "session/requestApproval", request, msg_id=msg_id
+                ),
+                APPROVAL_TIMEOUT_SECONDS,
+            )
+        except asyncio.CancelledError:
+            # The turn was cancelled while it waited: withdraw the question.
+            self.server.protocol._request_futures.pop(msg_id, None)
+            self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
+        except TimeoutError:
+            self.server.protocol._request_futures.pop(msg_id, None)
+            self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            return "timeout"
+        except JsonRpcException as exc:
+            log.warning("the editor could not answer an approval: %s", exc)
+            return "deny"
+        decision = answer.get("decision") if isinstance(answer, dict) else None
+        return decision if decision in ("allow", "allowAlways", "deny") else "deny"
+
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         params = {**wire.turn_ref(turn), "step": step, "text": steer.text, "delivered": delivered}
         if steer.client_msg_id is not None:
@@ -260,7 +288,10 @@ def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
     async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         if isinstance(options, dict) and options:
-            ls.settings = ls.settings.merged(options, "initializationOptions")
+            try:
+                ls.settings = ls.settings.merged(options, "initializationOptions")
+            except TrellisError as exc:
+                raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         await ls.open_store()
         if ls._daemon is not None:
             ls._daemon.settings = ls.settings

@@ -11,6 +11,7 @@ from typing import Any
 
 from .daemon import TurnRef, TurnResult
 from .errors import InvalidParams
+from .pricing import cost
 from .store.records import Event, RunSummary, Session, SessionSummary, Step, Tokens, Turn
 
 _MISSING = object()
@@ -77,6 +78,19 @@ def _json_type(value: Any) -> str:
     return "null"
 
 
+def verify(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A bounded turn's ``verify``: ``{argv: [str, ...], expectExit?: int}``."""
+    if value is None:
+        return None
+    argv = value.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise InvalidParams("verify.argv must be a non-empty array of strings", field="verify.argv")
+    expect = value.get("expectExit", 0)
+    if not isinstance(expect, int) or isinstance(expect, bool):
+        raise InvalidParams("verify.expectExit must be a whole number", field="verify.expectExit")
+    return {"argv": argv, "expectExit": expect}
+
+
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -103,6 +117,7 @@ def to_wire(value: Any) -> Any:
 def session(value: Session) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     out["provider"] = out.pop("settings")
+    del out["policy"]
     return out
 
 
@@ -114,6 +129,7 @@ def turn(value: Turn) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     if out["error"] is None:
         del out["error"]
+    out["cost"] = cost(value.model, value.tokens)
     return out
 
 
@@ -125,6 +141,7 @@ def turn_result(value: TurnResult) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     if out["error"] is None:
         del out["error"]
+    out["cost"] = cost(value.model, value.tokens)
     return out
 
 

@@ -272,3 +272,18 @@ async def test_a_store_from_a_newer_trellisd_is_refused_untouched(
     assert error.code == -32040 and "newer trellisd" in error.message
     await daemon.client.shutdown_session()
     assert db.read_bytes() == before
+
+
+async def test_each_turn_has_a_cost_when_its_model_has_a_price(
+        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    daemon = await spawn(env={"TRELLISD_MODEL": "gpt-4o-mini"})
+    session = await open_session(daemon, workspace)
+    model.reply("priced", usage={"prompt_tokens": 1_000_000, "completion_tokens": 0,
+                                 "prompt_tokens_details": {"cached_tokens": 0}})
+    priced = await turn(daemon, session, "hi")
+    assert priced["model"] == "gpt-4o-mini"
+    assert priced["cost"] is not None and priced["cost"] > 0
+    unknown = await turn(daemon, session, "hi", model="some-local-model")
+    assert unknown["cost"] is None
+    history = (await daemon.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
+    assert history[0]["cost"] == priced["cost"] and history[1]["cost"] is None

@@ -26,12 +26,13 @@ from ..providers.base import (
     Usage,
 )
 from ..store.records import Step, Tokens, ToolCall
-from ..tools.base import Tool, ToolContext, ToolFailure
+from ..tools.base import Action, Tool, ToolContext, ToolFailure
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
 
 FINISHED, ERROR, CANCELLED, EXHAUSTED = "finished", "error", "cancelled", "exhausted"
+SUCCESS, FAILURE = "success", "failure"
 NO_TOKENS = Tokens(0, 0, 0)
 UNKNOWN_TOKENS = Tokens(None, None, None)
 
@@ -42,6 +43,21 @@ class RunRecorder(Protocol):
     def add_step(self, step: Step) -> Awaitable[None]: ...
 
     def add_event(self, kind: str, step: int | None, detail: dict[str, Any]) -> Awaitable[None]: ...
+
+
+class ToolGate(Protocol):
+    """Decides whether a tool call may run: ``None`` lets it run, a text refuses it (the
+    model is told the text)."""
+
+    async def admit(self, call: ToolCall, action: Action, step: int) -> str | None: ...
+
+
+class Check(Protocol):
+    """A bounded turn's check, run whenever the model stops calling tools."""
+
+    async def run(self, step: int) -> str | None:
+        """``None`` when the check passes; else what failed, for the model."""
+        ...
 
 
 class TurnSink(Protocol):
@@ -65,6 +81,8 @@ class TurnPlan:
     max_steps: int | None = None
     inbox: SteerInbox = field(default_factory=SteerInbox)
     first_step: int = 1
+    gate: ToolGate | None = None
+    check: Check | None = None
 
 
 @dataclass
@@ -106,7 +124,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     while True:
         number += 1
         if plan.max_steps is not None and number > plan.max_steps:
-            end.outcome = EXHAUSTED
+            end.outcome = FAILURE if plan.check is not None else EXHAUSTED
             return end
         streamed = _Streamed()
         step_prompt = (
@@ -150,28 +168,38 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             await commit(
                 Step(number, "reply", step_prompt, streamed.text, None, None, streamed.tokens)
             )
+            messages.append(Message("assistant", streamed.text))
+            if plan.check is not None and not plan.inbox.pending:
+                failed = await plan.check.run(number)
+                if failed is None:
+                    end.outcome = SUCCESS
+                    return end
+                messages.append(Message("user", failed))
+                continue
             if not plan.inbox.pending:
                 return end
-            messages.append(Message("assistant", streamed.text))
             continue
 
         messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
             if index:
                 number += 1
-            result = await _run_tool(tools.get(call.name), call, plan.context)
+                if plan.max_steps is not None and number > plan.max_steps:
+                    end.outcome = FAILURE if plan.check is not None else EXHAUSTED
+                    return end
             first = index == 0
-            await commit(
-                Step(
-                    number,
-                    "tool",
-                    step_prompt if first else None,
-                    streamed.text if first else "",
-                    call,
-                    result,
-                    streamed.tokens if first else NO_TOKENS,
+            prompt_here = step_prompt if first else None
+            text_here = streamed.text if first else ""
+            tokens_here = streamed.tokens if first else NO_TOKENS
+            try:
+                result = await _run_tool(tools.get(call.name), call, plan, number)
+            except asyncio.CancelledError:
+                # The tool's work is abandoned, but what the model said stays.
+                await commit(
+                    Step(number, "cancelled", prompt_here, text_here, call, None, tokens_here)
                 )
-            )
+                raise
+            await commit(Step(number, "tool", prompt_here, text_here, call, result, tokens_here))
             messages.append(Message("tool", result, tool_call_id=call.id))
 
 
@@ -190,13 +218,18 @@ async def _deliver(
     return "\n\n".join(s.text for s in steers) if steers else None
 
 
-async def _run_tool(tool: Tool | None, call: ToolCall, context: ToolContext) -> str:
+async def _run_tool(tool: Tool | None, call: ToolCall, plan: TurnPlan, step: int) -> str:
     if tool is None:
         return f"error: there is no tool named {call.name!r}"
     if "_unparsed" in call.arguments:
         return f"error: the arguments of {call.name} were not a JSON object"
     try:
-        return await tool.run(call.arguments, context)
+        action = tool.action(call.arguments, plan.context)
+        if plan.gate is not None:
+            refusal = await plan.gate.admit(call, action, step)
+            if refusal is not None:
+                return refusal
+        return await tool.run(call.arguments, plan.context)
     except ToolFailure as exc:
         return f"error: {exc}"
     except OSError as exc:

@@ -13,12 +13,17 @@ LIST_LIMIT = 50
 def register(server: TrellisServer) -> None:
     @method(server, "session/open")
     async def session_open(ls: TrellisServer, p: wire.Params) -> Any:
-        root, title, provider = (
+        root, title, provider, policy = (
             p.string("root", required=True),
             p.string("title"),
             p.obj("provider"),
+            p.obj("policy"),
         )
-        return wire.session(await ls.daemon.open_session(root, title, provider))
+        return wire.session(await ls.daemon.open_session(root, title, provider, policy))
+
+    @method(server, "session/policy")
+    async def session_policy(ls: TrellisServer, p: wire.Params) -> Any:
+        return (await ls.daemon.policy(p.string("sessionId", required=True))).to_wire()
 
     @method(server, "session/reopen")
     async def session_reopen(ls: TrellisServer, p: wire.Params) -> Any:
@@ -52,6 +57,7 @@ def register(server: TrellisServer) -> None:
             "model": p.string("model"),
             "temperature": p.number("temperature"),
             "maxSteps": p.integer("maxSteps", low=1, high=10_000),
+            "verify": wire.verify(p.obj("verify")),
         }
         return wire.turn_result(await ls.daemon.turn(session_id, prompt, overrides))
 

@@ -59,12 +59,20 @@ class Usage:
 
 @dataclass(frozen=True)
 class Stop:
+    """The call ended. ``reason`` uses one vocabulary on every wire: ``stop`` (the model
+    finished), ``tool_calls``, ``length`` (the token limit was reached), ``content_filter``,
+    or the provider's own word for anything else."""
+
     reason: str
 
 
 @dataclass(frozen=True)
 class Retrying:
-    """The provider is about to try the request again."""
+    """The provider is about to send the request again, after ``delay`` seconds.
+
+    ``attempt`` is the number of the attempt about to be made (the first retry is attempt 2);
+    ``reason`` says in a few words why the previous attempt failed.
+    """
 
     attempt: int
     delay: float
@@ -75,11 +83,24 @@ ProviderEvent = TextDelta | ToolCallRequested | Usage | Stop | Retrying
 
 
 class ProviderError(Exception):
-    """A model call failed; ``str(error)`` is the message shown to the user."""
+    """A model call failed; ``str(error)`` is the message shown to the user.
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    ``status`` is the HTTP status when there was one. ``retryable`` says the same request may
+    succeed if sent again, and ``retry_after`` how long the provider asked to wait first.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class Provider(Protocol):

@@ -1,26 +1,208 @@
-"""What every HTTP provider shares: endpoint settings, timeouts, and turning HTTP failures
-into messages a person can act on (never containing the key)."""
+"""What every HTTP provider shares: endpoint settings, one streamed call with its retries, and
+turning HTTP failures into messages a person can act on.
+
+A wire module (``openai``, ``anthropic``) builds the request and a ``StreamDecoder`` that
+turns server-sent events into ``ProviderEvent``s; ``stream_events`` does the rest. Every
+failure leaves it as a ``ProviderError``:
+
+    ProviderError
+     ├─ from a status (HTTP 4xx/5xx, or a 200 that is not an event stream): explain_status
+     ├─ from the transport (refused, unresolved, dropped, stalled): transport_error
+     └─ from the wire (an error event, a stream that ended early): raised by a decoder
+
+Foreign errors are translated here, once. Each message passes through ``HttpSettings.redact``
+on its way out, so the API key never appears in an error, a log line or a traceback.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import socket
+import ssl
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent
 
-from .base import ProviderError
+from ..config import DEFAULT_MAX_RETRIES, DEFAULT_READ_TIMEOUT, DEFAULT_RETRY_BUDGET
+from .base import ProviderError, ProviderEvent, Retrying
+from .retry import Backoff, retry_after, retryable_status
+
+log = logging.getLogger(__name__)
+
+REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
 class HttpSettings:
+    """Where a provider lives and how patiently to talk to it.
+
+    ``key_source`` names where the key came from (a variable, or a client's override);
+    ``key_hint`` names where one could be set, for the message when none was.
+    ``connect_retries`` caps retries of a refused connection, below ``max_retries``.
+    """
+
     base_url: str
     model: str
     api_key: str | None = field(default=None, repr=False)
     key_source: str | None = None
+    key_hint: str = "TRELLISD_API_KEY"
     connect_timeout: float = 10.0
-    read_timeout: float = 120.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    retry_budget: float = DEFAULT_RETRY_BUDGET
+    connect_retries: int = 1
+    backoff: Backoff = Backoff()
 
     def timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + path
+
+    def redact(self, text: str) -> str:
+        """``text`` with every occurrence of the API key replaced."""
+        if self.api_key and len(self.api_key) >= 8:
+            return text.replace(self.api_key, REDACTED)
+        return text
+
+
+class StreamDecoder(Protocol):
+    """Turns the server-sent events of one response into provider events.
+
+    ``done`` says the stream's last event was seen (stop reading); ``complete`` says the reply
+    is whole, so a stream that ends here ended properly. ``close`` gives the events held back
+    until the end: the tool calls, the ``Usage`` and the ``Stop``.
+    """
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]: ...
+
+    def close(self) -> list[ProviderEvent]: ...
+
+
+async def stream_events(
+    http: HttpSettings,
+    path: str,
+    headers: Mapping[str, str],
+    body: dict[str, Any],
+    decoder: Callable[[], StreamDecoder],
+) -> AsyncIterator[ProviderEvent]:
+    """POST ``body`` to ``path`` under the base URL and stream the decoded events, retrying
+    (see ``retry``) only while no event has reached the caller."""
+    started = time.monotonic()
+    attempt = connect_failures = 0
+    async with httpx.AsyncClient(timeout=http.timeout()) as client:
+        while True:
+            attempt += 1
+            sent = False
+            try:
+                exchange = _exchange(client, http, path, headers, body, decoder())
+                async with aclosing(exchange):
+                    async for event in exchange:
+                        sent = True
+                        yield event
+                return
+            except ProviderError as exc:
+                error = exc
+            if isinstance(error.__cause__, httpx.ConnectError):
+                connect_failures += 1
+            if sent or not error.retryable or connect_failures > http.connect_retries:
+                raise _outgoing(error, http, attempt)
+            if attempt > http.max_retries:
+                raise _outgoing(error, http, attempt)
+            elapsed = time.monotonic() - started
+            delay = error.retry_after
+            if delay is None:
+                delay = http.backoff.delay(attempt)
+            if elapsed + delay > http.retry_budget:
+                raise _outgoing(error, http, attempt, over_budget=delay)
+            reason = http.redact(str(error))
+            log.warning(
+                "retrying %s in %.2f s (attempt %d): %s", http.base_url, delay, attempt + 1, reason
+            )
+            yield Retrying(attempt + 1, delay, reason)
+            await asyncio.sleep(delay)
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    http: HttpSettings,
+    path: str,
+    headers: Mapping[str, str],
+    body: dict[str, Any],
+    decoder: StreamDecoder,
+) -> AsyncGenerator[ProviderEvent, None]:
+    answered = False
+    send = {**headers, "Accept": "text/event-stream"}
+    try:
+        async with client.stream("POST", http.url(path), json=body, headers=send) as response:
+            answered = True
+            if not response.is_success:
+                await response.aread()
+                raise status_error(response, http)
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                await response.aread()
+                raise ProviderError(not_a_stream(response, http), response.status_code)
+            async for sse in EventSource(response).aiter_sse():
+                for event in decoder.feed(sse):
+                    yield event
+                if decoder.done:
+                    break
+            if not decoder.complete:
+                raise ProviderError(
+                    f"the stream from the provider at {http.base_url} ended before the model"
+                    " finished its reply",
+                    retryable=True,
+                )
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise transport_error(exc, http, answered) from exc
+    for event in decoder.close():
+        yield event
+
+
+def _outgoing(
+    error: ProviderError, http: HttpSettings, attempt: int, over_budget: float | None = None
+) -> ProviderError:
+    """The error as the caller sees it: how many attempts it took, and never the key."""
+    message = str(error)
+    if over_budget is not None:
+        message += (
+            f"; the next attempt would start {over_budget:.1f} s from now, past the retry"
+            f" budget of {http.retry_budget:g} s (TRELLISD_RETRY_BUDGET)"
+        )
+    if attempt > 1:
+        message += f" (gave up after {attempt} attempts)"
+    outgoing = ProviderError(
+        http.redact(message),
+        error.status,
+        retryable=error.retryable,
+        retry_after=error.retry_after,
+    )
+    # Chain to the transport's exception (never to ``error``, whose text was not redacted).
+    outgoing.__cause__ = error.__cause__
+    outgoing.__suppress_context__ = True
+    return outgoing
+
+
+def status_error(response: httpx.Response, http: HttpSettings) -> ProviderError:
+    status = response.status_code
+    return ProviderError(
+        explain_status(response, http),
+        status,
+        retryable=retryable_status(status),
+        retry_after=retry_after(response.headers),
+    )
 
 
 def explain_status(response: httpx.Response, http: HttpSettings) -> str:
@@ -28,13 +210,22 @@ def explain_status(response: httpx.Response, http: HttpSettings) -> str:
     detail = _detail(response)
     where = f"{http.base_url} (model {http.model})"
     if status == 401:
-        source = http.key_source or "no variable: no key was set"
+        if not http.api_key:
+            return (
+                f"the provider at {http.base_url} wants an API key (HTTP 401) and none was"
+                f" set: set {http.key_hint}{detail}"
+            )
         return (
             f"the provider at {http.base_url} refused the API key (HTTP 401); the key came"
-            f" from {source}{detail}"
+            f" from {http.key_source or 'an unnamed setting'}{detail}"
         )
+    if status == 402:
+        return f"the provider at {where} wants payment (HTTP 402): check the account{detail}"
     if status == 403:
-        return f"the provider at {where} denied access (HTTP 403){detail}"
+        return (
+            f"the provider at {where} denied access (HTTP 403): the key may not be allowed"
+            f" this model{detail}"
+        )
     if status == 404:
         return (
             f"the provider at {where} answered 404: check the base URL and the model name{detail}"
@@ -43,33 +234,99 @@ def explain_status(response: httpx.Response, http: HttpSettings) -> str:
         return f"the provider at {where} rejected the request (HTTP 400){detail}"
     if status == 429:
         return f"the provider at {where} is rate-limiting (HTTP 429){detail}"
+    if 300 <= status < 400:
+        location = response.headers.get("location", "another address")
+        return (
+            f"the provider at {http.base_url} redirects to {location} (HTTP {status}): set the"
+            " base URL to that address"
+        )
+    if status >= 500:
+        return f"the provider at {where} is failing (HTTP {status}){detail}"
     return f"the provider at {where} failed with HTTP {status}{detail}"
 
 
+def not_a_stream(response: httpx.Response, http: HttpSettings) -> str:
+    detail = _detail(response)
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    if detail:
+        return f"the provider at {http.base_url} answered with an error{detail}"
+    return (
+        f"the provider at {http.base_url} answered with {kind} instead of an event stream:"
+        " check that the base URL points at the API this provider speaks"
+    )
+
+
 def _detail(response: httpx.Response) -> str:
+    """The provider's own words about the failure, in the shapes the common servers use."""
     try:
         body = response.json()
     except ValueError:
-        text = response.text.strip()[:300]
+        text = " ".join(response.text.split())[:300]
         return f": {text}" if text else ""
-    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return ""
+    error = body.get("error")
     if isinstance(error, dict) and error.get("message"):
         return f": {str(error['message'])[:300]}"
-    if isinstance(error, str):
+    if isinstance(error, str) and error:
         return f": {error[:300]}"
+    for key in ("message", "detail"):
+        if isinstance(body.get(key), str) and body[key]:
+            return f": {body[key][:300]}"
     return ""
 
 
-def transport_error(exc: httpx.HTTPError, http: HttpSettings) -> ProviderError:
+def transport_error(
+    exc: httpx.HTTPError | httpx.InvalidURL, http: HttpSettings, answered: bool = False
+) -> ProviderError:
+    where = f"the provider at {http.base_url}"
+    if isinstance(exc, httpx.InvalidURL | httpx.UnsupportedProtocol):
+        return ProviderError(f"the base URL {http.base_url!r} is not a usable http(s) URL: {exc}")
     if isinstance(exc, httpx.ConnectError):
-        return ProviderError(f"cannot connect to the provider at {http.base_url}: {exc}")
+        return _connect_error(exc, http)
     if isinstance(exc, httpx.ConnectTimeout):
-        return ProviderError(f"connecting to the provider at {http.base_url} timed out")
+        return ProviderError(f"connecting to {where} timed out after {http.connect_timeout:g} s")
     if isinstance(exc, httpx.ReadTimeout):
+        if answered:
+            return ProviderError(
+                f"{where} stopped sending for {http.read_timeout:g} s; the stream was abandoned"
+                " (TRELLISD_READ_TIMEOUT sets how long to wait)"
+            )
         return ProviderError(
-            f"the provider at {http.base_url} stopped sending for"
-            f" {http.read_timeout:g} s; the stream was abandoned"
+            f"{where} did not answer within {http.read_timeout:g} s"
+            " (TRELLISD_READ_TIMEOUT sets how long to wait)"
         )
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return ProviderError(f"the provider at {http.base_url} closed the stream mid-way")
-    return ProviderError(f"the request to the provider at {http.base_url} failed: {exc}")
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        if answered:
+            return ProviderError(f"the connection to {where} dropped mid-stream", retryable=True)
+        return ProviderError(f"{where} closed the connection before answering", retryable=True)
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(f"the request to {where} timed out")
+    return ProviderError(f"the request to {where} failed: {exc}")
+
+
+def _connect_error(exc: httpx.ConnectError, http: HttpSettings) -> ProviderError:
+    where = f"the provider at {http.base_url}"
+    for cause in _causes(exc):
+        if isinstance(cause, socket.gaierror):
+            host = httpx.URL(http.base_url).host or http.base_url
+            return ProviderError(
+                f"cannot find the host {host} of {where}: check the base URL and the network"
+            )
+        if isinstance(cause, ssl.SSLError):
+            return ProviderError(f"the TLS handshake with {where} failed: {cause}")
+        if isinstance(cause, ConnectionRefusedError):
+            return ProviderError(
+                f"{where} refused the connection: is it running, and is the base URL right?",
+                retryable=True,
+            )
+    return ProviderError(f"cannot connect to {where}: {exc}", retryable=True)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain

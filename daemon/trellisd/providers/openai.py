@@ -1,4 +1,10 @@
-"""OpenAI-compatible Chat Completions over SSE: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp."""
+"""OpenAI Chat Completions over SSE: OpenAI and OpenRouter, and the servers that copy the format
+(Ollama, vLLM, llama.cpp, LM Studio).
+
+Token figures: ``prompt_tokens`` already counts the prompt tokens read from the cache, so
+``Usage.input`` is ``prompt_tokens`` and ``Usage.cached`` is
+``prompt_tokens_details.cached_tokens`` (None when the server does not report it).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from httpx_sse import aconnect_sse
+from httpx_sse import ServerSentEvent
 
-from ..store.records import ToolCall
 from .base import (
     Message,
     ModelRequest,
@@ -19,9 +24,12 @@ from .base import (
     Stop,
     TextDelta,
     ToolCallRequested,
+    ToolSpec,
     Usage,
 )
-from .http import HttpSettings, explain_status, transport_error
+from .calls import PartialCall, parameters_schema
+from .http import HttpSettings, stream_events
+from .retry import retryable_status
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +59,20 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": parameters_schema(t),
+            },
+        }
+        for t in tools
+    ]
+
+
 class OpenAIProvider:
     """Chat Completions with ``stream: true``; tool-call arguments are joined by ``index``."""
 
@@ -62,6 +84,12 @@ class OpenAIProvider:
         self.http = http
         self.extra_headers = extra_headers or {}
 
+    def headers(self) -> dict[str, str]:
+        headers = {**self.extra_headers}
+        if self.http.api_key:
+            headers["Authorization"] = f"Bearer {self.http.api_key}"
+        return headers
+
     def body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -70,106 +98,139 @@ class OpenAIProvider:
             "stream_options": {"include_usage": True},
         }
         if request.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
+            body["tools"] = to_openai_tools(request.tools)
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
+            # OpenAI's reasoning models refuse ``max_tokens``; the servers that copy the
+            # format do not all know its successor.
+            key = "max_completion_tokens" if self._is_openai() else "max_tokens"
+            body[key] = request.max_tokens
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        headers = {**self.extra_headers}
-        if self.http.api_key:
-            headers["Authorization"] = f"Bearer {self.http.api_key}"
-        url = self.http.base_url.rstrip("/") + "/chat/completions"
-        calls: dict[int, dict[str, Any]] = {}
-        stop = "stop"
-        usage: Usage | None = None
+    def _is_openai(self) -> bool:
         try:
-            async with httpx.AsyncClient(timeout=self.http.timeout()) as client:
-                async with aconnect_sse(
-                    client, "POST", url, json=self.body(request), headers=headers
-                ) as source:
-                    response = source.response
-                    if response.status_code != 200:
-                        await response.aread()
-                        raise ProviderError(
-                            explain_status(response, self.http), response.status_code
-                        )
-                    async for sse in source.aiter_sse():
-                        if sse.data.strip() == "[DONE]":
-                            break
-                        try:
-                            chunk = json.loads(sse.data)
-                        except ValueError:
-                            log.warning("skipping a malformed SSE data line from %s", url)
-                            continue
-                        if not isinstance(chunk, dict):
-                            continue
-                        if chunk.get("error"):
-                            raise ProviderError(
-                                f"{self.name} reported an error mid-stream:"
-                                f" {_error_text(chunk['error'])}"
-                            )
-                        if chunk.get("usage"):
-                            usage = _usage(chunk["usage"])
-                        for choice in chunk.get("choices") or []:
-                            delta = choice.get("delta") or {}
-                            if delta.get("content"):
-                                yield TextDelta(delta["content"])
-                            for part in delta.get("tool_calls") or []:
-                                _merge_call(calls, part)
-                            if choice.get("finish_reason"):
-                                stop = choice["finish_reason"]
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self.http) from exc
-        for index in sorted(calls):
-            yield ToolCallRequested(_finish_call(calls[index]))
-        yield usage or Usage(None, None, None)
-        yield Stop(stop)
+            return httpx.URL(self.http.base_url).host == "api.openai.com"
+        except httpx.InvalidURL:
+            return False
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        return stream_events(
+            self.http,
+            "/chat/completions",
+            self.headers(),
+            self.body(request),
+            lambda: ChatDecoder(self.http),
+        )
 
 
-def _merge_call(calls: dict[int, dict[str, Any]], part: dict[str, Any]) -> None:
-    slot = calls.setdefault(int(part.get("index", 0)), {"id": "", "name": "", "arguments": ""})
-    if part.get("id"):
-        slot["id"] = part["id"]
+class ChatDecoder:
+    """One response's chunks: text as it comes; tool calls, usage and the stop at the end."""
+
+    def __init__(self, http: HttpSettings) -> None:
+        self.http = http
+        self.calls: dict[int, PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.done = False
+
+    @property
+    def complete(self) -> bool:
+        return self.done or self.finish_reason is not None
+
+    def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]:
+        data = sse.data.strip()
+        if not data:
+            return []
+        if data == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            log.warning(
+                "skipping a malformed event from %s: %s",
+                self.http.base_url,
+                self.http.redact(data[:200]),
+            )
+            return []
+        if not isinstance(chunk, dict):
+            log.warning("skipping an event that is not an object from %s", self.http.base_url)
+            return []
+        if chunk.get("error") or sse.event == "error":
+            raise _stream_error(chunk.get("error") or chunk, self.http)
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = _usage(chunk["usage"])
+        events: list[ProviderEvent] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                events.append(TextDelta(content))
+            for part in delta.get("tool_calls") or []:
+                if isinstance(part, dict):
+                    self._merge(part)
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+        return events
+
+    def _merge(self, part: dict[str, Any]) -> None:
+        index = part.get("index")
+        if not isinstance(index, int):
+            # Without an index, a new id starts a new call and anything else continues one.
+            known = {c.id for c in self.calls.values()}
+            if not self.calls or (part.get("id") and part["id"] not in known):
+                index = max(self.calls, default=-1) + 1
+            else:
+                index = max(self.calls)
+        _add_piece(self.calls.setdefault(index, PartialCall()), part)
+
+    def close(self) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = [
+            ToolCallRequested(self.calls[i].finish()) for i in sorted(self.calls)
+        ]
+        events.append(self.usage or Usage(None, None, None))
+        reason = self.finish_reason or "stop"
+        if reason == "function_call" or (self.calls and reason == "stop"):
+            reason = "tool_calls"
+        events.append(Stop(reason))
+        return events
+
+
+def _add_piece(call: PartialCall, part: dict[str, Any]) -> None:
+    if isinstance(part.get("id"), str) and part["id"]:
+        call.id = part["id"]
     function = part.get("function") or {}
-    if function.get("name"):
-        slot["name"] += function["name"]
-    if function.get("arguments"):
-        slot["arguments"] += function["arguments"]
-
-
-def _finish_call(slot: dict[str, Any]) -> ToolCall:
-    try:
-        arguments = json.loads(slot["arguments"]) if slot["arguments"].strip() else {}
-    except ValueError:
-        arguments = {"_unparsed": slot["arguments"]}
-    if not isinstance(arguments, dict):
-        arguments = {"_unparsed": slot["arguments"]}
-    return ToolCall(id=slot["id"] or f"call-{slot['name']}", name=slot["name"], arguments=arguments)
+    name = function.get("name")
+    # The name comes once; some servers repeat it in every piece.
+    if isinstance(name, str) and name and name != call.name:
+        call.name += name
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # a few servers send the object itself
+        call.arguments = json.dumps(arguments)
+    elif isinstance(arguments, str):
+        call.arguments += arguments
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("prompt_tokens_details") or {}
+    details = raw.get("prompt_tokens_details")
     return Usage(
-        input=raw.get("prompt_tokens"),
-        output=raw.get("completion_tokens"),
-        cached=details.get("cached_tokens"),
+        input=_count(raw.get("prompt_tokens")),
+        output=_count(raw.get("completion_tokens")),
+        cached=_count(details.get("cached_tokens")) if isinstance(details, dict) else None,
     )
 
 
-def _error_text(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error)
-    return str(error)
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _stream_error(error: Any, http: HttpSettings) -> ProviderError:
+    message = (error.get("message") or json.dumps(error)) if isinstance(error, dict) else error
+    code = error.get("code") if isinstance(error, dict) else None
+    return ProviderError(
+        f"the provider at {http.base_url} reported an error mid-stream: {message}",
+        retryable=isinstance(code, int) and retryable_status(code),
+    )

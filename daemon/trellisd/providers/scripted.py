@@ -106,6 +106,6 @@ def _echo(messages: list[Message]) -> str:
     prompts = [m.content for m in messages if m.role == "user"]
     *earlier, last = prompts or [""]
     if not earlier:
-        return f"You said: {last}. This is the first turn I can see."
+        return f"You said \u201c{last}\u201d. This is the first turn I can see."
     seen = "; ".join(f"\u201c{p}\u201d" for p in earlier)
-    return f"You said: {last}. I can see {len(earlier)} earlier turn(s): {seen}."
+    return f"You said \u201c{last}\u201d. I can see {len(earlier)} earlier turn(s): {seen}."

@@ -44,30 +44,46 @@ class Database:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con = apsw.Connection(str(self.path))
-            self.con.set_busy_timeout(BUSY_TIMEOUT_MS)
         except (OSError, apsw.Error) as exc:
             raise StoreError(
                 f"cannot open the store at {self.path}: {exc}", path=str(self.path)
             ) from exc
-        self._lock = threading.RLock()
-        self._migrate()
+        try:
+            self._refuse_newer()
+            # apsw's best practice (WAL, foreign keys, ...), applied once the file is known
+            # to be ours: a newer trellisd's store is never altered, not even its header.
+            for practice in _CONNECTION_PRACTICES:
+                practice(self.con)
+            self.con.set_busy_timeout(BUSY_TIMEOUT_MS)
+            self._lock = threading.RLock()
+            self._migrate()
+        except apsw.Error as exc:
+            self.con.close()
+            raise _translate(exc, self.path) from exc
+        except StoreError:
+            self.con.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
             self.con.close()
 
+    def _refuse_newer(self) -> None:
+        version = self.con.pragma("user_version")
+        known = len(MIGRATIONS)
+        if version > known:
+            raise StoreError(
+                f"the store at {self.path} was written by a newer trellisd (schema {version};"
+                f" this one knows up to {known}); it was left untouched",
+                path=str(self.path),
+                schemaVersion=version,
+                knownVersion=known,
+            )
+
     def _migrate(self) -> None:
         with self.write():
-            version = self.con.pragma("user_version")
-            known = len(MIGRATIONS)
-            if version > known:
-                raise StoreError(
-                    f"the store at {self.path} was written by a newer trellisd (schema {version};"
-                    f" this one knows up to {known}); it was left untouched",
-                    path=str(self.path),
-                    schemaVersion=version,
-                    knownVersion=known,
-                )
+            self._refuse_newer()
+            version, known = self.con.pragma("user_version"), len(MIGRATIONS)
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
                 self.con.execute(MIGRATIONS[number])
@@ -98,6 +114,8 @@ class Database:
             self.con.execute("BEGIN")
             try:
                 yield self.con
+            except apsw.Error as exc:
+                raise _translate(exc, self.path) from exc
             finally:
                 self.con.execute("COMMIT")
 

@@ -76,4 +76,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE session ADD COLUMN owner TEXT;
     ALTER TABLE run ADD COLUMN daemon_id TEXT;
     """,
+    # 3: the policy a session was opened with.
+    """
+    ALTER TABLE session ADD COLUMN policy TEXT;
+    """,
+    # 4: the model each run used, for its cost.
+    """
+    ALTER TABLE run ADD COLUMN model TEXT;
+    """,
 )

@@ -48,6 +48,7 @@ class Session:
     created_at: str
     updated_at: str
     settings: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Turn:
     error: str | None
     tokens: Tokens
     created_at: str
+    model: str | None = None
 
 
 @dataclass(frozen=True)

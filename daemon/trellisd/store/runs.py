@@ -41,7 +41,9 @@ class Runs:
         self.db = db
         self.leases = leases
 
-    def begin(self, session_id: str, prompt: str) -> tuple[str, str, str | None]:
+    def begin(
+        self, session_id: str, prompt: str, model: str | None = None
+    ) -> tuple[str, str, str | None]:
         """Start a turn at the session's head; it becomes the head. Returns
         ``(turn_id, run_id, parent_turn_id)``."""
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
@@ -54,9 +56,9 @@ class Runs:
                 (turn_id, session_id, parent, prompt, stamp),
             )
             con.execute(
-                "INSERT INTO run(id, turn_id, outcome, pid, daemon_id, started_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, turn_id, RUNNING, os.getpid(), self.leases.daemon_id, stamp),
+                "INSERT INTO run(id, turn_id, outcome, pid, daemon_id, started_at, model)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run_id, turn_id, RUNNING, os.getpid(), self.leases.daemon_id, stamp, model),
             )
             con.execute(
                 "UPDATE session SET head = ?, updated_at = ?,"

@@ -27,7 +27,7 @@ _TURN_SELECT = """
                    END FROM step WHERE run_id = r.id),
            (SELECT CASE WHEN count(*) = count(cached_tokens) THEN coalesce(sum(cached_tokens), 0)
                    END FROM step WHERE run_id = r.id),
-           t.created_at
+           t.created_at, r.model
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 
@@ -45,6 +45,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         settings=json.loads(row[4]),
         created_at=row[5],
         updated_at=row[6],
+        policy=json.loads(row[7]) if row[7] is not None else None,
     )
 
 
@@ -60,6 +61,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         error=row[7],
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],
+        model=row[12],
     )
 
 
@@ -67,14 +69,30 @@ class Sessions:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def create(self, root: str, title: str, settings: dict[str, Any], owner: str) -> Session:
+    def create(
+        self,
+        root: str,
+        title: str,
+        settings: dict[str, Any],
+        owner: str,
+        policy: dict[str, Any] | None = None,
+    ) -> Session:
         stamp = now()
-        session = Session(new_id("s"), root, title, None, stamp, stamp, settings)
+        session = Session(new_id("s"), root, title, None, stamp, stamp, settings, policy)
         with self.db.write() as con:
             con.execute(
                 "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
-                " owner) VALUES (?, ?, ?, NULL, ?, ?, ?, ?)",
-                (session.session_id, root, title, json.dumps(settings), stamp, stamp, owner),
+                " owner, policy) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                (
+                    session.session_id,
+                    root,
+                    title,
+                    json.dumps(settings),
+                    stamp,
+                    stamp,
+                    owner,
+                    None if policy is None else json.dumps(policy),
+                ),
             )
         return session
 
@@ -85,7 +103,7 @@ class Sessions:
     @staticmethod
     def _get(con: apsw.Connection, session_id: str) -> Session:
         row = con.execute(
-            "SELECT id, root, title, head, settings, created_at, updated_at FROM session"
+            "SELECT id, root, title, head, settings, created_at, updated_at, policy FROM session"
             " WHERE id = ?",
             (session_id,),
         ).fetchone()
@@ -106,14 +124,14 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         sql = (
-            "SELECT id, root, title, head, settings, created_at, updated_at,"
+            "SELECT id, root, title, head, settings, created_at, updated_at, policy,"
             " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
             rows = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), row[7]) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), row[8]) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor

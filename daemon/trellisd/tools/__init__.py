@@ -1,13 +1,36 @@
-"""The agent's tools, confined to the session root."""
+"""The tools of the agent loop, confined to the session root.
+
+Each tool answers ``action()`` (what it is about to do, for the policy) and ``run()`` (do
+it, answer with text for the model). See ``base`` for the seam.
+"""
 
 from __future__ import annotations
 
-from .base import Tool, ToolContext, ToolFailure
+from .base import Action, ActionKind, Tool, ToolContext, ToolFailure
+from .command import RunCommand
+from .edit import EditFile, WriteFile
 from .files import ListDir, ReadFile
+from .search import Search
+from .verify import CheckResult, run_check
 
 
 def default_tools() -> list[Tool]:
-    return [ReadFile(), ListDir()]
+    return [ReadFile(), ListDir(), Search(), WriteFile(), EditFile(), RunCommand()]
 
 
-__all__ = ["Tool", "ToolContext", "ToolFailure", "default_tools"]
+__all__ = [
+    "Action",
+    "ActionKind",
+    "CheckResult",
+    "EditFile",
+    "ListDir",
+    "ReadFile",
+    "RunCommand",
+    "Search",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "WriteFile",
+    "default_tools",
+    "run_check",
+]

@@ -1,13 +1,23 @@
-"""The seam for the agent's tools: a ``Tool`` runs with a ``ToolContext`` confined to the
-session root and answers with text for the model. A ``ToolFailure`` is a result too: the
-model is told what went wrong and can adapt."""
+"""The seam for the tools of the agent loop: a ``Tool`` runs with a ``ToolContext`` confined
+to the session root and answers with text for the model. A ``ToolFailure`` is a result too:
+the model is told what went wrong and can adapt.
+
+Before it runs, a tool says what it is about to do as an ``Action`` (read a path, write a
+path, run a command line), so the session's policy can allow it, ask the user, or refuse it
+without the tool having touched anything. Paths are confined here, once, for every tool:
+``'..'``, absolute paths outside the root and symlinks that lead out are refused before
+anything is read or written.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+ActionKind = Literal["read", "write", "exec"]
 
 
 class ToolFailure(Exception):
@@ -15,35 +25,77 @@ class ToolFailure(Exception):
 
 
 @dataclass(frozen=True)
-class ToolContext:
-    root: Path
+class Action:
+    """What a tool is about to do: ``target`` is the root-relative posix path (``.`` for the
+    root itself) for a read or a write, the command line (``shlex.join(argv)``) for an exec."""
 
-    def resolve(self, relative: Any, *, field: str = "path") -> Path:
-        """The real path of ``relative`` under the root; refuses anything that leads out."""
-        if not isinstance(relative, str) or not relative:
+    kind: ActionKind
+    target: str
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Where a tool works. ``may_read`` is asked, with a root-relative posix path, before a
+    tool that reads many files (``search``) opens one of them: the session's policy plugs in
+    here so that a search does not show what a read would be refused. None reads everything.
+    """
+
+    root: Path
+    may_read: Callable[[str], bool] | None = None
+
+    def resolve(self, given: Any, *, field: str = "path") -> Path:
+        """The real path of ``given`` under the root; refuses anything that leads out.
+
+        ``given`` is relative to the root, or absolute inside it. Symlinks are followed as
+        far as they go (a dangling one to its would-be target), so a symlinked file, a
+        symlinked folder on the way and a dangling symlink are all judged by where they
+        really lead. The answer may not exist yet (a file about to be written).
+        """
+        if not isinstance(given, str) or not given:
             raise ToolFailure(f"{field} must be a non-empty string")
-        root = self.root.resolve()
-        candidate = Path(relative)
-        if candidate.is_absolute():
-            raise ToolFailure(
-                f"{relative} is an absolute path; give a path relative to the session root"
-            )
+        if "\x00" in given:
+            raise ToolFailure(f"{field} must not contain a NUL character")
+        root = self.real_root
+        candidate = Path(given)
         if ".." in candidate.parts:
-            raise ToolFailure(f"{relative} leads out of the session root ('..' is refused)")
+            raise ToolFailure(f"{given} leads out of the session root ('..' is refused)")
+        if candidate.is_absolute():
+            lexical = Path(os.path.normpath(candidate))
+            if not (within(lexical, root) or within(lexical, Path(os.path.abspath(self.root)))):
+                raise ToolFailure(
+                    f"{given} is outside the session root; give a path relative to the root"
+                )
         real = Path(os.path.realpath(root / candidate))
-        if real != root and root not in real.parents:
-            raise ToolFailure(f"{relative} leads out of the session root through a symlink")
+        if not within(real, root):
+            raise ToolFailure(f"{given} leads out of the session root through a symlink")
         return real
 
+    @property
+    def real_root(self) -> Path:
+        return Path(os.path.realpath(self.root))
+
     def relative(self, path: Path) -> str:
-        rel = path.relative_to(self.root.resolve()).as_posix()
+        """The root-relative posix form of a real path under the root; ``.`` for the root."""
+        rel = path.relative_to(self.real_root).as_posix()
         return rel or "."
+
+    def readable(self, relative: str) -> bool:
+        return self.may_read is None or self.may_read(relative)
+
+
+def within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
 
 
 class Tool(Protocol):
     name: str
     description: str
     parameters: dict[str, Any]
+
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        """What ``run`` would do with these arguments, for the policy to judge. Touches
+        nothing; raises ``ToolFailure`` for bad arguments and paths that lead out."""
+        ...
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         """Do the work (blocking work in a thread) and answer with text for the model.

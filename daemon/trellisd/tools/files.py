@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
-from .base import ToolContext, ToolFailure
+from . import arguments as args
+from .base import Action, ToolContext, ToolFailure
 
 MAX_READ_BYTES = 256 * 1024
 MAX_ENTRIES = 1000
-
-
-def _int(arguments: dict[str, Any], name: str) -> int | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ToolFailure(f"{name} must be a whole number from 1")
-    return value
+BINARY_SNIFF_BYTES = 8192
 
 
 class ReadFile:
     name = "read_file"
     description = (
         "Read a text file under the session root. Optional startLine and endLine "
-        "(1-based, inclusive) select a range of lines."
+        "(1-based, inclusive) select a range of lines; a large file is cut and the result "
+        "says where to read on."
     )
     parameters: dict[str, Any] = {
         "type": "object",
@@ -36,27 +31,87 @@ class ReadFile:
         "required": ["path"],
     }
 
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        path, _, _ = self._arguments(arguments, context)
+        return Action("read", context.relative(path))
+
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return await asyncio.to_thread(self._read, arguments, context)
 
-    def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    def _arguments(
+        self, arguments: dict[str, Any], context: ToolContext
+    ) -> tuple[Path, int | None, int | None]:
         path = context.resolve(arguments.get("path"))
-        start, end = _int(arguments, "startLine"), _int(arguments, "endLine")
+        start = args.whole_number(arguments, "startLine")
+        end = args.whole_number(arguments, "endLine")
+        if start is not None and end is not None and end < start:
+            raise ToolFailure(f"endLine ({end}) is before startLine ({start})")
+        return path, start, end
+
+    def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        path, start, end = self._arguments(arguments, context)
+        shown = arguments["path"]
+        if not path.exists():
+            raise ToolFailure(f"{shown} does not exist")
+        if path.is_dir():
+            raise ToolFailure(f"{shown} is a folder; use list_dir to see what it holds")
         if not path.is_file():
-            raise ToolFailure(f"{arguments['path']} is not a file")
+            raise ToolFailure(f"{shown} is not a regular file")
         with path.open("rb") as f:
-            data = f.read(MAX_READ_BYTES + 1)
-        truncated = len(data) > MAX_READ_BYTES
-        text = data[:MAX_READ_BYTES].decode("utf-8", errors="replace")
-        if start is not None or end is not None:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[(start or 1) - 1 : end])
-        if truncated:
-            text += (
-                f"\n[truncated: the file is larger than {MAX_READ_BYTES} bytes; read a"
-                " line range for the rest]"
+            if b"\0" in f.read(BINARY_SNIFF_BYTES):
+                size = path.stat().st_size
+                raise ToolFailure(f"{shown} looks like a binary file ({size} bytes); not shown")
+            f.seek(0)
+            if start is None and end is None:
+                return _whole(f.read(MAX_READ_BYTES + 1))
+            return _lines(f, start or 1, end, shown)
+
+
+def _whole(data: bytes) -> str:
+    if not data:
+        return "(empty file)"
+    if len(data) <= MAX_READ_BYTES:
+        return data.decode("utf-8", errors="replace")
+    cut = data.rfind(b"\n", 0, MAX_READ_BYTES)
+    if cut < 0:
+        start = data[:MAX_READ_BYTES].decode("utf-8", errors="replace")
+        return start + (
+            f"\n[truncated: the file is larger than {MAX_READ_BYTES} bytes and its first line"
+            " alone is longer than that; these are its first bytes]"
+        )
+    head = data[: cut + 1]
+    lines = head.count(b"\n")
+    return head.decode("utf-8", errors="replace") + (
+        f"[truncated: the file is larger than {MAX_READ_BYTES} bytes; these are its first"
+        f" {lines} lines; read on with startLine={lines + 1}]"
+    )
+
+
+def _lines(f: BinaryIO, start: int, end: int | None, shown: str) -> str:
+    out: list[bytes] = []
+    size = 0
+    number = 0
+    for number, line in enumerate(f, 1):
+        if number < start:
+            continue
+        if end is not None and number > end:
+            break
+        if size + len(line) > MAX_READ_BYTES:
+            if not out:
+                head = line[:MAX_READ_BYTES].decode("utf-8", errors="replace")
+                return head + (
+                    f"\n[truncated: line {number} alone is longer than {MAX_READ_BYTES} bytes;"
+                    " this is its start]"
+                )
+            return b"".join(out).decode("utf-8", errors="replace") + (
+                f"[truncated: the lines asked for are more than {MAX_READ_BYTES} bytes;"
+                f" read on with startLine={number}]"
             )
-        return text
+        out.append(line)
+        size += len(line)
+    if number < start:
+        return f"[{shown} has {number} lines; startLine {start} is past its end]"
+    return b"".join(out).decode("utf-8", errors="replace")
 
 
 class ListDir:
@@ -73,13 +128,22 @@ class ListDir:
         "required": [],
     }
 
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        return Action("read", context.relative(self._path(arguments, context)))
+
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return await asyncio.to_thread(self._list, arguments, context)
 
+    def _path(self, arguments: dict[str, Any], context: ToolContext) -> Path:
+        return context.resolve(arguments.get("path") or ".")
+
     def _list(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        path = context.resolve(arguments.get("path") or ".")
+        path = self._path(arguments, context)
+        shown = arguments.get("path") or "."
+        if not path.exists():
+            raise ToolFailure(f"{shown} does not exist")
         if not path.is_dir():
-            raise ToolFailure(f"{arguments.get('path')} is not a folder")
+            raise ToolFailure(f"{shown} is not a folder")
         entries = sorted(path.iterdir(), key=lambda p: p.name)
         names = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_ENTRIES]]
         if len(entries) > MAX_ENTRIES:

@@ -1,0 +1,249 @@
+"""A policy: a stack of named layers of glob rules, an approval mode and the session's grants.
+
+``Policy.check`` judges an ``Action`` in this order:
+
+1. a deny rule of any layer that matches refuses it (a deny beats every allow);
+2. with no matching allow rule in any layer, it is refused;
+3. approval ``never`` refuses writes and commands (the session is read-only);
+4. approval ``ask`` asks the user before a write or a command, unless the session holds a
+   grant for exactly that action; reads never ask;
+5. otherwise it is allowed.
+
+A grant is what the user's "allow always" answer leaves behind: the action's kind and its
+exact target (the root-relative path of a write, the exact command line of a command). It
+lasts as long as the ``Policy`` value holding it (the session, in memory) and only turns an
+"ask" into an "allow": it never lifts a deny, a missing allow or approval ``never``.
+
+The wire shape (camelCase), shared by ``session/open``'s ``policy``, ``.trellisd.toml`` and
+the ``session/policy`` read-back::
+
+    {"layers": [{"name": "...", "allowRead": [...], "allowWrite": [...], "allowExec": [...],
+                 "denyRead": [...], "denyWrite": [...], "denyExec": [...]}],
+     "approval": "all" | "ask" | "never",
+     "grants": [{"kind": "write" | "exec", "target": "..."}]}
+
+Every key but a layer's ``name`` may be left out. See ``globs`` for how patterns match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast
+
+from ..errors import InvalidParams
+from ..tools.base import Action, ActionKind
+from .globs import matches_command, matches_path
+
+Approval = Literal["all", "ask", "never"]
+Outcome = Literal["allow", "ask", "refuse"]
+
+APPROVALS: tuple[Approval, ...] = ("all", "ask", "never")
+KINDS: tuple[ActionKind, ...] = ("read", "write", "exec")
+RULE_FIELDS = ("allowRead", "allowWrite", "allowExec", "denyRead", "denyWrite", "denyExec")
+STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
+APPROVAL_LAYER = "approval"
+GRANT_LAYER = "grant"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the policy says of an action. For an allow or an ask, ``layer`` and ``rule`` are
+    the allow rule that matched (``grant`` and the target for a granted action); for a
+    refusal, the deny rule that refused it, ``approval`` and ``never`` when the session is
+    read-only, or both None when no allow rule matched. ``reason`` is a sentence for the
+    model and the user."""
+
+    outcome: Outcome
+    layer: str | None
+    rule: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    allow_read: tuple[str, ...] = ()
+    allow_write: tuple[str, ...] = ()
+    allow_exec: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    deny_write: tuple[str, ...] = ()
+    deny_exec: tuple[str, ...] = ()
+
+    def allows(self, action: Action) -> str | None:
+        """The first allow rule of this layer that matches, if any."""
+        return _first_match(getattr(self, f"allow_{action.kind}"), action)
+
+    def denies(self, action: Action) -> str | None:
+        """The first deny rule of this layer that matches, if any."""
+        return _first_match(getattr(self, f"deny_{action.kind}"), action)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name}
+        for key in RULE_FIELDS:
+            wire[key] = list(getattr(self, _snake(key)))
+        return wire
+
+
+def _first_match(patterns: Iterable[str], action: Action) -> str | None:
+    match = matches_command if action.kind == "exec" else matches_path
+    return next((p for p in patterns if match(p, action.target)), None)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Layers from the least specific to the most; ``approval`` None means "not set here"
+    (a policy that is only a part of a stack) and behaves as ``ask``."""
+
+    layers: tuple[Layer, ...] = ()
+    approval: Approval | None = None
+    grants: frozenset[Action] = field(default_factory=frozenset)
+
+    @property
+    def effective_approval(self) -> Approval:
+        return self.approval or "ask"
+
+    def check(self, action: Action) -> Verdict:
+        what = _describe(action)
+        for layer in reversed(self.layers):
+            rule = layer.denies(action)
+            if rule is not None:
+                return Verdict(
+                    "refuse",
+                    layer.name,
+                    rule,
+                    f"{what} is refused by the rule {rule!r} of the policy layer {layer.name!r}.",
+                )
+        allowed = next(
+            (
+                (layer.name, rule)
+                for layer in reversed(self.layers)
+                if (rule := layer.allows(action))
+            ),
+            None,
+        )
+        if allowed is None:
+            return Verdict(
+                "refuse", None, None, f"{what} is refused: no rule of the policy allows it."
+            )
+        layer_name, rule = allowed
+        if action.kind == "read":
+            return Verdict("allow", layer_name, rule, f"{what} is allowed.")
+        approval = self.effective_approval
+        if approval == "never":
+            return Verdict(
+                "refuse",
+                APPROVAL_LAYER,
+                "never",
+                f"{what} is refused: this session is read-only (approval 'never').",
+            )
+        if approval == "ask":
+            if action in self.grants:
+                return Verdict(
+                    "allow", GRANT_LAYER, action.target, f"{what} is allowed for this session."
+                )
+            return Verdict("ask", layer_name, rule, f"{what} needs the user's approval.")
+        return Verdict("allow", layer_name, rule, f"{what} is allowed.")
+
+    def may_read(self, target: str) -> bool:
+        """Whether reading the root-relative path ``target`` is allowed; for
+        ``ToolContext.may_read``."""
+        return self.check(Action("read", target)).outcome == "allow"
+
+    def with_grant(self, action: Action) -> Policy:
+        """This policy with ``action`` allowed for the rest of the session, without asking."""
+        return replace(self, grants=self.grants | {action})
+
+    def stacked(self, above: Policy) -> Policy:
+        """This policy with ``above``'s layers on top; ``above``'s approval if it sets one."""
+        return Policy(
+            self.layers + above.layers,
+            above.approval or self.approval,
+            self.grants | above.grants,
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "layers": [layer.to_wire() for layer in self.layers],
+            "approval": self.effective_approval,
+            "grants": [
+                {"kind": g.kind, "target": g.target}
+                for g in sorted(self.grants, key=lambda g: (g.kind, g.target))
+            ],
+        }
+
+    @classmethod
+    def from_wire(cls, obj: Any) -> Policy:
+        """A policy from ``session/open``'s ``policy`` param; ``InvalidParams`` names the
+        field at fault (``policy.layers[1].denyWrite must be a list of strings``)."""
+        return parse(obj, where="policy", grants=True, strict=True)
+
+
+def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
+    """A policy from its wire shape. ``where`` names it in errors (``policy`` gives
+    ``policy.layers[0].name``; a file name gives ``.trellisd.toml: layers[0].name``);
+    ``strict`` refuses unknown top-level keys."""
+
+    def fail(path: str, problem: str) -> InvalidParams:
+        named = f"{where}.{path}" if where == "policy" else f"{where}: {path}"
+        return InvalidParams(f"{named} {problem}", field=named)
+
+    if not isinstance(obj, dict):
+        raise InvalidParams(f"{where} must be an object", field=where)
+    known = {"layers", "approval"} | ({"grants"} if grants else set())
+    if strict:
+        unknown = sorted(set(obj) - known)
+        if unknown:
+            raise fail(unknown[0], f"is not a policy field (expected {', '.join(sorted(known))})")
+
+    raw_layers = obj.get("layers", [])
+    if not isinstance(raw_layers, list):
+        raise fail("layers", "must be a list of layers")
+    layers: list[Layer] = []
+    for index, raw in enumerate(raw_layers):
+        at = f"layers[{index}]"
+        if not isinstance(raw, dict):
+            raise fail(at, "must be an object")
+        unknown = sorted(set(raw) - {"name", *RULE_FIELDS})
+        if unknown:
+            raise fail(f"{at}.{unknown[0]}", "is not a layer field")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise fail(f"{at}.name", "must be a non-empty string")
+        rules: dict[str, tuple[str, ...]] = {}
+        for key in RULE_FIELDS:
+            value = raw.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise fail(f"{at}.{key}", "must be a list of strings")
+            rules[_snake(key)] = tuple(value)
+        layers.append(Layer(name, **rules))
+
+    approval = obj.get("approval")
+    if approval is not None and approval not in APPROVALS:
+        raise fail("approval", "must be one of 'all', 'ask' or 'never'")
+
+    granted: set[Action] = set()
+    raw_grants = obj.get("grants", []) if grants else []
+    if not isinstance(raw_grants, list):
+        raise fail("grants", "must be a list of {kind, target} objects")
+    for index, raw in enumerate(raw_grants):
+        at = f"grants[{index}]"
+        if not isinstance(raw, dict) or raw.get("kind") not in KINDS:
+            raise fail(f"{at}.kind", "must be one of 'read', 'write' or 'exec'")
+        if not isinstance(raw.get("target"), str) or not raw["target"]:
+            raise fail(f"{at}.target", "must be a non-empty string")
+        granted.add(Action(raw["kind"], raw["target"]))
+
+    return Policy(tuple(layers), cast(Approval | None, approval), frozenset(granted))
+
+
+def _snake(key: str) -> str:
+    return "allow_" + key[5:].lower() if key.startswith("allow") else "deny_" + key[4:].lower()
+
+
+def _describe(action: Action) -> str:
+    if action.kind == "read":
+        return f"Reading {action.target}"
+    if action.kind == "write":
+        return f"Writing {action.target}"
+    return f"Running `{action.target}`"

@@ -1,0 +1,80 @@
+"""A session's effective policy, stacked from three sources.
+
+1. The daemon's default (``DEFAULT_POLICY``, or the one the daemon was configured with): a
+   layer named ``default`` allowing reads of ``**``, writes of ``**`` and commands ``*``,
+   with approval ``ask``, so writes and commands wait for the user's answer.
+2. The project's ``.trellisd.toml`` at the session root, if there is one: its
+   ``[[layers]]`` (same keys as the wire shape) go on top of the default, and its top-level
+   ``approval`` replaces the default's only if it is stricter (``all`` < ``ask`` <
+   ``never``). The file comes with the folder, often from someone else's repository, so
+   it may add deny rules and tighten approval but never loosen it; a looser approval is
+   ignored, with a warning in the log. Other top-level keys are left for other settings.
+3. The ``policy`` given in ``session/open``: the caller's, on top of everything. Its
+   approval, if it sets one, is the session's (the user, through the editor, may loosen).
+
+Layers stack: every layer of every source counts, and a deny in any of them beats an
+allow in any other (see ``layers``). The approval is the most specific source's that sets
+one, under the rule of point 2. The read-back (``Policy.to_wire``) shows the layers in this
+order, the effective approval and the session's grants.
+"""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidParams
+from .layers import STRICTNESS, Layer, Policy, parse
+
+log = logging.getLogger(__name__)
+
+PROJECT_FILE = ".trellisd.toml"
+
+DEFAULT_POLICY = Policy(
+    (Layer("default", allow_read=("**",), allow_write=("**",), allow_exec=("*",)),),
+    "ask",
+)
+
+
+def load_policy(
+    root: Path, requested: dict[str, Any] | None, *, default: Policy = DEFAULT_POLICY
+) -> Policy:
+    """The effective policy of a session at ``root``. Raises ``InvalidParams`` naming the
+    field at fault in ``requested`` or in the project file."""
+    policy = default
+    project = read_project_policy(root)
+    if project is not None:
+        if (
+            project.approval is not None
+            and STRICTNESS[project.approval] < STRICTNESS[default.effective_approval]
+        ):
+            log.warning(
+                "%s asks for approval %r, looser than %r; a project file may only tighten it",
+                root / PROJECT_FILE,
+                project.approval,
+                default.effective_approval,
+            )
+            project = Policy(project.layers, None)
+        policy = policy.stacked(project)
+    if requested is not None:
+        policy = policy.stacked(Policy.from_wire(requested))
+    return policy
+
+
+def read_project_policy(root: Path) -> Policy | None:
+    """The layers and approval of ``root/.trellisd.toml``; None if there is no such file."""
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidParams(f"{path} is not valid TOML: {exc}", file=str(path)) from exc
+    except OSError as exc:
+        raise InvalidParams(
+            f"{path} cannot be read: {exc.strerror or exc}", file=str(path)
+        ) from exc
+    return parse(data, where=str(path), grants=False, strict=False)

@@ -1,0 +1,280 @@
+"""Anthropic Messages over SSE (``POST {base_url}/v1/messages`` with ``stream: true``).
+
+The conversation changes shape on the way out: system messages become the top-level
+``system``, an assistant's tool calls become ``tool_use`` blocks, and tool results go back as
+``tool_result`` blocks in a user message (consecutive results share one message).
+
+Token figures: Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
+prompt cache. ``Usage.input`` here counts all of them (``input_tokens`` +
+``cache_read_input_tokens`` + ``cache_creation_input_tokens``) and ``Usage.cached`` is
+``cache_read_input_tokens``, so the figures mean the same as on the OpenAI wire.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from httpx_sse import ServerSentEvent
+
+from .base import (
+    Message,
+    ModelRequest,
+    ProviderError,
+    ProviderEvent,
+    Stop,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    Usage,
+)
+from .calls import PartialCall, parameters_schema
+from .http import HttpSettings, stream_events
+
+log = logging.getLogger(__name__)
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+QUIET_DELTAS = frozenset({"thinking_delta", "signature_delta", "citations_delta"})
+
+
+def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The ``system`` text and the ``messages`` of a Messages API request."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        if m.role == "system":
+            if m.content:
+                system.append(m.content)
+        elif m.role == "tool":
+            result = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            add("user", [result])
+        elif m.role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if m.content:
+                blocks.append({"type": "text", "text": m.content})
+            blocks += [
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                for c in m.tool_calls
+            ]
+            add("assistant", blocks)
+        elif m.content:
+            add("user", [{"type": "text", "text": m.content}])
+    return ("\n\n".join(system) or None), out
+
+
+def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": parameters_schema(t)}
+        for t in tools
+    ]
+
+
+class AnthropicProvider:
+    """The Messages API with ``stream: true``."""
+
+    def __init__(self, http: HttpSettings, name: str = "anthropic") -> None:
+        self.name = name
+        self.model = http.model
+        self.http = http
+
+    def headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if self.http.api_key:
+            headers["x-api-key"] = self.http.api_key
+        return headers
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        system, messages = to_anthropic_messages(request.messages)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": messages,
+            "stream": True,
+        }
+        if system is not None:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = to_anthropic_tools(request.tools)
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        return body
+
+    def path(self) -> str:
+        """``/v1/messages``, or ``/messages`` when the base URL already ends in ``/v1``."""
+        return "/messages" if self.http.base_url.rstrip("/").endswith("/v1") else "/v1/messages"
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        return stream_events(
+            self.http,
+            self.path(),
+            self.headers(),
+            self.body(request),
+            lambda: MessagesDecoder(self.http),
+        )
+
+
+class MessagesDecoder:
+    """One response's events: text as it comes, each tool call when its block closes, usage
+    and the stop at the end."""
+
+    def __init__(self, http: HttpSettings) -> None:
+        self.http = http
+        self.tool_blocks: dict[int, PartialCall] = {}
+        self.stop_reason: str | None = None
+        self.done = False
+        self.figures: dict[str, int] = {}
+        self.unknown: set[str] = set()
+
+    @property
+    def complete(self) -> bool:
+        return self.done or self.stop_reason is not None
+
+    def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]:
+        if not sse.data.strip():
+            return []
+        try:
+            data = json.loads(sse.data)
+        except ValueError:
+            log.warning(
+                "skipping a malformed event from %s: %s",
+                self.http.base_url,
+                self.http.redact(sse.data[:200]),
+            )
+            return []
+        if not isinstance(data, dict):
+            log.warning("skipping an event that is not an object from %s", self.http.base_url)
+            return []
+        kind = sse.event if sse.event != "message" else str(data.get("type", ""))
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            if kind not in self.unknown:
+                self.unknown.add(kind)
+                log.warning("skipping events of unknown type %r from %s", kind, self.http.base_url)
+            return []
+        return handler(self, data)
+
+    def _message_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        message = data.get("message") or {}
+        self._take_usage(message.get("usage"), output=False)
+        return []
+
+    def _block_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        block = data.get("content_block") or {}
+        if block.get("type") == "tool_use":
+            call = PartialCall(id=str(block.get("id") or ""), name=str(block.get("name") or ""))
+            if isinstance(block.get("input"), dict) and block["input"]:
+                call.arguments = json.dumps(block["input"])
+            self.tool_blocks[_index(data)] = call
+        elif block.get("type") == "text" and block.get("text"):
+            return [TextDelta(str(block["text"]))]
+        return []
+
+    def _block_delta(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        delta = data.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = delta.get("text")
+            return [TextDelta(text)] if isinstance(text, str) and text else []
+        if kind == "input_json_delta":
+            call = self.tool_blocks.get(_index(data))
+            if call is not None and isinstance(delta.get("partial_json"), str):
+                call.arguments += delta["partial_json"]
+            return []
+        if kind not in QUIET_DELTAS:
+            log.debug("ignoring a %s delta from %s", kind, self.http.base_url)
+        return []
+
+    def _block_stop(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        call = self.tool_blocks.pop(_index(data), None)
+        return [] if call is None else [ToolCallRequested(call.finish())]
+
+    def _message_delta(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        delta = data.get("delta") or {}
+        if isinstance(delta.get("stop_reason"), str):
+            self.stop_reason = delta["stop_reason"]
+        self._take_usage(data.get("usage"), output=True)
+        return []
+
+    def _message_stop(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        self.done = True
+        return []
+
+    def _ping(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        return []
+
+    def _error(self, data: dict[str, Any]) -> list[ProviderEvent]:
+        error = data.get("error") or {}
+        kind = str(error.get("type") or "error")
+        message = str(error.get("message") or "no details")
+        raise ProviderError(
+            f"the provider at {self.http.base_url} reported an error mid-stream: {kind}: {message}",
+            retryable=kind in RETRYABLE_ERRORS,
+        )
+
+    def _take_usage(self, usage: Any, output: bool) -> None:
+        """Keep the figures ``usage`` reports; ``message_delta`` repeats them, cumulatively,
+        and only its ``output_tokens`` is final (``message_start`` holds a placeholder)."""
+        if not isinstance(usage, dict):
+            return
+        names = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]
+        if output:
+            names.append("output_tokens")
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.figures[name] = value
+
+    def close(self) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = [
+            ToolCallRequested(self.tool_blocks[i].finish()) for i in sorted(self.tool_blocks)
+        ]
+        self.tool_blocks.clear()
+        events.append(self.usage())
+        reason = self.stop_reason or "stop"
+        events.append(Stop(STOP_REASONS.get(reason, reason)))
+        return events
+
+    def usage(self) -> Usage:
+        f = self.figures
+        written = f.get("cache_creation_input_tokens", 0)
+        read = f.get("cache_read_input_tokens")
+        total = None if "input_tokens" not in f else f["input_tokens"] + (read or 0) + written
+        return Usage(input=total, output=f.get("output_tokens"), cached=read)
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("index")
+    return index if isinstance(index, int) else -1
+
+
+_HANDLERS = {
+    "message_start": MessagesDecoder._message_start,
+    "content_block_start": MessagesDecoder._block_start,
+    "content_block_delta": MessagesDecoder._block_delta,
+    "content_block_stop": MessagesDecoder._block_stop,
+    "message_delta": MessagesDecoder._message_delta,
+    "message_stop": MessagesDecoder._message_stop,
+    "ping": MessagesDecoder._ping,
+    "error": MessagesDecoder._error,
+}

@@ -1,0 +1,213 @@
+"""``run_command``: run a program under the session root and answer with its output.
+
+The program is started without a shell (the model gives ``argv``, a list of strings), in a
+new session and so its own process group, with stdin closed: the daemon's stdin and stdout
+are the wire and never reach a child. stdout and stderr are captured together, as they
+interleave; past ``MAX_OUTPUT_BYTES`` the middle is dropped, keeping the start and the end
+(where a test runner prints its summary), and the result says so.
+
+The whole process group is killed (SIGKILL) when the timeout passes, when the turn is
+cancelled (then ``CancelledError`` is re-raised), and when the program exits while a
+process it left behind still holds the output open. The program itself is not confined to
+the root: it can do whatever the user running the daemon can, which is why the policy asks
+before a command runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import arguments as args
+from .base import Action, ToolContext, ToolFailure
+
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 600.0
+MAX_OUTPUT_BYTES = 32 * 1024
+LINGER_SECONDS = 1.0
+"""How long output may keep flowing after the program exits, from processes it started,
+and how long a killed program has to be gone."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a program ended: ``exit_code`` is None when it was killed for its timeout."""
+
+    exit_code: int | None
+    output: str
+    timed_out: bool
+    dropped: int
+    """How many bytes of output were dropped from the middle."""
+
+
+class _Capture:
+    """The first and last ``limit / 2`` bytes of a stream, and how many were dropped."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self.half:
+            excess = len(self.tail) - self.half
+            self.dropped += excess
+            del self.tail[:excess]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[cut: {self.dropped} bytes of output left out here]\n{tail}"
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    """Gathers the output as it comes and notes when the program exits and when the output
+    ends (which is later if the program leaves processes behind that hold it open)."""
+
+    def __init__(self, capture: _Capture) -> None:
+        self.capture = capture
+        self.exited = asyncio.Event()
+        self.output_ended = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.capture.add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.output_ended.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+async def execute(argv: list[str], cwd: Path, timeout: float) -> Execution:
+    """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds or when
+    cancelled. Raises ``ToolFailure`` when the program cannot be started."""
+    capture = _Capture(MAX_OUTPUT_BYTES)
+    loop = asyncio.get_running_loop()
+    try:
+        transport, collector = await loop.subprocess_exec(
+            lambda: _Collector(capture),
+            *argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise ToolFailure(f"{argv[0]}: command not found") from exc
+    except PermissionError as exc:
+        raise ToolFailure(f"{argv[0]}: permission denied (is it executable?)") from exc
+    except OSError as exc:
+        raise ToolFailure(f"{argv[0]} could not be started: {exc.strerror or exc}") from exc
+
+    group = transport.get_pid()
+    try:
+        timed_out = not await _happens(collector.exited, timeout)
+        if timed_out:
+            _kill_group(group)
+            await _happens(collector.exited, LINGER_SECONDS)
+        if not await _happens(collector.output_ended, LINGER_SECONDS):
+            _kill_group(group)
+            await _happens(collector.output_ended, LINGER_SECONDS)
+        exit_code = None if timed_out else transport.get_returncode()
+        return Execution(exit_code, capture.text(), timed_out, capture.dropped)
+    except asyncio.CancelledError:
+        _kill_group(group)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(_happens(collector.exited, LINGER_SECONDS))
+        raise
+    finally:
+        transport.close()
+
+
+async def _happens(event: asyncio.Event, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``event``; whether it happened."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def format_execution(command: str, execution: Execution, timeout: float) -> str:
+    if execution.timed_out:
+        status = (
+            f"the command did not finish within {timeout:g} seconds and was killed, with the"
+            " processes it started"
+        )
+    elif execution.exit_code is not None and execution.exit_code < 0:
+        status = f"killed by signal {_signal_name(-execution.exit_code)}"
+    else:
+        status = f"exit code {execution.exit_code}"
+    output = execution.output if execution.output else "(no output)"
+    return f"$ {command}\n{status}\n{output}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+class RunCommand:
+    name = "run_command"
+    description = (
+        "Run a program under the session root, without a shell: argv is the program and its "
+        "arguments as a list of strings (for pipes or redirections, run ['sh', '-c', '...']). "
+        "stdout and stderr come back together with the exit code; a long output is cut in "
+        f"the middle. Optional cwd is a folder relative to the root; optional timeout is in "
+        f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "cwd": {"type": "string", "description": "a folder relative to the root"},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+        },
+        "required": ["argv"],
+    }
+
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        argv, _, _ = self._arguments(arguments, context)
+        return Action("exec", shlex.join(argv))
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        argv, cwd, timeout = self._arguments(arguments, context)
+        if not cwd.is_dir():
+            raise ToolFailure(f"cwd {arguments.get('cwd')} is not a folder")
+        execution = await execute(argv, cwd, timeout)
+        return format_execution(shlex.join(argv), execution, timeout)
+
+    def _arguments(
+        self, arguments: dict[str, Any], context: ToolContext
+    ) -> tuple[list[str], Path, float]:
+        argv = args.strings(arguments, "argv")
+        if any("\x00" in a for a in argv):
+            raise ToolFailure("argv must not contain a NUL character")
+        cwd = args.optional_text(arguments, "cwd")
+        folder = context.resolve(cwd, field="cwd") if cwd else context.real_root
+        timeout = args.seconds(arguments, "timeout", default=DEFAULT_TIMEOUT, most=MAX_TIMEOUT)
+        return argv, folder, timeout

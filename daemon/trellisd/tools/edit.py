@@ -1,0 +1,162 @@
+"""Tools that change files under the session root: ``write_file`` and ``edit_file``.
+
+Every write is atomic: the new content goes to a temporary file in the same folder, is
+flushed to disk, then replaces the target with ``os.replace``. A reader sees the old file
+or the new one, never half of either, and a cancelled or failed write leaves the target as
+it was. A replaced file keeps its permission bits; a new one gets the usual ones (0666
+less the umask).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+from . import arguments as args
+from .base import Action, ToolContext, ToolFailure, within
+
+
+def atomic_write(path: Path, data: bytes, context: ToolContext) -> None:
+    """Write ``data`` to ``path`` (a real path from ``context.resolve``), creating its
+    folders under the root."""
+    shown = context.relative(path)
+    if path == context.real_root:
+        raise ToolFailure("the session root itself cannot be written as a file")
+    if path.is_dir():
+        raise ToolFailure(f"{shown} is a folder")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise ToolFailure(f"cannot create the folder for {shown}: a file is in the way") from exc
+    if not within(Path(os.path.realpath(parent)), context.real_root):
+        raise ToolFailure(f"{shown} leads out of the session root through a symlink")
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+    temporary = parent / f".{path.name[:100]}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(temporary, flags, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _sync_folder(parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable; best effort, as not every file system allows it."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class WriteFile:
+    name = "write_file"
+    description = (
+        "Write a text file under the session root, replacing it whole if it exists; "
+        "missing folders are created. To change part of a file, use edit_file."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "relative to the root"},
+            "content": {"type": "string", "description": "the whole new content"},
+        },
+        "required": ["path", "content"],
+    }
+
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        path, _ = self._arguments(arguments, context)
+        return Action("write", context.relative(path))
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        return await asyncio.to_thread(self._write, arguments, context)
+
+    def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str]:
+        path = context.resolve(arguments.get("path"))
+        return path, args.text(arguments, "content", empty=True)
+
+    def _write(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        path, content = self._arguments(arguments, context)
+        existed = path.exists()
+        data = content.encode("utf-8")
+        atomic_write(path, data, context)
+        shown = context.relative(path)
+        if existed:
+            return f"wrote {shown} ({len(data)} bytes, replacing what was there)"
+        return f"created {shown} ({len(data)} bytes)"
+
+
+class EditFile:
+    name = "edit_file"
+    description = (
+        "Replace one exact snippet of a text file under the session root. `old` must occur "
+        "exactly once in the file, whitespace included; add surrounding lines to make it "
+        "unique. `new` replaces it (an empty `new` deletes it)."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "relative to the root"},
+            "old": {"type": "string", "description": "the exact text to replace"},
+            "new": {"type": "string", "description": "the text to put in its place"},
+        },
+        "required": ["path", "old", "new"],
+    }
+
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
+        path, _, _ = self._arguments(arguments, context)
+        return Action("write", context.relative(path))
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        return await asyncio.to_thread(self._edit, arguments, context)
+
+    def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str, str]:
+        path = context.resolve(arguments.get("path"))
+        old = args.text(arguments, "old")
+        new = args.text(arguments, "new", empty=True)
+        if old == new:
+            raise ToolFailure("old and new are the same; there is nothing to change")
+        return path, old, new
+
+    def _edit(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        path, old, new = self._arguments(arguments, context)
+        shown = context.relative(path)
+        if not path.is_file():
+            raise ToolFailure(
+                f"{shown} does not exist" if not path.exists() else f"{shown} is not a file"
+            )
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolFailure(f"{shown} is not UTF-8 text; it cannot be edited") from exc
+        count = text.count(old)
+        if count == 0:
+            raise ToolFailure(
+                f"the snippet was not found in {shown}; read the file and copy the text exactly,"
+                " whitespace included"
+            )
+        if count > 1:
+            raise ToolFailure(
+                f"the snippet occurs {count} times in {shown}; include more of the surrounding"
+                " lines so that it occurs once"
+            )
+        at = text.index(old)
+        line = text.count("\n", 0, at) + 1
+        atomic_write(path, (text[:at] + new + text[at + len(old) :]).encode("utf-8"), context)
+        return f"edited {shown}: replaced the snippet at line {line}"

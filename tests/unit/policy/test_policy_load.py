@@ -1,0 +1,128 @@
+"""load_policy: the daemon's default, then .trellisd.toml, then session/open's policy."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from trellisd.errors import InvalidParams
+from trellisd.policy import DEFAULT_POLICY, Action, Layer, Policy, load_policy
+
+WRITE = Action("write", "src/app.py")
+EXEC = Action("exec", "pytest -q")
+
+PROJECT = """
+approval = "never"
+
+[[layers]]
+name = "project"
+denyRead = [".env", "secrets/**"]
+denyExec = ["git push*"]
+
+[[layers]]
+name = "generated"
+denyWrite = ["build/**"]
+
+[checks]
+test = ["pytest", "-q"]
+"""
+
+
+def test_by_default_reads_run_and_writes_and_commands_ask(tmp_path: Path) -> None:
+    policy = load_policy(tmp_path, None)
+    assert policy == DEFAULT_POLICY
+    assert policy.to_wire() == {
+        "layers": [
+            {
+                "name": "default",
+                "allowRead": ["**"],
+                "allowWrite": ["**"],
+                "allowExec": ["*"],
+                "denyRead": [],
+                "denyWrite": [],
+                "denyExec": [],
+            }
+        ],
+        "approval": "ask",
+        "grants": [],
+    }
+    assert policy.check(Action("read", "any/where.txt")).outcome == "allow"
+    assert policy.check(WRITE).outcome == "ask"
+    assert policy.check(EXEC).outcome == "ask"
+
+
+def test_the_project_file_adds_layers_and_may_tighten_approval(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text(PROJECT)
+    policy = load_policy(tmp_path, None)
+    assert [layer.name for layer in policy.layers] == ["default", "project", "generated"]
+    assert policy.approval == "never"
+    assert policy.check(Action("read", "secrets/key.pem")).outcome == "refuse"
+    assert policy.check(EXEC).outcome == "refuse"
+
+
+def test_the_callers_policy_goes_on_top_and_sets_approval(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text(PROJECT)
+    requested = {
+        "layers": [{"name": "editor", "allowRead": [".env"], "denyWrite": ["*.lock"]}],
+        "approval": "all",
+    }
+    policy = load_policy(tmp_path, requested)
+    assert [layer.name for layer in policy.layers] == ["default", "project", "generated", "editor"]
+    assert policy.approval == "all"
+    assert policy.check(Action("read", ".env")).outcome == "refuse", "the project's deny holds"
+    assert policy.check(Action("write", "uv.lock")).outcome == "refuse"
+    assert policy.check(Action("write", "build/out.js")).outcome == "refuse"
+    assert policy.check(WRITE).outcome == "allow"
+    assert policy.check(Action("exec", "git push origin main")).outcome == "refuse"
+    assert policy.check(EXEC).outcome == "allow"
+
+
+def test_a_caller_that_sets_no_approval_keeps_the_projects(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text(PROJECT)
+    assert load_policy(tmp_path, {"layers": []}).approval == "never"
+
+
+def test_the_project_file_cannot_loosen_approval(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".trellisd.toml").write_text(
+        'approval = "all"\n[[layers]]\nname = "project"\ndenyWrite = ["*.lock"]\n'
+    )
+    with caplog.at_level(logging.WARNING, logger="trellisd.policy.load"):
+        policy = load_policy(tmp_path, None)
+    assert policy.approval == "ask"
+    assert policy.check(WRITE).outcome == "ask"
+    assert [layer.name for layer in policy.layers] == ["default", "project"]
+    assert "may only tighten it" in caplog.text
+
+
+def test_a_daemon_default_can_be_given(tmp_path: Path) -> None:
+    strict = Policy((Layer("default", allow_read=("src/**",)),), "never")
+    assert load_policy(tmp_path, None, default=strict).check(WRITE).outcome == "refuse"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("approval = ", "is not valid TOML"),
+        ('approval = "maybe"', ": approval must be one of 'all', 'ask' or 'never'"),
+        ("layers = 3", ": layers must be a list of layers"),
+        (
+            '[[layers]]\nname = "a"\n[[layers]]\nname = "b"\ndenyWrite = "x"',
+            ": layers[1].denyWrite must be a list of strings",
+        ),
+        ("[[layers]]\nallowRead = []", ": layers[0].name must be a non-empty string"),
+    ],
+)
+def test_a_broken_project_file_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / ".trellisd.toml").write_text(text)
+    with pytest.raises(InvalidParams) as raised:
+        load_policy(tmp_path, None)
+    assert str(tmp_path / ".trellisd.toml") in raised.value.message
+    assert message in raised.value.message
+
+
+def test_a_broken_caller_policy_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParams, match=r"policy\.layers\[0\]\.name"):
+        load_policy(tmp_path, {"layers": [{"allowRead": ["**"]}]})

@@ -1,0 +1,159 @@
+"""run_command and run_check: real programs, killed with their process group when they
+overrun or the turn is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trellisd.tools import ToolContext, ToolFailure, run_check
+from trellisd.tools.command import MAX_OUTPUT_BYTES, RunCommand
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its parent counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def gone(*pids: int, within: float = 3.0) -> bool:
+    deadline = time.monotonic() + within
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def pid_from(path: Path, within: float = 5.0) -> int:
+    deadline = time.monotonic() + within
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        await asyncio.sleep(0.02)
+    return int(path.read_text())
+
+
+async def run(root: Path, **arguments: Any) -> str:
+    return await RunCommand().run(arguments, ToolContext(root))
+
+
+# a shell that starts a long sleep in the background, notes both pids, then waits
+FAMILY = "sleep 30 & echo $! > child.pid; echo $$ > parent.pid; echo started; wait"
+
+
+async def test_output_and_exit_code(tmp_path: Path) -> None:
+    result = await run(tmp_path, argv=["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert result == "$ sh -c 'echo out; echo err >&2; exit 3'\nexit code 3\nout\nerr\n"
+
+
+async def test_no_shell_interprets_the_arguments(tmp_path: Path) -> None:
+    result = await run(tmp_path, argv=["echo", "a;", "$HOME", "`id`"])
+    assert result.splitlines()[1:] == ["exit code 0", "a; $HOME `id`"]
+
+
+async def test_runs_in_the_root_or_in_cwd_and_with_stdin_closed(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    assert (await run(tmp_path, argv=["pwd"])).splitlines()[2] == str(tmp_path.resolve())
+    result = await run(tmp_path, argv=["pwd"], cwd="src")
+    assert result.splitlines()[2] == str((tmp_path / "src").resolve())
+    result = await run(tmp_path, argv=["sh", "-c", "cat; echo done"], timeout=5)
+    assert result.splitlines()[1:] == ["exit code 0", "done"]
+
+
+async def test_a_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = await run(tmp_path, argv=["sh", "-c", FAMILY], timeout=0.5)
+    assert time.monotonic() - started < 5
+    lines = result.splitlines()
+    assert lines[1] == (
+        "the command did not finish within 0.5 seconds and was killed, with the processes"
+        " it started"
+    )
+    assert lines[2] == "started"
+    child, parent = await pid_from(tmp_path / "child.pid"), await pid_from(tmp_path / "parent.pid")
+    assert await gone(child, parent)
+
+
+async def test_cancellation_kills_the_process_group_then_propagates(tmp_path: Path) -> None:
+    task = asyncio.create_task(run(tmp_path, argv=["sh", "-c", FAMILY], timeout=60))
+    child = await pid_from(tmp_path / "child.pid")
+    parent = await pid_from(tmp_path / "parent.pid")
+    assert alive(child) and alive(parent)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await gone(child, parent)
+
+
+async def test_a_process_left_holding_the_output_is_killed(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = await run(tmp_path, argv=["sh", "-c", "sleep 30 & echo $! > child.pid; echo bye"])
+    assert time.monotonic() - started < 5
+    assert result.splitlines()[1:] == ["exit code 0", "bye"]
+    assert await gone(await pid_from(tmp_path / "child.pid"))
+
+
+async def test_a_long_output_keeps_its_start_and_end(tmp_path: Path) -> None:
+    program = "print('START' + 'x' * 100000 + 'END')"
+    result = await run(tmp_path, argv=[sys.executable, "-c", program])
+    assert len(result.encode()) < MAX_OUTPUT_BYTES + 500
+    output = result.split("\n", 2)[2]
+    assert output.startswith("START")
+    assert output.endswith("END\n")
+    dropped = 100000 + 9 - MAX_OUTPUT_BYTES
+    assert f"\n[cut: {dropped} bytes of output left out here]\n" in output
+
+
+async def test_death_by_signal_is_named(tmp_path: Path) -> None:
+    result = await run(tmp_path, argv=["sh", "-c", "kill -TERM $$"])
+    assert result.splitlines()[1] == "killed by signal SIGTERM"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"argv": []}, "argv must be a non-empty list of strings"),
+        ({"argv": "ls -la"}, "argv must be a non-empty list of strings"),
+        ({"argv": ["ls", 3]}, "argv must be a non-empty list of strings"),
+        ({"argv": ["ls"], "timeout": 0}, "timeout must be a number of seconds above 0"),
+        ({"argv": ["ls"], "timeout": 601}, "at most 600"),
+        ({"argv": ["ls"], "timeout": "5"}, "timeout must be a number"),
+        ({"argv": ["definitely-not-a-command-xyz"]}, "definitely-not-a-command-xyz: command not"),
+        ({"argv": ["ls"], "cwd": "missing"}, "cwd missing is not a folder"),
+    ],
+)
+async def test_bad_calls_are_clear_failures(
+    tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ToolFailure, match=message):
+        await run(tmp_path, **arguments)
+
+
+async def test_a_check_passes_on_the_expected_exit_code(tmp_path: Path) -> None:
+    (tmp_path / "marker").write_text("")
+    check = await run_check(["ls"], 0, tmp_path, 10)
+    assert check.passed and check.exit_code == 0
+    assert check.output == "$ ls\nexit code 0\nmarker\n"
+    check = await run_check(["sh", "-c", "exit 1"], 1, tmp_path, 10)
+    assert check.passed and check.exit_code == 1
+
+
+async def test_a_check_fails_on_another_exit_code_a_timeout_or_a_missing_program(
+    tmp_path: Path,
+) -> None:
+    failed = await run_check(["sh", "-c", "echo broken; exit 2"], 0, tmp_path, 10)
+    assert (failed.passed, failed.exit_code) == (False, 2)
+    assert "broken" in failed.output
+    slow = await run_check(["sleep", "30"], 0, tmp_path, 0.3)
+    assert (slow.passed, slow.exit_code) == (False, None)
+    assert "did not finish within 0.3 seconds" in slow.output
+    missing = await run_check(["definitely-not-a-command-xyz"], 0, tmp_path, 10)
+    assert (missing.passed, missing.exit_code) == (False, None)
+    assert "command not found" in missing.output
