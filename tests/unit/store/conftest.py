@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from trellisd.daemon import pid_alive
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens
 
 OpenStore = Callable[[], Store]
 OpenSession = Callable[..., Session]
 TakeTurn = Callable[..., tuple[str, str]]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @pytest.fixture
