@@ -76,7 +76,12 @@ class TrellisProtocol(LanguageServerProtocol):
         self, params: types.InitializeParams
     ) -> Generator[Any, Any, types.InitializeResult]:
         result: types.InitializeResult = yield from super().lsp_initialize(params)
-        result.capabilities.experimental = {"trellisd": {"protocolVersion": PROTOCOL_VERSION}}
+        result.capabilities.experimental = {
+            "trellisd": {
+                "protocolVersion": PROTOCOL_VERSION,
+                "provider": self._server.settings.describe(),
+            }
+        }
         return result
 
     @lsp_method(types.SHUTDOWN)

@@ -95,3 +95,12 @@ async def test_logs_go_to_stderr_and_stdout_is_only_frames(tmp_path) -> None:
     assert sorted(m.get("id") for m in messages) == [1, 2, 3]
     assert b"trellisd DEBUG" in err
     assert code == 0
+
+
+async def test_initialize_says_which_provider_turns_will_use(spawn) -> None:  # type: ignore[no-untyped-def]
+    daemon = await spawn(options={"model": "editor-model"})
+    init = next(m for m in daemon.protocol.received if "result" in m)
+    provider = init["result"]["capabilities"]["experimental"]["trellisd"]["provider"]
+    assert provider["name"] == "openai" and provider["model"] == "editor-model"
+    assert provider["keyFrom"] == "TRELLISD_API_KEY"
+    assert "sk-" not in json.dumps(init)

@@ -1,0 +1,71 @@
+-- The plugin's settings: defaults, laid under what setup() is given.
+
+local M = {}
+
+local function defaults()
+  return {
+    -- The daemon's command. Neovim started from a desktop launcher may not see your shell's
+    -- PATH: give an absolute path then, e.g. { "/home/me/.local/bin/trellisd" }.
+    cmd = { "trellisd" },
+    -- The SQLite store (passed as --db); nil: the daemon's default.
+    db = nil,
+    -- The model: sent to the daemon as initializationOptions; nil: the daemon's environment.
+    provider = nil, -- "openai" | "anthropic" | "openrouter" | "scripted"
+    model = nil,
+    base_url = nil,
+    api_key = nil,
+    script = nil, -- a JSON-lines script for the scripted provider
+    -- The policy new sessions are opened with (session/open's policy), e.g.
+    -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
+    policy = nil,
+    -- Extra environment variables for the daemon, laid over the editor's.
+    env = nil,
+    -- Where the daemon's stderr goes.
+    log_file = vim.fn.stdpath("cache") .. "/trellisd.log",
+    -- How often streamed text is painted into the conversation, in milliseconds.
+    flush_ms = 40,
+    -- Where a conversation opens: "vertical", "horizontal", "tab" or "current".
+    split = "vertical",
+    -- How long the daemon may take to answer initialize, in milliseconds.
+    start_timeout_ms = 20000,
+  }
+end
+
+M.options = defaults()
+
+function M.set(opts)
+  M.options = vim.tbl_extend("force", defaults(), opts or {})
+  return M.options
+end
+
+-- The command line that starts the daemon.
+function M.command()
+  local o = M.options
+  local cmd = type(o.cmd) == "string" and { o.cmd } or vim.deepcopy(o.cmd)
+  if o.db then
+    cmd[#cmd + 1] = "--db"
+    cmd[#cmd + 1] = vim.fn.expand(o.db)
+  end
+  return cmd
+end
+
+-- initialize's initializationOptions: only what the user set.
+function M.initialization_options()
+  local o = M.options
+  local out = vim.empty_dict()
+  local pairs_ = {
+    { "provider", o.provider },
+    { "model", o.model },
+    { "baseUrl", o.base_url },
+    { "apiKey", o.api_key },
+    { "script", o.script },
+  }
+  for _, kv in ipairs(pairs_) do
+    if kv[2] ~= nil then
+      out[kv[1]] = kv[2]
+    end
+  end
+  return out
+end
+
+return M

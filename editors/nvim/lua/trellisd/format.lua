@@ -1,0 +1,253 @@
+-- How the plugin words things: footers, list entries, times. Pure functions of their
+-- arguments, so they are tested on their own.
+
+local compat = require("trellisd.compat")
+
+local M = {}
+
+-- The first line of `text`, cut to `max` characters (not bytes) with an ellipsis.
+function M.one_line(text, max)
+  text = tostring(text or "")
+  local first = text:match("^[^\n]*")
+  local cut = first ~= text
+  max = max or 60
+  if vim.fn.strchars(first) > max then
+    first = vim.fn.strcharpart(first, 0, max - 1)
+    cut = true
+  end
+  return cut and (first .. "…") or first
+end
+
+function M.count(n, one, many)
+  return n .. " " .. (n == 1 and one or many)
+end
+
+local function number(v)
+  v = compat.value(v)
+  return type(v) == "number" and v or nil
+end
+
+-- "52 tokens (in 40, out 12)", or nil when the provider reported nothing.
+function M.tokens(tokens)
+  tokens = compat.value(tokens)
+  if type(tokens) ~= "table" then
+    return nil
+  end
+  local input, output, total = number(tokens.input), number(tokens.output), number(tokens.total)
+  local cached = number(tokens.cached)
+  if total == nil and input and output then
+    total = input + output
+  end
+  if total == nil then
+    return "tokens not reported"
+  end
+  local detail = {}
+  if input then
+    detail[#detail + 1] = "in " .. input
+  end
+  if output then
+    detail[#detail + 1] = "out " .. output
+  end
+  if cached and cached > 0 then
+    detail[#detail + 1] = "cached " .. cached
+  end
+  local text = M.count(total, "token", "tokens")
+  if #detail > 0 then
+    text = text .. " (" .. table.concat(detail, ", ") .. ")"
+  end
+  return text
+end
+
+function M.cost(cost)
+  cost = number(cost)
+  if cost == nil then
+    return nil
+  end
+  if cost == 0 then
+    return "$0"
+  end
+  if cost < 0.01 then
+    return string.format("$%.4f", cost)
+  end
+  return string.format("$%.2f", cost)
+end
+
+-- The line under a turn: outcome, tokens, model and cost, e.g. "*finished · 52 tokens
+-- (in 40, out 12) · gpt-4o-mini · $0.0004*". `t` is a Turn or a TurnResult.
+function M.footer(t)
+  local outcome = compat.value(t.outcome) or "unknown"
+  local err = compat.value(t.error)
+  local head = outcome
+  if err and err ~= "" then
+    head = outcome .. ": " .. M.one_line(err, 160)
+  end
+  local parts = { head }
+  parts[#parts + 1] = M.tokens(t.tokens)
+  local model = compat.value(t.model)
+  if type(model) == "string" and model ~= "" then
+    parts[#parts + 1] = model
+  end
+  parts[#parts + 1] = M.cost(t.cost)
+  return "*" .. table.concat(parts, " · ") .. "*"
+end
+
+local FIRST_KEYS = { path = 1, command = 2, pattern = 3, old = 4, new = 5, content = 6 }
+
+local function argument_value(v)
+  v = compat.value(v)
+  if type(v) == "string" then
+    local lines = compat.lines(v)
+    local text = M.one_line(v, 32)
+    if #lines > 1 then
+      text = text .. " (" .. M.count(#lines, "line", "lines") .. ")"
+    end
+    return text
+  elseif type(v) == "table" then
+    local ok, text = pcall(compat.encode, v)
+    return M.one_line(ok and text:gsub("\\/", "/") or vim.inspect(v), 32)
+  end
+  return tostring(v)
+end
+
+-- A tool's arguments for a person: "path: a.txt, content: hello… (3 lines)", the path or
+-- command first, each value cut short, the whole cut to `max` characters.
+function M.arguments(arguments, max)
+  arguments = compat.value(arguments)
+  if type(arguments) ~= "table" or next(arguments) == nil then
+    return "no arguments"
+  end
+  local keys = vim.tbl_keys(arguments)
+  table.sort(keys, function(a, b)
+    local ra, rb = FIRST_KEYS[a] or 99, FIRST_KEYS[b] or 99
+    if ra ~= rb then
+      return ra < rb
+    end
+    return tostring(a) < tostring(b)
+  end)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = tostring(k) .. ": " .. argument_value(arguments[k])
+  end
+  return M.one_line(table.concat(parts, ", "), max or 120)
+end
+
+-- Text as a markdown code span, whatever backticks it holds.
+function M.code(text)
+  text = tostring(text)
+  local longest = 0
+  for run in text:gmatch("`+") do
+    longest = math.max(longest, #run)
+  end
+  local fence = string.rep("`", longest + 1)
+  if longest > 0 then
+    return fence .. " " .. text .. " " .. fence
+  end
+  return fence .. text .. fence
+end
+
+-- "`write_file` `{"path":"a.txt"}`": a tool and its arguments, as code.
+function M.call(name, arguments, max)
+  return M.code(tostring(compat.value(name) or "?")) .. " " .. M.code(M.arguments(arguments, max))
+end
+
+-- The lines that show a tool call and its result in the conversation.
+function M.tool_lines(call, result)
+  call = compat.value(call) or {}
+  local lines = { "> tool " .. M.call(call.name, call.arguments) }
+  result = compat.value(result)
+  if result ~= nil then
+    local all = compat.lines(tostring(result))
+    local first = M.one_line(all[1], 120)
+    if #all > 1 then
+      first = first .. " (" .. M.count(#all, "line", "lines") .. ")"
+    end
+    lines[#lines + 1] = "> → " .. first
+  end
+  return lines
+end
+
+-- Days since 1970-01-01 of a date in the proleptic Gregorian calendar (H. Hinnant's).
+local function days_from_civil(y, m, d)
+  if m <= 2 then
+    y = y - 1
+  end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m + 9) % 12
+  local doy = math.floor((153 * mp + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  return era * 146097 + doe - 719468
+end
+
+-- Seconds since the epoch of an ISO 8601 timestamp ("2026-12-02T18:10:00.207+00:00").
+function M.parse_time(text)
+  text = compat.value(text)
+  if type(text) ~= "string" then
+    return nil
+  end
+  local y, mo, d, h, mi, s, rest = text:match("^(%d+)-(%d+)-(%d+)[T ](%d+):(%d+):(%d+)(.*)$")
+  if not y then
+    return nil
+  end
+  local offset = 0
+  local sign, oh, om = rest:match("([+-])(%d%d):?(%d%d)$")
+  if sign then
+    offset = (tonumber(oh) * 3600 + tonumber(om) * 60) * (sign == "+" and 1 or -1)
+  end
+  local days = days_from_civil(tonumber(y), tonumber(mo), tonumber(d))
+  return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(s) - offset
+end
+
+-- "just now", "5 min ago", "3 h ago", "2 days ago", else the date.
+function M.ago(text, now)
+  local t = M.parse_time(text)
+  if not t then
+    return "?"
+  end
+  local d = math.max(0, (now or os.time()) - t)
+  if d < 60 then
+    return "just now"
+  elseif d < 3600 then
+    return math.floor(d / 60) .. " min ago"
+  elseif d < 86400 then
+    return math.floor(d / 3600) .. " h ago"
+  elseif d < 7 * 86400 then
+    return M.count(math.floor(d / 86400), "day", "days") .. " ago"
+  end
+  return os.date("!%Y-%m-%d", t)
+end
+
+-- A folder as a person reads it: the home folder as ~.
+function M.folder(root, home)
+  root = tostring(compat.value(root) or "")
+  home = home or vim.env.HOME
+  if home and home ~= "" and home ~= "/" then
+    if root == home then
+      return "~"
+    end
+    if root:sub(1, #home + 1) == home .. "/" then
+      return "~" .. root:sub(#home + 1)
+    end
+  end
+  return root
+end
+
+function M.title(session)
+  local title = compat.value(session.title)
+  if title == nil or title == "" then
+    return "(untitled)"
+  end
+  return M.one_line(title, 60)
+end
+
+-- One entry of :TrellisSessions: "title · folder · 3 turns · 5 min ago".
+function M.session_item(session, now, home)
+  return table.concat({
+    M.title(session),
+    M.folder(session.root, home),
+    M.count(number(session.turns) or 0, "turn", "turns"),
+    M.ago(session.updatedAt, now),
+  }, " · ")
+end
+
+return M

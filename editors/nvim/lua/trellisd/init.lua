@@ -1,0 +1,161 @@
+-- trellisd for Neovim: durable, branchable conversations with a coding agent that runs in
+-- the trellisd daemon. require("trellisd").setup({...}); see :help trellisd.
+
+local config = require("trellisd.config")
+
+local M = {}
+
+local COMMANDS = {
+  {
+    "Trellis",
+    "?",
+    "Send a prompt to the conversation over this folder",
+    function(o)
+      M.ask(o.args)
+    end,
+  },
+  {
+    "TrellisNew",
+    "?",
+    "Start a new conversation over this folder",
+    function(o)
+      M.new(o.args)
+    end,
+  },
+  {
+    "TrellisSessions",
+    0,
+    "Reopen a conversation",
+    function()
+      M.sessions()
+    end,
+  },
+  {
+    "TrellisSteer",
+    "?",
+    "Steer the running turn",
+    function(o)
+      M.steer(o.args)
+    end,
+  },
+  {
+    "TrellisCancel",
+    0,
+    "Cancel the running turn",
+    function()
+      M.cancel()
+    end,
+  },
+  {
+    "TrellisResume",
+    0,
+    "Continue the interrupted last turn",
+    function()
+      M.resume()
+    end,
+  },
+  {
+    "TrellisBranch",
+    0,
+    "Branch the conversation from an earlier turn",
+    function()
+      M.branch()
+    end,
+  },
+  {
+    "TrellisTree",
+    0,
+    "Show the conversation's tree of turns",
+    function()
+      M.tree()
+    end,
+  },
+  {
+    "TrellisLog",
+    0,
+    "Open the daemon's log",
+    function()
+      M.log()
+    end,
+  },
+}
+
+function M.create_commands()
+  for _, c in ipairs(COMMANDS) do
+    vim.api.nvim_create_user_command(c[1], c[4], { nargs = c[2], desc = c[3], force = true })
+  end
+end
+
+function M.setup(opts)
+  config.set(opts)
+  M.create_commands()
+end
+
+local function sessions()
+  return require("trellisd.sessions")
+end
+
+function M.ask(prompt)
+  sessions().ask(prompt)
+end
+
+function M.new(title)
+  sessions().new(title)
+end
+
+function M.sessions()
+  sessions().pick_session()
+end
+
+function M.steer(text)
+  sessions().steer(text)
+end
+
+function M.cancel()
+  sessions().cancel()
+end
+
+function M.resume()
+  sessions().resume()
+end
+
+function M.branch()
+  sessions().branch()
+end
+
+function M.tree()
+  sessions().tree()
+end
+
+function M.log()
+  sessions().open_log()
+end
+
+-- For the statusline: "trellis: streaming 42 tok", "trellis: idle", ...
+function M.statusline()
+  if not package.loaded["trellisd.sessions"] then
+    return "trellis: idle"
+  end
+  return sessions().statusline()
+end
+
+-- The conversation commands act on: {sessionId, root, title, head, buf, running} or nil.
+function M.current()
+  if not package.loaded["trellisd.sessions"] then
+    return nil
+  end
+  local state = sessions().current_state()
+  if not state then
+    return nil
+  end
+  return {
+    sessionId = state.id,
+    root = state.root,
+    title = state.title,
+    head = state.head,
+    buf = state.view and state.view.buf,
+    running = state.running ~= nil,
+  }
+end
+
+return M

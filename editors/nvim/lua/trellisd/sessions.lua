@@ -1,0 +1,746 @@
+-- The sessions this editor has open, and what a user does with them: send a prompt, steer
+-- or cancel the running turn, branch, reopen. Each session has a conversation buffer
+-- (trellisd.view); what the daemon says about a turn is painted there.
+
+local compat = require("trellisd.compat")
+local config = require("trellisd.config")
+local Connection = require("trellisd.connection")
+local daemon = require("trellisd.daemon")
+local format = require("trellisd.format")
+local tree = require("trellisd.tree")
+local ui = require("trellisd.ui")
+local View = require("trellisd.view")
+
+local M = {}
+
+M.open = {} -- sessionId -> state {id, root, title, head, view, running}
+M.current = nil -- the sessionId commands act on
+local steer_count = 0
+local tree_buffers = {} -- buffer -> {session id, entries}
+
+local function redraw_status()
+  pcall(vim.cmd, "redrawstatus!")
+end
+
+local function quote(prefix, text)
+  local lines = {}
+  for i, l in ipairs(compat.lines(tostring(text or ""))) do
+    lines[#lines + 1] = (i == 1 and prefix or "> ") .. l
+  end
+  return lines
+end
+
+local function cwd_root()
+  local cwd = vim.fn.getcwd()
+  return compat.uv.fs_realpath(cwd) or cwd
+end
+
+function M.state(id)
+  return M.open[id]
+end
+
+function M.current_state()
+  return M.current and M.open[M.current] or nil
+end
+
+-- Make (or refresh) the local state of a session from a Session the daemon sent.
+local function adopt(session)
+  local id = session.sessionId
+  local state = M.open[id]
+  if state == nil then
+    state = { id = id }
+    M.open[id] = state
+  end
+  state.root = session.root
+  state.title = compat.value(session.title) or ""
+  state.head = compat.value(session.head)
+  state.session = session
+  if state.view == nil or not state.view:valid() then
+    state.view = View.new("trellis://" .. id, config.options.flush_ms)
+  end
+  M.current = id
+  return state
+end
+
+local function render(state, turns)
+  state.view:render(View.history_lines(state.session, turns))
+end
+
+-- Show a buffer: focus a window of this tab that has it, else open one as configured.
+local function show_buffer(buf, split)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      vim.api.nvim_set_current_win(win)
+      return
+    end
+  end
+  split = split or config.options.split
+  if split == "vertical" then
+    vim.cmd("botright vsplit")
+  elseif split == "horizontal" then
+    vim.cmd("botright split")
+  elseif split == "tab" then
+    vim.cmd("tabnew")
+  end
+  vim.api.nvim_win_set_buf(0, buf)
+  vim.wo.wrap = true
+  vim.wo.linebreak = true
+  vim.wo.number = false
+  vim.wo.relativenumber = false
+end
+
+local function show(state)
+  show_buffer(state.view.buf)
+  local count = vim.api.nvim_buf_line_count(state.view.buf)
+  vim.api.nvim_win_set_cursor(0, { count, 0 })
+end
+
+local function reopen(id, cb)
+  daemon.request("session/reopen", { sessionId = id }, function(err, result)
+    if err then
+      ui.error("could not reopen the session: " .. err.message)
+      return
+    end
+    local state = adopt(result)
+    local history = result.history or {}
+    render(state, history)
+    local last = history[#history]
+    if last and last.outcome == "interrupted" and not state.running then
+      ui.notify("the last turn was interrupted before it ended: :TrellisResume continues it")
+    end
+    if cb then
+      cb(state)
+    end
+  end)
+end
+
+-- Run cb(conn) with a ready daemon. When it was just started (after an exit), the current
+-- session is reopened first, so that its buffer shows what the store kept.
+local function with_daemon(cb)
+  daemon.ensure(function(err, conn, fresh)
+    if err then
+      ui.error(err)
+      return
+    end
+    local current = M.current_state()
+    if fresh and current then
+      reopen(current.id, function()
+        cb(conn)
+      end)
+    else
+      cb(conn)
+    end
+  end)
+end
+
+local function open_session(title, cb)
+  local params = { root = cwd_root() }
+  if title and title ~= "" then
+    params.title = title
+  end
+  if config.options.policy ~= nil then
+    params.policy = config.options.policy
+  end
+  daemon.request("session/open", params, function(err, session)
+    if err then
+      ui.error("could not open a session: " .. err.message)
+      return
+    end
+    local state = adopt(session)
+    render(state, {})
+    cb(state)
+  end)
+end
+
+-- The session a prompt goes to: the current one if it is over this folder, else the one
+-- this editor used last over it, else a new one.
+local function session_for_cwd(cb)
+  local root = cwd_root()
+  local current = M.current_state()
+  if current and current.root == root then
+    cb(current)
+    return
+  end
+  for _, state in pairs(M.open) do
+    if state.root == root then
+      M.current = state.id
+      cb(state)
+      return
+    end
+  end
+  open_session(nil, cb)
+end
+
+local function ensure_view(state, cb)
+  if state.view:valid() then
+    cb(state)
+    return
+  end
+  state.view = View.new("trellis://" .. state.id, config.options.flush_ms)
+  daemon.request("session/history", { sessionId = state.id }, function(err, result)
+    if not err then
+      render(state, result.turns)
+    end
+    cb(state)
+  end)
+end
+
+local function turn_ended(state, run, err, result)
+  if state.running == run then
+    state.running = nil
+  end
+  local view = state.view
+  if err then
+    if err.code == Connection.REQUEST_CANCELLED then
+      view:block({ "*cancelled*" })
+    elseif err.code == Connection.LOST then
+      view:block({ "*interrupted: " .. err.message .. "*" })
+    elseif err.code == Connection.LEASE_HELD and run.retry then
+      view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
+      M.offer_takeover(state, err, run.retry)
+    else
+      view:block({ "*error: " .. format.one_line(err.message, 200) .. "*" })
+      ui.error(err.message)
+    end
+  else
+    view:block({ format.footer(result) })
+    state.head = compat.value(result.turnId) or state.head
+    if state.title == "" then
+      state.title = format.one_line(run.prompt, 200)
+      state.session.title = state.title
+      if view:valid() then
+        vim.bo[view.buf].modifiable = true
+        vim.api.nvim_buf_set_lines(view.buf, 0, 1, false, { View.header(state.session)[1] })
+        vim.bo[view.buf].modifiable = false
+      end
+    end
+    local outcome = compat.value(result.outcome)
+    local why = compat.value(result.error)
+    if outcome == "error" then
+      ui.error("the turn failed: " .. (why or "no reason given"))
+    elseif outcome == "exhausted" then
+      ui.warn("the turn stopped before the model finished: it used all the steps it was given")
+    end
+  end
+  redraw_status()
+end
+
+local function need_current(what)
+  local state = M.current_state()
+  if not state then
+    ui.warn(
+      "there is no conversation to "
+        .. what
+        .. ": :Trellis starts one, :TrellisSessions reopens one"
+    )
+  end
+  return state
+end
+
+-- Run a turn: session/turn for a prompt, session/resume for an interrupted turn. The
+-- reply streams into the conversation; the footer comes when the request answers.
+local function start_turn(state, conn, method, params, heading, retry)
+  if state.running then
+    ui.warn(
+      "a turn is already running in this session: :TrellisSteer steers it, :TrellisCancel stops it"
+    )
+    return
+  end
+  local run = {
+    prompt = params.prompt or "",
+    tokens = 0,
+    step = nil,
+    steers = 0,
+    approval = false,
+    retry = retry,
+  }
+  state.running = run
+  state.view:block(heading)
+  run.request = conn:request(method, params, function(err, result)
+    turn_ended(state, run, err, result)
+  end)
+  redraw_status()
+end
+
+local function send(state, conn, prompt)
+  start_turn(
+    state,
+    conn,
+    "session/turn",
+    { sessionId = state.id, prompt = prompt },
+    View.prompt_lines(prompt),
+    function()
+      daemon.ensure(function(err, c)
+        if err then
+          ui.error(err)
+        else
+          send(state, c, prompt)
+        end
+      end)
+    end
+  )
+end
+
+-- Another daemon (another editor) writes this session: offer to take it over, then retry.
+function M.offer_takeover(state, err, retry)
+  local pid = type(err.data) == "table" and compat.value(err.data.ownerPid) or nil
+  local who = pid and ("another trellisd (pid " .. tostring(pid) .. ")") or "another trellisd"
+  ui.select({ "Take it over here", "Leave it" }, {
+    prompt = who .. " is writing this session. Take it over?",
+    kind = "trellisd.takeover",
+  }, function(_, index)
+    if index ~= 1 then
+      return
+    end
+    daemon.request("session/takeover", { sessionId = state.id }, function(e, session)
+      if e then
+        ui.error("could not take the session over: " .. e.message)
+        return
+      end
+      adopt(session)
+      retry()
+    end)
+  end)
+end
+
+-- :Trellis [prompt]
+function M.ask(prompt)
+  if prompt == nil or prompt:match("^%s*$") then
+    ui.input({ prompt = "Trellis: " }, function(text)
+      if text and not text:match("^%s*$") then
+        M.ask(text)
+      end
+    end)
+    return
+  end
+  with_daemon(function(conn)
+    session_for_cwd(function(state)
+      ensure_view(state, function()
+        show(state)
+        send(state, conn, prompt)
+      end)
+    end)
+  end)
+end
+
+-- :TrellisResume: continue the interrupted turn at the head.
+function M.resume()
+  local state = need_current("resume")
+  if not state then
+    return
+  end
+  with_daemon(function(conn)
+    daemon.request("session/history", { sessionId = state.id }, function(err, result)
+      if err then
+        ui.error("could not read the conversation: " .. err.message)
+        return
+      end
+      local last = result.turns[#result.turns]
+      if not last or last.outcome ~= "interrupted" then
+        ui.warn("the last turn was not interrupted: there is nothing to resume")
+        return
+      end
+      show(state)
+      start_turn(
+        state,
+        conn,
+        "session/resume",
+        { sessionId = state.id, turnId = last.turnId },
+        { "### trellisd (resumed)" }
+      )
+    end)
+  end)
+end
+
+-- :TrellisNew [title]
+function M.new(title)
+  with_daemon(function()
+    open_session(title, function(state)
+      show(state)
+    end)
+  end)
+end
+
+-- :TrellisSessions
+function M.pick_session()
+  with_daemon(function()
+    daemon.request("session/list", { limit = 100 }, function(err, result)
+      if err then
+        ui.error("could not list the sessions: " .. err.message)
+        return
+      end
+      local sessions = result.sessions or {}
+      if #sessions == 0 then
+        ui.notify("there are no sessions yet: :Trellis starts one")
+        return
+      end
+      local now = os.time()
+      ui.select(sessions, {
+        prompt = "Reopen which session?",
+        kind = "trellisd.session",
+        format_item = function(s)
+          return format.session_item(s, now)
+        end,
+      }, function(choice)
+        if choice then
+          reopen(choice.sessionId, show)
+        end
+      end)
+    end)
+  end)
+end
+
+-- :TrellisSteer [text]
+function M.steer(text)
+  local state = need_current("steer")
+  if not state then
+    return
+  end
+  if not state.running then
+    ui.warn("no turn is running to steer; :Trellis sends a new prompt")
+    return
+  end
+  if text == nil or text:match("^%s*$") then
+    ui.input({ prompt = "Steer: " }, function(t)
+      if t and not t:match("^%s*$") then
+        M.steer(t)
+      end
+    end)
+    return
+  end
+  steer_count = steer_count + 1
+  local run = state.running
+  local params = {
+    sessionId = state.id,
+    text = text,
+    clientMsgId = "nvim-" .. vim.fn.getpid() .. "-" .. steer_count,
+  }
+  run.steers = run.steers + 1
+  daemon.request("session/steer", params, function(err)
+    if err then
+      run.steers = math.max(0, run.steers - 1)
+      if err.code == Connection.METHOD_NOT_FOUND then
+        ui.error("this trellisd cannot steer a running turn (it has no session/steer): update it")
+      else
+        ui.error("the steer was refused: " .. err.message)
+      end
+    end
+    redraw_status()
+  end)
+end
+
+-- :TrellisCancel
+function M.cancel()
+  local state = need_current("cancel")
+  if not state then
+    return
+  end
+  local run = state.running
+  if not run then
+    ui.warn("no turn is running")
+    return
+  end
+  daemon.request("session/cancel", { sessionId = state.id }, function(err, result)
+    if err and err.code == Connection.METHOD_NOT_FOUND and daemon.conn and run.request then
+      daemon.conn:cancel_request(run.request) -- a daemon without session/cancel
+    elseif err then
+      ui.error("could not cancel: " .. err.message)
+    elseif result and result.cancelled == false then
+      ui.warn("nothing to cancel: the turn had already ended")
+    end
+  end)
+end
+
+local function branch_to(state, turn_id, cb)
+  if state.running then
+    ui.warn("a turn is running: wait for it to end or :TrellisCancel it before you branch")
+    return
+  end
+  daemon.request(
+    "session/branch",
+    { sessionId = state.id, turnId = turn_id or vim.NIL },
+    function(err, session)
+      if err then
+        ui.error("could not branch: " .. err.message)
+        return
+      end
+      adopt(session)
+      daemon.request("session/history", { sessionId = state.id }, function(e, result)
+        if e then
+          ui.error("could not read the new path: " .. e.message)
+          return
+        end
+        render(state, result.turns)
+        local last = result.turns[#result.turns]
+        ui.notify(
+          last
+              and ("branched: the next prompt follows “" .. format.one_line(last.prompt, 40) .. "”")
+            or "branched: the next prompt starts the conversation afresh"
+        )
+        if cb then
+          cb(state)
+        end
+      end)
+    end
+  )
+end
+
+local function with_tree(state, cb)
+  daemon.request("session/turns", { sessionId = state.id }, function(err, result)
+    if err then
+      ui.error("could not read the turns: " .. err.message)
+      return
+    end
+    cb(tree.build(result.turns or {}, state.head))
+  end)
+end
+
+-- :TrellisBranch
+function M.branch()
+  local state = need_current("branch")
+  if not state then
+    return
+  end
+  with_daemon(function()
+    with_tree(state, function(entries)
+      ui.select(entries, {
+        prompt = "Branch from which turn? (● current path, ○ left branch)",
+        kind = "trellisd.branch",
+        format_item = function(e)
+          return e.line
+        end,
+      }, function(choice)
+        if choice then
+          branch_to(state, choice.turn and choice.turn.turnId, function()
+            show(state)
+          end)
+        end
+      end)
+    end)
+  end)
+end
+
+local function paint_tree(state, buf, entries)
+  local lines =
+    { "# Turns of " .. format.title(state), tree.LEGEND, "<CR> on a turn branches from it", "" }
+  local offset = #lines
+  for _, l in ipairs(tree.lines(entries)) do
+    lines[#lines + 1] = l
+  end
+  tree_buffers[buf] = { id = state.id, entries = entries, offset = offset }
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+end
+
+-- :TrellisTree
+function M.tree()
+  local state = need_current("show")
+  if not state then
+    return
+  end
+  with_daemon(function()
+    with_tree(state, function(entries)
+      local name = "trellis://" .. state.id .. "/tree"
+      local buf
+      for _, b in ipairs(vim.api.nvim_list_bufs()) do
+        if vim.api.nvim_buf_get_name(b) == name then
+          buf = b
+        end
+      end
+      if buf == nil then
+        buf = vim.api.nvim_create_buf(true, true)
+        vim.api.nvim_buf_set_name(buf, name)
+        vim.bo[buf].buftype = "nofile"
+        vim.bo[buf].bufhidden = "hide"
+        vim.bo[buf].swapfile = false
+        vim.bo[buf].filetype = "trellistree"
+        vim.keymap.set("n", "<CR>", function()
+          M.branch_at_cursor(buf)
+        end, { buffer = buf, desc = "Branch from the turn under the cursor" })
+      end
+      paint_tree(state, buf, entries)
+      show_buffer(buf, "horizontal")
+    end)
+  end)
+end
+
+function M.branch_at_cursor(buf)
+  local info = tree_buffers[buf]
+  if not info then
+    return
+  end
+  local entry = info.entries[vim.api.nvim_win_get_cursor(0)[1] - info.offset]
+  local state = M.open[info.id]
+  if not entry or not state then
+    return
+  end
+  branch_to(state, entry.turn and entry.turn.turnId, function()
+    with_tree(state, function(entries)
+      if vim.api.nvim_buf_is_valid(buf) then
+        paint_tree(state, buf, entries)
+      end
+    end)
+  end)
+end
+
+-- :TrellisLog
+function M.open_log()
+  local path = daemon.log_path()
+  if vim.fn.filereadable(path) == 0 then
+    ui.notify("there is no log yet: the daemon has not been started (" .. path .. ")")
+    return
+  end
+  vim.cmd("botright split " .. vim.fn.fnameescape(path))
+  vim.bo.autoread = true
+  vim.cmd("normal! G")
+end
+
+function M.statusline()
+  if daemon.state == "starting" then
+    return "trellis: starting"
+  end
+  local state = M.current_state()
+  local run = state and state.running
+  if not run then
+    return "trellis: idle"
+  end
+  if run.approval then
+    return "trellis: approval needed"
+  end
+  local text = "trellis: streaming " .. run.tokens .. " tok"
+  if run.steers > 0 then
+    text = text .. ", " .. format.count(run.steers, "steer", "steers") .. " queued"
+  end
+  return text
+end
+
+-- What the daemon sends.
+
+local notifications = {}
+
+notifications["session/token"] = function(p)
+  local state = M.open[p.sessionId]
+  local run = state and state.running
+  if not run then
+    return
+  end
+  run.turnId = p.turnId
+  if run.step ~= nil and p.step ~= run.step then
+    state.view:paragraph()
+  end
+  run.step = p.step
+  run.tokens = run.tokens + 1
+  state.view:stream(p.text)
+  if run.tokens % 25 == 1 then
+    redraw_status()
+  end
+end
+
+notifications["session/step"] = function(p)
+  local state = M.open[p.sessionId]
+  if not state then
+    return
+  end
+  local call = compat.value(p.toolCall)
+  if p.decision == "tool" and call then
+    state.view:block(format.tool_lines(call, p.result))
+  end
+end
+
+notifications["session/steered"] = function(p)
+  local state = M.open[p.sessionId]
+  if not state then
+    return
+  end
+  local run = state.running
+  if run then
+    run.steers = math.max(0, run.steers - 1)
+  end
+  if p.delivered == false then
+    state.view:block(quote("> steer not delivered, the turn ended first: ", p.text))
+    ui.warn("your steer was not delivered: the turn ended before the model saw it")
+  else
+    local step = compat.value(p.step)
+    state.view:block(
+      quote("> steer" .. (step and (" (step " .. step .. ")") or "") .. ": ", p.text)
+    )
+  end
+  redraw_status()
+end
+
+notifications["window/showMessage"] = function(p)
+  local levels =
+    { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
+  ui.notify(tostring(p.message), levels[p.type] or vim.log.levels.INFO)
+end
+
+notifications["window/logMessage"] = function(p)
+  daemon.log("[daemon] " .. tostring(p.message))
+end
+
+local requests = {}
+
+local DECISIONS = {
+  { label = "Allow once", decision = "allow", said = "allowed once" },
+  { label = "Allow for this session", decision = "allowAlways", said = "allowed for this session" },
+  { label = "Deny", decision = "deny", said = "denied" },
+}
+
+requests["session/requestApproval"] = function(p, reply, request)
+  local state = M.open[p.sessionId]
+  local run = state and state.running
+  local tool = tostring(compat.value(p.tool) or "?")
+  local args = format.arguments(p.arguments, 100)
+  local summary = compat.value(p.summary)
+  if state then
+    local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
+    if summary and summary ~= "" then
+      vim.list_extend(lines, quote("> ", summary))
+    end
+    state.view:block(lines)
+  end
+  if run then
+    run.approval = true
+  end
+  redraw_status()
+  local labels = {}
+  for i, d in ipairs(DECISIONS) do
+    labels[i] = d.label
+  end
+  local prompt = "trellisd asks to run " .. tool .. " " .. args
+  if summary and summary ~= "" then
+    prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
+  end
+  request.on_withdraw = function()
+    if run then
+      run.approval = false
+    end
+    if state then
+      state.view:block({ "> approval withdrawn: the turn stopped waiting for an answer" })
+    end
+    redraw_status()
+  end
+  ui.select(labels, { prompt = prompt, kind = "trellisd.approval" }, function(_, index)
+    if request.withdrawn then
+      return
+    end
+    local choice = DECISIONS[index] or DECISIONS[3]
+    reply({ decision = choice.decision })
+    if run then
+      run.approval = false
+    end
+    if state then
+      state.view:block({ "> " .. choice.said })
+    end
+    redraw_status()
+  end)
+end
+
+daemon.handlers.notifications = notifications
+daemon.handlers.requests = requests
+daemon.handlers.on_exit = function()
+  redraw_status()
+end
+
+return M

@@ -1,0 +1,206 @@
+-- A conversation buffer: the history, and the reply painted in as it streams.
+--
+-- Streamed pieces are not written one by one: they are gathered and painted together
+-- every `flush_ms` milliseconds, so a model that streams a thousand pieces a second costs
+-- the editor some twenty-five buffer changes a second, not a thousand.
+--
+-- The buffer is built of blocks (a heading with the prompt, a tool call, a footer) with a
+-- blank line between them, and streamed text, which continues the last line it wrote until
+-- a block ends it.
+
+local compat = require("trellisd.compat")
+local format = require("trellisd.format")
+
+local View = {}
+View.__index = View
+
+local function find_buffer(name)
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      return b
+    end
+  end
+end
+
+function View.new(name, flush_ms)
+  local self = setmetatable({}, View)
+  self.name = name
+  self.flush_ms = flush_ms or 40
+  self.pending = {}
+  self.scheduled = false
+  self.open = false -- streamed text continues the last line
+  self.writes = 0 -- buffer changes made, for tests of the batching
+  local buf = find_buffer(name)
+  if buf == nil then
+    buf = vim.api.nvim_create_buf(true, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  self.buf = buf
+  local bo = vim.bo[buf]
+  bo.buftype = "nofile"
+  bo.bufhidden = "hide"
+  bo.swapfile = false
+  bo.undolevels = -1
+  bo.modifiable = false
+  bo.filetype = "markdown"
+  -- markdown's syntax marks a lone "_" inside a word (write_file) as an error: it is not one
+  vim.api.nvim_buf_call(buf, function()
+    vim.cmd("silent! syntax clear markdownError")
+  end)
+  return self
+end
+
+function View:valid()
+  return self.buf ~= nil and vim.api.nvim_buf_is_valid(self.buf)
+end
+
+-- Write lines [first, last) of the buffer, keeping windows that showed its end at its end.
+function View:_set(first, last, lines)
+  if not self:valid() then
+    return
+  end
+  local buf = self.buf
+  local count = vim.api.nvim_buf_line_count(buf)
+  local following = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.api.nvim_win_get_cursor(win)[1] >= count then
+      following[#following + 1] = win
+    end
+  end
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, first, last, false, lines)
+  vim.bo[buf].modifiable = false
+  self.writes = self.writes + 1
+  local new_count = vim.api.nvim_buf_line_count(buf)
+  for _, win in ipairs(following) do
+    if vim.api.nvim_win_is_valid(win) then
+      vim.api.nvim_win_set_cursor(win, { new_count, 0 })
+    end
+  end
+end
+
+function View:_last_line()
+  local count = vim.api.nvim_buf_line_count(self.buf)
+  return vim.api.nvim_buf_get_lines(self.buf, count - 1, count, false)[1] or "", count
+end
+
+-- Replace the whole buffer.
+function View:render(lines)
+  self.pending = {}
+  self.open = false
+  self:_set(0, -1, lines)
+end
+
+-- Paint what has streamed since the last paint.
+function View:flush()
+  if #self.pending == 0 or not self:valid() then
+    self.pending = {}
+    return
+  end
+  local text = table.concat(self.pending)
+  self.pending = {}
+  local last, count = self:_last_line()
+  if self.open then
+    self:_set(count - 1, count, compat.lines(last .. text))
+  else
+    local lines = compat.lines(text)
+    if last ~= "" then
+      table.insert(lines, 1, "")
+    end
+    if count == 1 and last == "" then
+      self:_set(0, 1, lines)
+    else
+      self:_set(count, count, lines)
+    end
+    self.open = true
+  end
+end
+
+-- Queue a streamed piece; it is painted within flush_ms.
+function View:stream(text)
+  if text == nil or text == "" then
+    return
+  end
+  self.pending[#self.pending + 1] = text
+  if not self.scheduled then
+    self.scheduled = true
+    vim.defer_fn(function()
+      self.scheduled = false
+      self:flush()
+    end, self.flush_ms)
+  end
+end
+
+-- The next streamed text starts a new paragraph.
+function View:paragraph()
+  self:flush()
+  self.open = false
+end
+
+-- Add a block of lines at the end, after a blank line; it ends streamed text.
+function View:block(lines)
+  self:flush()
+  if not self:valid() then
+    return
+  end
+  local last, count = self:_last_line()
+  local out = {}
+  if last ~= "" then
+    out[1] = ""
+  end
+  for _, l in ipairs(lines) do
+    out[#out + 1] = l
+  end
+  if count == 1 and last == "" then
+    self:_set(0, 1, out)
+  else
+    self:_set(count, count, out)
+  end
+  self.open = false
+end
+
+-- The lines of a conversation from its history, shaped as a live one is painted.
+-- session: a Session; turns: its path, first turn to head.
+function View.history_lines(session, turns)
+  local lines = {}
+  local function block(b)
+    if #lines > 0 and lines[#lines] ~= "" then
+      lines[#lines + 1] = ""
+    end
+    for _, l in ipairs(b) do
+      lines[#lines + 1] = l
+    end
+  end
+  block(View.header(session))
+  for _, t in ipairs(turns) do
+    block(View.prompt_lines(t.prompt))
+    local reply = compat.value(t.reply) or ""
+    if reply ~= "" then
+      lines[#lines + 1] = ""
+      for _, l in ipairs(compat.lines(reply)) do
+        lines[#lines + 1] = l
+      end
+    end
+    block({ format.footer(t) })
+  end
+  return lines
+end
+
+function View.header(session)
+  return {
+    "# " .. format.title(session),
+    format.folder(session.root) .. " · " .. tostring(session.sessionId),
+  }
+end
+
+function View.prompt_lines(prompt)
+  local lines = { "### You" }
+  for _, l in ipairs(compat.lines(tostring(prompt or ""))) do
+    lines[#lines + 1] = l
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "### trellisd"
+  return lines
+end
+
+return View

@@ -1,0 +1,108 @@
+local format = require("trellisd.format")
+
+test("a footer says outcome, tokens and cost", function()
+  eq(
+    "*finished · 52 tokens (in 40, out 12) · $0.0012*",
+    format.footer({
+      outcome = "finished",
+      tokens = { input = 40, output = 12, total = 52, cached = vim.NIL },
+      cost = 0.0012,
+    })
+  )
+  eq(
+    "*finished · 1000 tokens (in 900, out 100, cached 800) · gpt-4o · $1.50*",
+    format.footer({
+      outcome = "finished",
+      steps = 3,
+      model = "gpt-4o",
+      tokens = { input = 900, output = 100, total = 1000, cached = 800 },
+      cost = 1.5,
+    })
+  )
+end)
+
+test("a footer with an error, unknown tokens and no cost", function()
+  eq(
+    "*error: 401 Unauthorized: the key was refused · tokens not reported*",
+    format
+      .footer({
+        outcome = "error",
+        error = "401 Unauthorized: the key was refused\ntraceback...",
+        tokens = { input = vim.NIL, output = vim.NIL, total = vim.NIL, cached = vim.NIL },
+        model = vim.NIL,
+        cost = vim.NIL,
+      })
+      :gsub("…", "")
+  )
+end)
+
+test("times: ISO 8601 with offsets, and how long ago", function()
+  local t = format.parse_time("2026-12-02T18:10:00.207+00:00")
+  eq(
+    os.time({ year = 2026, month = 12, day = 2, hour = 18, min = 10, sec = 0, isdst = false })
+      - (os.time() - os.time(os.date("!*t"))),
+    t
+  )
+  eq(t, format.parse_time("2026-12-02T20:10:00+02:00"))
+  eq(t, format.parse_time("2026-12-02T18:10:00Z"))
+  eq(0, format.parse_time("1970-01-01T00:00:00Z"))
+  eq("just now", format.ago("2026-12-02T18:10:00Z", t + 30))
+  eq("5 min ago", format.ago("2026-12-02T18:10:00Z", t + 300))
+  eq("2 h ago", format.ago("2026-12-02T18:10:00Z", t + 7300))
+  eq("1 day ago", format.ago("2026-12-02T18:10:00Z", t + 90000))
+  eq("2026-12-02", format.ago("2026-12-02T18:10:00Z", t + 30 * 86400))
+  eq("?", format.ago(vim.NIL))
+end)
+
+test("a session in the list: title, folder, turns, last used", function()
+  local now = format.parse_time("2026-12-02T18:15:00Z")
+  eq(
+    "fix the parser · ~/src/app · 3 turns · 5 min ago",
+    format.session_item({
+      title = "fix the parser",
+      root = "/home/me/src/app",
+      turns = 3,
+      updatedAt = "2026-12-02T18:10:00.000+00:00",
+    }, now, "/home/me")
+  )
+  eq(
+    "(untitled) · /srv/x · 1 turn · just now",
+    format.session_item(
+      { title = "", root = "/srv/x", turns = 1, updatedAt = "2026-12-02T18:15:00Z" },
+      now,
+      "/home/me"
+    )
+  )
+end)
+
+test("a tool call and its result, on two lines", function()
+  eq(
+    { "> tool `write_file` `path: a/b.txt`", "> → wrote 2 bytes (2 lines)" },
+    format.tool_lines(
+      { name = "write_file", arguments = { path = "a/b.txt" } },
+      "wrote 2 bytes\nmore"
+    )
+  )
+  eq(
+    { "> tool `list_dir` `no arguments`" },
+    format.tool_lines({ name = "list_dir", arguments = {} }, vim.NIL)
+  )
+  eq("`` a`b ``", format.code("a`b"))
+end)
+
+test("arguments: the path first, long and multi-line values cut", function()
+  eq(
+    "path: notes.txt, content: first line… (3 lines), mode: 420",
+    format.arguments({ content = "first line\nsecond\nthird", mode = 420, path = "notes.txt" })
+  )
+  eq(
+    'command: pytest -q, env: {"CI":"1"}',
+    format.arguments({ env = { CI = "1" }, command = "pytest -q" })
+  )
+  eq("path: " .. string.rep("x", 31) .. "…", format.arguments({ path = string.rep("x", 60) }))
+end)
+
+test("one_line cuts by characters, not bytes", function()
+  eq("ééé…", format.one_line("ééééé", 4))
+  eq("éééé", format.one_line("éééé", 4))
+end)

@@ -1,0 +1,538 @@
+-- The user's actions against a fake daemon that speaks the whole protocol, the methods
+-- for steering, cancelling and approval included.
+local daemon = require("trellisd.daemon")
+local sessions = require("trellisd.sessions")
+local trellis = require("trellisd")
+local here = debug.getinfo(1, "S").source:sub(2):match("^(.*)/[^/]*$")
+local Fake = dofile(here .. "/fake_daemon.lua")
+
+local folder = vim.fn.tempname()
+vim.fn.mkdir(folder, "p")
+vim.cmd("cd " .. vim.fn.fnameescape(folder))
+local root = (vim.uv or vim.loop).fs_realpath(folder)
+
+local notes = {}
+vim.notify = function(message, level)
+  notes[#notes + 1] = { message = message, level = level }
+end
+
+-- An in-memory store behind the fake daemon. `turn` plays a turn: turn(p, proc, m, t)
+-- where t is the new turn; it answers with proc.reply(m.id, result) when done.
+local function store(turn)
+  local s = { sessions = {}, turns = {}, n = 0 }
+  local function id(prefix)
+    s.n = s.n + 1
+    return prefix .. "-" .. s.n
+  end
+  local function path(sid)
+    local out, cursor = {}, s.sessions[sid].head
+    while cursor ~= vim.NIL and cursor ~= nil do
+      table.insert(out, 1, s.turns[cursor])
+      cursor = s.turns[cursor].parentTurnId
+    end
+    return out
+  end
+  s.methods = {
+    ["session/open"] = function(p)
+      local sid = id("s")
+      s.sessions[sid] = {
+        sessionId = sid,
+        root = p.root,
+        title = p.title or "",
+        head = vim.NIL,
+        createdAt = "2026-01-01T00:00:00Z",
+        updatedAt = "2026-01-01T00:00:00Z",
+        provider = vim.empty_dict(),
+      }
+      return s.sessions[sid]
+    end,
+    ["session/reopen"] = function(p)
+      return vim.tbl_extend("force", s.sessions[p.sessionId], { history = path(p.sessionId) })
+    end,
+    ["session/history"] = function(p)
+      return { turns = path(p.sessionId) }
+    end,
+    ["session/turns"] = function(p)
+      local out = {}
+      for _, t in pairs(s.turns) do
+        if t.sessionId == p.sessionId then
+          out[#out + 1] = t
+        end
+      end
+      table.sort(out, function(a, b)
+        return a.n < b.n
+      end)
+      return { turns = out }
+    end,
+    ["session/branch"] = function(p)
+      s.sessions[p.sessionId].head = p.turnId
+      return s.sessions[p.sessionId]
+    end,
+    ["session/list"] = function()
+      local out = {}
+      for _, x in pairs(s.sessions) do
+        out[#out + 1] = vim.tbl_extend("force", x, { turns = #path(x.sessionId) })
+      end
+      return { sessions = out }
+    end,
+    ["session/turn"] = function(p, proc, m)
+      local session = s.sessions[p.sessionId]
+      local t = {
+        n = s.n,
+        turnId = id("t"),
+        runId = id("r"),
+        sessionId = p.sessionId,
+        parentTurnId = session.head,
+        prompt = p.prompt,
+        reply = "",
+        outcome = "running",
+        tokens = { input = 1, output = 1, total = 2, cached = vim.NIL },
+        createdAt = "2026-01-01T00:00:00Z",
+      }
+      s.turns[t.turnId] = t
+      session.head = t.turnId
+      if session.title == "" then
+        session.title = p.prompt
+      end
+      s.running = { t = t, m = m, proc = proc }
+      turn(p, proc, m, t)
+    end,
+  }
+  -- For a turn: stream text, then finish.
+  function s.token(proc, t, text, step)
+    t.reply = t.reply .. text
+    proc.notify(
+      "session/token",
+      { sessionId = t.sessionId, turnId = t.turnId, runId = t.runId, step = step or 1, text = text }
+    )
+  end
+  function s.finish(proc, m, t, outcome, extra)
+    t.outcome = outcome or "finished"
+    s.running = nil
+    proc.reply(
+      m.id,
+      vim.tbl_extend("force", {
+        turnId = t.turnId,
+        runId = t.runId,
+        outcome = t.outcome,
+        reply = t.reply,
+        tokens = t.tokens,
+        steps = 1,
+        cost = 0.0005,
+      }, extra or {})
+    )
+  end
+  return s
+end
+
+local function start(turn, extra_methods)
+  daemon.stop(200) -- a test that failed may have left its daemon
+  local s = store(turn)
+  for k, v in pairs(extra_methods or {}) do
+    s.methods[k] = v
+  end
+  trellis.setup({ cmd = { "trellisd-fake" }, log_file = vim.fn.tempname(), flush_ms = 10 })
+  local fake = Fake.new(s.methods)
+  daemon.spawn = fake.spawn
+  sessions.open, sessions.current = {}, nil
+  notes = {}
+  return s, fake
+end
+
+local function finish_test()
+  daemon.stop(500)
+end
+
+local function lines()
+  local c = trellis.current()
+  return vim.api.nvim_buf_get_lines(c.buf, 0, -1, false)
+end
+
+local function text()
+  return table.concat(lines(), "\n")
+end
+
+local function wait_text(pattern, what)
+  local ok = vim.wait(3000, function()
+    return trellis.current() and text():find(pattern, 1, true) ~= nil
+  end, 5)
+  if not ok then
+    error(
+      ("timed out waiting for %s in:\n%s"):format(
+        what or pattern,
+        trellis.current() and text() or "(no conversation)"
+      ),
+      2
+    )
+  end
+end
+
+local function idle()
+  wait_for(function()
+    local c = trellis.current()
+    return c and not c.running
+  end, 3000, "the turn to end")
+end
+
+test("a prompt opens a conversation over the folder and streams the reply into it", function()
+  local s
+  s = start(function(_, proc, m, t)
+    local words = { "Hello ", "from ", "the ", "fake.\n", "Bye." }
+    local i = 0
+    local timer = (vim.uv or vim.loop).new_timer()
+    timer:start(
+      5,
+      5,
+      vim.schedule_wrap(function()
+        i = i + 1
+        if i <= #words then
+          s.token(proc, t, words[i])
+        elseif not timer:is_closing() then
+          timer:close()
+          s.finish(proc, m, t)
+        end
+      end)
+    )
+  end)
+  vim.cmd("Trellis say hello")
+  wait_for(function()
+    return trellis.statusline():find("streaming") ~= nil
+  end, 3000, "the statusline to say streaming")
+  idle()
+  eq({
+    "# say hello",
+    root:gsub("^" .. vim.pesc(vim.env.HOME or "~") .. "/", "~/") .. " · s-1",
+    "",
+    "### You",
+    "say hello",
+    "",
+    "### trellisd",
+    "",
+    "Hello from the fake.",
+    "Bye.",
+    "",
+    "*finished · 2 tokens (in 1, out 1) · $0.0005*",
+  }, lines())
+  eq("trellis: idle", trellis.statusline())
+  eq("trellis://s-1", vim.api.nvim_buf_get_name(0), "the conversation is shown")
+  eq(root, trellis.current().root)
+  finish_test()
+end)
+
+test("an approval is asked with vim.ui.select and answered with the choice", function()
+  local asked, decision
+  local s
+  s = start(function(p, proc, m, t)
+    proc.request("session/requestApproval", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      tool = "write_file",
+      arguments = { path = "notes.txt", content = "hi" },
+      summary = "write 2 bytes to notes.txt",
+    }, function(answer)
+      decision = answer.result.decision
+      s.finish(proc, m, t)
+    end)
+  end)
+  vim.ui.select = function(items, opts, on_choice)
+    asked = { items = items, prompt = opts.prompt }
+    vim.defer_fn(function()
+      on_choice(items[2], 2)
+    end, 50)
+  end
+  vim.cmd("Trellis write a note")
+  wait_for(function()
+    return asked
+  end, 3000, "the approval question")
+  eq({ "Allow once", "Allow for this session", "Deny" }, asked.items)
+  eq(
+    "trellisd asks to run write_file path: notes.txt, content: hi (write 2 bytes to notes.txt)",
+    asked.prompt
+  )
+  truthy(asked.prompt:find("write 2 bytes to notes.txt", 1, true), asked.prompt)
+  eq("trellis: approval needed", trellis.statusline())
+  idle()
+  eq("allowAlways", decision)
+  wait_text("> allowed for this session")
+  wait_text("> write 2 bytes to notes.txt")
+  finish_test()
+end)
+
+test("a dismissed approval question denies", function()
+  local decision
+  local s
+  s = start(function(p, proc, m, t)
+    proc.request("session/requestApproval", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      tool = "run_command",
+      arguments = { command = "rm -rf build" },
+      summary = "run rm -rf build",
+    }, function(answer)
+      decision = answer.result.decision
+      s.finish(proc, m, t)
+    end)
+  end)
+  vim.ui.select = function(_, _, on_choice)
+    on_choice(nil, nil)
+  end
+  vim.cmd("Trellis clean")
+  idle()
+  eq("deny", decision)
+  wait_text("> denied")
+  finish_test()
+end)
+
+test("steers: queued in the statusline, shown when delivered or returned", function()
+  local s
+  s = start(function(_, proc, m, t)
+    s.token(proc, t, "Working")
+  end, {
+    ["session/steer"] = function(p, proc)
+      local t = s.running.t
+      vim.defer_fn(function()
+        proc.notify("session/steered", {
+          sessionId = p.sessionId,
+          turnId = t.turnId,
+          runId = t.runId,
+          step = 2,
+          text = p.text,
+          clientMsgId = p.clientMsgId,
+          delivered = p.text ~= "too late",
+        })
+        if p.text == "too late" then
+          s.finish(s.running.proc, s.running.m, t)
+        end
+      end, 100)
+      return { turnId = t.turnId, runId = t.runId, queued = true }
+    end,
+  })
+  vim.cmd("Trellis go")
+  wait_text("Working")
+  vim.cmd("TrellisSteer use the left door")
+  wait_for(function()
+    return trellis.statusline():find("1 steer queued", 1, true)
+  end, 2000, "the statusline to count the steer")
+  wait_text("> steer (step 2): use the left door")
+  eq("trellis: streaming 1 tok", trellis.statusline())
+  vim.cmd("TrellisSteer too late")
+  wait_text("> steer not delivered, the turn ended first: too late")
+  idle()
+  truthy(notes[#notes].message:find("not delivered"), vim.inspect(notes))
+  finish_test()
+end)
+
+test("cancel uses session/cancel, or $/cancelRequest on a daemon without it", function()
+  local s, fake
+  s, fake = start(function(_, proc, _, t)
+    s.token(proc, t, "Thinking")
+  end)
+  vim.cmd("Trellis a long task")
+  wait_text("Thinking")
+  vim.cmd("TrellisCancel")
+  wait_for(function()
+    return #fake.sent("$/cancelRequest") == 1
+  end, 2000, "$/cancelRequest")
+  local turn_request = fake.sent("session/turn")[1]
+  eq(turn_request.id, fake.sent("$/cancelRequest")[1].params.id)
+  s.running.proc.reply(s.running.m.id, nil, { code = -32800, message = "Request cancelled" })
+  idle()
+  wait_text("*cancelled*")
+  finish_test()
+
+  local cancelled
+  s, fake = start(function(_, proc, _, t)
+    s.token(proc, t, "Thinking")
+  end, {
+    ["session/cancel"] = function()
+      cancelled = true
+      s.finish(s.running.proc, s.running.m, s.running.t, "cancelled")
+      return { cancelled = true }
+    end,
+  })
+  vim.cmd("Trellis another long task")
+  wait_text("Thinking")
+  vim.cmd("TrellisCancel")
+  idle()
+  eq(true, cancelled)
+  eq(0, #fake.sent("$/cancelRequest"))
+  wait_text("*cancelled · 2 tokens")
+  finish_test()
+end)
+
+test("a daemon that dies mid-turn: interrupted, then restarted and the session reopened", function()
+  local s, fake
+  s, fake = start(function(p, proc, m, t)
+    if p.prompt == "crash" then
+      s.token(proc, t, "partial")
+      vim.defer_fn(function()
+        t.outcome = "interrupted"
+        proc.stderr("Segmentation fault\n")
+        proc.exit(139)
+      end, 30)
+    else
+      s.token(proc, t, "fine")
+      s.finish(proc, m, t)
+    end
+  end)
+  vim.cmd("Trellis crash")
+  wait_text("*interrupted: the trellisd daemon exited (code 139)*")
+  truthy(
+    notes[1].message:find("exited with code 139: Segmentation fault", 1, true),
+    vim.inspect(notes)
+  )
+  vim.cmd("Trellis again")
+  wait_text("### You\nagain")
+  idle()
+  eq(2, #fake.procs)
+  local order = {}
+  for _, m in ipairs(fake.received) do
+    if m.method == "session/reopen" or m.method == "session/turn" then
+      order[#order + 1] = m.method
+    end
+  end
+  eq({ "session/turn", "session/reopen", "session/turn" }, order)
+  wait_text("### You\nagain")
+  finish_test()
+end)
+
+test("a failed turn is said in the footer and in a notification", function()
+  local s
+  s = start(function(_, proc, m, t)
+    s.finish(
+      proc,
+      m,
+      t,
+      "error",
+      { error = "401 Unauthorized: the API key was refused", cost = vim.NIL }
+    )
+  end)
+  vim.cmd("Trellis hi")
+  idle()
+  wait_text("*error: 401 Unauthorized: the API key was refused · 2 tokens (in 1, out 1)*")
+  eq("trellis: the turn failed: 401 Unauthorized: the API key was refused", notes[#notes].message)
+  eq(vim.log.levels.ERROR, notes[#notes].level)
+  finish_test()
+end)
+
+test("branch: the picker shows the tree, the buffer then shows the new path", function()
+  local s
+  s = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  for _, prompt in ipairs({ "one", "two", "three" }) do
+    vim.cmd("Trellis " .. prompt)
+    idle()
+  end
+  local shown
+  vim.ui.select = function(items, opts, on_choice)
+    shown = vim.tbl_map(opts.format_item, items)
+    on_choice(items[2], 2)
+  end
+  vim.cmd("TrellisBranch")
+  wait_for(function()
+    return not text():find("three", 1, true)
+  end, 2000, "the new path")
+  eq({ "◇ (start: an empty conversation)", "● one", "● two", "● three  ← head" }, shown)
+  wait_text("re: one")
+  vim.cmd("Trellis four")
+  idle()
+  vim.cmd("TrellisTree")
+  wait_for(function()
+    return vim.api.nvim_buf_get_name(0):find("/tree$")
+  end, 2000, "the tree buffer")
+  eq({
+    "◇ (start: an empty conversation)",
+    "● one",
+    "├─ ● four  ← head",
+    "└─ ○ two",
+    "   ○ three",
+  }, vim.api.nvim_buf_get_lines(0, 4, -1, false))
+  finish_test()
+end)
+
+test("a session another daemon writes can be taken over, and the prompt goes through", function()
+  local s, fake
+  local held = true
+  s, fake = start(function(_, proc, m, t)
+    s.token(proc, t, "after the takeover")
+    s.finish(proc, m, t)
+  end, {
+    ["session/takeover"] = function(p)
+      held = false
+      return s.sessions[p.sessionId]
+    end,
+  })
+  local turn = s.methods["session/turn"]
+  s.methods["session/turn"] = function(p, proc, m)
+    if held then
+      return nil,
+        {
+          code = -32030,
+          message = "session " .. p.sessionId .. " is written by another trellisd (pid 777)",
+          data = { sessionId = p.sessionId, ownerPid = 777 },
+        }
+    end
+    return turn(p, proc, m)
+  end
+  local asked
+  vim.ui.select = function(items, opts, on_choice)
+    asked = opts.prompt
+    on_choice(items[1], 1)
+  end
+  vim.cmd("Trellis hello")
+  wait_text("after the takeover")
+  idle()
+  eq("another trellisd (pid 777) is writing this session. Take it over?", asked)
+  truthy(
+    text():find("*not sent: session s-1 is written by another trellisd (pid 777)*", 1, true),
+    text()
+  )
+  eq(1, #fake.sent("session/takeover"))
+  eq(2, #fake.sent("session/turn"))
+  finish_test()
+end)
+
+test("an interrupted last turn is announced on reopen and :TrellisResume continues it", function()
+  local s, fake
+  s, fake = start(function(_, proc, m, t)
+    s.finish(proc, m, t)
+  end, {
+    ["session/resume"] = function(p, proc, m)
+      local t = s.turns[p.turnId]
+      s.token(proc, t, " and the rest")
+      t.outcome = "finished"
+      proc.reply(m.id, {
+        turnId = t.turnId,
+        runId = t.runId,
+        outcome = "finished",
+        reply = t.reply,
+        tokens = t.tokens,
+        steps = 2,
+      })
+    end,
+  })
+  vim.cmd("Trellis long job")
+  idle()
+  local only = s.sessions["s-1"].head
+  s.turns[only].outcome = "interrupted"
+  s.turns[only].reply = "half"
+  vim.ui.select = function(items, _, on_choice)
+    on_choice(items[1], 1)
+  end
+  vim.cmd("TrellisSessions")
+  wait_for(function()
+    for _, n in ipairs(notes) do
+      if n.message:find(":TrellisResume continues it", 1, true) then
+        return true
+      end
+    end
+  end, 2000, "the notification about the interrupted turn")
+  vim.cmd("TrellisResume")
+  wait_text("### trellisd (resumed)\n\n and the rest\n\n*finished · 2 tokens")
+  eq(only, fake.sent("session/resume")[1].params.turnId)
+  finish_test()
+end)

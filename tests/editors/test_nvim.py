@@ -1,0 +1,413 @@
+"""The Neovim plugin in real headless Neovims (0.7 and 0.11) against the real daemon.
+
+Each test starts its own Neovim (pynvim, ``--embed --headless -u NONE``) whose plugin starts
+``python -m trellisd`` with the scripted model on a store in the test's folder, runs the
+user's commands, answers vim.ui.select / vim.ui.input through stand-ins, and reads what
+the conversation buffer shows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from . import nvim_fixtures as fx
+except ImportError:  # tests/editors is not a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nvim_fixtures as fx  # type: ignore[no-redef]
+
+pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+
+Start = Callable[..., fx.Editor]
+# outcome · tokens · model (the scripted model is "scripted") · cost, when the price is known
+FOOTER = re.compile(r"^\*finished · \d+ tokens \(in \d+, out \d+\) · scripted( · \$[0-9.]+)?\*$")
+
+
+@pytest.fixture(params=sorted(fx.NVIMS))
+def nvim_bin(request: pytest.FixtureRequest) -> str:
+    return fx.nvim_binary(request.param)
+
+
+@pytest.fixture
+def start(nvim_bin: str, tmp_path: Path) -> Iterator[Start]:
+    """start(**options) -> a new Editor on the test's store; all are closed at the end."""
+    editors: list[fx.Editor] = []
+
+    def make(**options: Any) -> fx.Editor:
+        editor = fx.start_editor(nvim_bin, tmp_path, **options)
+        editors.append(editor)
+        return editor
+
+    yield make
+    for editor in editors:
+        editor.close()
+
+
+def section(text: str, prompt: str) -> str:
+    """The part of the conversation from the turn with this prompt to the next turn."""
+    after = text.split(f"### You\n{prompt}\n", 1)[1]
+    return after.split("### You\n", 1)[0]
+
+
+def test_a_streamed_reply_appears_as_it_streams(start: Start) -> None:
+    reply = "The parser reads one frame at a time.\nIt never blocks the editor while it waits."
+    ed = start(script=[{"text": reply, "delayMs": 60}])
+    ed.command("Trellis explain the parser")
+
+    # part of the reply is there before the turn ends
+    partial = ed.wait_for(
+        lambda: "The parser" in (t := ed.text()) and "*finished" not in t and t,
+        "part of the reply, before the footer",
+    )
+    assert "editor while it waits." not in partial
+    assert ed.statusline().startswith("trellis: streaming ")
+
+    ed.wait_idle()
+    lines = ed.conversation()
+    assert lines[0] == "# explain the parser"
+    start_of_turn = lines.index("### You")
+    assert lines[start_of_turn : start_of_turn + 6] == [
+        "### You",
+        "explain the parser",
+        "",
+        "### trellisd",
+        "",
+        "The parser reads one frame at a time.",
+    ]
+    assert lines[start_of_turn + 6] == "It never blocks the editor while it waits."
+    assert FOOTER.match(lines[-1]), lines[-1]
+    assert ed.statusline() == "trellis: idle"
+    name = ed.lua("return vim.api.nvim_buf_get_name(require('trellisd').current().buf)")
+    assert re.fullmatch(r"trellis://s-[0-9a-f]+", name), name
+    assert ed.lua("return vim.bo[require('trellisd').current().buf].buftype") == "nofile"
+
+
+def test_a_fast_stream_is_painted_in_batches_and_the_editor_stays_responsive(
+    start: Start,
+) -> None:
+    # about a thousand pieces a second for a few seconds (the scripted model waits 0.5 ms
+    # before each piece)
+    words = [f"w{i}" for i in range(3000)]
+    ed = start(script=[{"text": " ".join(words), "delayMs": 0.5}])
+    ed.command("Trellis stream fast")
+    ed.wait_text("### trellisd")
+    buf = ed.current()["buf"]  # type: ignore[index]
+    tick_before = ed.nvim.eval(f"getbufvar({buf}, 'changedtick')")
+    began = time.monotonic()
+    slowest = 0.0
+    while ed.current()["running"]:  # type: ignore[index]
+        asked = time.monotonic()
+        ed.nvim.eval("1")
+        slowest = max(slowest, time.monotonic() - asked)
+        time.sleep(0.01)
+        assert time.monotonic() - began < 60, "the stream did not end"
+    took = time.monotonic() - began
+    ed.wait_idle()
+    changes = ed.nvim.eval(f"getbufvar({buf}, 'changedtick')") - tick_before
+    text = ed.text()
+    assert " ".join(words) in text
+    assert changes < len(words) / 10, (
+        f"{changes} buffer changes for {len(words)} pieces in {took:.2f} s"
+        f" ({len(words) / took:.0f} pieces/s)"
+    )
+    assert slowest < 0.5, f"the editor took {slowest:.2f} s to answer while streaming"
+
+
+def test_branch_shows_the_new_path(start: Start) -> None:
+    ed = start()  # the scripted model echoes the prompts it can see
+    for prompt in ("first question", "second question", "third question"):
+        ed.command(f"Trellis {prompt}")
+        ed.wait_text(f"### You\n{prompt}")
+        ed.wait_idle()
+
+    ed.will_pick("first question")
+    ed.command("TrellisBranch")
+    text = ed.wait_for(
+        lambda: "third question" not in (t := ed.text()) and t,
+        "the conversation to show the new path",
+    )
+    assert "### You\nfirst question" in text
+    assert "second question" not in text
+    picker = ed.asked()[-1]
+    assert picker["items"] == [
+        "◇ (start: an empty conversation)",
+        "● first question",
+        "● second question",
+        "● third question  ← head",
+    ]
+
+    ed.command("Trellis a different second question")
+    ed.wait_idle()
+    reply = section(ed.wait_text("a different second question"), "a different second question")
+    assert "first question" in reply, "the model saw the first turn"
+    assert "second question" not in reply.replace("a different second question", ""), (
+        "the model did not see the branch left behind"
+    )
+
+    ed.command("TrellisTree")
+    tree = ed.wait_for(lambda: ed.buffer_named("/tree"), "the tree buffer")
+    assert tree[-5:] == [
+        "◇ (start: an empty conversation)",
+        "● first question",
+        "├─ ● a different second question  ← head",
+        "└─ ○ second question",
+        "   ○ third question",
+    ]
+
+    # branching back to the left branch: the picker shows it as left, the buffer follows
+    ed.will_pick("third question")
+    ed.command("TrellisBranch")
+    ed.wait_for(
+        lambda: "third question" in ed.text() and "a different" not in ed.text(),
+        "the conversation to show the old branch again",
+    )
+    assert "└─ ○ second question" in ed.asked()[-1]["items"]
+
+
+def test_a_session_reopened_from_the_list_shows_its_earlier_turns(
+    start: Start, tmp_path: Path
+) -> None:
+    first = start()
+    first.command("Trellis alpha question")
+    first.wait_idle()
+    first.command("Trellis beta question")
+    first.wait_text("### You\nbeta question")
+    first.wait_idle()
+    first.command("TrellisNew a later session")
+    first.wait_text("# a later session")
+    first.close()
+
+    ed = start()
+    ed.will_pick("alpha question")
+    ed.command("TrellisSessions")
+    text = ed.wait_text("### You\nalpha question", "### You\nbeta question")
+    assert text.startswith("# alpha question\n")
+    assert len(re.findall(r"^\*finished · ", text, re.M)) == 2
+    items = ed.asked()[-1]["items"]
+    assert len(items) == 2
+    assert items[0].startswith("a later session · ~/project · 0 turns · "), items
+    assert items[1].startswith("alpha question · ~/project · 2 turns · "), items
+    assert items[1].endswith("just now") or "min ago" in items[1]
+
+    ed.command("Trellis gamma question")
+    ed.wait_idle()
+    reply = section(ed.text(), "gamma question")
+    assert "alpha question" in reply and "beta question" in reply, reply
+
+
+def test_a_daemon_that_dies_is_reported_restarted_and_the_session_reopened(
+    start: Start,
+) -> None:
+    slow = " ".join(f"word{i}" for i in range(200))
+    ed = start(script=[{"text": "A quick answer."}, {"text": slow, "delayMs": 50}])
+    ed.command("Trellis one")
+    ed.wait_idle()
+    ed.command("Trellis two")
+    ed.wait_text("word3")
+    pid = ed.daemon_pid()
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+
+    note = ed.wait_note("the daemon was killed")
+    assert "starts again on your next action" in note and ":TrellisLog" in note
+    ed.wait_text("*interrupted: the trellisd daemon exited (signal 9)*")
+    assert ed.statusline() == "trellis: idle"
+
+    ed.command("Trellis three")
+    text = ed.wait_text("### You\nthree")
+    ed.wait_idle()
+    text = ed.text()
+    assert ed.daemon_pid() not in (None, pid)
+    # reopened from the store: the first turn, the one cut short, then the new one
+    assert text.index("### You\none") < text.index("### You\ntwo") < text.index("### You\nthree")
+    assert "*interrupted" in section(text, "two")
+
+
+def test_an_interrupted_turn_is_resumed(start: Start) -> None:
+    slow = " ".join(f"word{i}" for i in range(40))
+    ed = start(script=[{"text": slow, "delayMs": 40}])
+    ed.command("Trellis count slowly")
+    ed.wait_text("word3")
+    pid = ed.daemon_pid()
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    ed.wait_note("the daemon was killed")
+
+    ed.command("TrellisResume")
+    ed.wait_note(":TrellisResume continues it")  # said when the session was reopened
+    ed.wait_text("### trellisd (resumed)")
+    ed.wait_idle()
+    resumed = ed.text().split("### trellisd (resumed)", 1)[1]
+    assert "word39" in resumed
+    assert re.search(r"^\*finished · ", resumed, re.M), resumed
+
+
+def test_a_session_written_by_another_editor_can_be_taken_over(start: Start) -> None:
+    first = start()
+    first.command("Trellis started in the first editor")
+    first.wait_idle()
+
+    second = start()
+    second.will_pick("started in the first editor", "Take it over here")
+    second.command("TrellisSessions")
+    second.wait_text("### You\nstarted in the first editor")
+    second.command("Trellis continued in the second editor")
+    second.wait_text("### You\ncontinued in the second editor")
+    second.wait_idle()
+    text = second.text()
+    assert re.search(r"^\*not sent: .*", text, re.M), text
+    takeover = second.asked()[-1]
+    assert takeover["kind"] == "trellisd.takeover"
+    assert re.fullmatch(
+        r"another trellisd \(pid \d+\) is writing this session\. Take it over\?", takeover["prompt"]
+    )
+    reply = section(text.split("*not sent", 1)[1], "continued in the second editor")
+    assert "started in the first editor" in reply, "the model saw the first editor's turn"
+
+
+def test_a_missing_daemon_command_is_explained(start: Start) -> None:
+    ed = start(setup={"cmd": ["/nonexistent/bin/trellisd"]})
+    ed.command("Trellis hello")
+    note = ed.wait_note("could not start the daemon")
+    assert "/nonexistent/bin/trellisd" in note
+    assert "absolute path" in note
+    assert ed.current() is None
+
+
+def test_a_refused_model_call_is_shown_in_the_footer_and_notified(start: Start) -> None:
+    ed = start(script=[{"error": "401 Unauthorized: the API key was refused"}])
+    ed.command("Trellis hello")
+    ed.wait_idle()
+    note = ed.wait_note("401 Unauthorized")
+    assert note.startswith("trellis: the turn failed: ")
+    assert re.search(r"^\*error: .*401 Unauthorized: the API key was refused", ed.text(), re.M)
+
+
+def test_prompt_asked_for_when_none_is_given(start: Start) -> None:
+    ed = start()
+    ed.will_type("typed in the prompt box")
+    ed.command("Trellis")
+    ed.wait_text("### You\ntyped in the prompt box")
+    ed.wait_idle()
+    assert ed.asked()[0] == {"prompt": "Trellis: ", "input": True}
+
+
+def test_checkhealth_starts_the_daemon_and_names_the_provider(start: Start) -> None:
+    ed = start()
+    ed.command("checkhealth trellisd")
+    report = "\n".join(ed.nvim.current.buffer[:])
+    assert "the daemon starts: trellisd " in report, report
+    assert "provider: scripted (from TRELLISD_PROVIDER)" in report, report
+    assert "it shuts down cleanly" in report, report
+
+
+def test_the_log_opens_with_the_daemons_stderr(start: Start) -> None:
+    ed = start()
+    ed.command("Trellis hello")
+    ed.wait_idle()
+    ed.command("TrellisLog")
+    assert ed.nvim.current.buffer.name.endswith("/cache/nvim/trellisd.log")
+    log = "\n".join(ed.nvim.current.buffer[:])
+    assert "starting: " in log and "-m trellisd --db" in log
+
+
+# Steering, cancelling and approving: session/steer, session/cancel, session/requestApproval.
+
+
+def test_a_steer_is_shown_when_the_running_turn_takes_it(start: Start) -> None:
+    ed = start(
+        script=[
+            {
+                "text": "Looking at the files first, one by one, carefully.",
+                "delayMs": 150,
+                "tool": "list_dir",
+                "arguments": {"path": "."},
+            },
+            {"text": "Done: only the docs folder.", "delayMs": 20},
+        ]
+    )
+    ed.command("Trellis tidy up the project")
+    ed.wait_text("Looking")
+    ed.command("TrellisSteer only the docs folder")
+    text = ed.wait_text("only the docs folder")
+    ed.wait_idle()
+    text = ed.text()
+    assert re.search(r"^> steer \(step \d+\): only the docs folder$", text, re.M), text
+    assert "> tool `list_dir`" in text
+    assert text.index("> steer") < text.index("Done: only the docs folder.")
+    assert not any("not delivered" in n for n in ed.notes())
+
+
+def test_a_steer_still_waiting_when_the_turn_is_cancelled_is_handed_back(start: Start) -> None:
+    slow = " ".join(f"word{i}" for i in range(100))
+    ed = start(script=[{"text": slow, "delayMs": 100}])
+    ed.command("Trellis a slow one")
+    ed.wait_text("word1")
+    ed.command("TrellisSteer also mention the tests")
+    ed.wait_for(lambda: "1 steer queued" in ed.statusline(), "the statusline to count the steer")
+    ed.command("TrellisCancel")
+    ed.wait_idle()
+    text = ed.wait_text("> steer not delivered, the turn ended first: also mention the tests")
+    assert "*cancelled" in text
+    ed.wait_note("your steer was not delivered")
+
+
+def test_cancel_stops_the_running_turn(start: Start) -> None:
+    slow = " ".join(f"word{i}" for i in range(300))
+    ed = start(script=[{"text": slow, "delayMs": 50}])
+    ed.command("Trellis a long answer please")
+    ed.wait_text("word5")
+    ed.command("TrellisCancel")
+    ed.wait_idle()
+    text = ed.wait_text("*cancelled")
+    assert "word299" not in text
+    # the store kept the cancelled turn: a reopen shows it with its outcome
+    ed.will_pick("a long answer please")
+    ed.command("TrellisSessions")
+    ed.wait_for(lambda: ed.asked(), "the session list")
+    assert re.search(r"^\*cancelled", ed.wait_text("### You\na long answer please"), re.M)
+
+
+def _approval_script(path: str) -> list[dict[str, Any]]:
+    return [
+        {"tool": "write_file", "arguments": {"path": path, "content": "hello\n"}},
+        {"tool": "write_file", "arguments": {"path": path, "content": "hello again\n"}},
+        {"text": "The note is written."},
+    ]
+
+
+def test_an_approval_allowed_for_the_session_is_asked_once(start: Start, tmp_path: Path) -> None:
+    ed = start(script=_approval_script("notes.txt"))
+    ed.will_pick("Allow for this session")
+    ed.command("Trellis write a note")
+    ed.wait_idle()
+    text = ed.text()
+    approvals = [a for a in ed.asked() if a.get("kind") == "trellisd.approval"]
+    assert len(approvals) == 1, approvals
+    assert approvals[0]["items"] == ["Allow once", "Allow for this session", "Deny"]
+    assert "write_file" in approvals[0]["prompt"] and "notes.txt" in approvals[0]["prompt"]
+    assert "> approval asked: `write_file`" in text
+    assert "> allowed for this session" in text
+    assert (tmp_path / "project" / "notes.txt").read_text() == "hello again\n"
+    assert "The note is written." in text
+
+
+def test_an_approval_denied_leaves_the_file_alone(start: Start, tmp_path: Path) -> None:
+    ed = start(script=_approval_script("denied.txt"))
+    ed.will_pick("Deny", "Deny")
+    ed.command("Trellis write a note")
+    ed.wait_idle()
+    text = ed.text()
+    approvals = [a for a in ed.asked() if a.get("kind") == "trellisd.approval"]
+    assert approvals, "no approval was asked"
+    assert "> denied" in text
+    assert not (tmp_path / "project" / "denied.txt").exists()
