@@ -33,11 +33,15 @@ def check(section: str, method: str, part: str, value: Any) -> None:
         raise AssertionError(
             f"{section} {method} {part} does not match protocol/schema.json: "
             + "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors)
-            + f"\n{json.dumps(value)[:2000]}")
+            + f"\n{json.dumps(value)[:2000]}"
+        )
 
 
 def check_error(error: dict[str, Any]) -> None:
-    errors = list(jsonschema.Draft202012Validator(
-        {"$defs": schema()["$defs"], "$ref": "#/$defs/Error"}).iter_errors(error))
+    errors = list(
+        jsonschema.Draft202012Validator(
+            {"$defs": schema()["$defs"], "$ref": "#/$defs/Error"}
+        ).iter_errors(error)
+    )
     if errors:
         raise AssertionError(f"error {error} does not match the schema: {errors[0].message}")

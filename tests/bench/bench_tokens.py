@@ -22,9 +22,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "daemon")]
 
-from trellisd.client import DaemonClient  # noqa: E402
-
 from tests.fixtures.model_server import ModelServer  # noqa: E402
+from trellisd.client import DaemonClient  # noqa: E402
 
 PIECE = "tok "
 

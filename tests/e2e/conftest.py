@@ -86,8 +86,9 @@ class Daemon:
         """Every notification the daemon sent matches the schema."""
         for message in self.protocol.received:
             if "method" in message and "id" not in message:
-                protocol_schema.check("notifications", message["method"], "params",
-                                      message.get("params"))
+                protocol_schema.check(
+                    "notifications", message["method"], "params", message.get("params")
+                )
 
     @property
     def process(self) -> Any:
@@ -122,23 +123,40 @@ async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFacto
     """Start daemons over one store (``db``), talking to the test's model server."""
     started: list[Daemon] = []
 
-    async def start(db: Path | None = None, env: dict[str, str] | None = None,
-                    options: dict[str, Any] | None = None, initialize: bool = True) -> Daemon:
+    async def start(
+        db: Path | None = None,
+        env: dict[str, str] | None = None,
+        options: dict[str, Any] | None = None,
+        initialize: bool = True,
+    ) -> Daemon:
         db = db or tmp_path / "store" / "trellisd.db"
-        base_env = {k: v for k, v in os.environ.items()
-                    if not k.endswith("_API_KEY") and not k.startswith("TRELLISD_")}
-        server_env = {**base_env, "TRELLISD_PROVIDER": "openai", "TRELLISD_BASE_URL": model.url,
-                      "TRELLISD_API_KEY": TEST_KEY, "TRELLISD_MODEL": "test-model",
-                      **(env or {})}
-        config = ClientServerConfig(server_command=[sys.executable, "-m", "trellisd", "--db",
-                                                    str(db)],
-                                    client_factory=_client_factory, server_env=server_env)
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.endswith("_API_KEY") and not k.startswith("TRELLISD_")
+        }
+        server_env = {
+            **base_env,
+            "TRELLISD_PROVIDER": "openai",
+            "TRELLISD_BASE_URL": model.url,
+            "TRELLISD_API_KEY": TEST_KEY,
+            "TRELLISD_MODEL": "test-model",
+            **(env or {}),
+        }
+        config = ClientServerConfig(
+            server_command=[sys.executable, "-m", "trellisd", "--db", str(db)],
+            client_factory=_client_factory,
+            server_env=server_env,
+        )
         client = await config.start()
         daemon = Daemon(client, db)
         started.append(daemon)
         if initialize:
-            await client.initialize_session(types.InitializeParams(
-                capabilities=types.ClientCapabilities(), initialization_options=options))
+            await client.initialize_session(
+                types.InitializeParams(
+                    capabilities=types.ClientCapabilities(), initialization_options=options
+                )
+            )
         return daemon
 
     yield start

@@ -15,7 +15,8 @@ from tests.fixtures.model_server import ModelServer
 
 
 async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resumes(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     first = await spawn()
     session = await open_session(first, workspace)
     await turn(first, session, "hello")
@@ -38,26 +39,31 @@ async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resume
     assert "README.md" in steps[0]["result"]
 
     model.reply("There is a README.")
-    resumed = await second.call("session/resume", {"sessionId": session["sessionId"],
-                                                   "turnId": interrupted["turnId"]})
+    resumed = await second.call(
+        "session/resume", {"sessionId": session["sessionId"], "turnId": interrupted["turnId"]}
+    )
     assert resumed["runId"] == interrupted["runId"]
     assert resumed["outcome"] == "finished"
     assert resumed["reply"] == "Looking. There is a README."
     continued = model.requests[-1]["messages"]
     assert any(m["role"] == "tool" and "README.md" in m["content"] for m in continued)
-    assert [s["step"] for s in (await second.call(
-        "run/steps", {"runId": interrupted["runId"]}))["steps"]] == [1, 2]
+    assert [
+        s["step"]
+        for s in (await second.call("run/steps", {"runId": interrupted["runId"]}))["steps"]
+    ] == [1, 2]
 
     # The session goes on, carrying the interrupted turn.
     await turn(second, session, "thanks")
     assert model.user_messages() == ["hello", "what files are here?", "thanks"]
-    error = await second.error("session/resume", {"sessionId": session["sessionId"],
-                                                  "turnId": interrupted["turnId"]})
+    error = await second.error(
+        "session/resume", {"sessionId": session["sessionId"], "turnId": interrupted["turnId"]}
+    )
     assert error.code == -32020 and "not interrupted" in error.message
 
 
 async def test_the_next_turn_after_a_crash_carries_what_was_committed(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     first = await spawn()
     session = await open_session(first, workspace)
     model.reply(" ".join(f"word{i}" for i in range(300)), delay=0.05)
@@ -74,7 +80,8 @@ async def test_the_next_turn_after_a_crash_carries_what_was_committed(
 
 
 async def test_a_second_daemon_reads_but_cannot_write_while_the_first_lives(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     owner = await spawn()
     session = await open_session(owner, workspace)
     await turn(owner, session, "one")
@@ -82,10 +89,12 @@ async def test_a_second_daemon_reads_but_cannot_write_while_the_first_lives(
     reopened = await other.call("session/reopen", {"sessionId": session["sessionId"]})
     assert [t["prompt"] for t in reopened["history"]] == ["one"]
     owner_pid = str(owner.process.pid)
-    for method, params in [("session/turn", {"prompt": "two"}),
-                           ("session/branch", {"turnId": None}),
-                           ("session/steer", {"text": "hey"}),
-                           ("session/cancel", {})]:
+    for method, params in [
+        ("session/turn", {"prompt": "two"}),
+        ("session/branch", {"turnId": None}),
+        ("session/steer", {"text": "hey"}),
+        ("session/cancel", {}),
+    ]:
         error = await other.error(method, {"sessionId": session["sessionId"], **params})
         assert error.code == -32030, (method, error.message)
         assert f"pid {owner_pid}" in error.message and error.data["ownerPid"] == int(owner_pid)
@@ -105,7 +114,8 @@ async def test_a_second_daemon_reads_but_cannot_write_while_the_first_lives(
 
 
 async def test_takeover_moves_the_writer_and_the_old_one_fails_cleanly(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     old = await spawn()
     session = await open_session(old, workspace)
     new = await spawn()
@@ -118,8 +128,9 @@ async def test_takeover_moves_the_writer_and_the_old_one_fails_cleanly(
     assert [t["prompt"] for t in turns] == ["mine now"]
 
 
-async def test_a_dead_writer_gives_up_its_lease(spawn: DaemonFactory, model: ModelServer,
-                                                workspace: Path) -> None:
+async def test_a_dead_writer_gives_up_its_lease(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     owner = await spawn()
     session = await open_session(owner, workspace)
     other = await spawn()
@@ -129,7 +140,8 @@ async def test_a_dead_writer_gives_up_its_lease(spawn: DaemonFactory, model: Mod
 
 
 async def test_turns_of_a_session_in_use_elsewhere_are_not_marked_interrupted(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
     owner: Daemon = await spawn()
     session = await open_session(owner, workspace)
     model.reply("slow " * 40, delay=0.05)

@@ -24,8 +24,9 @@ SCRIPT = [
 def committed(db: Path) -> set[tuple[str, int, str, str]]:
     con = apsw.Connection(str(db))
     try:
-        return {(r, n, d, t) for r, n, d, t in
-                con.execute("SELECT run_id, n, decision, text FROM step")}
+        return {
+            (r, n, d, t) for r, n, d, t in con.execute("SELECT run_id, n, decision, text FROM step")
+        }
     finally:
         con.close()
 
@@ -47,13 +48,15 @@ async def test_random_kills_lose_no_committed_step(tmp_path: Path) -> None:
         await client.initialize()
         if session_id is None:
             session_id = (await client.request("session/open", {"root": str(workspace)}))[
-                "sessionId"]
+                "sessionId"
+            ]
         else:
             await client.request("session/reopen", {"sessionId": session_id})
         for _turn in range(rng.randint(0, 2)):
             await client.request("session/turn", {"sessionId": session_id, "prompt": "go"})
         pending = asyncio.ensure_future(
-            client.request("session/turn", {"sessionId": session_id, "prompt": "go"}))
+            client.request("session/turn", {"sessionId": session_id, "prompt": "go"})
+        )
         await asyncio.sleep(rng.uniform(0, 0.25))
         os.kill(client.process.pid, signal.SIGKILL)
         await client.process.wait()
@@ -73,5 +76,7 @@ async def test_random_kills_lose_no_committed_step(tmp_path: Path) -> None:
     con = apsw.Connection(str(db))
     assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     con.close()
-    print(f"{kills} kills, {len(turns)} turns, {len(seen)} steps kept, "
-          f"{sum(t['outcome'] == 'interrupted' for t in turns)} interrupted")
+    print(
+        f"{kills} kills, {len(turns)} turns, {len(seen)} steps kept, "
+        f"{sum(t['outcome'] == 'interrupted' for t in turns)} interrupted"
+    )

@@ -25,14 +25,25 @@ async def test_orderly_shutdown_exits_zero(daemon: Daemon) -> None:
 async def _raw(frames: list[bytes], db: str, *args: str) -> tuple[int, list[dict], bytes]:
     """Send raw frames to a daemon's stdin; return its exit code, messages and stderr."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "trellisd", "--db", db, *args, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "trellisd",
+        "--db",
+        db,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(b"".join(frames)), 30)
     messages = []
     while out:
         head, _, rest = out.partition(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
         messages.append(json.loads(rest[:length]))
         out = rest[length:]
     return process.returncode or 0, messages, err
@@ -44,14 +55,23 @@ def frame(message: dict | str) -> bytes:
 
 
 async def test_params_less_shutdown_and_exit_as_vscode_sends_them(tmp_path) -> None:
-    code, messages, _ = await _raw([
-        frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-               "params": {"processId": None, "rootUri": None, "capabilities": {}}}),
-        frame({"jsonrpc": "2.0", "method": "initialized"}),
-        frame({"jsonrpc": "2.0", "id": 2, "method": "session/list"}),
-        frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
-        frame({"jsonrpc": "2.0", "method": "exit"}),
-    ], str(tmp_path / "t.db"))
+    code, messages, _ = await _raw(
+        [
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            ),
+            frame({"jsonrpc": "2.0", "method": "initialized"}),
+            frame({"jsonrpc": "2.0", "id": 2, "method": "session/list"}),
+            frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
+            frame({"jsonrpc": "2.0", "method": "exit"}),
+        ],
+        str(tmp_path / "t.db"),
+    )
     by_id = {m["id"]: m for m in messages if "id" in m}
     assert by_id[2]["result"] == {"sessions": []}
     assert by_id[3]["result"] is None
@@ -59,23 +79,37 @@ async def test_params_less_shutdown_and_exit_as_vscode_sends_them(tmp_path) -> N
 
 
 async def test_exit_without_shutdown_exits_one(tmp_path) -> None:
-    code, _, _ = await _raw([
-        frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-               "params": {"processId": None, "rootUri": None, "capabilities": {}}}),
-        frame({"jsonrpc": "2.0", "method": "exit"}),
-    ], str(tmp_path / "t.db"))
+    code, _, _ = await _raw(
+        [
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            ),
+            frame({"jsonrpc": "2.0", "method": "exit"}),
+        ],
+        str(tmp_path / "t.db"),
+    )
     assert code == 1
 
 
 async def test_garbage_frames_get_an_answer_and_the_daemon_keeps_serving(tmp_path) -> None:
-    code, messages, err = await _raw([
-        frame("{this is not json"),
-        frame("[1, 2, 3]"),
-        frame({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"capabilities": 5}}),
-        frame({"jsonrpc": "2.0", "id": 8, "method": "session/list", "params": {}}),
-        frame({"jsonrpc": "2.0", "id": 9, "method": "shutdown"}),
-        frame({"jsonrpc": "2.0", "method": "exit"}),
-    ], str(tmp_path / "t.db"))
+    code, messages, err = await _raw(
+        [
+            frame("{this is not json"),
+            frame("[1, 2, 3]"),
+            frame(
+                {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"capabilities": 5}}
+            ),
+            frame({"jsonrpc": "2.0", "id": 8, "method": "session/list", "params": {}}),
+            frame({"jsonrpc": "2.0", "id": 9, "method": "shutdown"}),
+            frame({"jsonrpc": "2.0", "method": "exit"}),
+        ],
+        str(tmp_path / "t.db"),
+    )
     errors = [m["error"] for m in messages if "error" in m]
     assert any(e["code"] == -32700 for e in errors), messages
     assert any(m.get("id") == 7 and m["error"]["code"] == -32602 for m in messages if "error" in m)
@@ -85,13 +119,26 @@ async def test_garbage_frames_get_an_answer_and_the_daemon_keeps_serving(tmp_pat
 
 
 async def test_logs_go_to_stderr_and_stdout_is_only_frames(tmp_path) -> None:
-    code, messages, err = await _raw([
-        frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-               "params": {"processId": None, "rootUri": None, "capabilities": {}}}),
-        frame({"jsonrpc": "2.0", "id": 2, "method": "session/open", "params": {"root": "/nope"}}),
-        frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
-        frame({"jsonrpc": "2.0", "method": "exit"}),
-    ], str(tmp_path / "t.db"), "--log-level", "debug")
+    code, messages, err = await _raw(
+        [
+            frame(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                }
+            ),
+            frame(
+                {"jsonrpc": "2.0", "id": 2, "method": "session/open", "params": {"root": "/nope"}}
+            ),
+            frame({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
+            frame({"jsonrpc": "2.0", "method": "exit"}),
+        ],
+        str(tmp_path / "t.db"),
+        "--log-level",
+        "debug",
+    )
     assert sorted(m.get("id") for m in messages) == [1, 2, 3]
     assert b"trellisd DEBUG" in err
     assert code == 0

@@ -15,9 +15,18 @@ from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
 from tests.fixtures.model_server import ModelServer
 
-OPEN = {"layers": [{"name": "project", "allowRead": ["**"], "allowWrite": ["src/**"],
-                    "allowExec": [f"{sys.executable} *"], "denyWrite": ["src/secret*"]}],
-        "approval": "all"}
+OPEN = {
+    "layers": [
+        {
+            "name": "project",
+            "allowRead": ["**"],
+            "allowWrite": ["src/**"],
+            "allowExec": [f"{sys.executable} *"],
+            "denyWrite": ["src/secret*"],
+        }
+    ],
+    "approval": "all",
+}
 
 
 def answer_approvals(daemon: Daemon, decisions: list[str]) -> list[dict[str, Any]]:
@@ -39,10 +48,15 @@ async def events(daemon: Daemon, run_id: str, kind: str) -> list[dict[str, Any]]
 
 
 async def test_a_denied_write_is_refused_attributed_and_never_happens(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, policy=OPEN)
-    model.reply("", tool_calls=[{"name": "write_file",
-                                 "arguments": {"path": "src/secret.txt", "content": "x"}}])
+    model.reply(
+        "",
+        tool_calls=[
+            {"name": "write_file", "arguments": {"path": "src/secret.txt", "content": "x"}}
+        ],
+    )
     model.reply("I was not allowed.")
     result = await turn(daemon, session, "write the secret")
 
@@ -57,13 +71,25 @@ async def test_a_denied_write_is_refused_attributed_and_never_happens(
     assert step["result"] == told
 
 
-async def test_an_allowed_write_and_edit_happen(daemon: Daemon, model: ModelServer,
-                                                workspace: Path) -> None:
+async def test_an_allowed_write_and_edit_happen(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, policy=OPEN)
-    model.reply("", tool_calls=[{"name": "write_file",
-                                 "arguments": {"path": "src/app.py", "content": "x = 1\n"}}])
-    model.reply("", tool_calls=[{"name": "edit_file", "arguments": {
-        "path": "src/app.py", "old": "x = 1", "new": "x = 2"}}])
+    model.reply(
+        "",
+        tool_calls=[
+            {"name": "write_file", "arguments": {"path": "src/app.py", "content": "x = 1\n"}}
+        ],
+    )
+    model.reply(
+        "",
+        tool_calls=[
+            {
+                "name": "edit_file",
+                "arguments": {"path": "src/app.py", "old": "x = 1", "new": "x = 2"},
+            }
+        ],
+    )
     model.reply("Done.")
     result = await turn(daemon, session, "write and edit")
     assert result["outcome"] == "finished"
@@ -75,14 +101,15 @@ async def test_an_allowed_write_and_edit_happen(daemon: Daemon, model: ModelServ
 
 @pytest.mark.parametrize("tool", ["read_file", "write_file"])
 @pytest.mark.parametrize("route", ["dotdot", "absolute", "symlink"])
-async def test_every_escape_route_is_refused(daemon: Daemon, model: ModelServer,
-                                             workspace: Path, tmp_path: Path, tool: str,
-                                             route: str) -> None:
+async def test_every_escape_route_is_refused(
+    daemon: Daemon, model: ModelServer, workspace: Path, tmp_path: Path, tool: str, route: str
+) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("private")
     (workspace / "link").symlink_to(tmp_path)
-    path = {"dotdot": "../outside.txt", "absolute": str(outside),
-            "symlink": "link/outside.txt"}[route]
+    path = {"dotdot": "../outside.txt", "absolute": str(outside), "symlink": "link/outside.txt"}[
+        route
+    ]
     arguments = {"path": path} if tool == "read_file" else {"path": path, "content": "pwned"}
     session = await open_session(daemon, workspace, policy={"approval": "all"})
     model.reply("", tool_calls=[{"name": tool, "arguments": arguments}])
@@ -94,13 +121,22 @@ async def test_every_escape_route_is_refused(daemon: Daemon, model: ModelServer,
     assert "private" not in str(model.requests[1])
 
 
-async def test_a_command_outside_allow_exec_does_not_run(daemon: Daemon, model: ModelServer,
-                                                          workspace: Path) -> None:
+async def test_a_command_outside_allow_exec_does_not_run(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, policy=OPEN)
-    model.reply("", tool_calls=[{"name": "run_command",
-                                 "arguments": {"argv": ["touch", "ran.txt"]}}])
-    model.reply("", tool_calls=[{"name": "run_command", "arguments": {
-        "argv": [sys.executable, "-c", "print('hello from python')"]}}])
+    model.reply(
+        "", tool_calls=[{"name": "run_command", "arguments": {"argv": ["touch", "ran.txt"]}}]
+    )
+    model.reply(
+        "",
+        tool_calls=[
+            {
+                "name": "run_command",
+                "arguments": {"argv": [sys.executable, "-c", "print('hello from python')"]},
+            }
+        ],
+    )
     model.reply("ok")
     result = await turn(daemon, session, "run things")
     assert not (workspace / "ran.txt").exists()
@@ -110,12 +146,17 @@ async def test_a_command_outside_allow_exec_does_not_run(daemon: Daemon, model: 
 
 
 async def test_ask_sends_an_approval_request_and_deny_keeps_the_file_unwritten(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     asked = answer_approvals(daemon, ["deny", "allowAlways", "allow"])
     session = await open_session(daemon, workspace)  # the default: ask before writes
     for _ in range(3):
-        model.reply("", tool_calls=[{"name": "write_file",
-                                     "arguments": {"path": "notes.txt", "content": "hi"}}])
+        model.reply(
+            "",
+            tool_calls=[
+                {"name": "write_file", "arguments": {"path": "notes.txt", "content": "hi"}}
+            ],
+        )
     model.reply("", tool_calls=[{"name": "run_command", "arguments": {"argv": ["true"]}}])
     model.reply("ok")
     result = await turn(daemon, session, "write notes")
@@ -126,8 +167,7 @@ async def test_ask_sends_an_approval_request_and_deny_keeps_the_file_unwritten(
     # deny, then allowAlways (written), then no question for the same write, then a command
     assert len(asked) == 3 and asked[2]["tool"] == "run_command"
     assert (workspace / "notes.txt").read_text() == "hi"
-    decisions = [e["detail"]["decision"] for e in await events(daemon, result["runId"],
-                                                                "approval")]
+    decisions = [e["detail"]["decision"] for e in await events(daemon, result["runId"], "approval")]
     assert decisions == ["deny", "allowAlways", "allow"]
     steps = (await daemon.call("run/steps", {"runId": result["runId"]}))["steps"]
     assert "did not approve" in steps[0]["result"]
@@ -135,8 +175,9 @@ async def test_ask_sends_an_approval_request_and_deny_keeps_the_file_unwritten(
 
 async def test_never_is_read_only(daemon: Daemon, model: ModelServer, workspace: Path) -> None:
     session = await open_session(daemon, workspace, policy={"approval": "never"})
-    model.reply("", tool_calls=[{"name": "write_file",
-                                 "arguments": {"path": "a.txt", "content": "x"}}])
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": "a.txt", "content": "x"}}]
+    )
     model.reply("", tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}])
     model.reply("ok")
     result = await turn(daemon, session, "try")
@@ -145,10 +186,12 @@ async def test_never_is_read_only(daemon: Daemon, model: ModelServer, workspace:
     assert steps[1]["result"] == "# demo project\n"
 
 
-async def test_a_project_file_adds_a_layer(daemon: Daemon, model: ModelServer,
-                                           workspace: Path) -> None:
+async def test_a_project_file_adds_a_layer(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     (workspace / ".trellisd.toml").write_text(
-        '[[layers]]\nname = "repo"\ndenyRead = ["secrets/**"]\n')
+        '[[layers]]\nname = "repo"\ndenyRead = ["secrets/**"]\n'
+    )
     (workspace / "secrets").mkdir()
     (workspace / "secrets" / "key").write_text("hunter2")
     session = await open_session(daemon, workspace)
@@ -160,15 +203,17 @@ async def test_a_project_file_adds_a_layer(daemon: Daemon, model: ModelServer,
     assert "hunter2" not in str(model.requests[1])
 
 
-async def test_bad_policies_are_refused_naming_the_field(daemon: Daemon,
-                                                         workspace: Path) -> None:
-    error = await daemon.error("session/open", {"root": str(workspace), "policy": {
-        "layers": [{"name": "x", "denyWrite": "src"}]}})
+async def test_bad_policies_are_refused_naming_the_field(daemon: Daemon, workspace: Path) -> None:
+    error = await daemon.error(
+        "session/open",
+        {"root": str(workspace), "policy": {"layers": [{"name": "x", "denyWrite": "src"}]}},
+    )
     assert error.code == -32602 and "policy.layers[0].denyWrite" in error.message
 
 
 async def test_a_check_that_passes_ends_success_after_one_model_call(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
     verify = {"argv": [sys.executable, "-c", "import sys; sys.exit(0)"], "expectExit": 0}
     result = await turn(daemon, session, "nothing to do", verify=verify, maxSteps=5)
@@ -178,7 +223,8 @@ async def test_a_check_that_passes_ends_success_after_one_model_call(
 
 
 async def test_a_check_that_never_passes_ends_failure_at_its_cap_and_the_next_turn_is_free(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
     verify = {"argv": [sys.executable, "-c", "print('3 tests failed'); raise SystemExit(1)"]}
     result = await turn(daemon, session, "make the tests pass", verify=verify, maxSteps=3)
@@ -192,13 +238,16 @@ async def test_a_check_that_never_passes_ends_failure_at_its_cap_and_the_next_tu
     assert await events(daemon, free["runId"], "check") == []
 
 
-async def test_cancel_kills_a_running_command(daemon: Daemon, model: ModelServer,
-                                              workspace: Path) -> None:
+async def test_cancel_kills_a_running_command(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, policy=OPEN)
     marker = workspace / "pid.txt"
     script = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    model.reply("Running. ", tool_calls=[{"name": "run_command", "arguments": {
-        "argv": [sys.executable, "-c", script]}}])
+    model.reply(
+        "Running. ",
+        tool_calls=[{"name": "run_command", "arguments": {"argv": [sys.executable, "-c", script]}}],
+    )
     running = asyncio.ensure_future(turn(daemon, session, "run a slow thing"))
     for _ in range(200):
         if marker.exists() and marker.read_text():
@@ -217,8 +266,9 @@ async def test_cancel_kills_a_running_command(daemon: Daemon, model: ModelServer
         pass
 
 
-async def test_cancel_withdraws_a_pending_approval(spawn: DaemonFactory, model: ModelServer,
-                                                   workspace: Path) -> None:
+async def test_cancel_withdraws_a_pending_approval(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     daemon = await spawn()
     waiting = asyncio.Event()
 
@@ -229,8 +279,9 @@ async def test_cancel_withdraws_a_pending_approval(spawn: DaemonFactory, model: 
 
     daemon.client.feature("session/requestApproval")(never_answers)
     session = await open_session(daemon, workspace)
-    model.reply("", tool_calls=[{"name": "write_file",
-                                 "arguments": {"path": "late.txt", "content": "x"}}])
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": "late.txt", "content": "x"}}]
+    )
     running = asyncio.ensure_future(turn(daemon, session, "write"))
     await asyncio.wait_for(waiting.wait(), 10)
     await daemon.call("session/cancel", {"sessionId": session["sessionId"]})

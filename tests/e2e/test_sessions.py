@@ -17,12 +17,14 @@ async def open_session(daemon: Daemon, root: Path, **extra: object) -> dict:
 
 
 async def turn(daemon: Daemon, session: dict, prompt: str, **extra: object) -> dict:
-    return await daemon.call("session/turn",
-                             {"sessionId": session["sessionId"], "prompt": prompt, **extra})
+    return await daemon.call(
+        "session/turn", {"sessionId": session["sessionId"], "prompt": prompt, **extra}
+    )
 
 
-async def test_a_turn_streams_its_reply_before_it_answers(daemon: Daemon, model: ModelServer,
-                                                          workspace: Path) -> None:
+async def test_a_turn_streams_its_reply_before_it_answers(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, title="streaming")
     model.reply("Hello there, this reply arrives in several pieces.")
     result = await turn(daemon, session, "say hello")
@@ -34,18 +36,29 @@ async def test_a_turn_streams_its_reply_before_it_answers(daemon: Daemon, model:
     assert "".join(t["text"] for t in pieces) == result["reply"]
     assert all(t["runId"] == result["runId"] and t["step"] == 1 for t in pieces)
     # Every piece reached the editor before the turn's answer did.
-    order = [m.get("method") or "answer" for m in daemon.protocol.received
-             if m.get("method") == "session/token" or m.get("result", {}) is result
-             or (isinstance(m.get("result"), dict) and m["result"].get("turnId") == result["turnId"])]
+    order = [
+        m.get("method") or "answer"
+        for m in daemon.protocol.received
+        if m.get("method") == "session/token"
+        or m.get("result", {}) is result
+        or (isinstance(m.get("result"), dict) and m["result"].get("turnId") == result["turnId"])
+    ]
     assert order[-1] == "answer" and order.count("session/token") == len(pieces)
     assert [s["decision"] for s in daemon.steps] == ["reply"]
 
 
-async def test_tokens_and_steps_are_recorded_per_turn(daemon: Daemon, model: ModelServer,
-                                                       workspace: Path) -> None:
+async def test_tokens_and_steps_are_recorded_per_turn(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
-    model.reply("one two three", usage={"prompt_tokens": 120, "completion_tokens": 3,
-                                         "prompt_tokens_details": {"cached_tokens": 100}})
+    model.reply(
+        "one two three",
+        usage={
+            "prompt_tokens": 120,
+            "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 100},
+        },
+    )
     first = await turn(daemon, session, "first")
     model.reply("four", usage={"prompt_tokens": 140, "completion_tokens": 1})
     second = await turn(daemon, session, "second")
@@ -63,18 +76,21 @@ async def test_tokens_and_steps_are_recorded_per_turn(daemon: Daemon, model: Mod
 
 
 async def test_a_provider_that_reports_no_usage_leaves_the_counts_unknown(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
     model.reply("no figures", usage={})
     result = await turn(daemon, session, "hi")
     assert result["tokens"] == {"input": None, "output": None, "total": None, "cached": None}
 
 
-async def test_the_model_reads_a_file_with_split_arguments(daemon: Daemon, model: ModelServer,
-                                                            workspace: Path) -> None:
+async def test_the_model_reads_a_file_with_split_arguments(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
-    model.reply("Let me look. ", tool_calls=[{"name": "read_file",
-                                              "arguments": {"path": "README.md"}}])
+    model.reply(
+        "Let me look. ", tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}]
+    )
     model.reply("It is a demo project.")
     result = await turn(daemon, session, "what is this project?")
 
@@ -92,7 +108,8 @@ async def test_the_model_reads_a_file_with_split_arguments(daemon: Daemon, model
 
 
 async def test_reading_outside_the_root_is_refused_and_the_model_is_told(
-        daemon: Daemon, model: ModelServer, workspace: Path, tmp_path: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
     (tmp_path / "secret.txt").write_text("top secret")
     session = await open_session(daemon, workspace)
     model.reply("", tool_calls=[{"name": "read_file", "arguments": {"path": "../secret.txt"}}])
@@ -104,12 +121,14 @@ async def test_reading_outside_the_root_is_refused_and_the_model_is_told(
 
 
 async def test_branching_keeps_every_turn_and_the_model_sees_only_the_path(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace)
     first = await turn(daemon, session, "alpha")
     second = await turn(daemon, session, "beta")
-    branched = await daemon.call("session/branch", {"sessionId": session["sessionId"],
-                                                    "turnId": first["turnId"]})
+    branched = await daemon.call(
+        "session/branch", {"sessionId": session["sessionId"], "turnId": first["turnId"]}
+    )
     assert branched["head"] == first["turnId"]
     third = await turn(daemon, session, "gamma")
 
@@ -118,28 +137,33 @@ async def test_branching_keeps_every_turn_and_the_model_sees_only_the_path(
     assert [t["prompt"] for t in history["turns"]] == ["alpha", "gamma"]
     assert history["turns"][1]["parentTurnId"] == first["turnId"]
     every = await daemon.call("session/turns", {"sessionId": session["sessionId"]})
-    assert [t["turnId"] for t in every["turns"]] == [first["turnId"], second["turnId"],
-                                                     third["turnId"]]
+    assert [t["turnId"] for t in every["turns"]] == [
+        first["turnId"],
+        second["turnId"],
+        third["turnId"],
+    ]
     assert every["turns"][1]["reply"] == "echo: beta"
 
     # Back to the abandoned branch: nothing was lost.
-    await daemon.call("session/branch", {"sessionId": session["sessionId"],
-                                         "turnId": second["turnId"]})
+    await daemon.call(
+        "session/branch", {"sessionId": session["sessionId"], "turnId": second["turnId"]}
+    )
     await turn(daemon, session, "delta")
     assert model.user_messages() == ["alpha", "beta", "delta"]
 
     # Before the first turn: a fresh start in the same session.
-    empty = await daemon.call("session/branch", {"sessionId": session["sessionId"],
-                                                 "turnId": None})
+    empty = await daemon.call("session/branch", {"sessionId": session["sessionId"], "turnId": None})
     assert empty["head"] is None
     await turn(daemon, session, "epsilon")
     assert model.user_messages() == ["epsilon"]
-    assert len((await daemon.call("session/turns",
-                                  {"sessionId": session["sessionId"]}))["turns"]) == 5
+    assert (
+        len((await daemon.call("session/turns", {"sessionId": session["sessionId"]}))["turns"]) == 5
+    )
 
 
-async def test_a_new_process_reopens_the_session_by_id(spawn: DaemonFactory, model: ModelServer,
-                                                        workspace: Path) -> None:
+async def test_a_new_process_reopens_the_session_by_id(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     first_daemon = await spawn()
     session = await open_session(first_daemon, workspace)
     await turn(first_daemon, session, "remember the number 42")
@@ -148,12 +172,17 @@ async def test_a_new_process_reopens_the_session_by_id(spawn: DaemonFactory, mod
 
     second_daemon = await spawn()
     reopened = await second_daemon.call("session/reopen", {"sessionId": session["sessionId"]})
-    assert [t["prompt"] for t in reopened["history"]] == ["remember the number 42",
-                                                          "and the colour blue"]
+    assert [t["prompt"] for t in reopened["history"]] == [
+        "remember the number 42",
+        "and the colour blue",
+    ]
     assert reopened["title"] == "remember the number 42"
     await turn(second_daemon, reopened, "what did I say?")
-    assert model.user_messages() == ["remember the number 42", "and the colour blue",
-                                     "what did I say?"]
+    assert model.user_messages() == [
+        "remember the number 42",
+        "and the colour blue",
+        "what did I say?",
+    ]
 
     # Another session over the same folder starts empty.
     fresh = await open_session(second_daemon, workspace)
@@ -162,11 +191,14 @@ async def test_a_new_process_reopens_the_session_by_id(spawn: DaemonFactory, mod
 
 
 async def test_sessions_are_listed_newest_first_a_page_at_a_time(
-        daemon: Daemon, workspace: Path, tmp_path: Path) -> None:
+    daemon: Daemon, workspace: Path, tmp_path: Path
+) -> None:
     other = tmp_path / "other"
     other.mkdir()
-    ids = [(await open_session(daemon, workspace if i % 2 else other, title=f"s{i}"))["sessionId"]
-           for i in range(5)]
+    ids = [
+        (await open_session(daemon, workspace if i % 2 else other, title=f"s{i}"))["sessionId"]
+        for i in range(5)
+    ]
     page = await daemon.call("session/list", {"limit": 2})
     assert [s["sessionId"] for s in page["sessions"]] == ids[::-1][:2]
     rest = await daemon.call("session/list", {"limit": 10, "cursor": page["nextCursor"]})
@@ -181,8 +213,9 @@ async def test_sessions_are_listed_newest_first_a_page_at_a_time(
     assert top["sessions"][0]["turns"] == 0
 
 
-async def test_several_sessions_run_turns_at_once(daemon: Daemon, model: ModelServer,
-                                                  workspace: Path) -> None:
+async def test_several_sessions_run_turns_at_once(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     gate = threading.Event()
     model.reply("first done", hold=gate)
     model.reply("second done", hold=gate)
@@ -196,28 +229,31 @@ async def test_several_sessions_run_turns_at_once(daemon: Daemon, model: ModelSe
     assert sorted(r["reply"] for r in results) == ["first done", "second done"]
 
 
-async def test_a_second_turn_on_a_busy_session_is_refused(daemon: Daemon, model: ModelServer,
-                                                           workspace: Path) -> None:
+async def test_a_second_turn_on_a_busy_session_is_refused(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     gate = threading.Event()
     model.reply("slow", hold=gate)
     session = await open_session(daemon, workspace)
     running = asyncio.ensure_future(turn(daemon, session, "one"))
     while not model.requests:
         await asyncio.sleep(0.02)
-    error = await daemon.error("session/turn", {"sessionId": session["sessionId"],
-                                                "prompt": "two"})
+    error = await daemon.error("session/turn", {"sessionId": session["sessionId"], "prompt": "two"})
     assert error.code == -32020 and "running turn" in error.message
-    branch_error = await daemon.error("session/branch", {"sessionId": session["sessionId"],
-                                                         "turnId": None})
+    branch_error = await daemon.error(
+        "session/branch", {"sessionId": session["sessionId"], "turnId": None}
+    )
     assert branch_error.code == -32020
     gate.set()
     assert (await running)["reply"] == "slow"
 
 
 async def test_with_no_provider_a_turn_says_which_variables_to_set(
-        spawn: DaemonFactory, workspace: Path) -> None:
-    daemon = await spawn(env={"TRELLISD_PROVIDER": "", "TRELLISD_BASE_URL": "",
-                              "TRELLISD_API_KEY": ""})
+    spawn: DaemonFactory, workspace: Path
+) -> None:
+    daemon = await spawn(
+        env={"TRELLISD_PROVIDER": "", "TRELLISD_BASE_URL": "", "TRELLISD_API_KEY": ""}
+    )
     session = await open_session(daemon, workspace)
     result = await turn(daemon, session, "hello")
     assert result["outcome"] == "error"
@@ -227,7 +263,8 @@ async def test_with_no_provider_a_turn_says_which_variables_to_set(
 
 
 async def test_a_refused_key_ends_the_turn_with_an_error_naming_its_variable(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     model.reply(status=401, error_body='{"error": {"message": "Incorrect API key provided"}}')
     session = await open_session(daemon, workspace)
     result = await turn(daemon, session, "hello")
@@ -242,7 +279,8 @@ async def test_a_refused_key_ends_the_turn_with_an_error_naming_its_variable(
 
 
 async def test_initialization_options_override_the_environment(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     daemon = await spawn(options={"model": "editor-model"})
     session = await open_session(daemon, workspace)
     await turn(daemon, session, "hi")
@@ -252,8 +290,9 @@ async def test_initialization_options_override_the_environment(
     assert model.requests[-1]["temperature"] == 0.5
 
 
-async def test_a_session_can_name_its_own_model(daemon: Daemon, model: ModelServer,
-                                                workspace: Path) -> None:
+async def test_a_session_can_name_its_own_model(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     session = await open_session(daemon, workspace, provider={"model": "session-model"})
     assert session["provider"] == {"model": "session-model"}
     await turn(daemon, session, "hi")
@@ -261,7 +300,8 @@ async def test_a_session_can_name_its_own_model(daemon: Daemon, model: ModelServ
 
 
 async def test_a_store_from_a_newer_trellisd_is_refused_untouched(
-        spawn: DaemonFactory, tmp_path: Path) -> None:
+    spawn: DaemonFactory, tmp_path: Path
+) -> None:
     db = tmp_path / "newer.db"
     con = apsw.Connection(str(db))
     con.pragma("user_version", 99)
@@ -275,11 +315,18 @@ async def test_a_store_from_a_newer_trellisd_is_refused_untouched(
 
 
 async def test_each_turn_has_a_cost_when_its_model_has_a_price(
-        spawn: DaemonFactory, model: ModelServer, workspace: Path) -> None:
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
     daemon = await spawn(env={"TRELLISD_MODEL": "gpt-4o-mini"})
     session = await open_session(daemon, workspace)
-    model.reply("priced", usage={"prompt_tokens": 1_000_000, "completion_tokens": 0,
-                                 "prompt_tokens_details": {"cached_tokens": 0}})
+    model.reply(
+        "priced",
+        usage={
+            "prompt_tokens": 1_000_000,
+            "completion_tokens": 0,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    )
     priced = await turn(daemon, session, "hi")
     assert priced["model"] == "gpt-4o-mini"
     assert priced["cost"] is not None and priced["cost"] > 0

@@ -23,7 +23,8 @@ async def wait_for(condition, timeout: float = 10.0) -> None:  # type: ignore[no
 
 
 async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     gate = threading.Event()
     model.reply("Working on it in red.", hold=gate)
     model.reply("Switched to blue.")
@@ -31,12 +32,14 @@ async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
     running = asyncio.ensure_future(turn(daemon, session, "paint the button"))
     await wait_for(lambda: len(model.requests) == 1)
 
-    receipt = await daemon.call("session/steer", {"sessionId": session["sessionId"],
-                                                  "text": "use blue, not red",
-                                                  "clientMsgId": "m-1"})
-    again = await daemon.call("session/steer", {"sessionId": session["sessionId"],
-                                                "text": "use blue, not red",
-                                                "clientMsgId": "m-1"})
+    receipt = await daemon.call(
+        "session/steer",
+        {"sessionId": session["sessionId"], "text": "use blue, not red", "clientMsgId": "m-1"},
+    )
+    again = await daemon.call(
+        "session/steer",
+        {"sessionId": session["sessionId"], "text": "use blue, not red", "clientMsgId": "m-1"},
+    )
     assert receipt["queued"] is True and again == receipt
     gate.set()
     result = await running
@@ -47,11 +50,18 @@ async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
     assert "use blue" not in str(model.requests[0]["messages"])
     steered = [m for m in model.requests[1]["messages"] if "use blue" in str(m["content"])]
     assert len(steered) == 1 and steered[0]["role"] == "user"
-    notes = [m["params"] for m in daemon.protocol.received
-             if m.get("method") == "session/steered"]
-    assert notes == [{"sessionId": session["sessionId"], "turnId": result["turnId"],
-                      "runId": result["runId"], "step": 2, "text": "use blue, not red",
-                      "clientMsgId": "m-1", "delivered": True}]
+    notes = [m["params"] for m in daemon.protocol.received if m.get("method") == "session/steered"]
+    assert notes == [
+        {
+            "sessionId": session["sessionId"],
+            "turnId": result["turnId"],
+            "runId": result["runId"],
+            "step": 2,
+            "text": "use blue, not red",
+            "clientMsgId": "m-1",
+            "delivered": True,
+        }
+    ]
     events = (await daemon.call("run/events", {"runId": result["runId"]}))["events"]
     assert [(e["kind"], e["step"]) for e in events if e["kind"] == "steered"] == [("steered", 2)]
     steps = (await daemon.call("run/steps", {"runId": result["runId"]}))["steps"]
@@ -60,13 +70,15 @@ async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
 
 async def test_steering_an_idle_session_is_an_error(daemon: Daemon, workspace: Path) -> None:
     session = await open_session(daemon, workspace)
-    error = await daemon.error("session/steer", {"sessionId": session["sessionId"],
-                                                 "text": "hello?"})
+    error = await daemon.error(
+        "session/steer", {"sessionId": session["sessionId"], "text": "hello?"}
+    )
     assert error.code == -32021 and "no running turn" in error.message
 
 
 async def test_session_cancel_stops_a_slow_stream_within_a_second(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     model.reply(" ".join(f"word{i}" for i in range(200)), delay=0.1)
     session = await open_session(daemon, workspace)
     running = asyncio.ensure_future(turn(daemon, session, "write a lot"))
@@ -87,28 +99,41 @@ async def test_session_cancel_stops_a_slow_stream_within_a_second(
     assert history["turns"][-1]["outcome"] == "cancelled"
     assert history["turns"][-1]["reply"] == result["reply"]
     # The steer never reached the model: it is handed back.
-    returned = [m["params"] for m in daemon.protocol.received
-                if m.get("method") == "session/steered"]
-    assert returned == [{**{k: result[k] for k in ("turnId", "runId")},
-                         "sessionId": session["sessionId"], "step": None, "text": "too late",
-                         "delivered": False}]
+    returned = [
+        m["params"] for m in daemon.protocol.received if m.get("method") == "session/steered"
+    ]
+    assert returned == [
+        {
+            **{k: result[k] for k in ("turnId", "runId")},
+            "sessionId": session["sessionId"],
+            "step": None,
+            "text": "too late",
+            "delivered": False,
+        }
+    ]
     # Nothing more arrives for the cancelled turn, and the next turn works.
     count = len(daemon.tokens)
     await asyncio.sleep(0.3)
     assert len(daemon.tokens) == count
     model.reply("fresh")
     assert (await turn(daemon, session, "again"))["reply"] == "fresh"
-    assert (await daemon.call("session/cancel",
-                              {"sessionId": session["sessionId"]})) == {"cancelled": False}
+    assert (await daemon.call("session/cancel", {"sessionId": session["sessionId"]})) == {
+        "cancelled": False
+    }
 
 
 async def test_cancel_request_stops_the_turn_and_answers_32800(
-        daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
     model.reply(" ".join(f"word{i}" for i in range(200)), delay=0.1)
     session = await open_session(daemon, workspace)
-    request = asyncio.ensure_future(daemon.protocol.send_request_async(
-        "session/turn", {"sessionId": session["sessionId"], "prompt": "write a lot"},
-        msg_id="turn-to-cancel"))
+    request = asyncio.ensure_future(
+        daemon.protocol.send_request_async(
+            "session/turn",
+            {"sessionId": session["sessionId"], "prompt": "write a lot"},
+            msg_id="turn-to-cancel",
+        )
+    )
     await wait_for(lambda: len(daemon.tokens) >= 3)
     started = time.monotonic()
     daemon.protocol.notify("$/cancelRequest", types.CancelParams(id="turn-to-cancel"))

@@ -306,7 +306,7 @@ def test_checkhealth_starts_the_daemon_and_names_the_provider(start: Start) -> N
     ed.command("checkhealth trellisd")
     report = "\n".join(ed.nvim.current.buffer[:])
     assert "the daemon starts: trellisd " in report, report
-    assert "provider: scripted (from TRELLISD_PROVIDER)" in report, report
+    assert "provider: scripted, model scripted (as the daemon reports it)" in report, report
     assert "it shuts down cleanly" in report, report
 
 

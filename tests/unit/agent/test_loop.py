@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trellisd.agent.loop import TurnPlan, run_turn
 from trellisd.providers.base import (
     Message,

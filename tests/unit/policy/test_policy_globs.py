@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from trellisd.policy.globs import matches_command, matches_path
 
 

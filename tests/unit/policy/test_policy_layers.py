@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from trellisd.policy import DEFAULT_POLICY, Action, Approval, Layer, Policy, Verdict
 from trellisd.tools import ToolContext
 from trellisd.tools.files import ReadFile

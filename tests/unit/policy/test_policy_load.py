@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from trellisd.errors import InvalidParams
 from trellisd.policy import DEFAULT_POLICY, Action, Layer, Policy, load_policy
 

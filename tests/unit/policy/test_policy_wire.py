@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from trellisd.errors import InvalidParams
 from trellisd.policy import DEFAULT_POLICY, Action, Layer, Policy
 

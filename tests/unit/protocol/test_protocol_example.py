@@ -12,8 +12,8 @@ README = protocol_schema.SCHEMA_PATH.parent / "README.md"
 
 def frames() -> list[tuple[str, int, dict]]:
     text = README.read_text(encoding="utf-8")
-    block = text[text.index("```text\n", text.index("## Example exchange")):]
-    block = block[len("```text\n"):block.index("\n```")]
+    block = text[text.index("```text\n", text.index("## Example exchange")) :]
+    block = block[len("```text\n") : block.index("\n```")]
     lines = block.splitlines()
     out = []
     for head, body in zip(lines[::2], lines[1::2], strict=True):

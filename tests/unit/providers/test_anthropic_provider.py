@@ -6,6 +6,15 @@ import logging
 from collections.abc import Iterator
 
 import pytest
+
+from tests.fixtures.provider_servers import (
+    Response,
+    ScriptServer,
+    anthropic_reply,
+    collect,
+    collect_failure,
+    sse,
+)
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
 from trellisd.providers.anthropic import AnthropicProvider
@@ -22,15 +31,6 @@ from trellisd.providers.base import (
 from trellisd.providers.http import HttpSettings
 from trellisd.providers.retry import Backoff
 from trellisd.store.records import ToolCall
-
-from tests.fixtures.provider_servers import (
-    Response,
-    ScriptServer,
-    anthropic_reply,
-    collect,
-    collect_failure,
-    sse,
-)
 
 READ = ToolSpec(
     "read_file",

@@ -6,6 +6,15 @@ import json
 from collections.abc import Iterator
 
 import pytest
+
+from tests.fixtures.model_server import ModelServer
+from tests.fixtures.provider_servers import (
+    Response,
+    ScriptServer,
+    collect,
+    openai_reply,
+    sse,
+)
 from trellisd.config import ProviderSettings
 from trellisd.providers import OPENROUTER_HEADERS, make_provider
 from trellisd.providers.base import (
@@ -20,15 +29,6 @@ from trellisd.providers.base import (
 from trellisd.providers.http import HttpSettings
 from trellisd.providers.openai import OpenAIProvider
 from trellisd.store.records import ToolCall
-
-from tests.fixtures.model_server import ModelServer
-from tests.fixtures.provider_servers import (
-    Response,
-    ScriptServer,
-    collect,
-    openai_reply,
-    sse,
-)
 
 READ = ToolSpec(
     "read_file",

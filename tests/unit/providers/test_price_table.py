@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from trellisd.pricing import Price, cost, price, prices_path
 from trellisd.store.records import Tokens
 

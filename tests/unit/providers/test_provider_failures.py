@@ -16,6 +16,15 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.fixtures.provider_servers import (
+    Response,
+    ScriptServer,
+    anthropic_reply,
+    collect,
+    collect_failure,
+    openai_reply,
+)
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
 from trellisd.providers.anthropic import AnthropicProvider
@@ -30,15 +39,6 @@ from trellisd.providers.base import (
 from trellisd.providers.http import HttpSettings
 from trellisd.providers.openai import OpenAIProvider
 from trellisd.providers.retry import Backoff, retry_after
-
-from tests.fixtures.provider_servers import (
-    Response,
-    ScriptServer,
-    anthropic_reply,
-    collect,
-    collect_failure,
-    openai_reply,
-)
 
 KEY = "sk-trellisd-FAKE-7c1e5b2d9a-must-never-be-shown"
 REQUEST = ModelRequest([Message("user", "hi")])

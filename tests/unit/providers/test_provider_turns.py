@@ -8,12 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trellisd.agent.loop import FINISHED, TurnPlan, run_turn
-from trellisd.config import ProviderSettings
-from trellisd.providers import make_provider
-from trellisd.providers.base import Message
-from trellisd.store.records import Step, Tokens
-from trellisd.tools.base import ToolContext
 
 from tests.fixtures.provider_servers import (
     Response,
@@ -21,6 +15,12 @@ from tests.fixtures.provider_servers import (
     anthropic_reply,
     openai_reply,
 )
+from trellisd.agent.loop import FINISHED, TurnPlan, run_turn
+from trellisd.config import ProviderSettings
+from trellisd.providers import make_provider
+from trellisd.providers.base import Message
+from trellisd.store.records import Step, Tokens
+from trellisd.tools.base import ToolContext
 
 
 class Recorder:

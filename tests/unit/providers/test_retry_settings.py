@@ -4,6 +4,7 @@ to the provider that make_provider builds."""
 from __future__ import annotations
 
 import pytest
+
 from trellisd.config import ProviderSettings, provider_from_env
 from trellisd.errors import InvalidParams
 from trellisd.providers import make_provider

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from trellisd.daemon import pid_alive
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+
 from trellisd.errors import StoreError
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from trellisd.errors import NotFound
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens, ToolCall

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.store import Store
 from trellisd.store.records import Session

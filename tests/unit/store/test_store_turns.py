@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens, ToolCall

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trellisd.tools import ToolContext, ToolFailure, run_check
 from trellisd.tools.command import MAX_OUTPUT_BYTES, RunCommand
 

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from trellisd.tools import ToolContext, ToolFailure
 from trellisd.tools.edit import EditFile, WriteFile
 

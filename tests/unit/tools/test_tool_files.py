@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from trellisd.tools import ToolContext, ToolFailure
 from trellisd.tools.files import MAX_ENTRIES, MAX_READ_BYTES, ListDir, ReadFile
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trellisd.tools import Action, ToolContext, ToolFailure, default_tools
 from trellisd.tools.command import RunCommand
 from trellisd.tools.edit import EditFile, WriteFile
