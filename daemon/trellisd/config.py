@@ -127,9 +127,10 @@ class ProviderSettings:
                     key_source=var if os.environ.get(var) else None,
                 )
             changes = {k: v for k, v in changes.items() if k != "name"}
-            return dataclasses.replace(base, **changes)
         if "api_key" in changes:
             changes["key_source"] = f"{where}.apiKey"
+        if name is not None and name != self.name:
+            return dataclasses.replace(base, **changes)
         return dataclasses.replace(self, **changes)
 
 
@@ -147,8 +148,14 @@ _OVERRIDABLE: tuple[tuple[str, str, type], ...] = (
     ("readTimeout", "read_timeout", float),
 )
 # The least value each transport setting may take; a read timeout of 0 would fail every call.
-_LIMITS: dict[str, float] = {"max_retries": 0, "retry_budget": 0, "read_timeout": 0.001}
-_LIMIT_WORDS = {0: "zero or more", 0.001: "a positive number of seconds"}
+_LIMITS: dict[str, float] = {
+    "max_retries": 0,
+    "retry_budget": 0,
+    "read_timeout": 0.001,
+    "max_tokens": 1,
+    "temperature": 0,
+}
+_LIMIT_WORDS = {0: "zero or more", 0.001: "a positive number of seconds", 1: "1 or more"}
 
 
 def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:

@@ -243,7 +243,11 @@ class Daemon:
             provider = self._providers[settings] = make_provider(settings)
         return provider
 
-    async def steer(self, session_id: str, text: str, client_msg_id: str | None) -> TurnRef:
+    async def steer(
+        self, session_id: str, text: str, client_msg_id: str | None
+    ) -> tuple[TurnRef, bool]:
+        """Queue a steer for the running turn; False with it when ``client_msg_id`` was
+        already queued in this turn (it is not delivered twice)."""
         running = self.running.get(session_id)
         if running is None:
             await self.db(self.store.sessions.get, session_id)
@@ -252,8 +256,7 @@ class Daemon:
                 f"session {session_id} has no running turn to steer; send a turn instead",
                 sessionId=session_id,
             )
-        running.inbox.put(Steer(text, client_msg_id))
-        return running.ref
+        return running.ref, running.inbox.put(Steer(text, client_msg_id))
 
     async def cancel(self, session_id: str) -> TurnRef | None:
         """Stop the session's running turn; None when nothing was running."""

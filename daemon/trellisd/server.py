@@ -71,6 +71,21 @@ class TrellisProtocol(LanguageServerProtocol):
                 ) from exc
             raise
 
+    def handle_message(self, message: Any) -> None:
+        if (
+            self._shutdown
+            and getattr(message, "method", types.EXIT) != types.EXIT
+            and getattr(message, "id", None) is not None
+        ):
+            self._send_response(
+                message.id,
+                error=types.ResponseError(
+                    code=-32600, message="the daemon is shutting down: only exit is served now"
+                ),
+            )
+            return
+        super().handle_message(message)
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
         self, params: types.InitializeParams
@@ -195,22 +210,20 @@ class TrellisServer(LanguageServer):
             self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
         elif isinstance(error, json.JSONDecodeError):
             log.warning("a frame was not JSON: %s", error)
-            self.protocol._send_response(
-                None,
-                error=types.ResponseError(  # type: ignore[arg-type]
-                    code=-32700, message=f"the frame was not JSON: {error}"
-                ),
-            )
+            self._answer_unidentified(-32700, f"the frame was not JSON: {error}")
         elif isinstance(error, AttributeError):
             log.warning("a frame was not a JSON-RPC message: %s", error)
-            self.protocol._send_response(
-                None,
-                error=types.ResponseError(  # type: ignore[arg-type]
-                    code=-32600, message="the frame was not a JSON-RPC request or notification"
-                ),
+            self._answer_unidentified(
+                -32600, "the frame was not a JSON-RPC request or notification"
             )
         else:
             log.error("%s", error)
+
+    def _answer_unidentified(self, code: int, message: str) -> None:
+        """An error for a frame whose id could not be read: ``id`` is null, as JSON-RPC says."""
+        self.protocol._send_data(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+        )
 
 
 class _WireNotifier:

@@ -25,6 +25,12 @@ from tests.e2e.conftest import Daemon
             "provider.temperature",
         ),
         ("session/open", ["not", "an", "object"], -32602, "params must be an object"),
+        (
+            "session/open",
+            {"root": "/", "provider": {"maxTokens": 0}},
+            -32602,
+            "provider.maxTokens must be 1 or more",
+        ),
         ("session/reopen", {"sessionId": "s-missing"}, -32010, "unknown session s-missing"),
         ("session/history", {"sessionId": None}, -32602, "sessionId is required"),
         ("session/turns", {"sessionId": "s-missing"}, -32010, "unknown session"),

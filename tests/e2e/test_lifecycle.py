@@ -106,12 +106,15 @@ async def test_garbage_frames_get_an_answer_and_the_daemon_keeps_serving(tmp_pat
             ),
             frame({"jsonrpc": "2.0", "id": 8, "method": "session/list", "params": {}}),
             frame({"jsonrpc": "2.0", "id": 9, "method": "shutdown"}),
+            frame({"jsonrpc": "2.0", "id": 10, "method": "session/list", "params": {}}),
             frame({"jsonrpc": "2.0", "method": "exit"}),
         ],
         str(tmp_path / "t.db"),
     )
-    errors = [m["error"] for m in messages if "error" in m]
-    assert any(e["code"] == -32700 for e in errors), messages
+    unidentified = [m for m in messages if "error" in m and m["id"] is None]
+    assert sorted(m["error"]["code"] for m in unidentified) == [-32700, -32600], messages
+    after = next(m for m in messages if m.get("id") == 10)
+    assert after["error"]["code"] == -32600 and "shutting down" in after["error"]["message"]
     assert any(m.get("id") == 7 and m["error"]["code"] == -32602 for m in messages if "error" in m)
     assert any(m.get("id") == 8 and m["result"] == {"sessions": []} for m in messages)
     assert code == 0

@@ -40,7 +40,8 @@ async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
         "session/steer",
         {"sessionId": session["sessionId"], "text": "use blue, not red", "clientMsgId": "m-1"},
     )
-    assert receipt["queued"] is True and again == receipt
+    assert receipt["queued"] is True and "duplicate" not in receipt
+    assert again == {**receipt, "duplicate": True}
     gate.set()
     result = await running
 

@@ -72,8 +72,9 @@ def register(server: TrellisServer) -> None:
             p.string("sessionId", required=True),
             p.string("text", required=True, nonempty=True),
         )
-        ref = await ls.daemon.steer(session_id, text, p.string("clientMsgId"))
-        return {"turnId": ref.turn_id, "runId": ref.run_id, "queued": True}
+        ref, new = await ls.daemon.steer(session_id, text, p.string("clientMsgId"))
+        receipt = {"turnId": ref.turn_id, "runId": ref.run_id, "queued": True}
+        return receipt if new else {**receipt, "duplicate": True}
 
     @method(server, "session/cancel")
     async def session_cancel(ls: TrellisServer, p: wire.Params) -> Any:

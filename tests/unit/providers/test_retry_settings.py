@@ -73,3 +73,12 @@ def test_make_provider_carries_them_to_the_http_settings() -> None:
     http = provider.http
     assert (http.max_retries, http.retry_budget, http.read_timeout) == (2, 9.0, 4.0)
     assert http.base_url == "https://api.openai.com/v1"
+
+
+def test_a_key_given_with_another_provider_names_where_it_came_from() -> None:
+    from trellisd.config import ProviderSettings
+
+    base = ProviderSettings(name="openai", api_key="env-key", key_source="OPENAI_API_KEY")
+    merged = base.merged({"provider": "anthropic", "apiKey": "given"}, "initializationOptions")
+    assert merged.name == "anthropic" and merged.api_key == "given"
+    assert merged.key_source == "initializationOptions.apiKey"
