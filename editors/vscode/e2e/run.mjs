@@ -1,0 +1,458 @@
+// The extension in a real VS Code: code-server on 127.0.0.1 with the packaged extension
+// installed, driven in Debian's Chromium by playwright-core as a person would drive it. It
+// starts a session from the command palette, sends prompts and watches the replies stream into
+// the chat view, branches from the turn tree, answers an approval, and saves a screenshot.
+// Assertions read the chat webview's DOM and the extension's log file, never pixels.
+//
+// Environment:
+//   CODE_SERVER        the code-server executable (default: code-server 4.100.3 where
+//                      .ci/vscode-setup.sh installs it, else `code-server` on PATH)
+//   TRELLISD_TEST_CMD  the daemon command (default `python3 -m trellisd`)
+//   CHROMIUM           the browser (default /usr/bin/chromium)
+//   E2E_KEEP           keep the temporary folder (its path is printed)
+
+import { execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const extensionDir = path.resolve(here, '..');
+const vsix = path.join(extensionDir, 'trellisd.vsix');
+const screenshot = path.join(extensionDir, 'screenshot.png');
+const started = Date.now();
+
+function elapsed() {
+  return `${((Date.now() - started) / 1000).toFixed(1)}s`;
+}
+
+function say(message) {
+  console.log(`[e2e ${elapsed()}] ${message}`);
+}
+
+function which(command) {
+  if (path.isAbsolute(command)) {
+    return command;
+  }
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const candidate = path.join(dir, command);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  throw new Error(`${command} is not on PATH`);
+}
+
+function codeServer() {
+  if (process.env.CODE_SERVER) {
+    return process.env.CODE_SERVER;
+  }
+  const installed = '/opt/code-server-4.100.3/node_modules/.bin/code-server';
+  return fs.existsSync(installed) ? installed : which('code-server');
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForHttp(url, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url);
+      if (response.ok) {
+        return;
+      }
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+async function waitForLog(file, pattern, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    const match = text.match(pattern);
+    if (match) {
+      return match;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`the extension's log never matched ${pattern}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// --- the checks, counted for the closing line ---
+
+const results = [];
+
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    results.push({ name, ok: true });
+    say(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (error) {
+    results.push({ name, ok: false, error });
+    say(`FAIL ${name}: ${error?.stack ?? error}`);
+    throw error;
+  }
+}
+
+// --- setting up ---
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'trellisd-vscode-e2e-'));
+const project = path.join(tmp, 'project');
+const userData = path.join(tmp, 'user-data');
+const extensions = path.join(tmp, 'extensions');
+const browserData = path.join(tmp, 'browser');
+const extensionLog = path.join(tmp, 'extension.log');
+const serverLog = path.join(tmp, 'code-server.log');
+const script = path.join(tmp, 'script.jsonl');
+fs.mkdirSync(project, { recursive: true });
+fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+fs.writeFileSync(path.join(project, 'README.md'), '# demo project\n\nA folder for trying trellisd.\n');
+
+// The scripted model plays one line per model call, in order.
+const lines = [
+  // turn 1
+  { text: 'Hello from **trellisd**. This folder holds:\n\n- `README.md`, a short description\n- nothing else yet', delayMs: 60 },
+  // turn 2, abandoned by the branch
+  { text: 'A second answer, which the branch leaves behind.', delayMs: 10 },
+  // turn 3, on the new branch: asks to write a file, which needs the user's approval
+  { text: 'I will write a note. ', tool: 'write_file', arguments: { path: 'notes.txt', content: 'written after approval\n' } },
+  { text: 'The note is in `notes.txt`.', delayMs: 10 },
+  // turn 4: steered while its first step streams; the steer reaches the model at step 2
+  { text: 'Reading the README first, and then I will answer you.', delayMs: 250, tool: 'read_file', arguments: { path: 'README.md' } },
+  { text: 'It is a demo project. (Kept short, as you asked.)', delayMs: 10 },
+  // turn 5: cancelled while it streams
+  { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), delayMs: 200 },
+];
+fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+
+const [daemonCommand, ...daemonArgs] = (process.env.TRELLISD_TEST_CMD || 'python3 -m trellisd').trim().split(/\s+/);
+const settings = {
+  'trellisd.command': which(daemonCommand),
+  'trellisd.args': daemonArgs,
+  'trellisd.db': path.join(tmp, 'store', 'trellisd.db'),
+  'trellisd.provider': 'scripted',
+  'telemetry.telemetryLevel': 'off',
+  'workbench.startupEditor': 'none',
+  'workbench.tips.enabled': false,
+  'workbench.enableExperiments': false,
+  'workbench.welcomePage.walkthroughs.openOnInstall': false,
+  'security.workspace.trust.enabled': false,
+  'extensions.autoCheckUpdates': false,
+  'extensions.autoUpdate': false,
+  'extensions.ignoreRecommendations': true,
+  'update.mode': 'none',
+  'chat.commandCenter.enabled': false,
+  'workbench.colorTheme': 'Default Dark Modern',
+  'window.commandCenter': false,
+};
+fs.writeFileSync(path.join(userData, 'User', 'settings.json'), JSON.stringify(settings, null, 2));
+fs.writeFileSync(path.join(tmp, 'config.yaml'), 'auth: none\n');
+
+const server = codeServer();
+say(`code-server: ${server}; daemon: ${settings['trellisd.command']} ${daemonArgs.join(' ')}; temp: ${tmp}`);
+if (!fs.existsSync(vsix)) {
+  throw new Error(`${vsix} is missing: run npm run package first`);
+}
+
+const env = {
+  ...process.env,
+  TRELLISD_SCRIPT: script,
+  TRELLISD_VSCODE_LOG: extensionLog,
+  XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'),
+  XDG_DATA_HOME: path.join(tmp, 'xdg-data'),
+};
+
+let serverProcess;
+let context;
+let exitCode = 1;
+
+try {
+  await check('the packaged extension installs into code-server', async () => {
+    const out = execFileSync(
+      server,
+      ['--install-extension', vsix, '--extensions-dir', extensions, '--user-data-dir', userData, '--config', path.join(tmp, 'config.yaml')],
+      { env, encoding: 'utf8', timeout: 120_000 },
+    );
+    if (!/successfully installed/i.test(out)) {
+      throw new Error(`unexpected output: ${out}`);
+    }
+  });
+
+  const port = await freePort();
+  serverProcess = spawn(
+    server,
+    [
+      '--bind-addr', `127.0.0.1:${port}`,
+      '--auth', 'none',
+      '--config', path.join(tmp, 'config.yaml'),
+      '--user-data-dir', userData,
+      '--extensions-dir', extensions,
+      '--disable-telemetry',
+      '--disable-update-check',
+      '--disable-workspace-trust',
+      '--disable-getting-started-override',
+      '--ignore-last-opened',
+      project,
+    ],
+    { env, stdio: ['ignore', fs.openSync(serverLog, 'a'), fs.openSync(serverLog, 'a')], detached: true },
+  );
+  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
+  say(`code-server is up on port ${port}`);
+
+  context = await chromium.launchPersistentContext(browserData, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1440, height: 900 },
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-dev-shm-usage',
+    ],
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(30_000);
+
+  const chat = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+
+  const palette = async (command) => {
+    // The palette lists extension commands once the extension host has registered them; retry
+    // until the command shows, as a person would retype it.
+    for (let attempt = 1; ; attempt++) {
+      await page.keyboard.press('F1');
+      const input = page.locator('.quick-input-widget input.input');
+      await input.waitFor({ state: 'visible' });
+      await input.press('Control+a');
+      await page.keyboard.type(`>${command}`, { delay: 10 });
+      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: command }).first();
+      try {
+        await row.waitFor({ timeout: 5000 });
+        await row.click();
+        return;
+      } catch (error) {
+        await page.keyboard.press('Escape');
+        if (attempt === 6) {
+          throw error;
+        }
+      }
+    }
+  };
+
+  const send = async (text) => {
+    const prompt = chat.locator('#prompt');
+    await prompt.click();
+    await prompt.fill(text);
+    await prompt.press('Enter');
+  };
+
+  await check('the workbench opens the project folder', async () => {
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(project)}`);
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    await page.locator('.explorer-folders-view, .monaco-workbench .part.sidebar').first().waitFor({ timeout: 60_000 });
+    await page.locator('.activitybar [aria-label^="trellisd"]').first().waitFor({ timeout: 60_000 });
+    await page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'README.md' }).click();
+    await page.locator('.tabs-container .tab', { hasText: 'README.md' }).waitFor();
+  });
+
+  await check('"trellisd: Start Session" from the command palette opens the chat view on a new session', async () => {
+    await palette('trellisd: Start Session');
+    await chat.locator('#session-header').waitFor({ state: 'visible', timeout: 60_000 });
+    // Widen the side bar, as a person reading a conversation would.
+    const sidebar = await page.locator('.part.sidebar').boundingBox();
+    if (sidebar) {
+      const x = sidebar.x + sidebar.width - 1;
+      await page.mouse.move(x, sidebar.y + 300);
+      await page.mouse.down();
+      await page.mouse.move(x + 260, sidebar.y + 300, { steps: 8 });
+      await page.mouse.up();
+    }
+    await chat.locator('#session-title', { hasText: 'New session' }).waitFor();
+    const root = await chat.locator('#session-root').textContent();
+    if (!root?.includes('project')) {
+      throw new Error(`the header shows ${root}`);
+    }
+    await waitForLog(extensionLog, /session s-\S+ opened over .*project/);
+  });
+
+  await check('a prompt streams its reply into the chat view, rendered as Markdown', async () => {
+    await send('What is in this folder?');
+    const turn = chat.locator('section.turn').nth(0);
+    // Watch the reply grow while the turn runs: several partial drawings before the end.
+    const seen = new Set();
+    for (let i = 0; i < 200; i++) {
+      const outcome = await turn.getAttribute('data-outcome').catch(() => null);
+      if (outcome && outcome !== 'running') {
+        break;
+      }
+      seen.add((await turn.locator('.reply').textContent().catch(() => '')) ?? '');
+      await page.waitForTimeout(50);
+    }
+    seen.delete('');
+    if (seen.size < 3) {
+      throw new Error(`the reply did not stream: ${seen.size} partial drawing(s) seen`);
+    }
+    say(`${seen.size} partial drawings of the reply were seen while it streamed`);
+    await turn.locator('.reply strong', { hasText: 'trellisd' }).waitFor();
+    await turn.locator('.reply code', { hasText: 'README.md' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished · scripted · \d+ tokens \(\d+ in, \d+ out\) · cost unknown$/ }).waitFor();
+    const prompt = await turn.locator('.prompt').textContent();
+    if (prompt !== 'What is in this folder?') {
+      throw new Error(`the prompt shows as ${prompt}`);
+    }
+    await chat.locator('#session-title', { hasText: 'What is in this folder?' }).waitFor();
+    await waitForLog(extensionLog, /turn t-\S+ finished · scripted · \d+ tokens .*reply: Hello from \*\*trellisd\*\*/);
+  });
+
+  await check('a second turn follows the first', async () => {
+    await send('And then?');
+    await chat.locator('section.turn').nth(1).locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await chat.locator('section.turn').nth(1).locator('.reply', { hasText: 'which the branch leaves behind' }).waitFor();
+  });
+
+  await check('"Branch here" on the first turn in the turn tree moves the head; the second turn stays as abandoned', async () => {
+    const first = page.locator('.monaco-list-row', { hasText: 'What is in this folder?' }).first();
+    await first.waitFor({ timeout: 30_000 });
+    await page.locator('.monaco-list-row', { hasText: 'And then?' }).locator('.label-description', { hasText: 'head' }).waitFor();
+    await first.hover();
+    await first.locator('.action-label[aria-label="Branch here"]').click();
+    await waitForLog(extensionLog, /branched: head is now t-/);
+    await page.locator('.monaco-list-row', { hasText: 'What is in this folder?' }).locator('.label-description', { hasText: 'head' }).waitFor();
+    await page.locator('.monaco-list-row', { hasText: 'And then?' }).locator('.label-description', { hasText: 'abandoned' }).waitFor();
+    const turns = await chat.locator('section.turn').count();
+    if (turns !== 1) {
+      throw new Error(`the chat view shows ${turns} turns after the branch; expected the path to the head (1)`);
+    }
+  });
+
+  await check('a write needs approval: the quick pick shows the tool, its arguments and a summary; "Allow once" runs it', async () => {
+    await send('Write a note');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'allow write_file?' }).waitFor({ timeout: 30_000 });
+    const placeholder = await pick.locator('input.input').getAttribute('placeholder');
+    if (!placeholder?.includes('notes.txt')) {
+      throw new Error(`the arguments are not shown: ${placeholder}`);
+    }
+    await chat.locator('.approval', { hasText: 'waiting for your answer' }).waitFor();
+    await page.screenshot({ path: path.join(tmp, 'approval.png') });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    const turn = chat.locator('section.turn').nth(1);
+    await turn.locator('.approval', { hasText: 'allowed once' }).waitFor();
+    await turn.locator('.tool', { hasText: 'write_file' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await turn.locator('.reply .text code', { hasText: 'notes.txt' }).waitFor();
+    await waitForLog(extensionLog, /approval answered: allow for write_file/);
+    const written = fs.readFileSync(path.join(project, 'notes.txt'), 'utf8');
+    if (written !== 'written after approval\n') {
+      throw new Error(`notes.txt holds ${JSON.stringify(written)}`);
+    }
+  });
+
+  await check('the conversation is saved as a screenshot', async () => {
+    // Give the conversation most of the side bar's height, the turn tree the rest.
+    const turnsHeader = await page.locator('.pane-header', { hasText: /^Turns/i }).boundingBox();
+    if (turnsHeader) {
+      const y = turnsHeader.y - 1;
+      await page.mouse.move(turnsHeader.x + 100, y);
+      await page.mouse.down();
+      await page.mouse.move(turnsHeader.x + 100, y + 220, { steps: 8 });
+      await page.mouse.up();
+    }
+    await chat.locator('#composer').scrollIntoViewIfNeeded();
+    await chat.locator('section.turn').nth(1).locator('.turn-footer').waitFor();
+    await page.mouse.move(1000, 600);
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: screenshot });
+    say(`screenshot: ${screenshot}`);
+  });
+  await check('while a turn runs, the input box steers it and the delivery is shown', async () => {
+    await send('What does the README say?');
+    const turn = chat.locator('section.turn').nth(2);
+    await turn.locator('.reply .text', { hasText: 'Reading' }).waitFor();
+    await chat.locator('#send', { hasText: 'Steer' }).waitFor();
+    await send('Keep it short');
+    await turn.locator('.steer', { hasText: /Keep it short\s+delivered at step 2/ }).waitFor({ timeout: 30_000 });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await turn.locator('.reply', { hasText: 'Kept short' }).waitFor();
+    await waitForLog(extensionLog, /steer steer-\S+ delivered at step 2/);
+  });
+
+  await check('"Cancel turn" ends the running turn as cancelled', async () => {
+    await send('Count to sixty, slowly');
+    const turn = chat.locator('section.turn').nth(3);
+    await turn.locator('.reply .text', { hasText: '3' }).waitFor();
+    await chat.locator('#cancel').click();
+    await turn.locator('.turn-footer', { hasText: /^cancelled/ }).waitFor({ timeout: 15_000 });
+    await chat.locator('#send', { hasText: 'Send' }).waitFor();
+    const text = (await turn.locator('.reply').textContent()) ?? '';
+    if (text.includes('60')) {
+      throw new Error('the whole reply arrived: nothing was cancelled');
+    }
+    await page.screenshot({ path: path.join(tmp, 'steer-and-cancel.png') });
+  });
+
+  exitCode = 0;
+} catch (error) {
+  if (context) {
+    const page = context.pages()[0];
+    await page?.screenshot({ path: path.join(tmp, 'failure.png') }).catch(() => undefined);
+    say(`failure screenshot: ${path.join(tmp, 'failure.png')}`);
+  }
+  for (const [name, file] of [['extension log', extensionLog], ['code-server log (last 60 lines)', serverLog]]) {
+    if (fs.existsSync(file)) {
+      const text = fs.readFileSync(file, 'utf8').split('\n').slice(-60).join('\n');
+      console.log(`----- ${name} -----\n${text}`);
+    }
+  }
+  if (!results.some((r) => !r.ok)) {
+    results.push({ name: 'setting up', ok: false, error });
+    console.log(error?.stack ?? error);
+  }
+} finally {
+  await context?.close().catch(() => undefined);
+  if (serverProcess?.pid) {
+    try {
+      process.kill(-serverProcess.pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
+  if (!process.env.E2E_KEEP && exitCode === 0) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  } else {
+    say(`kept ${tmp}`);
+  }
+}
+
+const passed = results.filter((r) => r.ok).length;
+const failed = results.length - passed;
+say(`done in ${elapsed()}`);
+console.log(`e2e: ${passed} passed, ${failed} failed`);
+process.exit(exitCode);

@@ -1,0 +1,140 @@
+// The chat view's script. It draws what the extension posts (HTML the extension made from
+// Markdown, with raw HTML escaped) and posts the user's input back. It loads nothing.
+// @ts-check
+(function () {
+  // @ts-ignore acquireVsCodeApi is given to webviews by VS Code
+  const vscode = acquireVsCodeApi();
+  const byId = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
+  const turns = byId('turns');
+  const prompt = /** @type {HTMLTextAreaElement} */ (byId('prompt'));
+  const send = /** @type {HTMLButtonElement} */ (byId('send'));
+  const cancel = /** @type {HTMLButtonElement} */ (byId('cancel'));
+  const empty = byId('empty');
+  const header = byId('session-header');
+  const notice = byId('notice');
+  let noticeTimer = 0;
+
+  const state = vscode.getState() || {};
+  if (state.draft) {
+    prompt.value = state.draft;
+  }
+
+  function nearBottom() {
+    const el = document.scrollingElement || document.documentElement;
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  }
+
+  function toBottom() {
+    const el = document.scrollingElement || document.documentElement;
+    el.scrollTop = el.scrollHeight;
+  }
+
+  /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view */
+  function drawTurn(view) {
+    const stick = nearBottom();
+    let el = /** @type {HTMLElement | null} */ (turns.querySelector(`section[data-key="${CSS.escape(view.key)}"]`));
+    if (!el) {
+      el = document.createElement('section');
+      el.className = 'turn';
+      el.dataset.key = view.key;
+      el.innerHTML = '<div class="prompt"></div><div class="reply"></div><div class="footer"></div>';
+      turns.appendChild(el);
+    }
+    if (view.turnId) {
+      el.dataset.turnId = view.turnId;
+    }
+    el.dataset.outcome = view.outcome;
+    /** @type {HTMLElement} */ (el.querySelector('.prompt')).innerHTML = view.prompt;
+    /** @type {HTMLElement} */ (el.querySelector('.reply')).innerHTML = view.body;
+    /** @type {HTMLElement} */ (el.querySelector('.footer')).innerHTML = view.footer;
+    if (stick) {
+      toBottom();
+    }
+  }
+
+  /** @param {boolean} value */
+  function setRunning(value) {
+    document.body.classList.toggle('running', value);
+    send.textContent = value ? 'Steer' : 'Send';
+    cancel.hidden = !value;
+    prompt.placeholder = value
+      ? 'Steer the running turn: it reaches the model at its next step'
+      : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
+  }
+
+  /** @param {{sessionId: string, title: string, root: string} | null} session */
+  function setSession(session) {
+    empty.hidden = !!session;
+    header.hidden = !session;
+    document.body.classList.toggle('has-session', !!session);
+    byId('session-title').textContent = session ? session.title || 'New session' : '';
+    byId('session-root').textContent = session ? session.root : '';
+  }
+
+  /** @param {'info' | 'error'} level @param {string} text */
+  function showNotice(level, text) {
+    notice.textContent = text;
+    notice.className = `notice-${level}`;
+    notice.hidden = false;
+    clearTimeout(noticeTimer);
+    noticeTimer = setTimeout(() => (notice.hidden = true), 8000);
+  }
+
+  function submit() {
+    const text = prompt.value.trim();
+    if (!text) {
+      return;
+    }
+    vscode.postMessage({ type: 'send', text });
+    prompt.value = '';
+    vscode.setState({ draft: '' });
+  }
+
+  window.addEventListener('message', (event) => {
+    const message = event.data;
+    switch (message && message.type) {
+      case 'reset':
+        setSession(message.session);
+        turns.textContent = '';
+        for (const view of message.turns) {
+          drawTurn(view);
+        }
+        setRunning(message.running);
+        toBottom();
+        break;
+      case 'turn':
+        drawTurn(message.turn);
+        break;
+      case 'running':
+        setRunning(message.running);
+        break;
+      case 'notice':
+        showNotice(message.level, message.text);
+        break;
+      case 'session':
+        setSession(message.session);
+        break;
+      case 'draft':
+        if (!prompt.value.trim()) {
+          prompt.value = message.text;
+          vscode.setState({ draft: prompt.value });
+        }
+        break;
+    }
+  });
+
+  prompt.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  prompt.addEventListener('input', () => vscode.setState({ draft: prompt.value }));
+  send.addEventListener('click', submit);
+  cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
+  byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
+  byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));
+
+  setRunning(false);
+  vscode.postMessage({ type: 'ready' });
+})();

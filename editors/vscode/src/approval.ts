@@ -1,0 +1,72 @@
+/**
+ * Answering session/requestApproval: a quick pick that stays open until answered, showing the
+ * tool, its arguments and the daemon's summary. Closing it denies; so does the daemon taking the
+ * request back (the turn was cancelled).
+ */
+
+import type { QuickPickItem } from 'vscode';
+
+import type { ApprovalDecision, ApprovalParams } from './protocol';
+import * as vscodeapi from './vscodeapi';
+
+export interface ApprovalItem extends QuickPickItem {
+  decision: ApprovalDecision;
+}
+
+export function approvalItems(params: ApprovalParams): ApprovalItem[] {
+  return [
+    { label: '$(check) Allow once', description: `run ${params.tool} this time`, decision: 'allow' },
+    {
+      label: '$(check-all) Allow for this session',
+      description: 'do not ask again for this in this session',
+      decision: 'allowAlways',
+    },
+    { label: '$(circle-slash) Deny', description: 'refuse; the model is told so', decision: 'deny' },
+  ];
+}
+
+export function approvalTitle(params: ApprovalParams): string {
+  return `trellisd: allow ${params.tool}? ${params.summary}`.trim();
+}
+
+export function argumentsLine(args: Record<string, unknown>, limit = 300): string {
+  let text: string;
+  try {
+    text = JSON.stringify(args);
+  } catch {
+    text = String(args);
+  }
+  return text.length > limit ? `${text.slice(0, limit)}…` : text;
+}
+
+export function askApproval(params: ApprovalParams, token: vscodeapi.CancellationToken): Promise<ApprovalDecision> {
+  const pick = vscodeapi.createQuickPick<ApprovalItem>();
+  pick.title = approvalTitle(params);
+  pick.placeholder = `${params.tool} ${argumentsLine(params.arguments)}`;
+  pick.items = approvalItems(params);
+  pick.ignoreFocusOut = true;
+  pick.matchOnDescription = true;
+  return new Promise<ApprovalDecision>((resolve) => {
+    let settled = false;
+    const subscriptions: vscodeapi.Disposable[] = [];
+    const settle = (decision: ApprovalDecision) => {
+      if (settled) {
+        return;
+      }
+      settled = true;
+      resolve(decision);
+      subscriptions.forEach((s) => s.dispose());
+      pick.dispose();
+    };
+    subscriptions.push(
+      pick.onDidAccept(() => settle(pick.selectedItems[0]?.decision ?? 'deny')),
+      pick.onDidHide(() => settle('deny')),
+      token.onCancellationRequested(() => settle('deny')),
+    );
+    if (token.isCancellationRequested) {
+      settle('deny');
+      return;
+    }
+    pick.show();
+  });
+}

@@ -1,0 +1,71 @@
+/** The chat webview view: draws what SessionController posts, and passes the user's input back. */
+
+import * as vscode from 'vscode';
+
+import { chatHtml, makeNonce } from './chatHtml';
+import type { ChatSink, FromWebview, SessionController, ToWebview } from './session';
+
+export interface ChatActions {
+  send(text: string): void;
+  cancel(): void;
+  start(): void;
+  reopen(): void;
+  showLog(): void;
+}
+
+export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
+  static readonly viewId = 'trellisd.chat';
+  private view?: vscode.WebviewView;
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly controller: SessionController,
+    private readonly actions: ChatActions,
+  ) {}
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    const media = vscode.Uri.joinPath(this.extensionUri, 'media');
+    view.webview.options = { enableScripts: true, localResourceRoots: [media] };
+    view.webview.html = chatHtml({
+      cspSource: view.webview.cspSource,
+      nonce: makeNonce(),
+      scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.js')).toString(),
+      styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.css')).toString(),
+    });
+    view.webview.onDidReceiveMessage((message: FromWebview) => this.receive(message));
+    view.onDidDispose(() => {
+      if (this.view === view) {
+        this.view = undefined;
+      }
+      this.controller.detachView(this);
+    });
+  }
+
+  post(message: ToWebview): void {
+    void this.view?.webview.postMessage(message);
+  }
+
+  private receive(message: FromWebview): void {
+    switch (message?.type) {
+      case 'ready':
+        this.controller.attachView(this);
+        break;
+      case 'send':
+        this.actions.send(String(message.text ?? ''));
+        break;
+      case 'cancel':
+        this.actions.cancel();
+        break;
+      case 'start':
+        this.actions.start();
+        break;
+      case 'reopen':
+        this.actions.reopen();
+        break;
+      case 'showLog':
+        this.actions.showLog();
+        break;
+    }
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The extension's settings (trellisd.*) and what follows from them: the daemon's command line
+ * and the initializationOptions it is started with.
+ */
+
+import * as os from 'os';
+import * as path from 'path';
+
+import type { DaemonCommand } from './client';
+import type { InitializationOptions } from './protocol';
+
+export interface Settings {
+  command: string;
+  args: string[];
+  db: string;
+  provider: string;
+  model: string;
+  baseUrl: string;
+}
+
+export const DEFAULT_SETTINGS: Settings = {
+  command: 'trellisd',
+  args: [],
+  db: '',
+  provider: '',
+  model: '',
+  baseUrl: '',
+};
+
+/** ~ and ~/x become the home folder; anything else is kept as written. */
+export function expandHome(value: string): string {
+  if (value === '~') {
+    return os.homedir();
+  }
+  if (value.startsWith('~/')) {
+    return path.join(os.homedir(), value.slice(2));
+  }
+  return value;
+}
+
+export function daemonCommand(settings: Settings, cwd?: string): DaemonCommand {
+  const command = expandHome(settings.command.trim() || DEFAULT_SETTINGS.command);
+  const args = [...settings.args];
+  const db = settings.db.trim();
+  if (db) {
+    args.push('--db', expandHome(db));
+  }
+  return { command, args, cwd };
+}
+
+export function initializationOptions(settings: Settings, apiKey?: string): InitializationOptions {
+  const options: InitializationOptions = {};
+  if (settings.provider.trim()) {
+    options.provider = settings.provider.trim();
+  }
+  if (settings.model.trim()) {
+    options.model = settings.model.trim();
+  }
+  if (settings.baseUrl.trim()) {
+    options.baseUrl = settings.baseUrl.trim();
+  }
+  if (apiKey) {
+    options.apiKey = apiKey;
+  }
+  return options;
+}
+
+/** Settings as read from a configuration object, with wrong types replaced by defaults. */
+export function readSettings(get: (key: string) => unknown): Settings {
+  const text = (key: keyof Settings): string => {
+    const value = get(key);
+    return typeof value === 'string' ? value : (DEFAULT_SETTINGS[key] as string);
+  };
+  const args = get('args');
+  return {
+    command: text('command'),
+    args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [],
+    db: text('db'),
+    provider: text('provider'),
+    model: text('model'),
+    baseUrl: text('baseUrl'),
+  };
+}

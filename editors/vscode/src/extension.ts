@@ -1,0 +1,248 @@
+/**
+ * activate: builds the connection to the daemon, the session controller, the chat view and the
+ * turn tree, and registers the commands. Every command runs through `act`, which shows a failure
+ * as a message a person understands, with the log one click away.
+ */
+
+import * as vscode from 'vscode';
+
+import { DaemonClient } from './client';
+import { ChatViewProvider } from './chatView';
+import { daemonCommand, initializationOptions, readSettings } from './config';
+import { messageOf } from './errors';
+import { ChannelLog } from './log';
+import type { Turn } from './protocol';
+import { SessionController } from './session';
+import { SessionItem, sessionItems } from './sessionPicker';
+import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
+import * as vscodeapi from './vscodeapi';
+
+const API_KEY_SECRET = 'trellisd.apiKey';
+
+let client: DaemonClient | undefined;
+
+export function activate(context: vscode.ExtensionContext): void {
+  const channel = vscodeapi.createOutputChannel('trellisd');
+  const log = new ChannelLog(channel);
+  const showLog = () => channel.show(true);
+  const settings = () => readSettings((key) => vscodeapi.getConfiguration('trellisd').get(key));
+
+  client = new DaemonClient({
+    command: () => daemonCommand(settings(), vscodeapi.workspaceFolders()[0]?.uri.fsPath),
+    initializationOptions: async () =>
+      initializationOptions(settings(), (await context.secrets.get(API_KEY_SECRET)) || undefined),
+    log,
+    clientInfo: { name: 'trellisd-vscode', version: String(context.extension.packageJSON.version ?? '') },
+  });
+  const daemon = client;
+  const controller = new SessionController(daemon, log, showLog);
+
+  const act =
+    <A extends unknown[]>(name: string, fn: (...args: A) => Promise<unknown>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await fn(...args);
+      } catch (error) {
+        const message = messageOf(error);
+        log.error(`${name}: ${message}`);
+        const choice = await vscodeapi.showErrorMessage(message, 'Show Log');
+        if (choice === 'Show Log') {
+          showLog();
+        }
+      }
+    };
+
+  const focusChat = () => vscodeapi.executeCommand(`${ChatViewProvider.viewId}.focus`);
+
+  const pickFolder = async (): Promise<string | undefined> => {
+    const folders = vscodeapi.workspaceFolders();
+    if (folders.length === 0) {
+      throw new Error('open a folder first: a session works over a workspace folder');
+    }
+    if (folders.length === 1) {
+      return folders[0].uri.fsPath;
+    }
+    const picked = await vscodeapi.showQuickPick(
+      folders.map((f) => ({ label: f.name, description: f.uri.fsPath, path: f.uri.fsPath })),
+      { title: 'trellisd: start a session over which folder?' },
+    );
+    return picked?.path;
+  };
+
+  const startSession = async () => {
+    const root = await pickFolder();
+    if (!root) {
+      return;
+    }
+    await focusChat();
+    await vscodeapi.withProgress('trellisd: starting a session', () => controller.openSession(root));
+  };
+
+  const reopenSession = async () => {
+    const sessions = await vscodeapi.withProgress('trellisd: listing sessions', () => controller.listSessions());
+    if (sessions.length === 0) {
+      void vscodeapi.showInformationMessage('trellisd has no sessions yet: start one first.');
+      return;
+    }
+    const picked = await vscodeapi.showQuickPick<SessionItem>(sessionItems(sessions), {
+      title: 'trellisd: reopen a session',
+      placeHolder: 'newest first',
+      matchOnDescription: true,
+      matchOnDetail: true,
+    });
+    if (picked) {
+      await focusChat();
+      await controller.reopenSession(picked.sessionId);
+    }
+  };
+
+  const send = async (text: string) => {
+    if (!controller.session) {
+      await startSession();
+      if (!controller.session) {
+        return;
+      }
+    }
+    await controller.send(text);
+  };
+
+  const branchHere = async (node?: TreeNode) => {
+    if (node?.kind === 'turn') {
+      await controller.branch(node.turn.turnId);
+      return;
+    }
+    const tree = await controller.turnTree();
+    if (!tree) {
+      throw new Error('no session is open: start one or reopen one first');
+    }
+    const items: (vscode.QuickPickItem & { turnId: string | null })[] = [
+      { label: '$(debug-restart) Before the first turn', description: 'start the conversation over', turnId: null },
+      ...[...tree.turns].reverse().map((t: Turn) => ({
+        label: `${t.turnId === tree.head ? '$(circle-filled) ' : ''}${firstLine(t.prompt) || '(empty prompt)'}`,
+        description: `${t.outcome} · ${t.createdAt.replace('T', ' ').slice(0, 19)}`,
+        detail: firstLine(t.reply, 120),
+        turnId: t.turnId,
+      })),
+    ];
+    const picked = await vscodeapi.showQuickPick(items, {
+      title: 'trellisd: branch here: the next prompt follows the turn you pick',
+      matchOnDescription: true,
+      matchOnDetail: true,
+    });
+    if (picked) {
+      await controller.branch(picked.turnId);
+    }
+  };
+
+  const resumeTurn = async (node?: TreeNode) => {
+    if (node?.kind === 'turn') {
+      await controller.resume(node.turn.turnId);
+      return;
+    }
+    const tree = await controller.turnTree();
+    if (!tree) {
+      throw new Error('no session is open: start one or reopen one first');
+    }
+    const interrupted = tree.turns.filter((t) => t.outcome === 'interrupted').reverse();
+    if (interrupted.length === 0) {
+      void vscodeapi.showInformationMessage('trellisd: no turn of this session was interrupted.');
+      return;
+    }
+    const picked =
+      interrupted.length === 1
+        ? { turnId: interrupted[0].turnId }
+        : await vscodeapi.showQuickPick(
+            interrupted.map((t) => ({ label: firstLine(t.prompt) || '(empty prompt)', description: t.createdAt, turnId: t.turnId })),
+            { title: 'trellisd: resume which interrupted turn?' },
+          );
+    if (picked) {
+      await controller.resume(picked.turnId);
+    }
+  };
+
+  const tree = new TurnTreeProvider(controller, (error) => log.warn(`the turn tree: ${messageOf(error)}`));
+  const chat = new ChatViewProvider(context.extensionUri, controller, {
+    send: act('send', send),
+    cancel: act('cancel', () => controller.cancel()),
+    start: act('start a session', startSession),
+    reopen: act('reopen a session', reopenSession),
+    showLog,
+  });
+
+  context.subscriptions.push(
+    channel,
+    tree,
+    { dispose: () => controller.dispose() },
+    vscodeapi.registerWebviewViewProvider(ChatViewProvider.viewId, chat),
+    vscodeapi.createTreeView('trellisd.turns', { treeDataProvider: tree, showCollapseAll: true }),
+    controller.onDidChangeSession(() => void tree.refresh()),
+    controller.onDidChangeRunning((running) => void vscodeapi.setContext('trellisd.running', running)),
+    vscodeapi.registerCommand('trellisd.startSession', act('start a session', startSession)),
+    vscodeapi.registerCommand('trellisd.reopenSession', act('reopen a session', reopenSession)),
+    vscodeapi.registerCommand(
+      'trellisd.sendPrompt',
+      act('send a prompt', async () => {
+        const text = await vscodeapi.showInputBox({
+          title: controller.isRunning ? 'trellisd: steer the running turn' : 'trellisd: prompt',
+          prompt: controller.isRunning ? 'It reaches the model at its next step.' : undefined,
+          ignoreFocusOut: true,
+        });
+        if (text?.trim()) {
+          await send(text);
+        }
+      }),
+    ),
+    vscodeapi.registerCommand('trellisd.cancelTurn', act('cancel the turn', () => controller.cancel())),
+    vscodeapi.registerCommand('trellisd.branchHere', act('branch', branchHere)),
+    vscodeapi.registerCommand('trellisd.resumeTurn', act('resume the turn', resumeTurn)),
+    vscodeapi.registerCommand('trellisd.takeOver', act('take the session over', () => controller.takeover())),
+    vscodeapi.registerCommand('trellisd.refreshTurns', () => tree.refresh()),
+    vscodeapi.registerCommand('trellisd.showLog', showLog),
+    vscodeapi.registerCommand(
+      'trellisd.restartDaemon',
+      act('restart the daemon', async () => {
+        if (controller.isRunning) {
+          throw new Error('a turn is running: cancel it before you restart the daemon');
+        }
+        await daemon.stop();
+        await daemon.start();
+        await tree.refresh();
+      }),
+    ),
+    vscodeapi.registerCommand(
+      'trellisd.setApiKey',
+      act('set the API key', async () => {
+        const key = await vscodeapi.showInputBox({
+          title: "trellisd: the model provider's API key",
+          prompt: 'Kept in VS Code\'s secret storage and given to the daemon when it starts. Empty: forget it.',
+          password: true,
+          ignoreFocusOut: true,
+        });
+        if (key === undefined) {
+          return;
+        }
+        if (key.trim()) {
+          await context.secrets.store(API_KEY_SECRET, key.trim());
+        } else {
+          await context.secrets.delete(API_KEY_SECRET);
+        }
+        if (!controller.isRunning) {
+          await daemon.stop(); // the next action starts it with the new key
+        }
+      }),
+    ),
+    vscodeapi.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('trellisd') && !controller.isRunning && daemon.isRunning) {
+        log.info('the trellisd settings changed: the daemon restarts on the next action');
+        void daemon.stop();
+      }
+    }),
+  );
+  void vscodeapi.setContext('trellisd.running', false);
+  log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+  client = undefined;
+}

@@ -1,0 +1,195 @@
+/**
+ * The trellisd wire protocol as TypeScript types: the shapes of protocol/schema.json that the
+ * extension reads or sends. Fields are camelCase, as on the wire.
+ */
+
+export const PROTOCOL_NAME = 'trellisd';
+/** The version of protocol/README.md this extension follows. */
+export const PROTOCOL_VERSION = '0.1';
+
+export const Method = {
+  initialize: 'initialize',
+  initialized: 'initialized',
+  shutdown: 'shutdown',
+  exit: 'exit',
+  open: 'session/open',
+  reopen: 'session/reopen',
+  list: 'session/list',
+  history: 'session/history',
+  turns: 'session/turns',
+  turn: 'session/turn',
+  branch: 'session/branch',
+  steer: 'session/steer',
+  cancel: 'session/cancel',
+  resume: 'session/resume',
+  takeover: 'session/takeover',
+  // daemon -> editor
+  token: 'session/token',
+  step: 'session/step',
+  steered: 'session/steered',
+  requestApproval: 'session/requestApproval',
+} as const;
+
+/** JSON-RPC error codes the daemon answers with (protocol/README.md documents each). */
+export const ErrorCode = {
+  methodNotFound: -32601,
+  invalidParams: -32602,
+  internal: -32603,
+  requestCancelled: -32800,
+  notFound: -32010,
+  conflict: -32020,
+  notRunning: -32021,
+  leaseHeld: -32030,
+  store: -32040,
+} as const;
+
+/** null: the provider reported no figure. */
+export type Count = number | null;
+
+export interface Tokens {
+  input: Count;
+  output: Count;
+  total: Count;
+  cached: Count;
+}
+
+export type Outcome =
+  | 'running'
+  | 'finished'
+  | 'error'
+  | 'cancelled'
+  | 'interrupted'
+  | 'exhausted'
+  | 'success'
+  | 'failure'
+  | string;
+
+export interface ProviderChoice {
+  name?: string;
+  model?: string;
+  baseUrl?: string;
+  temperature?: number;
+  maxTokens?: number;
+}
+
+export interface InitializationOptions {
+  provider?: string;
+  model?: string;
+  baseUrl?: string;
+  apiKey?: string;
+  script?: string;
+}
+
+export interface InitializeResult {
+  serverInfo?: { name: string; version?: string };
+  capabilities: { experimental?: { trellisd?: { protocolVersion?: string } } };
+}
+
+export interface Session {
+  sessionId: string;
+  root: string;
+  title: string;
+  head: string | null;
+  createdAt: string;
+  updatedAt: string;
+  provider: ProviderChoice;
+}
+
+export interface SessionSummary extends Session {
+  turns: number;
+}
+
+export interface Turn {
+  turnId: string;
+  sessionId: string;
+  parentTurnId: string | null;
+  runId: string;
+  prompt: string;
+  reply: string;
+  outcome: Outcome;
+  tokens: Tokens;
+  createdAt: string;
+  error?: string;
+  /** The model the turn's run used; null when none was chosen. */
+  model?: string | null;
+  /** USD; null when the price of the model is not known. */
+  cost?: number | null;
+}
+
+export interface ReopenResult extends Session {
+  history: Turn[];
+}
+
+export interface SessionList {
+  sessions: SessionSummary[];
+  nextCursor?: string;
+}
+
+export interface TurnResult {
+  turnId: string;
+  runId: string;
+  outcome: Outcome;
+  reply: string;
+  tokens: Tokens;
+  steps: number;
+  error?: string;
+  model?: string | null;
+  cost?: number | null;
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+export interface TurnRef {
+  sessionId: string;
+  turnId: string;
+  runId: string;
+}
+
+export interface TokenParams extends TurnRef {
+  step: number;
+  text: string;
+}
+
+export interface StepParams extends TurnRef {
+  step: number;
+  decision: 'reply' | 'tool' | 'error' | 'cancelled' | string;
+  prompt?: string | null;
+  text?: string;
+  toolCall?: ToolCall | null;
+  result?: string | null;
+  tokens: Tokens;
+}
+
+export interface SteerResult {
+  turnId: string;
+  runId: string;
+  queued: boolean;
+}
+
+export interface SteeredParams extends TurnRef {
+  /** The step whose model call carried the steer; null when it was handed back. */
+  step: number | null;
+  text: string;
+  clientMsgId?: string;
+  delivered: boolean;
+}
+
+export interface CancelResult {
+  cancelled: boolean;
+}
+
+export interface ApprovalParams extends TurnRef {
+  tool: string;
+  arguments: Record<string, unknown>;
+  summary: string;
+}
+
+export type ApprovalDecision = 'allow' | 'allowAlways' | 'deny';
+
+export interface ApprovalResult {
+  decision: ApprovalDecision;
+}

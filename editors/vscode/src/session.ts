@@ -1,0 +1,604 @@
+/**
+ * The session the editor works in: opening and reopening it, its turns as they stream, steering
+ * and cancelling the running turn, branching, answering approvals, and getting the session back
+ * after the daemon was restarted. It talks to the daemon through DaemonClient and to the chat
+ * view through ChatSink; nothing here draws or reads VS Code's UI but through vscodeapi.
+ */
+
+import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
+
+import { askApproval, argumentsLine } from './approval';
+import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
+import { Coalescer } from './coalescer';
+import { ConnectionLost, DaemonError, messageOf, TrellisError } from './errors';
+import {
+  ApprovalParams,
+  ApprovalResult,
+  CancelResult,
+  ErrorCode,
+  Method,
+  ReopenResult,
+  Session,
+  SessionList,
+  SessionSummary,
+  SteeredParams,
+  SteerResult,
+  StepParams,
+  TokenParams,
+  Turn,
+  TurnResult,
+} from './protocol';
+import {
+  addBlock,
+  appendText,
+  Block,
+  finish,
+  footerText,
+  fromHistory,
+  steerDelivered,
+  TranscriptTurn,
+  turnView,
+  TurnView,
+} from './transcript';
+import * as vscodeapi from './vscodeapi';
+
+export interface SessionHeader {
+  sessionId: string;
+  title: string;
+  root: string;
+}
+
+/** Messages to the chat webview. */
+export type ToWebview =
+  | { type: 'reset'; session: SessionHeader | null; turns: TurnView[]; running: boolean }
+  | { type: 'turn'; turn: TurnView }
+  | { type: 'running'; running: boolean }
+  | { type: 'notice'; level: 'info' | 'error'; text: string }
+  | { type: 'draft'; text: string }
+  | { type: 'session'; session: SessionHeader };
+
+/** Messages from the chat webview. */
+export type FromWebview =
+  | { type: 'ready' }
+  | { type: 'send'; text: string }
+  | { type: 'cancel' }
+  | { type: 'start' }
+  | { type: 'reopen' }
+  | { type: 'showLog' };
+
+export interface ChatSink {
+  post(message: ToWebview): void;
+}
+
+const NO_VIEW: ChatSink = { post: () => undefined };
+
+interface LiveTurn {
+  turn: TranscriptTurn;
+  source: CancellationTokenSource;
+  done: Promise<unknown>;
+}
+
+type Listener<T> = (value: T) => void;
+
+export class SessionController {
+  session?: Session;
+  private transcript: TranscriptTurn[] = [];
+  private live?: LiveTurn;
+  /** The client generation the session was opened or reopened under. */
+  private attached = -1;
+  private keys = 0;
+  private view: ChatSink = NO_VIEW;
+  private readonly coalescer: Coalescer;
+  private readonly sessionListeners = new Set<Listener<Session | undefined>>();
+  private readonly runningListeners = new Set<Listener<boolean>>();
+  private readonly exitSubscription: { dispose(): void };
+
+  readonly handlers: DaemonHandlers = {
+    token: (p) => this.onToken(p),
+    step: (p) => this.onStep(p),
+    steered: (p) => this.onSteered(p),
+    requestApproval: (p, token) => this.onApproval(p, token),
+  };
+
+  constructor(
+    private readonly client: DaemonClient,
+    private readonly log: Log,
+    private readonly showLog: () => void = () => undefined,
+    flushIntervalMs = 40,
+  ) {
+    client.setHandlers(this.handlers);
+    this.coalescer = new Coalescer((key) => this.draw(key), flushIntervalMs);
+    this.exitSubscription = client.onDidExit((exit, wasReady) => {
+      if (!exit.expected && wasReady && !this.live) {
+        void this.showError(lostMessage(exit));
+      }
+    });
+  }
+
+  get isRunning(): boolean {
+    return this.live !== undefined;
+  }
+
+  onDidChangeSession(listener: Listener<Session | undefined>): { dispose(): void } {
+    this.sessionListeners.add(listener);
+    return { dispose: () => this.sessionListeners.delete(listener) };
+  }
+
+  onDidChangeRunning(listener: Listener<boolean>): { dispose(): void } {
+    this.runningListeners.add(listener);
+    return { dispose: () => this.runningListeners.delete(listener) };
+  }
+
+  attachView(view: ChatSink): void {
+    this.view = view;
+    this.postReset();
+  }
+
+  detachView(view: ChatSink): void {
+    if (this.view === view) {
+      this.view = NO_VIEW;
+    }
+  }
+
+  // sessions
+
+  async openSession(root: string, title?: string): Promise<Session> {
+    this.refuseIfRunning('start another session');
+    await this.client.start();
+    const session = await this.client.request<Session>(Method.open, { root, ...(title ? { title } : {}) });
+    this.adopt(session, []);
+    this.log.info(`session ${session.sessionId} opened over ${session.root}`);
+    return session;
+  }
+
+  async reopenSession(sessionId: string): Promise<Session> {
+    this.refuseIfRunning('reopen another session');
+    await this.client.start();
+    const { history, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+    this.adopt(session, history);
+    this.log.info(`session ${session.sessionId} reopened with ${history.length} turn(s) on its path`);
+    return session;
+  }
+
+  async listSessions(limit = 200): Promise<SessionSummary[]> {
+    const result = await this.client.request<SessionList>(Method.list, { limit });
+    return result.sessions;
+  }
+
+  /** The current session's whole tree, for the turn tree view. */
+  async turnTree(): Promise<{ turns: Turn[]; head: string | null } | undefined> {
+    if (!this.session) {
+      return undefined;
+    }
+    await this.ensureAttached();
+    const session = this.session;
+    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: session.sessionId });
+    return { turns, head: session.head };
+  }
+
+  // turns
+
+  /** The input box: a prompt starts a turn; while a turn runs, it steers that turn. */
+  async send(text: string): Promise<void> {
+    const trimmed = text.trim();
+    if (!trimmed) {
+      return;
+    }
+    if (this.live) {
+      await this.steer(trimmed);
+    } else {
+      await this.turn(trimmed);
+    }
+  }
+
+  /** Run one turn; the reply streams into the view. Errors are shown, not thrown. */
+  async turn(prompt: string): Promise<TurnResult | undefined> {
+    const session = this.requireSession();
+    if (this.live) {
+      throw new TrellisError('A turn is running: steer it or cancel it first.');
+    }
+    const turn: TranscriptTurn = { key: `local-${++this.keys}`, prompt, blocks: [], outcome: 'running' };
+    this.transcript.push(turn);
+    return this.run(turn, true, async (token) => {
+      await this.ensureAttached();
+      return this.client.request<TurnResult>(Method.turn, { sessionId: session.sessionId, prompt }, token);
+    });
+  }
+
+  /** Go on with a turn that was interrupted (its daemon stopped mid-turn), from its last step. */
+  async resume(turnId: string): Promise<TurnResult | undefined> {
+    const session = this.requireSession();
+    this.refuseIfRunning('resume another turn');
+    await this.ensureAttached();
+    let turn = this.transcript.find((t) => t.turnId === turnId);
+    if (!turn) {
+      const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: session.sessionId });
+      const stored = turns.find((t) => t.turnId === turnId);
+      if (!stored) {
+        throw new TrellisError(`turn ${turnId} is not in this session`);
+      }
+      turn = fromHistory(stored);
+      this.transcript.push(turn);
+    }
+    turn.outcome = 'running';
+    turn.error = undefined;
+    const resumed = turn;
+    this.log.info(`resuming turn ${turnId}`);
+    return this.run(resumed, false, (token) =>
+      this.client.request<TurnResult>(Method.resume, { sessionId: session.sessionId, turnId }, token),
+    );
+  }
+
+  /** Stream a turn's run into the view until it ends; a new turn becomes the head. */
+  private async run(
+    turn: TranscriptTurn,
+    movesHead: boolean,
+    request: (token: CancellationToken) => Promise<TurnResult>,
+  ): Promise<TurnResult | undefined> {
+    const session = this.requireSession();
+    const source = new CancellationTokenSource();
+    let settle: () => void = () => undefined;
+    const live: LiveTurn = { turn, source, done: new Promise<void>((r) => (settle = r)) };
+    this.live = live;
+    this.postTurn(turn);
+    this.fireRunning();
+    try {
+      const result = await request(source.token);
+      this.coalescer.flush();
+      finish(turn, result);
+      if (movesHead && this.session?.sessionId === session.sessionId) {
+        this.session.head = result.turnId;
+        if (!this.session.title) {
+          // the daemon names an untitled session after its first prompt's first line
+          this.session.title = turn.prompt.split('\n', 1)[0].slice(0, 60);
+          this.view.post({ type: 'session', session: header(this.session) });
+        }
+      }
+      this.log.info(`turn ${result.turnId} ${footerText(turn)}; reply: ${excerpt(result.reply)}`);
+      if (result.outcome === 'error') {
+        void this.showError(`trellisd: the turn failed: ${result.error ?? 'the daemon gave no reason'}`);
+      }
+      return result;
+    } catch (error) {
+      this.coalescer.flush();
+      if (error instanceof DaemonError && error.code === ErrorCode.requestCancelled) {
+        turn.outcome = 'cancelled';
+        this.log.info('turn cancelled');
+      } else {
+        turn.outcome = 'error';
+        turn.error = messageOf(error);
+        this.log.error(`turn failed: ${turn.error}`);
+        void this.showError(turn.error, error, turn.turnId);
+      }
+      return undefined;
+    } finally {
+      this.live = undefined;
+      source.dispose();
+      this.postTurn(turn);
+      this.fireRunning();
+      this.fireSession();
+      settle();
+    }
+  }
+
+  /** Make this daemon the session's writer, whoever held it (another window, say). */
+  async takeover(): Promise<Session> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const session = await this.client.request<Session>(Method.takeover, { sessionId: current.sessionId });
+    this.session = session;
+    this.fireSession();
+    this.log.info(`session ${session.sessionId} taken over by this window`);
+    return session;
+  }
+
+  /** Steer the running turn: the text reaches the model at its next step. */
+  async steer(text: string): Promise<void> {
+    const session = this.requireSession();
+    const live = this.live;
+    if (!live) {
+      await this.turn(text);
+      return;
+    }
+    const clientMsgId = `steer-${Date.now().toString(36)}-${++this.keys}`;
+    const block: Extract<Block, { kind: 'steer' }> = { kind: 'steer', clientMsgId, text, state: 'sending' };
+    live.turn.blocks.push(block);
+    this.coalescer.mark(live.turn.key);
+    try {
+      await this.client.request<SteerResult>(Method.steer, { sessionId: session.sessionId, text, clientMsgId });
+      if (block.state === 'sending') {
+        block.state = 'queued';
+      }
+      this.log.info(`steer ${clientMsgId} queued: ${excerpt(text)}`);
+    } catch (error) {
+      block.state = 'failed';
+      if (error instanceof DaemonError && error.code === ErrorCode.notRunning) {
+        block.note = 'the turn had ended: sent as a new prompt';
+        this.coalescer.mark(live.turn.key);
+        await live.done;
+        await this.turn(text);
+        return;
+      }
+      block.note =
+        error instanceof DaemonError && error.code === ErrorCode.methodNotFound
+          ? 'this trellisd cannot steer a running turn'
+          : `not sent: ${messageOf(error)}`;
+      this.log.error(`steer failed: ${messageOf(error)}`);
+      void this.showError(messageOf(error));
+    }
+    this.coalescer.mark(live.turn.key);
+  }
+
+  /** Cancel the running turn; the daemon records it as cancelled and ends it. */
+  async cancel(): Promise<void> {
+    const live = this.live;
+    const session = this.session;
+    if (!live || !session) {
+      return;
+    }
+    this.log.info('cancelling the running turn');
+    try {
+      const result = await this.client.request<CancelResult>(Method.cancel, { sessionId: session.sessionId });
+      if (!result.cancelled) {
+        this.log.info('nothing was cancelled: the turn had ended');
+      }
+    } catch (error) {
+      if (error instanceof DaemonError && error.code === ErrorCode.methodNotFound) {
+        live.source.cancel(); // a daemon without session/cancel still honours $/cancelRequest
+        return;
+      }
+      throw error;
+    }
+  }
+
+  /** Move the head: the next turn follows turnId (null: starts over from nothing). */
+  async branch(turnId: string | null): Promise<Session> {
+    const current = this.requireSession();
+    this.refuseIfRunning('branch');
+    await this.ensureAttached();
+    const session = await this.client.request<Session>(Method.branch, { sessionId: current.sessionId, turnId });
+    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, { sessionId: session.sessionId });
+    this.session = session;
+    this.transcript = turns.map(fromHistory);
+    this.postReset();
+    this.fireSession();
+    this.log.info(`session ${session.sessionId} branched: head is now ${turnId ?? 'before the first turn'}`);
+    return session;
+  }
+
+  dispose(): void {
+    this.coalescer.dispose();
+    this.exitSubscription.dispose();
+    this.live?.source.cancel();
+  }
+
+  // what the daemon says while a turn runs
+
+  private liveFor(p: { sessionId: string }): LiveTurn | undefined {
+    return this.live && this.session?.sessionId === p.sessionId ? this.live : undefined;
+  }
+
+  private onToken(p: TokenParams): void {
+    const live = this.liveFor(p);
+    if (!live) {
+      return;
+    }
+    live.turn.turnId ??= p.turnId;
+    appendText(live.turn, p.step, p.text);
+    this.coalescer.mark(live.turn.key);
+  }
+
+  private onStep(p: StepParams): void {
+    const live = this.liveFor(p);
+    if (!live) {
+      return;
+    }
+    live.turn.turnId ??= p.turnId;
+    if (p.toolCall) {
+      // a tool that ran, or one cancelled while it ran or waited for approval
+      const result = p.result ?? (p.decision === 'cancelled' ? 'cancelled' : null);
+      addBlock(live.turn, {
+        kind: 'tool',
+        step: p.step,
+        name: p.toolCall.name,
+        arguments: p.toolCall.arguments ?? {},
+        result,
+      });
+      this.log.info(`step ${p.step}: ${p.toolCall.name} ${argumentsLine(p.toolCall.arguments ?? {})} -> ${excerpt(p.result ?? '')}`);
+      this.coalescer.mark(live.turn.key);
+    }
+  }
+
+  private onSteered(p: SteeredParams): void {
+    if (this.session?.sessionId !== p.sessionId) {
+      return;
+    }
+    let owner: TranscriptTurn | undefined;
+    let block: Extract<Block, { kind: 'steer' }> | undefined;
+    for (let i = this.transcript.length - 1; i >= 0 && !block; i--) {
+      const found = this.transcript[i].blocks.find(
+        (b): b is Extract<Block, { kind: 'steer' }> => b.kind === 'steer' && b.clientMsgId === p.clientMsgId,
+      );
+      if (found) {
+        owner = this.transcript[i];
+        block = found;
+      }
+    }
+    if (!block) {
+      const live = this.liveFor(p);
+      if (!live) {
+        return;
+      }
+      owner = live.turn;
+      block = { kind: 'steer', clientMsgId: p.clientMsgId ?? `steered-${p.step}`, text: p.text, state: 'sending' };
+      live.turn.blocks.push(block);
+    }
+    if (p.delivered && p.step !== null) {
+      steerDelivered(owner!, block, p.step);
+    } else {
+      block.state = 'undelivered';
+      block.note = undefined;
+    }
+    if (!p.delivered) {
+      this.view.post({ type: 'draft', text: p.text }); // handed back: the user may send it again
+    }
+    this.log.info(
+      `steer ${block.clientMsgId} ${p.delivered ? `delivered at step ${p.step}` : 'not delivered: the turn ended first'}`,
+    );
+    this.coalescer.mark(owner!.key);
+  }
+
+  private async onApproval(p: ApprovalParams, token: vscodeapi.CancellationToken): Promise<ApprovalResult> {
+    const live = this.liveFor(p);
+    const block: Extract<Block, { kind: 'approval' }> = {
+      kind: 'approval',
+      tool: p.tool,
+      summary: p.summary,
+      arguments: p.arguments ?? {},
+      decision: 'pending',
+    };
+    if (live) {
+      addBlock(live.turn, block);
+      this.coalescer.mark(live.turn.key);
+      this.coalescer.flush();
+    }
+    this.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})`);
+    const decision = await askApproval(p, token);
+    // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
+    block.decision = token.isCancellationRequested ? 'withdrawn' : decision;
+    if (live) {
+      this.coalescer.mark(live.turn.key);
+    }
+    this.log.info(`approval ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
+    return { decision };
+  }
+
+  // the view
+
+  private draw(key: string): void {
+    for (let i = this.transcript.length - 1; i >= 0; i--) {
+      if (this.transcript[i].key === key) {
+        this.view.post({ type: 'turn', turn: turnView(this.transcript[i]) });
+        return;
+      }
+    }
+  }
+
+  private postTurn(turn: TranscriptTurn): void {
+    this.coalescer.flush();
+    this.view.post({ type: 'turn', turn: turnView(turn) });
+  }
+
+  private postReset(): void {
+    this.coalescer.flush();
+    const session = this.session;
+    this.view.post({
+      type: 'reset',
+      session: session ? header(session) : null,
+      turns: this.transcript.map(turnView),
+      running: this.isRunning,
+    });
+  }
+
+  notice(level: 'info' | 'error', text: string): void {
+    this.view.post({ type: 'notice', level, text });
+  }
+
+  // session state
+
+  private adopt(session: Session, history: Turn[]): void {
+    this.session = session;
+    this.attached = this.client.generation;
+    this.transcript = history.map(fromHistory);
+    this.postReset();
+    this.fireSession();
+  }
+
+  /** After the daemon was restarted, reopen the session in the new daemon (once). */
+  private async ensureAttached(): Promise<void> {
+    await this.client.start();
+    const session = this.session;
+    if (!session || this.attached === this.client.generation) {
+      return;
+    }
+    const generation = this.client.generation;
+    const { history, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
+      sessionId: session.sessionId,
+    });
+    if (this.session?.sessionId !== session.sessionId) {
+      return;
+    }
+    this.session = reopened;
+    this.attached = generation;
+    const live = this.live?.turn;
+    this.transcript = history.map(fromHistory);
+    if (live) {
+      this.transcript.push(live);
+    }
+    this.postReset();
+    this.notice('info', 'trellisd was restarted; the session was reopened.');
+    this.log.info(`session ${session.sessionId} reopened after trellisd was restarted`);
+    this.fireSession();
+  }
+
+  private requireSession(): Session {
+    if (!this.session) {
+      throw new TrellisError('No trellisd session is open: start one or reopen one first.');
+    }
+    return this.session;
+  }
+
+  private refuseIfRunning(what: string): void {
+    if (this.live) {
+      throw new TrellisError(`A turn is running: wait for it to end or cancel it before you ${what}.`);
+    }
+  }
+
+  private fireSession(): void {
+    for (const listener of this.sessionListeners) {
+      listener(this.session);
+    }
+  }
+
+  private fireRunning(): void {
+    const running = this.isRunning;
+    this.view.post({ type: 'running', running });
+    for (const listener of this.runningListeners) {
+      listener(running);
+    }
+  }
+
+  /** An error with what can be done about it: take the session over when another daemon
+   * writes it, resume a turn whose daemon died, and always the log. */
+  private async showError(message: string, error?: unknown, turnId?: string): Promise<void> {
+    const actions: string[] = [];
+    if (error instanceof DaemonError && error.code === ErrorCode.leaseHeld) {
+      actions.push('Take Over');
+    }
+    if (error instanceof ConnectionLost && turnId) {
+      actions.push('Resume Turn');
+    }
+    actions.push('Show Log');
+    const choice = await vscodeapi.showErrorMessage(message, ...actions);
+    try {
+      if (choice === 'Show Log') {
+        this.showLog();
+      } else if (choice === 'Take Over') {
+        await this.takeover();
+      } else if (choice === 'Resume Turn' && turnId) {
+        await this.resume(turnId);
+      }
+    } catch (failure) {
+      void this.showError(messageOf(failure), failure);
+    }
+  }
+}
+
+function header(session: Session): SessionHeader {
+  return { sessionId: session.sessionId, title: session.title, root: session.root };
+}
+
+function excerpt(text: string, limit = 200): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > limit ? `${flat.slice(0, limit)}…` : flat;
+}

@@ -1,0 +1,46 @@
+/** The quick pick of sessions to reopen: title, folder, turns and when last used, newest first. */
+
+import * as path from 'path';
+import type { QuickPickItem } from 'vscode';
+
+import type { SessionSummary } from './protocol';
+
+export interface SessionItem extends QuickPickItem {
+  sessionId: string;
+}
+
+export function lastUsed(iso: string, now: Date = new Date()): string {
+  const then = new Date(iso);
+  const seconds = Math.round((now.getTime() - then.getTime()) / 1000);
+  if (Number.isNaN(seconds)) {
+    return iso;
+  }
+  if (seconds < 60) {
+    return 'just now';
+  }
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) {
+    return minutes === 1 ? 'a minute ago' : `${minutes} minutes ago`;
+  }
+  const hours = Math.round(minutes / 60);
+  if (hours < 24) {
+    return hours === 1 ? 'an hour ago' : `${hours} hours ago`;
+  }
+  const days = Math.round(hours / 24);
+  if (days === 1) {
+    return 'yesterday';
+  }
+  if (days < 30) {
+    return `${days} days ago`;
+  }
+  return then.toISOString().slice(0, 10);
+}
+
+export function sessionItems(sessions: SessionSummary[], now: Date = new Date()): SessionItem[] {
+  return sessions.map((s) => ({
+    label: s.title.trim() || '(untitled session)',
+    description: path.basename(s.root) || s.root,
+    detail: `${s.turns === 1 ? '1 turn' : `${s.turns} turns`} · last used ${lastUsed(s.updatedAt, now)} · ${s.root}`,
+    sessionId: s.sessionId,
+  }));
+}

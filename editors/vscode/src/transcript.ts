@@ -1,0 +1,250 @@
+/**
+ * The conversation as the chat view shows it: turns made of blocks (reply text, tool calls,
+ * steers, approvals, notices), and their HTML. Pure: no VS Code, no daemon.
+ */
+
+import { escapeHtml, renderMarkdown } from './markdown';
+import type { ApprovalDecision, Tokens, Turn, TurnResult } from './protocol';
+
+export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
+
+export type Block =
+  | { kind: 'text'; step: number; text: string; html?: string }
+  | { kind: 'tool'; step: number; name: string; arguments: Record<string, unknown>; result: string | null }
+  | { kind: 'steer'; clientMsgId: string; text: string; state: SteerState; step?: number; note?: string }
+  | {
+      kind: 'approval';
+      tool: string;
+      summary: string;
+      arguments: Record<string, unknown>;
+      decision: ApprovalDecision | 'pending' | 'withdrawn';
+    }
+  | { kind: 'notice'; level: 'info' | 'error'; text: string };
+
+export interface TranscriptTurn {
+  /** Stable in the view: the turn id once known, a local key before. */
+  key: string;
+  turnId?: string;
+  prompt: string;
+  blocks: Block[];
+  outcome: string;
+  tokens?: Tokens;
+  cost?: number | null;
+  model?: string | null;
+  error?: string;
+}
+
+export function fromHistory(turn: Turn): TranscriptTurn {
+  return {
+    key: turn.turnId,
+    turnId: turn.turnId,
+    prompt: turn.prompt,
+    blocks: turn.reply ? [{ kind: 'text', step: 1, text: turn.reply }] : [],
+    outcome: turn.outcome,
+    tokens: turn.tokens,
+    cost: turn.cost,
+    model: turn.model,
+    error: turn.error,
+  };
+}
+
+function pendingSteer(block: Block | undefined): boolean {
+  return block?.kind === 'steer' && (block.state === 'sending' || block.state === 'queued');
+}
+
+/** Where the next block goes: before the steers still waiting, which stay last until the
+ * model gets them. */
+function insertionPoint(turn: TranscriptTurn): number {
+  let i = turn.blocks.length;
+  while (i > 0 && pendingSteer(turn.blocks[i - 1])) {
+    i--;
+  }
+  return i;
+}
+
+/** Append a streamed piece: to the last text block of the same step, else a new block. */
+export function appendText(turn: TranscriptTurn, step: number, text: string): void {
+  const at = insertionPoint(turn);
+  const last = turn.blocks[at - 1];
+  if (last && last.kind === 'text' && last.step === step) {
+    last.text += text;
+    last.html = undefined;
+  } else {
+    turn.blocks.splice(at, 0, { kind: 'text', step, text });
+  }
+}
+
+/** Add a tool call, an approval or a notice where it happened. */
+export function addBlock(turn: TranscriptTurn, block: Block): void {
+  turn.blocks.splice(insertionPoint(turn), 0, block);
+}
+
+/** A steer the model got: it goes where the step that carries it begins, which is now (the
+ * daemon announces a delivery before that step's first piece). */
+export function steerDelivered(turn: TranscriptTurn, block: Extract<Block, { kind: 'steer' }>, step: number): void {
+  turn.blocks = turn.blocks.filter((b) => b !== block);
+  block.state = 'delivered';
+  block.step = step;
+  block.note = undefined;
+  turn.blocks.push(block);
+}
+
+export function finish(turn: TranscriptTurn, result: TurnResult): void {
+  turn.turnId = result.turnId;
+  turn.outcome = result.outcome;
+  turn.tokens = result.tokens;
+  turn.cost = result.cost;
+  turn.model = result.model;
+  turn.error = result.error;
+  const streamed = turn.blocks
+    .filter((b) => b.kind === 'text')
+    .map((b) => (b as { text: string }).text)
+    .join('');
+  // Pieces missed (the view was attached late, or a notification was lost): trust the reply.
+  if (result.reply && streamed !== result.reply && !turn.blocks.some((b) => b.kind === 'tool')) {
+    turn.blocks = turn.blocks.filter((b) => b.kind !== 'text');
+    turn.blocks.unshift({ kind: 'text', step: 1, text: result.reply });
+  }
+}
+
+export function formatCount(n: number | null | undefined): string {
+  return n === null || n === undefined ? '?' : n.toLocaleString('en-US');
+}
+
+export function formatCost(cost: number | null | undefined): string | undefined {
+  if (cost === undefined) {
+    return undefined;
+  }
+  if (cost === null) {
+    return 'cost unknown';
+  }
+  if (cost === 0) {
+    return '$0';
+  }
+  return cost < 0.01 ? `$${cost.toFixed(4)}` : `$${cost.toFixed(2)}`;
+}
+
+export function formatTokens(tokens: Tokens | undefined): string | undefined {
+  if (!tokens) {
+    return undefined;
+  }
+  if (tokens.total === null && tokens.input === null && tokens.output === null) {
+    return 'tokens unknown';
+  }
+  const cached = tokens.cached ? `, ${formatCount(tokens.cached)} cached` : '';
+  return `${formatCount(tokens.total)} tokens (${formatCount(tokens.input)} in${cached}, ${formatCount(tokens.output)} out)`;
+}
+
+/** "finished · gpt-4o-mini · 120 tokens (100 in, 20 out) · $0.0012" */
+export function footerText(turn: Pick<TranscriptTurn, 'outcome' | 'tokens' | 'cost' | 'model'>): string {
+  return [turn.outcome, turn.model, formatTokens(turn.tokens), formatCost(turn.cost)].filter(Boolean).join(' · ');
+}
+
+function compactJson(value: unknown, limit = 400): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > limit ? `${text.slice(0, limit)}…` : text;
+}
+
+export function prettyJson(value: unknown): string {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+const STEER_NOTES: Record<SteerState, string> = {
+  sending: 'sending…',
+  queued: 'queued: it reaches the model at its next step',
+  delivered: 'delivered',
+  undelivered: 'not delivered: the turn ended first (it is back in the input box)',
+  failed: 'not sent',
+};
+
+const DECISIONS: Record<ApprovalDecision | 'pending' | 'withdrawn', string> = {
+  pending: 'waiting for your answer',
+  withdrawn: 'withdrawn: the turn ended first',
+  allow: 'allowed once',
+  allowAlways: 'allowed for this session',
+  deny: 'denied',
+};
+
+export function blockHtml(block: Block): string {
+  switch (block.kind) {
+    case 'text':
+      block.html ??= renderMarkdown(block.text);
+      return `<div class="text">${block.html}</div>`;
+    case 'tool': {
+      const result = block.result === null ? '' : firstLine(block.result);
+      return (
+        `<div class="tool"><span class="tool-name">${escapeHtml(block.name)}</span>` +
+        ` <code class="tool-args">${escapeHtml(compactJson(block.arguments))}</code>` +
+        (result ? ` <span class="tool-result">→ ${escapeHtml(result)}</span>` : '') +
+        '</div>'
+      );
+    }
+    case 'steer': {
+      const note =
+        block.note ??
+        (block.state === 'delivered' && block.step !== undefined
+          ? `delivered at step ${block.step}`
+          : STEER_NOTES[block.state]);
+      return (
+        `<div class="steer steer-${block.state}" data-client-msg-id="${escapeHtml(block.clientMsgId)}">` +
+        `<span class="steer-label">steer</span> <span class="steer-text">${escapeHtml(block.text)}</span>` +
+        ` <span class="steer-note">${escapeHtml(note)}</span></div>`
+      );
+    }
+    case 'approval':
+      return (
+        `<div class="approval approval-${block.decision}">` +
+        `<div class="approval-head"><span class="approval-tool">${escapeHtml(block.tool)}</span>` +
+        ` <span class="approval-decision">${escapeHtml(DECISIONS[block.decision])}</span></div>` +
+        `<div class="approval-summary">${escapeHtml(block.summary)}</div>` +
+        `<pre class="approval-args">${escapeHtml(prettyJson(block.arguments))}</pre></div>`
+      );
+    case 'notice':
+      return `<div class="notice notice-${block.level}">${escapeHtml(block.text)}</div>`;
+  }
+}
+
+export function bodyHtml(turn: TranscriptTurn): string {
+  return turn.blocks.map(blockHtml).join('');
+}
+
+export function footerHtml(turn: TranscriptTurn): string {
+  const error = turn.error ? `<div class="turn-error">${escapeHtml(turn.error)}</div>` : '';
+  const footer = turn.outcome === 'running' ? 'running…' : footerText(turn);
+  return `${error}<div class="turn-footer outcome-${escapeHtml(turn.outcome)}">${escapeHtml(footer)}</div>`;
+}
+
+/** What the webview needs to draw or redraw one turn. */
+export interface TurnView {
+  key: string;
+  turnId?: string;
+  prompt: string;
+  body: string;
+  footer: string;
+  outcome: string;
+}
+
+export function turnView(turn: TranscriptTurn): TurnView {
+  return {
+    key: turn.key,
+    turnId: turn.turnId,
+    prompt: escapeHtml(turn.prompt),
+    body: bodyHtml(turn),
+    footer: footerHtml(turn),
+    outcome: turn.outcome,
+  };
+}
+
+function firstLine(text: string, limit = 160): string {
+  const line = text.split('\n', 1)[0];
+  return line.length > limit ? `${line.slice(0, limit)}…` : line;
+}

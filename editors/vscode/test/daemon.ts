@@ -1,0 +1,171 @@
+/**
+ * The real daemon for tests: its command comes from TRELLISD_TEST_CMD (default
+ * `python3 -m trellisd`), it answers with the scripted provider, and it keeps its store in a
+ * temporary folder that also holds the session's workspace folder.
+ */
+
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import { ClientOptions, DaemonClient, Log } from '../src/client';
+import type { ChatSink, ToWebview } from '../src/session';
+import type { TurnView } from '../src/transcript';
+
+export function testCommand(): { command: string; args: string[] } {
+  const words = (process.env.TRELLISD_TEST_CMD || 'python3 -m trellisd').trim().split(/\s+/);
+  return { command: words[0], args: words.slice(1) };
+}
+
+export type ScriptLine =
+  | { text: string; delayMs?: number }
+  | { tool: string; arguments: Record<string, unknown>; text?: string; delayMs?: number }
+  | { error: string };
+
+export class MemoryLog implements Log {
+  readonly lines: string[] = [];
+  info(message: string): void {
+    this.lines.push(`info ${message}`);
+  }
+  warn(message: string): void {
+    this.lines.push(`warn ${message}`);
+  }
+  error(message: string): void {
+    this.lines.push(`error ${message}`);
+  }
+  daemon(line: string): void {
+    this.lines.push(`daemon ${line}`);
+  }
+  has(pattern: RegExp): boolean {
+    return this.lines.some((l) => pattern.test(l));
+  }
+}
+
+export class TestDaemon {
+  readonly dir: string;
+  readonly db: string;
+  readonly root: string;
+  readonly log = new MemoryLog();
+  /** The scripted model's replies (a JSON-lines file), if set. */
+  script?: string;
+  private readonly clients: DaemonClient[] = [];
+
+  constructor(script?: ScriptLine[]) {
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'trellisd-vscode-test-'));
+    this.db = path.join(this.dir, 'store', 'trellisd.db');
+    this.root = path.join(this.dir, 'project');
+    fs.mkdirSync(this.root, { recursive: true });
+    fs.writeFileSync(path.join(this.root, 'README.md'), '# a small project\n');
+    if (script) {
+      this.setScript(script);
+    }
+  }
+
+  /** The scripted model's replies, one model call a line, for daemons started from now on. */
+  setScript(lines: ScriptLine[]): void {
+    this.script = path.join(this.dir, `script-${Date.now()}-${Math.random().toString(36).slice(2)}.jsonl`);
+    fs.writeFileSync(this.script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+  }
+
+  client(options: Partial<ClientOptions> = {}): DaemonClient {
+    const { command, args } = testCommand();
+    const client = new DaemonClient({
+      command: () => ({
+        command,
+        args: [...args, '--db', this.db],
+        cwd: this.root,
+        env: { TRELLISD_PROVIDER: 'scripted', TRELLISD_SCRIPT: this.script ?? '', TRELLISD_LOG: 'info' },
+      }),
+      initializationOptions: () => ({}),
+      log: this.log,
+      startTimeoutMs: 20_000,
+      ...options,
+    });
+    this.clients.push(client);
+    return client;
+  }
+
+  async cleanup(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.stop(2000)));
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A chat view that keeps what it was sent and draws it the way chat.js would. */
+export class RecordingView implements ChatSink {
+  readonly messages: ToWebview[] = [];
+  readonly turns = new Map<string, TurnView>();
+  order: string[] = [];
+  running = false;
+  notices: string[] = [];
+
+  post(message: ToWebview): void {
+    this.messages.push(message);
+    switch (message.type) {
+      case 'reset':
+        this.turns.clear();
+        this.order = [];
+        for (const turn of message.turns) {
+          this.draw(turn);
+        }
+        this.running = message.running;
+        break;
+      case 'turn':
+        this.draw(message.turn);
+        break;
+      case 'running':
+        this.running = message.running;
+        break;
+      case 'notice':
+        this.notices.push(message.text);
+        break;
+    }
+  }
+
+  private draw(turn: TurnView): void {
+    if (!this.turns.has(turn.key)) {
+      this.order.push(turn.key);
+    }
+    this.turns.set(turn.key, turn);
+  }
+
+  get last(): TurnView | undefined {
+    return this.turns.get(this.order[this.order.length - 1]);
+  }
+
+  get turnPosts(): number {
+    return this.messages.filter((m) => m.type === 'turn').length;
+  }
+
+  get prompts(): string[] {
+    return this.order.map((k) => this.turns.get(k)!.prompt);
+  }
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | false | null,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export function stripTags(html: string): string {
+  return html
+    .replace(/<[^>]+>/g, '')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
+}

@@ -1,0 +1,353 @@
+import './setup';
+
+import * as assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { afterEach, beforeEach, describe, test } from 'node:test';
+
+import { SessionController } from '../src/session';
+import { sessionItems } from '../src/sessionPicker';
+import { buildTurnTree, TurnNode } from '../src/turnTree';
+import { RecordingView, ScriptLine, stripTags, TestDaemon, waitFor } from './daemon';
+import { stub } from './vscode-stub';
+
+let daemon: TestDaemon;
+let view: RecordingView;
+
+function controller(script?: ScriptLine[]): SessionController {
+  if (script) {
+    daemon.setScript(script);
+  }
+  const c = new SessionController(daemon.client(), daemon.log);
+  c.attachView(view);
+  return c;
+}
+
+beforeEach(() => {
+  stub.reset();
+  daemon = new TestDaemon();
+  view = new RecordingView();
+});
+
+afterEach(() => daemon.cleanup());
+
+describe('a session', () => {
+  test('a prompt streams its reply into the view as Markdown, then its outcome and tokens', async () => {
+    const c = controller([{ text: 'Here is **bold** and `code`:\n\n- one\n- two', delayMs: 5 }]);
+    await c.openSession(daemon.root);
+    assert.deepEqual(view.messages[view.messages.length - 1], {
+      type: 'reset',
+      session: { sessionId: c.session!.sessionId, title: '', root: c.session!.root },
+      turns: [],
+      running: false,
+    });
+    const result = await c.turn('show me some markdown');
+    assert.ok(result);
+    assert.equal(result.outcome, 'finished');
+    const turn = view.last!;
+    assert.equal(turn.turnId, result.turnId);
+    assert.equal(turn.prompt, 'show me some markdown');
+    assert.match(turn.body, /<strong>bold<\/strong>/);
+    assert.match(turn.body, /<code>code<\/code>/);
+    assert.match(turn.body, /<li>two<\/li>/);
+    assert.match(stripTags(turn.footer), /^finished · scripted · \d+ tokens \(\d+ in, 9 out\) · cost unknown$/);
+    assert.ok(view.turnPosts >= 3, 'the reply was drawn while it streamed, not only at the end');
+    assert.equal(view.running, false);
+    assert.equal(c.session!.head, result.turnId);
+    assert.ok(daemon.log.has(new RegExp(`turn ${result.turnId} finished`)));
+  });
+
+  test('raw HTML in a reply is shown as text, never as markup', async () => {
+    const c = controller([{ text: 'look <script>alert(1)</script> <img src="https://example.com/x.png">' }]);
+    await c.openSession(daemon.root);
+    await c.turn('<b>bold prompt</b>');
+    const turn = view.last!;
+    assert.doesNotMatch(turn.body, /<script|<img/);
+    assert.match(turn.body, /&lt;script&gt;/);
+    assert.equal(turn.prompt, '&lt;b&gt;bold prompt&lt;/b&gt;');
+  });
+
+  for (const [pace, delayMs, least] of [
+    ['about 1000 tokens a second', 1, 300],
+    ['as fast as the daemon streams (thousands a second)', 0, 1000],
+  ] as const) {
+    test(`a fast stream (${pace}) is drawn in batches and never blocks the event loop`, async (t) => {
+      const words = Array.from({ length: 3000 }, (_, i) => `w${i}`);
+      const c = controller([{ text: words.join(' '), delayMs }]);
+      await c.openSession(daemon.root);
+      const lag = monitorEventLoopDelay({ resolution: 5 });
+      lag.enable();
+      const started = Date.now();
+      const result = await c.turn('stream fast');
+      const seconds = (Date.now() - started) / 1000;
+      lag.disable();
+      assert.equal(result?.outcome, 'finished');
+      assert.match(stripTags(view.last!.body), /w0 w1 w2 .* w2999/s);
+      const posts = view.turnPosts;
+      const rate = 3000 / seconds;
+      const worstMs = lag.max / 1e6;
+      t.diagnostic(`${rate.toFixed(0)} tokens/s for ${seconds.toFixed(2)} s: ${posts} draws, worst event-loop stall ${worstMs.toFixed(0)} ms`);
+      // One draw per 40 ms at most (plus the start and the end), however many tokens came.
+      assert.ok(posts <= (seconds * 1000) / 40 + 5, `${posts} draws in ${seconds.toFixed(2)} s`);
+      assert.ok(posts < 3000 / 10, `${posts} draws for 3000 tokens`);
+      assert.ok(rate > least, `the stream ran at ${rate.toFixed(0)} tokens/s`);
+      assert.ok(worstMs < 150, `the event loop stalled for ${worstMs.toFixed(0)} ms`);
+    });
+  }
+
+  test('a failed turn (a refused key) is shown as the daemon said it, with the log one click away', async () => {
+    const c = controller([{ error: 'the provider refused the API key (401 Unauthorized)' }]);
+    await c.openSession(daemon.root);
+    const result = await c.turn('hello');
+    assert.equal(result?.outcome, 'error');
+    const shown = await waitFor('an error message', () => stub.messages.find((m) => m.level === 'error'));
+    assert.match(shown.message, /the turn failed: .*refused the API key \(401 Unauthorized\)/);
+    assert.deepEqual(shown.items, ['Show Log']);
+    assert.match(view.last!.footer, /turn-error/);
+    assert.match(stripTags(view.last!.footer), /refused the API key/);
+  });
+
+  test('a key the provider refuses (HTTP 401) is reported in words, not as a crash', async (t) => {
+    const http = await import('node:http');
+    const requests: string[] = [];
+    const server = http.createServer((req, res) => {
+      requests.push(`${req.method} ${req.url} ${req.headers.authorization}`);
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'Incorrect API key provided: sk-wrong', type: 'invalid_request_error', code: 'invalid_api_key' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    try {
+      const client = daemon.client({
+        initializationOptions: () => ({ provider: 'openai', baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'sk-wrong', model: 'gpt-4o-mini' }),
+      });
+      const c = new SessionController(client, daemon.log);
+      c.attachView(view);
+      await c.openSession(daemon.root);
+      const result = await c.turn('hello');
+      assert.equal(result?.outcome, 'error');
+      assert.ok(requests.some((r) => r.includes('Bearer sk-wrong')), requests.join('\n'));
+      const shown = await waitFor('an error message', () => stub.messages.find((m) => m.level === 'error'));
+      assert.match(shown.message, /^trellisd: the turn failed: .*(401|key)/i);
+      assert.doesNotMatch(shown.message, /Traceback|sk-wrong/);
+      t.diagnostic(`shown: ${shown.message}`);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('branching moves the head; the abandoned branch stays in the tree', async () => {
+    const c = controller(); // the echo model says which earlier prompts it can see
+    await c.openSession(daemon.root);
+    const first = await c.turn('first');
+    const second = await c.turn('second');
+    assert.match(second!.reply, /1 earlier turn\(s\): .first./);
+    await c.branch(first!.turnId);
+    assert.equal(c.session!.head, first!.turnId);
+    assert.deepEqual(view.prompts, ['first'], 'the view shows the path to the new head');
+    const third = await c.turn('third');
+    assert.match(third!.reply, /1 earlier turn\(s\): .first.\./, 'the model no longer sees "second"');
+
+    const tree = await c.turnTree();
+    assert.equal(tree!.turns.length, 3);
+    const roots = buildTurnTree(tree!.turns, tree!.head);
+    assert.equal(roots.length, 1);
+    const root = roots[0] as TurnNode;
+    assert.equal(root.turn.prompt, 'first');
+    assert.equal(root.branches.length, 2);
+    const [abandoned, current] = root.branches;
+    assert.equal(abandoned.first.prompt, 'second');
+    assert.equal(abandoned.onHeadPath, false);
+    assert.equal(current.first.prompt, 'third');
+    assert.equal(current.chain[0].isHead, true);
+
+    await c.branch(null);
+    assert.equal(c.session!.head, null);
+    assert.deepEqual(view.prompts, []);
+  });
+
+  test('sessions are listed newest first and reopen with their history', async () => {
+    const c = controller();
+    const older = await c.openSession(daemon.root, 'older session');
+    await c.turn('a question');
+    await new Promise((r) => setTimeout(r, 20));
+    const newer = await c.openSession(daemon.root, 'newer session');
+    const sessions = await c.listSessions();
+    assert.deepEqual(
+      sessions.slice(0, 2).map((s) => s.sessionId),
+      [newer.sessionId, older.sessionId],
+    );
+    const items = sessionItems(sessions);
+    assert.equal(items[1].label, 'older session');
+    assert.match(items[1].detail!, /^1 turn · last used just now · /);
+    assert.equal(items[1].description, 'project');
+
+    await c.reopenSession(older.sessionId);
+    assert.equal(c.session!.sessionId, older.sessionId);
+    assert.deepEqual(view.prompts, ['a question']);
+    assert.match(stripTags(view.last!.body), /a question/);
+  });
+
+  test('a daemon that died is restarted on the next action and the session reopened', async () => {
+    const c = controller();
+    await c.openSession(daemon.root);
+    await c.turn('before the crash');
+    const client = (c as unknown as { client: { pid: number } }).client;
+    process.kill(client.pid, 'SIGKILL');
+    const shown = await waitFor('the crash to be shown', () => stub.messages.find((m) => m.level === 'error'));
+    assert.match(shown.message, /connection to trellisd was lost: the daemon was stopped by SIGKILL/);
+    const result = await c.turn('after the crash');
+    assert.equal(result?.outcome, 'finished');
+    assert.match(result!.reply, /1 earlier turn\(s\): .before the crash./, 'the reopened session kept its history');
+    assert.ok(view.notices.some((n) => /restarted; the session was reopened/.test(n)));
+    assert.deepEqual(view.prompts, ['before the crash', 'after the crash']);
+  });
+
+  test('a daemon that dies during a turn ends the turn with a message, and the next turn works', async () => {
+    const c = controller([{ text: 'slow words that will never all arrive here', delayMs: 300 }]);
+    await c.openSession(daemon.root);
+    const turn = c.turn('slow');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    process.kill((c as unknown as { client: { pid: number } }).client.pid, 'SIGKILL');
+    assert.equal(await turn, undefined);
+    assert.equal(view.last!.outcome, 'error');
+    assert.match(stripTags(view.last!.footer), /connection to trellisd was lost/);
+    const shown = stub.messages.filter((m) => m.level === 'error');
+    assert.equal(shown.length, 1, 'one message for one failure');
+    assert.equal(c.isRunning, false);
+  });
+});
+
+// These use session/steer, session/steered, session/cancel, session/requestApproval and cost.
+describe('steering, cancelling, approving', () => {
+  test('the input box steers a running turn and shows when the steer was delivered', async () => {
+    const c = controller([
+      { text: 'Looking around first.', delayMs: 150, tool: 'list_dir', arguments: { path: '.' } },
+      { text: 'Done, as you asked.' },
+    ]);
+    await c.openSession(daemon.root);
+    const turn = c.turn('explore');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    await c.send('focus on the README');
+    const result = await turn;
+    assert.equal(result?.outcome, 'finished');
+    const body = await waitFor('the delivery', () => /steer-delivered/.test(view.last!.body) && view.last!.body);
+    assert.match(stripTags(body), /steer focus on the README delivered at step \d+/);
+    assert.ok(daemon.log.has(/steer steer-\S+ delivered at step \d+/));
+  });
+
+  test('cancel ends the running turn as cancelled', async () => {
+    const words = Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ');
+    const c = controller([{ text: words, delayMs: 50 }]);
+    await c.openSession(daemon.root);
+    const turn = c.turn('long');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    const started = Date.now();
+    await c.cancel();
+    await turn;
+    assert.ok(Date.now() - started < 5000, 'cancelled within 5 s');
+    assert.equal(view.last!.outcome, 'cancelled');
+    assert.match(stripTags(view.last!.footer), /^cancelled/);
+    assert.equal(c.isRunning, false);
+  });
+
+  for (const [answer, decision, written] of [
+    ['Allow once', 'allowed once', true],
+    ['Deny', 'denied', false],
+  ] as const) {
+    test(`an approval is asked with the tool, its arguments and a summary: ${answer}`, async () => {
+      const c = controller([
+        { tool: 'write_file', arguments: { path: 'notes.txt', content: 'hello' } },
+        { text: 'Finished.' },
+      ]);
+      stub.onQuickPick = (pick) => setTimeout(() => pick.accept(answer), 50);
+      await c.openSession(daemon.root);
+      const result = await c.turn('write a note');
+      assert.equal(result?.outcome, 'finished');
+      const pick = stub.quickPicks[0];
+      assert.ok(pick, 'a quick pick was shown');
+      assert.match(pick.title!, /allow write_file\?/);
+      assert.match(pick.placeholder!, /"path":"notes.txt"/);
+      assert.deepEqual(
+        pick.items.map((i) => i.label.replace(/^\$\([^)]+\) /, '')),
+        ['Allow once', 'Allow for this session', 'Deny'],
+      );
+      assert.ok(pick.disposed);
+      assert.match(stripTags(view.last!.body), new RegExp(`write_file ${decision}`));
+      const fs = await import('node:fs');
+      assert.equal(fs.existsSync(`${daemon.root}/notes.txt`), written);
+      assert.ok(daemon.log.has(/approval asked: write_file \{"path":"notes.txt"/));
+    });
+  }
+
+  test('"Allow for this session" is not asked again for the same action', async () => {
+    const c = controller([
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'first' } },
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'second' } },
+      { text: 'Written twice.' },
+    ]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow for this session'), 20);
+    await c.openSession(daemon.root);
+    const result = await c.turn('write two files');
+    assert.equal(result?.outcome, 'finished');
+    assert.equal(stub.quickPicks.length, 1);
+    const fs = await import('node:fs');
+    assert.equal(fs.readFileSync(`${daemon.root}/a.txt`, 'utf8'), 'second');
+  });
+
+  test('cancelling a turn that waits for approval withdraws the question', async () => {
+    const c = controller([{ tool: 'write_file', arguments: { path: 'never.txt', content: 'x' } }, { text: 'unreached' }]);
+    await c.openSession(daemon.root);
+    const turn = c.turn('write something');
+    const pick = await waitFor('the approval', () => stub.quickPicks[0]);
+    await c.cancel();
+    await turn;
+    assert.ok(pick.disposed, 'the quick pick was closed');
+    assert.equal(view.last!.outcome, 'cancelled');
+    assert.match(stripTags(view.last!.body), /write_file withdrawn: the turn ended first/);
+    const fs = await import('node:fs');
+    assert.equal(fs.existsSync(`${daemon.root}/never.txt`), false);
+  });
+
+  test('a turn whose daemon died can be resumed from the error message', async () => {
+    const c = controller([{ text: 'one two three four five six', delayMs: 250 }]);
+    await c.openSession(daemon.root);
+    stub.answerMessage = (shown) => (shown.items.includes('Resume Turn') ? 'Resume Turn' : undefined);
+    const turn = c.turn('count slowly');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    const turnId = view.last!.turnId;
+    assert.ok(turnId);
+    process.kill((c as unknown as { client: { pid: number } }).client.pid, 'SIGKILL');
+    await turn;
+    await waitFor('the resumed turn to finish', () => view.turns.get(turnId!)?.outcome === 'finished', 20_000);
+    assert.match(stripTags(view.turns.get(turnId!)!.body), /one two three four five six/);
+    assert.ok(daemon.log.has(new RegExp(`resuming turn ${turnId}`)));
+    assert.equal(c.session!.head, turnId, 'resuming does not move the head');
+  });
+
+  test('a session another window writes can be taken over from the error message', async () => {
+    const first = controller();
+    const session = await first.openSession(daemon.root);
+    await first.turn('from the first window');
+    const second = controller();
+    await second.reopenSession(session.sessionId);
+    stub.answerMessage = (shown) => (shown.items.includes('Take Over') ? 'Take Over' : undefined);
+    const refused = await second.turn('from the second window');
+    assert.equal(refused, undefined);
+    const shown = stub.messages.find((m) => m.items.includes('Take Over'));
+    assert.ok(shown, 'the refusal offers to take the session over');
+    assert.match(shown.message, /pid|writer|another/i);
+    await waitFor('the takeover', () => daemon.log.has(/taken over by this window/));
+    const result = await second.turn('from the second window, again');
+    assert.equal(result?.outcome, 'finished');
+  });
+
+  test("each turn's cost is shown (USD, or unknown)", async () => {
+    const c = controller([{ text: 'cheap' }]);
+    await c.openSession(daemon.root);
+    const result = await c.turn('how much');
+    assert.ok(result && 'cost' in result, 'the turn result has a cost');
+    assert.match(stripTags(view.last!.footer), /· (\$[\d.]+|cost unknown)$/);
+    const tree = await c.turnTree();
+    assert.ok('cost' in tree!.turns[0], 'the stored turn has a cost');
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * A small stand-in for the `vscode` module: the parts of the API the extension uses, recording
+ * what the extension shows and answering its questions the way a test says. setup.ts makes
+ * `require('vscode')` return this module.
+ */
+
+import * as path from 'path';
+
+type Listener<T> = (value: T) => unknown;
+
+export class Disposable {
+  constructor(private readonly fn: () => void = () => undefined) {}
+  dispose(): void {
+    this.fn();
+  }
+}
+
+export class EventEmitter<T> {
+  private listeners = new Set<Listener<T>>();
+  readonly event = (listener: Listener<T>): Disposable => {
+    this.listeners.add(listener);
+    return new Disposable(() => this.listeners.delete(listener));
+  };
+  fire(value: T): void {
+    for (const listener of [...this.listeners]) {
+      listener(value);
+    }
+  }
+  dispose(): void {
+    this.listeners.clear();
+  }
+}
+
+export enum TreeItemCollapsibleState {
+  None = 0,
+  Collapsed = 1,
+  Expanded = 2,
+}
+
+export enum ProgressLocation {
+  SourceControl = 1,
+  Window = 10,
+  Notification = 15,
+}
+
+export class ThemeIcon {
+  constructor(readonly id: string) {}
+}
+
+export class TreeItem {
+  id?: string;
+  description?: string;
+  tooltip?: string;
+  iconPath?: ThemeIcon;
+  contextValue?: string;
+  constructor(
+    readonly label: string,
+    readonly collapsibleState: TreeItemCollapsibleState = TreeItemCollapsibleState.None,
+  ) {}
+}
+
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly fsPath: string,
+  ) {}
+  static file(p: string): Uri {
+    return new Uri('file', p);
+  }
+  static joinPath(base: Uri, ...parts: string[]): Uri {
+    return new Uri(base.scheme, path.join(base.fsPath, ...parts));
+  }
+  get path(): string {
+    return this.fsPath;
+  }
+  toString(): string {
+    return `${this.scheme}://${this.fsPath}`;
+  }
+}
+
+export class CancellationTokenSource {
+  private readonly emitter = new EventEmitter<void>();
+  readonly token = {
+    isCancellationRequested: false,
+    onCancellationRequested: this.emitter.event,
+  };
+  cancel(): void {
+    this.token.isCancellationRequested = true;
+    this.emitter.fire();
+  }
+  dispose(): void {
+    this.emitter.dispose();
+  }
+}
+
+export interface QuickPickItem {
+  label: string;
+  description?: string;
+  detail?: string;
+}
+
+export class QuickPick<T extends QuickPickItem> {
+  title?: string;
+  placeholder?: string;
+  items: T[] = [];
+  selectedItems: T[] = [];
+  ignoreFocusOut = false;
+  matchOnDescription = false;
+  visible = false;
+  disposed = false;
+  private readonly accepted = new EventEmitter<void>();
+  private readonly hidden = new EventEmitter<void>();
+  readonly onDidAccept = this.accepted.event;
+  readonly onDidHide = this.hidden.event;
+
+  show(): void {
+    this.visible = true;
+    stub.quickPicks.push(this as unknown as QuickPick<QuickPickItem>);
+    stub.onQuickPick(this as unknown as QuickPick<QuickPickItem>);
+  }
+  /** What a person does: pick the item whose label contains `label`, then press Enter. */
+  accept(label: string): void {
+    const item = this.items.find((i) => i.label.includes(label));
+    if (!item) {
+      throw new Error(`no item "${label}" in ${this.items.map((i) => i.label).join(', ')}`);
+    }
+    this.selectedItems = [item];
+    this.accepted.fire();
+  }
+  hide(): void {
+    if (this.visible) {
+      this.visible = false;
+      this.hidden.fire();
+    }
+  }
+  dispose(): void {
+    this.visible = false;
+    this.disposed = true;
+  }
+}
+
+export interface Shown {
+  level: 'error' | 'warning' | 'information';
+  message: string;
+  items: string[];
+}
+
+/** What the extension showed, and how the test answers. Reset between tests. */
+export const stub = {
+  messages: [] as Shown[],
+  quickPicks: [] as QuickPick<QuickPickItem>[],
+  output: [] as string[],
+  commands: new Map<string, (...args: any[]) => unknown>(),
+  context: new Map<string, unknown>(),
+  config: new Map<string, unknown>(),
+  folders: [] as { uri: Uri; name: string; index: number }[],
+  onQuickPick: (_pick: QuickPick<QuickPickItem>) => undefined as unknown,
+  answerQuickPick: (items: QuickPickItem[]): QuickPickItem | undefined => items[0],
+  answerInputBox: (): string | undefined => undefined,
+  answerMessage: (_shown: Shown): string | undefined => undefined,
+  webviewProviders: new Map<string, any>(),
+  treeProviders: new Map<string, any>(),
+  reset(): void {
+    this.messages = [];
+    this.quickPicks = [];
+    this.output = [];
+    this.commands.clear();
+    this.context.clear();
+    this.config.clear();
+    this.folders = [];
+    this.onQuickPick = () => undefined;
+    this.answerQuickPick = (items) => items[0];
+    this.answerInputBox = () => undefined;
+    this.answerMessage = () => undefined;
+    this.webviewProviders.clear();
+    this.treeProviders.clear();
+  },
+};
+
+function show(level: Shown['level']) {
+  return (message: string, ...items: unknown[]): Promise<string | undefined> => {
+    const labels = items.filter((i): i is string => typeof i === 'string');
+    const shown = { level, message, items: labels };
+    stub.messages.push(shown);
+    return Promise.resolve(stub.answerMessage(shown));
+  };
+}
+
+const configurationChanged = new EventEmitter<{ affectsConfiguration(section: string): boolean }>();
+
+export const window = {
+  showErrorMessage: show('error'),
+  showWarningMessage: show('warning'),
+  showInformationMessage: show('information'),
+  showQuickPick: <T extends QuickPickItem>(items: T[] | Promise<T[]>): Promise<T | undefined> =>
+    Promise.resolve(items).then((list) => stub.answerQuickPick(list) as T | undefined),
+  createQuickPick: <T extends QuickPickItem>(): QuickPick<T> => new QuickPick<T>(),
+  showInputBox: (): Promise<string | undefined> => Promise.resolve(stub.answerInputBox()),
+  createOutputChannel: (name: string) => ({
+    name,
+    appendLine: (line: string) => stub.output.push(line),
+    append: (text: string) => stub.output.push(text),
+    show: () => undefined,
+    dispose: () => undefined,
+  }),
+  registerWebviewViewProvider: (id: string, provider: unknown): Disposable => {
+    stub.webviewProviders.set(id, provider);
+    return new Disposable(() => stub.webviewProviders.delete(id));
+  },
+  createTreeView: (id: string, options: { treeDataProvider: unknown }) => {
+    stub.treeProviders.set(id, options.treeDataProvider);
+    return { dispose: () => stub.treeProviders.delete(id) };
+  },
+  withProgress: <R>(_options: unknown, task: () => Promise<R>): Promise<R> => task(),
+};
+
+export const commands = {
+  registerCommand: (id: string, fn: (...args: any[]) => unknown): Disposable => {
+    if (stub.commands.has(id)) {
+      throw new Error(`command ${id} is already registered`);
+    }
+    stub.commands.set(id, fn);
+    return new Disposable(() => stub.commands.delete(id));
+  },
+  executeCommand: async (id: string, ...args: unknown[]): Promise<unknown> => {
+    if (id === 'setContext') {
+      stub.context.set(String(args[0]), args[1]);
+      return undefined;
+    }
+    const fn = stub.commands.get(id);
+    return fn ? fn(...args) : undefined;
+  },
+};
+
+export const workspace = {
+  getConfiguration: (section: string) => ({
+    get: <T>(key: string, fallback?: T): T | undefined =>
+      (stub.config.has(`${section}.${key}`) ? stub.config.get(`${section}.${key}`) : fallback) as T | undefined,
+  }),
+  get workspaceFolders() {
+    return stub.folders.length ? stub.folders : undefined;
+  },
+  onDidChangeConfiguration: configurationChanged.event,
+};
+
+/** Change a setting as the Settings editor would, firing onDidChangeConfiguration. */
+export function setConfiguration(key: string, value: unknown): void {
+  stub.config.set(key, value);
+  configurationChanged.fire({ affectsConfiguration: (section: string) => key.startsWith(section) });
+}

@@ -1,0 +1,42 @@
+"""The VS Code extension: its own suite (node --test against the real daemon) and the test in
+a real VS Code (code-server) in headless Chromium. ``.ci/vscode-setup.sh`` installs both."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = REPO / "editors" / "vscode"
+CODE_SERVER = Path(
+    os.environ.get("CODE_SERVER", "/opt/code-server-4.100.3/node_modules/.bin/code-server")
+)
+
+
+def run(argv: list[str], cwd: Path, timeout: float) -> None:
+    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd"}
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"{' '.join(argv)} exited {done.returncode}\n{done.stdout[-6000:]}\n"
+            f"{done.stderr[-6000:]}"
+        )
+
+
+def test_the_extension_builds_type_checks_and_passes_its_tests() -> None:
+    if shutil.which("npm") is None or not (EXTENSION / "node_modules").is_dir():
+        pytest.skip("the extension's npm packages are not installed: run .ci/vscode-setup.sh")
+    run(["npm", "test"], EXTENSION, 600)
+
+
+def test_the_extension_works_in_a_real_vs_code() -> None:
+    if not CODE_SERVER.exists() or shutil.which("chromium") is None:
+        pytest.skip("code-server or chromium is not installed: run .ci/vscode-setup.sh as root")
+    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900)
