@@ -91,13 +91,18 @@ class RunningTurn:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs; a zombie (dead, not yet reaped) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: trust the signal
 
 
 class Daemon:

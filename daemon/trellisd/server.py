@@ -112,7 +112,7 @@ class TrellisProtocol(LanguageServerProtocol):
         yield from ()
 
 
-def _converter() -> Any:
+def plain_converter() -> Any:
     """pygls's converter, but custom methods' params and results stay plain JSON values."""
     converter = default_converter()
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
@@ -128,7 +128,7 @@ class TrellisServer(LanguageServer):
             "trellisd",
             __version__,
             protocol_cls=TrellisProtocol,
-            converter_factory=_converter,
+            converter_factory=plain_converter,
             text_document_sync_kind=types.TextDocumentSyncKind.None_,
         )
         self.db_path = db_path

@@ -14,27 +14,15 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.protocol import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-    default_converter,
-)
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import register_lsp_features
 from pytest_lsp.protocol import LanguageClientProtocol
 
 from tests import protocol_schema
 from tests.fixtures.model_server import ModelServer
+from trellisd.server import plain_converter
 
 TEST_KEY = "sk-test-4f1c9a0e-never-printed"
-
-
-def _plain_converter() -> Any:
-    converter = default_converter()
-    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
-        converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
-    return converter
 
 
 class RecordingProtocol(LanguageClientProtocol):
@@ -96,7 +84,7 @@ class Daemon:
 
 
 def _client_factory() -> LanguageClient:
-    client = LanguageClient(converter_factory=_plain_converter, protocol_cls=RecordingProtocol)
+    client = LanguageClient(converter_factory=plain_converter, protocol_cls=RecordingProtocol)
     register_lsp_features(client)
     return client
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from trellisd.daemon import pid_alive
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editors" / "nvim"
 DEBIAN_NVIM = Path("/usr/bin/nvim")
@@ -254,25 +256,10 @@ class Editor:
             pass
         deadline = time.monotonic() + 10
         for pid in set(self.daemon_pids):
-            while _alive(pid) and time.monotonic() < deadline:
+            while pid_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, 9)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie counts as gone
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def write_script(path: Path, lines: list[dict[str, Any]]) -> Path:

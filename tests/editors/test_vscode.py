@@ -24,9 +24,16 @@ def run(argv: list[str], cwd: Path, timeout: float) -> None:
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     if done.returncode != 0:
+        lines = done.stdout.splitlines()
+        failing = [
+            "\n".join(lines[max(0, i - 3) : i + 40])
+            for i, line in enumerate(lines)
+            if line.lstrip().startswith("not ok")
+        ]
         pytest.fail(
-            f"{' '.join(argv)} exited {done.returncode}\n{done.stdout[-6000:]}\n"
-            f"{done.stderr[-6000:]}"
+            f"{' '.join(argv)} exited {done.returncode}\n"
+            + ("\n...\n".join(failing) or done.stdout[-6000:])
+            + f"\n{done.stderr[-6000:]}"
         )
 
 
