@@ -207,7 +207,7 @@ class Daemon:
     ) -> tuple[list[SessionSummary], str | None]:
         if root is not None:
             root = str(Path(root).expanduser().resolve())
-        return await self.db(self.store.sessions.list, root, limit, cursor)
+        return await self.db(self.store.sessions.page, root, limit, cursor)
 
     async def history(self, session_id: str) -> list[Turn]:
         return await self.db(self.store.sessions.history, session_id)

@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -114,7 +114,7 @@ class TrellisProtocol(LanguageServerProtocol):
 
 def plain_converter() -> Any:
     """pygls's converter, but custom methods' params and results stay plain JSON values."""
-    converter = default_converter()
+    converter = default_converter()  # type: ignore[no-untyped-call]
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
     return converter
@@ -162,13 +162,13 @@ class TrellisServer(LanguageServer):
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
-        self._stop_event = threading.Event()
+        self._stop_event = stop = threading.Event()
         reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
         self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
 
         async def serve() -> None:
             await run_async(
-                stop_event=self._stop_event,
+                stop_event=stop,
                 reader=reader,
                 protocol=self.protocol,
                 logger=log,
@@ -192,7 +192,7 @@ class TrellisServer(LanguageServer):
                 if running.task is not None:
                     running.task.cancel()
         pending = [
-            f
+            cast("asyncio.Future[Any]", f)
             for f in self.protocol._request_futures.values()
             if isinstance(f, asyncio.Future) and not f.done()
         ]

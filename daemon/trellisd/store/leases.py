@@ -67,6 +67,7 @@ class Leases:
             " ON d.id = s.owner WHERE s.id = ?",
             (session_id,),
         ).fetchone()
+        assert row is not None  # the session exists: checked above
         return row[0], row[1]
 
     def acquire(self, con: apsw.Connection, session_id: str) -> None:

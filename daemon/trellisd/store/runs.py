@@ -95,9 +95,11 @@ class Runs:
     def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
         with self.db.write() as con:
             self.leases.holds(con, self._session_of(con, run_id))
-            seq: int = con.execute(
+            row = con.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
+            ).fetchone()
+            assert row is not None  # an aggregate always answers one row
+            seq = int(row[0])
             con.execute(
                 "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -131,7 +133,9 @@ class Runs:
             ).fetchall()
             known = {row[0] for row in con.execute("SELECT id FROM daemon")}
             stopped = [
-                run_id for run_id, daemon_id in rows if daemon_id in gone or daemon_id not in known
+                str(run_id)
+                for run_id, daemon_id in rows
+                if daemon_id in gone or daemon_id not in known
             ]
             for run_id in stopped:
                 con.execute(
@@ -186,9 +190,18 @@ class Runs:
     def events(self, run_id: str) -> list[Event]:
         with self.db.read() as con:
             self._summary(con, run_id)
-            rows = con.execute(
+            rows: list[tuple[Any, ...]] = con.execute(
                 "SELECT seq, kind, step, detail, created_at FROM event"
                 " WHERE run_id = ? ORDER BY seq",
                 (run_id,),
             ).fetchall()
-        return [Event(row[0], row[1], row[2], json.loads(row[3]), row[4]) for row in rows]
+        return [
+            Event(
+                int(seq),
+                str(kind),
+                None if step is None else int(step),
+                json.loads(str(detail)),
+                str(at),
+            )
+            for seq, kind, step, detail, at in rows
+        ]

@@ -111,7 +111,7 @@ class Sessions:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
         return _session(row)
 
-    def list(
+    def page(
         self, root: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         """Sessions newest first (by last use), ``limit`` at a time."""
@@ -130,8 +130,8 @@ class Sessions:
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
-            rows = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), row[8]) for row in rows[:limit]]
+            rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
+        page = [SessionSummary(_session(row), int(row[8])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor

@@ -108,7 +108,7 @@ def test_a_second_store_reads_while_the_first_holds_a_write_transaction(
                 (f"s-bulk-{n}", "x" * 4000, "2000-01-01", "2000-01-01"),
             )
         started = time.monotonic()
-        page, _ = reader.sessions.list(None, 10, None)
+        page, _ = reader.sessions.page(None, 10, None)
         waited = time.monotonic() - started
 
     assert [s.session.session_id for s in page] == [committed.session_id]

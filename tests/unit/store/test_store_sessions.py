@@ -20,7 +20,7 @@ def later() -> None:
 
 
 def listed(store: Store, root: str | None = None, limit: int = 100) -> list[str]:
-    page, cursor = store.sessions.list(root, limit, None)
+    page, cursor = store.sessions.page(root, limit, None)
     assert cursor is None
     return [summary.session.session_id for summary in page]
 
@@ -28,7 +28,7 @@ def listed(store: Store, root: str | None = None, limit: int = 100) -> list[str]
 def all_pages(store: Store, root: str | None, limit: int) -> list[list[str]]:
     pages, cursor = [], None
     while True:
-        page, cursor = store.sessions.list(root, limit, cursor)
+        page, cursor = store.sessions.page(root, limit, cursor)
         pages.append([summary.session.session_id for summary in page])
         if cursor is None:
             return pages
@@ -78,7 +78,7 @@ def test_a_session_summary_counts_its_turns(
     session = open_session()
     take_turn(session.session_id, "one")
     take_turn(session.session_id, "two")
-    page, _ = store.sessions.list(None, 10, None)
+    page, _ = store.sessions.page(None, 10, None)
     assert [(s.session.session_id, s.turns) for s in page] == [(session.session_id, 2)]
 
 
@@ -113,13 +113,13 @@ def test_paging_holds_when_sessions_share_a_timestamp(
 def test_a_full_last_page_has_no_cursor(store: Store, open_session: OpenSession) -> None:
     for _ in range(4):
         open_session()
-    page, cursor = store.sessions.list(None, 4, None)
+    page, cursor = store.sessions.page(None, 4, None)
     assert len(page) == 4 and cursor is None
 
 
 def test_a_cursor_not_made_by_the_store_is_refused(store: Store) -> None:
     with pytest.raises(InvalidParams) as refused:
-        store.sessions.list(None, 10, "not-a-cursor")
+        store.sessions.page(None, 10, "not-a-cursor")
     assert refused.value.data == {"field": "cursor"}
 
 
