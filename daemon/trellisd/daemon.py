@@ -58,8 +58,9 @@ class Notifier(Protocol):
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> str:
-        """The editor's answer to ``session/requestApproval``: allow, allowAlways or deny
-        (deny too when the editor does not answer in time)."""
+        """Ask the editor (``session/requestApproval``) about ``request`` (tool, arguments,
+        summary); its answer: allow, allowAlways or deny, or timeout when it gave none.
+        """
         ...
 
 
@@ -255,7 +256,6 @@ class Daemon:
         already queued in this turn (it is not delivered twice)."""
         running = self.running.get(session_id)
         if running is None:
-            await self.db(self.store.sessions.get, session_id)
             await self.db(self.store.leases.claim, session_id)  # names another writer, if any
             raise NotRunning(
                 f"session {session_id} has no running turn to steer; send a turn instead",
@@ -267,7 +267,6 @@ class Daemon:
         """Stop the session's running turn; None when nothing was running."""
         running = self.running.get(session_id)
         if running is None:
-            await self.db(self.store.sessions.get, session_id)
             await self.db(self.store.leases.claim, session_id)  # names another writer, if any
             return None
         if running.task is not None:
@@ -356,11 +355,10 @@ class Daemon:
     async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
         ref = running.ref
         for steer in running.inbox.close():
-            detail: dict[str, Any] = {"text": steer.text}
-            if steer.client_msg_id is not None:
-                detail["clientMsgId"] = steer.client_msg_id
             try:
-                await self.db(self.store.runs.add_event, ref.run_id, "steer-returned", None, detail)
+                await self.db(
+                    self.store.runs.add_event, ref.run_id, "steer-returned", None, steer.detail()
+                )
             except TrellisError as exc:
                 log.warning("could not record a returned steer: %s", exc.message)
             self.notifier.steered(ref, None, steer, False)
@@ -450,15 +448,7 @@ class _Gate:
         if verdict.outcome == "ask":
             summary = f"{call.name} wants to {action.kind} {action.target}"
             decision = await self.daemon.notifier.ask_approval(
-                self.ref,
-                {
-                    "sessionId": session_id,
-                    "turnId": self.ref.turn_id,
-                    "runId": self.ref.run_id,
-                    "tool": call.name,
-                    "arguments": call.arguments,
-                    "summary": summary,
-                },
+                self.ref, {"tool": call.name, "arguments": call.arguments, "summary": summary}
             )
             await self._event(
                 "approval", step, {"tool": call.name, "action": described, "decision": decision}

@@ -243,18 +243,15 @@ class _WireNotifier:
         try:
             answer = await asyncio.wait_for(
                 self.server.protocol.send_request_async(
-                    "session/requestApproval", request, msg_id=msg_id
+                    "session/requestApproval", {**wire.turn_ref(turn), **request}, msg_id=msg_id
                 ),
                 APPROVAL_TIMEOUT_SECONDS,
             )
         except asyncio.CancelledError:
-            # The turn was cancelled while it waited: withdraw the question.
-            self.server.protocol._request_futures.pop(msg_id, None)
-            self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            self._withdraw(msg_id)  # the turn was cancelled while it waited
             raise
         except TimeoutError:
-            self.server.protocol._request_futures.pop(msg_id, None)
-            self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            self._withdraw(msg_id)
             return "timeout"
         except JsonRpcException as exc:
             log.warning("the editor could not answer an approval: %s", exc)
@@ -262,11 +259,16 @@ class _WireNotifier:
         decision = answer.get("decision") if isinstance(answer, dict) else None
         return decision if decision in ("allow", "allowAlways", "deny") else "deny"
 
+    def _withdraw(self, msg_id: str) -> None:
+        """Tell the editor a question no longer needs an answer."""
+        self.server.protocol._request_futures.pop(msg_id, None)
+        self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
-        params = {**wire.turn_ref(turn), "step": step, "text": steer.text, "delivered": delivered}
-        if steer.client_msg_id is not None:
-            params["clientMsgId"] = steer.client_msg_id
-        self.server.protocol.notify("session/steered", params)
+        self.server.protocol.notify(
+            "session/steered",
+            {**wire.turn_ref(turn), "step": step, **steer.detail(), "delivered": delivered},
+        )
 
 
 Handler = Callable[[TrellisServer, wire.Params], Awaitable[Any]]

@@ -163,5 +163,5 @@ def run_summary(value: RunSummary) -> dict[str, Any]:
 
 
 def turn_ref(value: TurnRef) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
-    return out
+    """Written out rather than reflected: every token notification starts with it."""
+    return {"sessionId": value.session_id, "turnId": value.turn_id, "runId": value.run_id}

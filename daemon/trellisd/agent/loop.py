@@ -210,10 +210,7 @@ async def _deliver(
     steers = plan.inbox.take()
     for steer in steers:
         messages.append(Message("user", STEER_NOTE + steer.text))
-        detail: dict[str, Any] = {"text": steer.text}
-        if steer.client_msg_id is not None:
-            detail["clientMsgId"] = steer.client_msg_id
-        await recorder.add_event("steered", number, detail)
+        await recorder.add_event("steered", number, dict(steer.detail()))
         sink.steered(number, steer, True)
     return "\n\n".join(s.text for s in steers) if steers else None
 

@@ -17,6 +17,12 @@ class Steer:
     text: str
     client_msg_id: str | None = None
 
+    def detail(self) -> dict[str, str]:
+        """The steer as events and notifications carry it."""
+        if self.client_msg_id is None:
+            return {"text": self.text}
+        return {"text": self.text, "clientMsgId": self.client_msg_id}
+
 
 class SteerInbox:
     def __init__(self) -> None:
