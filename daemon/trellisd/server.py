@@ -8,6 +8,7 @@ one-line messages (never tracebacks), and ``exit`` ends the process with LSP's e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -18,9 +19,10 @@ from collections.abc import Awaitable, Callable, Generator
 from functools import wraps
 from typing import Any, cast
 
+import attrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.exceptions import JsonRpcException, JsonRpcMethodNotFound
+from pygls.io_ import StdinAsyncReader, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -57,8 +59,18 @@ class TrellisProtocol(LanguageServerProtocol):
     _server: TrellisServer
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" in data and "method" in data and "params" not in data:
-            data = {**data, "params": None}  # served as if its params were empty
+        if "jsonrpc" in data and "method" in data:
+            if data.get("params", None) in (None, []):
+                # Left out, null, or an empty array (Lua's `{}`): served as if empty.
+                data = {**data, "params": None}
+            if "id" in data and _is_notification(data["method"]):
+                raise _Unservable(
+                    data["id"],
+                    JsonRpcException(
+                        f"{data['method']} is a notification: send it without an id",
+                        code=-32601,
+                    ),
+                )
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -72,6 +84,12 @@ class TrellisProtocol(LanguageServerProtocol):
             raise
 
     def handle_message(self, message: Any) -> None:
+        if self._shutdown and not hasattr(message, "method"):
+            # An answer to the daemon's own request (an approval): still awaited.
+            self._handle_response(
+                message.id, getattr(message, "result", None), getattr(message, "error", None)
+            )
+            return
         if (
             self._shutdown
             and getattr(message, "method", types.EXIT) != types.EXIT
@@ -110,6 +128,68 @@ class TrellisProtocol(LanguageServerProtocol):
         code = 0 if self._shutdown else 1
         asyncio.ensure_future(self._server.exit(code))
         yield from ()
+
+
+def _is_notification(method: str) -> bool:
+    """An LSP method that is a notification: a frame with an id for it cannot be served."""
+    entry = types.METHOD_TO_TYPES.get(method)
+    return entry is not None and entry[1] is None and method != types.SHUTDOWN
+
+
+class _Stdout:
+    """The wire's end: once the editor has closed stdout, frames are dropped, never raised.
+
+    An editor that dies closes stdout with stdin; what the daemon records afterwards (a
+    cancelled turn) must not depend on whether its last notifications could be written.
+    """
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(data)
+            self.out.flush()
+        except (OSError, ValueError):
+            self.closed = True
+            log.info("the editor closed stdout: nothing more is sent")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _HideOptions(logging.Filter):
+    """pygls logs ``InitializeParams`` whole at debug; ``initializationOptions`` holds a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(a, types.InitializeParams) for a in record.args
+        ):
+            record.args = tuple(
+                attrs.evolve(a, initialization_options="<not logged>")
+                if isinstance(a, types.InitializeParams)
+                else a
+                for a in record.args
+            )
+        return True
+
+
+class _ClientMistakes(logging.Filter):
+    """A frame the daemon cannot serve is the client's mistake, answered on the wire: it is
+    logged at debug (by ``report_server_error``), not as an error with a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, _Unservable | json.JSONDecodeError | AttributeError)
+
+
+for _name in ("pygls.protocol.language_server", "pygls.protocol.json_rpc"):
+    logging.getLogger(_name).addFilter(_HideOptions())
+frames_log = logging.getLogger(f"{__name__}.frames")
+frames_log.addFilter(_ClientMistakes())
 
 
 def plain_converter() -> Any:
@@ -164,14 +244,14 @@ class TrellisServer(LanguageServer):
         """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
         self._stop_event = stop = threading.Event()
         reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+        self.protocol.set_writer(_Stdout(sys.stdout.buffer))
 
         async def serve() -> None:
             await run_async(
                 stop_event=stop,
                 reader=reader,
                 protocol=self.protocol,
-                logger=log,
+                logger=frames_log,
                 error_handler=self.report_server_error,
             )
             log.info("end of input: the editor closed the connection")
@@ -201,12 +281,14 @@ class TrellisServer(LanguageServer):
         await asyncio.sleep(0)  # let the last answers be written
         if self._daemon is not None:
             await asyncio.to_thread(self._daemon.close)
-        sys.stdout.flush()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
         logging.shutdown()
         os._exit(code)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, _Unservable):
+            log.debug("answered %s: %s", error.msg_id, error.error.message)
             self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
         elif isinstance(error, json.JSONDecodeError):
             log.warning("a frame was not JSON: %s", error)
@@ -216,6 +298,8 @@ class TrellisServer(LanguageServer):
             self._answer_unidentified(
                 -32600, "the frame was not a JSON-RPC request or notification"
             )
+        elif isinstance(error, JsonRpcMethodNotFound):
+            log.debug("%s", error.message)  # a client's mistake, already answered
         else:
             log.error("%s", error)
 
