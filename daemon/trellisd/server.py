@@ -15,8 +15,7 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Generator
-from functools import wraps
+from collections.abc import Generator
 from typing import Any, cast
 
 import attrs
@@ -33,13 +32,15 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from . import PROTOCOL_VERSION, __version__, wire
+from . import PROTOCOL_VERSION, __version__, services, wire
 from .agent.steering import Steer
-from .config import ProviderSettings
-from .daemon import Daemon, TurnRef, pid_alive
+from .config import InitializationOptions, ProviderSettings
+from .convert import structure
 from .errors import StoreError, TrellisError
-from .store import Store
-from .store.records import Step
+from .handlers import METHODS, Method
+from .records import Step, TurnRef
+from .services import Services
+from .vocabulary import ANSWERS, Decision
 
 log = logging.getLogger(__name__)
 
@@ -213,16 +214,16 @@ class TrellisServer(LanguageServer):
         )
         self.db_path = db_path
         self.settings = settings
-        self._daemon: Daemon | None = None
+        self._services: Services | None = None
         self._store_error: StoreError | None = None
         self._opening: asyncio.Future[None] | None = None
         self._exiting: asyncio.Future[None] | None = None
 
     @property
-    def daemon(self) -> Daemon:
-        if self._daemon is None:
+    def services(self) -> Services:
+        if self._services is None:
             raise self._store_error or StoreError("the store is not open yet")
-        return self._daemon
+        return self._services
 
     async def open_store(self) -> None:
         """Open the store once, however many requests ask for it at once."""
@@ -232,13 +233,16 @@ class TrellisServer(LanguageServer):
 
     async def _open_store(self) -> None:
         try:
-            store = await asyncio.to_thread(Store, self.db_path, pid_alive)
+            self._services = await services.start(self.db_path, self.settings, _WireNotifier(self))
         except StoreError as exc:
             log.error("%s", exc.message)
             self._store_error = exc
-            return
-        self._daemon = Daemon(store, self.settings, _WireNotifier(self))
-        await self._daemon.start()
+
+    def configure(self, options: InitializationOptions) -> None:
+        """Lay ``initializationOptions`` over the settings, for the turns that start later."""
+        self.settings = self.settings.merged(options, "initializationOptions")
+        if self._services is not None:
+            self._services.defaults.provider = self.settings
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
@@ -267,10 +271,8 @@ class TrellisServer(LanguageServer):
         await self._exiting
 
     async def _exit(self, code: int) -> None:
-        if self._daemon is not None:
-            for running in self._daemon.running.values():
-                if running.task is not None:
-                    running.task.cancel()
+        if self._services is not None:
+            self._services.running.cancel_all()
         pending = [
             cast("asyncio.Future[Any]", f)
             for f in self.protocol._request_futures.values()
@@ -279,8 +281,8 @@ class TrellisServer(LanguageServer):
         if pending:
             await asyncio.wait(pending, timeout=3)
         await asyncio.sleep(0)  # let the last answers be written
-        if self._daemon is not None:
-            await asyncio.to_thread(self._daemon.close)
+        if self._services is not None:
+            await self._services.close()
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
         logging.shutdown()
@@ -322,7 +324,7 @@ class _WireNotifier:
     def step(self, turn: TurnRef, step: Step) -> None:
         self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
-    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> str:
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         msg_id = f"approval-{uuid.uuid4().hex}"
         try:
             answer = await asyncio.wait_for(
@@ -336,12 +338,12 @@ class _WireNotifier:
             raise
         except TimeoutError:
             self._withdraw(msg_id)
-            return "timeout"
+            return Decision.TIMEOUT
         except JsonRpcException as exc:
             log.warning("the editor could not answer an approval: %s", exc)
-            return "deny"
+            return Decision.DENY
         decision = answer.get("decision") if isinstance(answer, dict) else None
-        return decision if decision in ("allow", "allowAlways", "deny") else "deny"
+        return Decision(decision) if decision in ANSWERS else Decision.DENY
 
     def _withdraw(self, msg_id: str) -> None:
         """Tell the editor a question no longer needs an answer."""
@@ -355,50 +357,39 @@ class _WireNotifier:
         )
 
 
-Handler = Callable[[TrellisServer, wire.Params], Awaitable[Any]]
+def serve(server: TrellisServer, method: Method[Any]) -> None:
+    """Register ``method``: its params structured once, a ``TrellisError`` as its code."""
 
+    async def handler(ls: TrellisServer, raw: Any) -> Any:
+        try:
+            await ls.open_store()
+            return await method.serve(ls.services, wire.parse(method.params, raw))
+        except TrellisError as exc:
+            raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            log.exception("%s failed", method.name)
+            raise JsonRpcException(
+                f"{method.name} failed inside trellisd: {exc}", code=-32603
+            ) from exc
 
-def method(server: TrellisServer, name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` for ``name``; a ``TrellisError`` becomes its JSON-RPC error."""
-
-    def register(fn: Handler) -> Handler:
-        @wraps(fn)
-        async def handler(ls: TrellisServer, raw: Any) -> Any:
-            try:
-                await ls.open_store()
-                return await fn(ls, wire.Params(raw))
-            except TrellisError as exc:
-                raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
-            except (JsonRpcException, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                log.exception("%s failed", name)
-                raise JsonRpcException(
-                    f"{name} failed inside trellisd: {exc}", code=-32603
-                ) from exc
-
-        server.feature(name)(handler)
-        return fn
-
-    return register
+    server.feature(method.name)(handler)
 
 
 def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
-    from .handlers import register_all
-
     server = TrellisServer(db_path, settings)
 
     @server.feature(types.INITIALIZE)
     async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
-        options = params.initialization_options
-        if isinstance(options, dict) and options:
+        raw = params.initialization_options
+        if isinstance(raw, dict) and raw:
             try:
-                ls.settings = ls.settings.merged(options, "initializationOptions")
+                ls.configure(structure(raw, InitializationOptions, "initializationOptions"))
             except TrellisError as exc:
                 raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         await ls.open_store()
-        if ls._daemon is not None:
-            ls._daemon.settings = ls.settings
 
-    register_all(server)
+    for method in METHODS:
+        serve(server, method)
     return server

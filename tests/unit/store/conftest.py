@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.daemon import pid_alive
+from trellisd.processes import pid_alive
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens
 

@@ -40,7 +40,7 @@ def test_a_created_session_can_be_got_back(store: Store) -> None:
     got = store.sessions.get(created.session_id)
 
     assert got.session_id == created.session_id
-    assert (got.root, got.title, got.head, got.settings) == (
+    assert (got.root, got.title, got.head, got.provider) == (
         "/work/a",
         "refactor",
         None,
