@@ -17,6 +17,7 @@ import attrs
 
 from .convert import camel
 from .errors import InvalidParams
+from .records import ProviderChoice
 
 PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
 
@@ -46,21 +47,6 @@ NO_PROVIDER = (
     " scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY, or set one of"
     " OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY"
 )
-
-
-@attrs.frozen
-class ProviderChoice:
-    """A client's choice of model, laid over the daemon's settings: a session's ``provider``
-    (kept with the session) or a turn's ``model`` and ``temperature``. None: not chosen."""
-
-    name: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    max_retries: int | None = None
-    retry_budget: float | None = None
-    read_timeout: float | None = None
 
 
 @attrs.frozen

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import attrs
+
 
 @dataclass(frozen=True)
 class Tokens:
@@ -43,6 +45,21 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
+@attrs.frozen
+class ProviderChoice:
+    """A client's choice of model, laid over the daemon's settings: a session's ``provider``
+    (kept with the session) or a turn's ``model`` and ``temperature``. None: not chosen."""
+
+    name: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_retries: int | None = None
+    retry_budget: float | None = None
+    read_timeout: float | None = None
+
+
 @dataclass(frozen=True)
 class Session:
     session_id: str
@@ -51,7 +68,7 @@ class Session:
     head: str | None
     created_at: str
     updated_at: str
-    provider: dict[str, Any] = field(default_factory=dict)  # the session's ProviderChoice, as JSON
+    provider: ProviderChoice = field(default_factory=ProviderChoice)
     policy: dict[str, Any] | None = None
 
 

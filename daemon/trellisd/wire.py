@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .config import ProviderChoice
-from .convert import camel, structure
+from .convert import camel, structure, unstructure
 from .errors import InvalidParams
 from .pricing import cost
 from .records import (
     Event,
+    ProviderChoice,
     RunSummary,
     Session,
     SessionSummary,
@@ -160,7 +160,8 @@ def to_wire(value: Any) -> Any:
 
 
 def session(value: Session) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
+    out: dict[str, Any] = to_wire(dataclasses.replace(value, provider=ProviderChoice()))
+    out["provider"] = unstructure(value.provider)
     del out["policy"]
     return out
 

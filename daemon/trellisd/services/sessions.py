@@ -7,10 +7,9 @@ import logging
 import os
 from pathlib import Path
 
-from ..config import ProviderChoice
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy
-from ..records import Session, SessionSummary, Turn
+from ..records import ProviderChoice, Session, SessionSummary, Turn
 from ..store.facade import AsyncStore
 from .policies import Policies, load
 from .running import Running

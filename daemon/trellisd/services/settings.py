@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ProviderChoice, ProviderSettings
-from ..convert import structure
+from ..config import ProviderSettings
+from ..records import ProviderChoice
 
 
 @dataclass
@@ -15,6 +15,6 @@ class Defaults:
 
     provider: ProviderSettings
 
-    def for_session(self, stored: dict[str, object]) -> ProviderSettings:
-        """The settings a session's turns use: its stored choice over the defaults."""
-        return self.provider.merged(structure(stored, ProviderChoice, "provider"), "provider")
+    def for_session(self, choice: ProviderChoice) -> ProviderSettings:
+        """The settings a session's turns use: its own choice over the defaults."""
+        return self.provider.merged(choice, "provider")

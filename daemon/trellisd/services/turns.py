@@ -17,11 +17,11 @@ from typing import Any
 from ..agent.context import conversation, replay
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
-from ..config import ProviderChoice, ProviderSettings
+from ..config import ProviderSettings
 from ..errors import Conflict, NotRunning, TrellisError
 from ..providers import make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import Session, TurnRef, TurnResult
+from ..records import ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools
 from ..vocabulary import Outcome, StepKind

@@ -14,10 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..config import ProviderChoice
-from ..convert import unstructure
 from ..errors import TrellisError
-from ..records import Event, RunSummary, Session, SessionSummary, Step, Turn
+from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
 from . import Store
 
 log = logging.getLogger(__name__)
@@ -40,12 +38,11 @@ class AsyncSessions:
         self, root: str, title: str, provider: ProviderChoice, policy: dict[str, Any] | None
     ) -> Session:
         """A new session over ``root``, written by this daemon."""
-        choice: dict[str, Any] = unstructure(provider)
         return await self._run(
             self._store.sessions.create,
             root,
             title,
-            {k: v for k, v in choice.items() if v is not None},
+            provider,
             self._store.leases.daemon_id,
             policy,
         )

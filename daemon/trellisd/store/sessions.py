@@ -9,8 +9,9 @@ from typing import Any, Protocol
 
 import apsw
 
+from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound
-from ..records import Session, SessionSummary, Tokens, Turn
+from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
 
 _TURN_SELECT = """
@@ -45,7 +46,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         root=row[1],
         title=row[2],
         head=row[3],
-        provider=json.loads(row[4]),
+        provider=structure(json.loads(row[4]), ProviderChoice, "provider"),
         created_at=row[5],
         updated_at=row[6],
         policy=json.loads(row[7]) if row[7] is not None else None,
@@ -76,12 +77,12 @@ class Sessions:
         self,
         root: str,
         title: str,
-        settings: dict[str, Any],
+        provider: ProviderChoice,
         owner: str,
         policy: dict[str, Any] | None = None,
     ) -> Session:
         stamp = now()
-        session = Session(new_id("s"), root, title, None, stamp, stamp, settings, policy)
+        session = Session(new_id("s"), root, title, None, stamp, stamp, provider, policy)
         with self.db.write() as con:
             con.execute(
                 "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
@@ -90,7 +91,7 @@ class Sessions:
                     session.session_id,
                     root,
                     title,
-                    json.dumps(settings),
+                    json.dumps(unstructure(provider)),
                     stamp,
                     stamp,
                     owner,

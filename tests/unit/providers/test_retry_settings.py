@@ -7,7 +7,6 @@ import pytest
 
 from trellisd.config import (
     InitializationOptions,
-    ProviderChoice,
     ProviderSettings,
     provider_from_env,
 )
@@ -15,6 +14,7 @@ from trellisd.convert import structure
 from trellisd.errors import InvalidParams
 from trellisd.providers import make_provider
 from trellisd.providers.openai import OpenAIProvider
+from trellisd.records import ProviderChoice
 
 
 def test_the_environment_sets_retries_budget_and_read_timeout() -> None:

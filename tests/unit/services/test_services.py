@@ -14,9 +14,9 @@ import pytest_asyncio
 
 from trellisd import services
 from trellisd.agent.steering import Steer
-from trellisd.config import ProviderChoice, ProviderSettings
+from trellisd.config import ProviderSettings
 from trellisd.providers.base import ModelRequest, ProviderEvent, Stop, TextDelta, ToolCallRequested
-from trellisd.records import Step, Tokens, ToolCall, TurnRef
+from trellisd.records import ProviderChoice, Step, Tokens, ToolCall, TurnRef
 from trellisd.services import Services
 from trellisd.vocabulary import Decision, Outcome, StepKind
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from trellisd import wire
-from trellisd.config import InitializationOptions, ProviderChoice
+from trellisd.config import InitializationOptions
 from trellisd.convert import structure
 from trellisd.errors import InvalidParams
+from trellisd.records import ProviderChoice
 
 
 def test_camel_case_fields_become_typed_values() -> None:
