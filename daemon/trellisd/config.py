@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from .convert import camel
 from .errors import InvalidParams
+from .records import ProviderChoice
 
 PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
 
@@ -43,6 +47,16 @@ NO_PROVIDER = (
     " scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY, or set one of"
     " OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY"
 )
+
+
+@attrs.frozen
+class InitializationOptions(ProviderChoice):
+    """``initialize``'s ``initializationOptions``: a choice of model that may also carry the
+    key and the scripted model's replies. ``provider`` is a synonym of ``name``."""
+
+    provider: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    script: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,26 +99,20 @@ class ProviderSettings:
             "maxTokens": self.max_tokens,
         }
 
-    def merged(self, overrides: Mapping[str, Any], where: str) -> ProviderSettings:
-        """These settings with a client's overrides (camelCase keys) laid over them."""
+    def merged(self, choice: ProviderChoice, where: str) -> ProviderSettings:
+        """These settings with a client's choice laid over them; ``where`` names the choice
+        (``provider``, ``initializationOptions``, ``turn``) in the errors."""
         changes: dict[str, Any] = {}
-        for key, attr, kind in _OVERRIDABLE:
-            if key not in overrides or overrides[key] is None:
+        for attr, value in attrs.asdict(choice).items():
+            if value is None:
                 continue
-            value = overrides[key]
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise InvalidParams(
-                    f"{where}.{key} must be a {kind.__name__}", field=f"{where}.{key}"
-                )
             least = _LIMITS.get(attr)
-            if least is not None and isinstance(value, int | float) and value < least:
+            if least is not None and value < least:
+                key = camel(attr)
                 raise InvalidParams(
-                    f"{where}.{key} must be {_LIMIT_WORDS[least]}",
-                    field=f"{where}.{key}",
+                    f"{where}.{key} must be {_LIMIT_WORDS[least]}", field=f"{where}.{key}"
                 )
-            changes[attr] = value
+            changes["name" if attr == "provider" else attr] = value
         name = changes.get("name")
         if name is not None and name not in PROVIDERS:
             raise InvalidParams(
@@ -134,20 +142,7 @@ class ProviderSettings:
         return dataclasses.replace(self, **changes)
 
 
-_OVERRIDABLE: tuple[tuple[str, str, type], ...] = (
-    ("name", "name", str),
-    ("provider", "name", str),
-    ("model", "model", str),
-    ("baseUrl", "base_url", str),
-    ("apiKey", "api_key", str),
-    ("temperature", "temperature", float),
-    ("maxTokens", "max_tokens", int),
-    ("script", "script", str),
-    ("maxRetries", "max_retries", int),
-    ("retryBudget", "retry_budget", float),
-    ("readTimeout", "read_timeout", float),
-)
-# The least value each transport setting may take; a read timeout of 0 would fail every call.
+# The least value each setting may take; a read timeout of 0 would fail every call.
 _LIMITS: dict[str, float] = {
     "max_retries": 0,
     "retry_budget": 0,

@@ -11,16 +11,19 @@ message a person understands, and structured ``data``. The tree:
     +-- LeaseHeld (-32030)            another process is the session's writer
     +-- StoreError (-32040)           the store cannot be used (newer schema, disk full, ...)
 
-``protocol/README.md`` documents each code; the server maps them onto JSON-RPC errors.
+``protocol/README.md`` documents each code (``vocabulary.ErrorCode`` lists them all); the
+server maps them onto JSON-RPC errors.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .vocabulary import ErrorCode
+
 
 class TrellisError(Exception):
-    CODE = -32603
+    CODE: int = ErrorCode.INTERNAL
 
     def __init__(self, message: str, **data: Any) -> None:
         super().__init__(message)
@@ -29,24 +32,24 @@ class TrellisError(Exception):
 
 
 class InvalidParams(TrellisError):
-    CODE = -32602
+    CODE: int = ErrorCode.INVALID_PARAMS
 
 
 class NotFound(TrellisError):
-    CODE = -32010
+    CODE: int = ErrorCode.NOT_FOUND
 
 
 class Conflict(TrellisError):
-    CODE = -32020
+    CODE: int = ErrorCode.CONFLICT
 
 
 class NotRunning(TrellisError):
-    CODE = -32021
+    CODE: int = ErrorCode.NOT_RUNNING
 
 
 class LeaseHeld(TrellisError):
-    CODE = -32030
+    CODE: int = ErrorCode.LEASE_HELD
 
 
 class StoreError(TrellisError):
-    CODE = -32040
+    CODE: int = ErrorCode.STORE_ERROR

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .store.records import Tokens
+from .records import Tokens
 
 log = logging.getLogger(__name__)
 

@@ -8,19 +8,20 @@ one-line messages (never tracebacks), and ``exit`` ends the process with LSP's e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Generator
-from functools import wraps
+from collections.abc import Generator
 from typing import Any, cast
 
+import attrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
+from pygls.exceptions import JsonRpcException, JsonRpcMethodNotFound
+from pygls.io_ import StdinAsyncReader, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -31,13 +32,15 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from . import PROTOCOL_VERSION, __version__, wire
+from . import PROTOCOL_VERSION, __version__, services, wire
 from .agent.steering import Steer
-from .config import ProviderSettings
-from .daemon import Daemon, TurnRef, pid_alive
+from .config import InitializationOptions, ProviderSettings
+from .convert import structure
 from .errors import StoreError, TrellisError
-from .store import Store
-from .store.records import Step
+from .handlers import METHODS, Method
+from .records import Step, TurnRef
+from .services import Services
+from .vocabulary import ANSWERS, Decision
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +60,18 @@ class TrellisProtocol(LanguageServerProtocol):
     _server: TrellisServer
 
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" in data and "method" in data and "params" not in data:
-            data = {**data, "params": None}  # served as if its params were empty
+        if "jsonrpc" in data and "method" in data:
+            if data.get("params", None) in (None, []):
+                # Left out, null, or an empty array (Lua's `{}`): served as if empty.
+                data = {**data, "params": None}
+            if "id" in data and _is_notification(data["method"]):
+                raise _Unservable(
+                    data["id"],
+                    JsonRpcException(
+                        f"{data['method']} is a notification: send it without an id",
+                        code=-32601,
+                    ),
+                )
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -72,6 +85,12 @@ class TrellisProtocol(LanguageServerProtocol):
             raise
 
     def handle_message(self, message: Any) -> None:
+        if self._shutdown and not hasattr(message, "method"):
+            # An answer to the daemon's own request (an approval): still awaited.
+            self._handle_response(
+                message.id, getattr(message, "result", None), getattr(message, "error", None)
+            )
+            return
         if (
             self._shutdown
             and getattr(message, "method", types.EXIT) != types.EXIT
@@ -112,6 +131,68 @@ class TrellisProtocol(LanguageServerProtocol):
         yield from ()
 
 
+def _is_notification(method: str) -> bool:
+    """An LSP method that is a notification: a frame with an id for it cannot be served."""
+    entry = types.METHOD_TO_TYPES.get(method)
+    return entry is not None and entry[1] is None and method != types.SHUTDOWN
+
+
+class _Stdout:
+    """The wire's end: once the editor has closed stdout, frames are dropped, never raised.
+
+    An editor that dies closes stdout with stdin; what the daemon records afterwards (a
+    cancelled turn) must not depend on whether its last notifications could be written.
+    """
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(data)
+            self.out.flush()
+        except (OSError, ValueError):
+            self.closed = True
+            log.info("the editor closed stdout: nothing more is sent")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _HideOptions(logging.Filter):
+    """pygls logs ``InitializeParams`` whole at debug; ``initializationOptions`` holds a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(a, types.InitializeParams) for a in record.args
+        ):
+            record.args = tuple(
+                attrs.evolve(a, initialization_options="<not logged>")
+                if isinstance(a, types.InitializeParams)
+                else a
+                for a in record.args
+            )
+        return True
+
+
+class _ClientMistakes(logging.Filter):
+    """A frame the daemon cannot serve is the client's mistake, answered on the wire: it is
+    logged at debug (by ``report_server_error``), not as an error with a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, _Unservable | json.JSONDecodeError | AttributeError)
+
+
+for _name in ("pygls.protocol.language_server", "pygls.protocol.json_rpc"):
+    logging.getLogger(_name).addFilter(_HideOptions())
+frames_log = logging.getLogger(f"{__name__}.frames")
+frames_log.addFilter(_ClientMistakes())
+
+
 def plain_converter() -> Any:
     """pygls's converter, but custom methods' params and results stay plain JSON values."""
     converter = default_converter()  # type: ignore[no-untyped-call]
@@ -133,16 +214,16 @@ class TrellisServer(LanguageServer):
         )
         self.db_path = db_path
         self.settings = settings
-        self._daemon: Daemon | None = None
+        self._services: Services | None = None
         self._store_error: StoreError | None = None
         self._opening: asyncio.Future[None] | None = None
         self._exiting: asyncio.Future[None] | None = None
 
     @property
-    def daemon(self) -> Daemon:
-        if self._daemon is None:
+    def services(self) -> Services:
+        if self._services is None:
             raise self._store_error or StoreError("the store is not open yet")
-        return self._daemon
+        return self._services
 
     async def open_store(self) -> None:
         """Open the store once, however many requests ask for it at once."""
@@ -152,26 +233,29 @@ class TrellisServer(LanguageServer):
 
     async def _open_store(self) -> None:
         try:
-            store = await asyncio.to_thread(Store, self.db_path, pid_alive)
+            self._services = await services.start(self.db_path, self.settings, _WireNotifier(self))
         except StoreError as exc:
             log.error("%s", exc.message)
             self._store_error = exc
-            return
-        self._daemon = Daemon(store, self.settings, _WireNotifier(self))
-        await self._daemon.start()
+
+    def configure(self, options: InitializationOptions) -> None:
+        """Lay ``initializationOptions`` over the settings, for the turns that start later."""
+        self.settings = self.settings.merged(options, "initializationOptions")
+        if self._services is not None:
+            self._services.defaults.provider = self.settings
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
         self._stop_event = stop = threading.Event()
         reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+        self.protocol.set_writer(_Stdout(sys.stdout.buffer))
 
         async def serve() -> None:
             await run_async(
                 stop_event=stop,
                 reader=reader,
                 protocol=self.protocol,
-                logger=log,
+                logger=frames_log,
                 error_handler=self.report_server_error,
             )
             log.info("end of input: the editor closed the connection")
@@ -187,10 +271,8 @@ class TrellisServer(LanguageServer):
         await self._exiting
 
     async def _exit(self, code: int) -> None:
-        if self._daemon is not None:
-            for running in self._daemon.running.values():
-                if running.task is not None:
-                    running.task.cancel()
+        if self._services is not None:
+            self._services.running.cancel_all()
         pending = [
             cast("asyncio.Future[Any]", f)
             for f in self.protocol._request_futures.values()
@@ -199,14 +281,16 @@ class TrellisServer(LanguageServer):
         if pending:
             await asyncio.wait(pending, timeout=3)
         await asyncio.sleep(0)  # let the last answers be written
-        if self._daemon is not None:
-            await asyncio.to_thread(self._daemon.close)
-        sys.stdout.flush()
+        if self._services is not None:
+            await self._services.close()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
         logging.shutdown()
         os._exit(code)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, _Unservable):
+            log.debug("answered %s: %s", error.msg_id, error.error.message)
             self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
         elif isinstance(error, json.JSONDecodeError):
             log.warning("a frame was not JSON: %s", error)
@@ -216,6 +300,8 @@ class TrellisServer(LanguageServer):
             self._answer_unidentified(
                 -32600, "the frame was not a JSON-RPC request or notification"
             )
+        elif isinstance(error, JsonRpcMethodNotFound):
+            log.debug("%s", error.message)  # a client's mistake, already answered
         else:
             log.error("%s", error)
 
@@ -238,7 +324,7 @@ class _WireNotifier:
     def step(self, turn: TurnRef, step: Step) -> None:
         self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
-    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> str:
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         msg_id = f"approval-{uuid.uuid4().hex}"
         try:
             answer = await asyncio.wait_for(
@@ -252,12 +338,12 @@ class _WireNotifier:
             raise
         except TimeoutError:
             self._withdraw(msg_id)
-            return "timeout"
+            return Decision.TIMEOUT
         except JsonRpcException as exc:
             log.warning("the editor could not answer an approval: %s", exc)
-            return "deny"
+            return Decision.DENY
         decision = answer.get("decision") if isinstance(answer, dict) else None
-        return decision if decision in ("allow", "allowAlways", "deny") else "deny"
+        return Decision(decision) if decision in ANSWERS else Decision.DENY
 
     def _withdraw(self, msg_id: str) -> None:
         """Tell the editor a question no longer needs an answer."""
@@ -271,50 +357,39 @@ class _WireNotifier:
         )
 
 
-Handler = Callable[[TrellisServer, wire.Params], Awaitable[Any]]
+def serve(server: TrellisServer, method: Method[Any]) -> None:
+    """Register ``method``: its params structured once, a ``TrellisError`` as its code."""
 
+    async def handler(ls: TrellisServer, raw: Any) -> Any:
+        try:
+            await ls.open_store()
+            return await method.serve(ls.services, wire.parse(method.params, raw))
+        except TrellisError as exc:
+            raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
+        except (JsonRpcException, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            log.exception("%s failed", method.name)
+            raise JsonRpcException(
+                f"{method.name} failed inside trellisd: {exc}", code=-32603
+            ) from exc
 
-def method(server: TrellisServer, name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` for ``name``; a ``TrellisError`` becomes its JSON-RPC error."""
-
-    def register(fn: Handler) -> Handler:
-        @wraps(fn)
-        async def handler(ls: TrellisServer, raw: Any) -> Any:
-            try:
-                await ls.open_store()
-                return await fn(ls, wire.Params(raw))
-            except TrellisError as exc:
-                raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
-            except (JsonRpcException, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                log.exception("%s failed", name)
-                raise JsonRpcException(
-                    f"{name} failed inside trellisd: {exc}", code=-32603
-                ) from exc
-
-        server.feature(name)(handler)
-        return fn
-
-    return register
+    server.feature(method.name)(handler)
 
 
 def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
-    from .handlers import register_all
-
     server = TrellisServer(db_path, settings)
 
     @server.feature(types.INITIALIZE)
     async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
-        options = params.initialization_options
-        if isinstance(options, dict) and options:
+        raw = params.initialization_options
+        if isinstance(raw, dict) and raw:
             try:
-                ls.settings = ls.settings.merged(options, "initializationOptions")
+                ls.configure(structure(raw, InitializationOptions, "initializationOptions"))
             except TrellisError as exc:
                 raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         await ls.open_store()
-        if ls._daemon is not None:
-            ls._daemon.settings = ls.settings
 
-    register_all(server)
+    for method in METHODS:
+        serve(server, method)
     return server

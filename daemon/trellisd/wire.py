@@ -1,99 +1,144 @@
-"""The wire's shapes: typed params from raw JSON, and JSON from the daemon's records.
+"""The wire's shapes: one frozen request type per method, structured once from the raw JSON
+by the one converter (``convert``), and JSON written from the daemon's records.
 
-Fields are camelCase on the wire and snake_case in Python; ``camel`` maps one to the other.
-Every param error is an ``InvalidParams`` that names the field.
+Fields are camelCase on the wire and snake_case in Python. A request that does not have its
+method's shape is an ``InvalidParams`` that names the field; the services only ever see the
+typed requests.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
-from .daemon import TurnRef, TurnResult
+import attrs
+
+from .convert import camel, structure, unstructure
 from .errors import InvalidParams
 from .pricing import cost
-from .store.records import Event, RunSummary, Session, SessionSummary, Step, Tokens, Turn
+from .records import (
+    Event,
+    ProviderChoice,
+    RunSummary,
+    Session,
+    SessionSummary,
+    Step,
+    Tokens,
+    Turn,
+    TurnRef,
+    TurnResult,
+)
 
-_MISSING = object()
+R = TypeVar("R")
 
-
-class Params:
-    """A request's params, read one field at a time with a clear error per field."""
-
-    def __init__(self, raw: Any) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise InvalidParams("params must be an object", field="params")
-        self.raw: dict[str, Any] = raw
-
-    def _get(self, name: str, kind: type | tuple[type, ...], what: str, required: bool) -> Any:
-        value = self.raw.get(name, _MISSING)
-        if value is _MISSING or value is None:
-            if required:
-                raise InvalidParams(f"{name} is required", field=name)
-            return None
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise InvalidParams(f"{name} must be {what}, not {_json_type(value)}", field=name)
-        return value
-
-    def string(self, name: str, *, required: bool = False, nonempty: bool = False) -> Any:
-        value = self._get(name, str, "a string", required)
-        if nonempty and value is not None and not value.strip():
-            raise InvalidParams(f"{name} must not be empty", field=name)
-        return value
-
-    def nullable_string(self, name: str) -> str | None:
-        if name not in self.raw:
-            raise InvalidParams(f"{name} is required (null for before the first turn)", field=name)
-        value: str | None = self._get(name, str, "a string or null", False)
-        return value
-
-    def integer(self, name: str, *, low: int, high: int) -> int | None:
-        value: int | None = self._get(name, int, "a whole number", False)
-        if value is not None and not low <= value <= high:
-            raise InvalidParams(f"{name} must be from {low} to {high}", field=name)
-        return value
-
-    def number(self, name: str) -> float | None:
-        value = self._get(name, (int, float), "a number", False)
-        return None if value is None else float(value)
-
-    def obj(self, name: str) -> dict[str, Any] | None:
-        value: dict[str, Any] | None = self._get(name, dict, "an object", False)
-        return value
+LIST_LIMIT = 50
+MAX_STEPS = 10_000
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "null"
+def parse(cls: type[R], raw: Any) -> R:
+    """A request's params as its typed request; ``[]`` (Lua's ``{}``) counts as none."""
+    return structure(None if raw == [] else raw, cls)
 
 
-def verify(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A bounded turn's ``verify``: ``{argv: [str, ...], expectExit?: int}``."""
-    if value is None:
-        return None
-    argv = value.get("argv")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        raise InvalidParams("verify.argv must be a non-empty array of strings", field="verify.argv")
-    expect = value.get("expectExit", 0)
-    if not isinstance(expect, int) or isinstance(expect, bool):
-        raise InvalidParams("verify.expectExit must be a whole number", field="verify.expectExit")
-    return {"argv": argv, "expectExit": expect}
+def _nonempty(name: str, value: str) -> None:
+    if not value.strip():
+        raise InvalidParams(f"{name} must not be empty", field=name)
 
 
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+def _within(name: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and not low <= value <= high:
+        raise InvalidParams(f"{name} must be from {low} to {high}", field=name)
+
+
+@attrs.frozen
+class SessionOpen:
+    root: str
+    title: str | None = None
+    provider: ProviderChoice | None = None
+    policy: dict[str, Any] | None = None  # read by the policy's own parser
+
+
+@attrs.frozen
+class SessionRef:
+    """The params of every request about one session as a whole."""
+
+    session_id: str
+
+
+@attrs.frozen
+class SessionList:
+    root: str | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _within("limit", self.limit, 1, 1000)
+
+
+@attrs.frozen
+class Verify:
+    """A bounded turn's check: run ``argv`` in the session root, expect ``expect_exit``."""
+
+    argv: list[str]
+    expect_exit: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.argv:
+            raise InvalidParams(
+                "verify.argv must be a non-empty array of strings", field="verify.argv"
+            )
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.expect_exit is None else self.expect_exit
+
+
+@attrs.frozen
+class SessionTurn:
+    session_id: str
+    prompt: str
+    model: str | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    verify: Verify | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _nonempty("prompt", self.prompt)
+        _within("maxSteps", self.max_steps, 1, MAX_STEPS)
+
+    @property
+    def choice(self) -> ProviderChoice:
+        """What this turn alone overrides of the session's model choice."""
+        return ProviderChoice(model=self.model, temperature=self.temperature)
+
+
+@attrs.frozen
+class SessionBranch:
+    session_id: str
+    turn_id: str | None  # required, but null: before the first turn
+
+
+@attrs.frozen
+class SessionSteer:
+    session_id: str
+    text: str
+    client_msg_id: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _nonempty("text", self.text)
+
+
+@attrs.frozen
+class SessionResume:
+    session_id: str
+    turn_id: str
+
+
+@attrs.frozen
+class RunRef:
+    """The params of every ``run/*`` request."""
+
+    run_id: str
 
 
 def to_wire(value: Any) -> Any:
@@ -115,8 +160,8 @@ def to_wire(value: Any) -> Any:
 
 
 def session(value: Session) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
-    out["provider"] = out.pop("settings")
+    out: dict[str, Any] = to_wire(dataclasses.replace(value, provider=ProviderChoice()))
+    out["provider"] = unstructure(value.provider)
     del out["policy"]
     return out
 
@@ -165,3 +210,20 @@ def run_summary(value: RunSummary) -> dict[str, Any]:
 def turn_ref(value: TurnRef) -> dict[str, Any]:
     """Written out rather than reflected: every token notification starts with it."""
     return {"sessionId": value.session_id, "turnId": value.turn_id, "runId": value.run_id}
+
+
+def session_list(page: list[SessionSummary], cursor: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"sessions": [session_summary(s) for s in page]}
+    if cursor:
+        out["nextCursor"] = cursor
+    return out
+
+
+def steer_receipt(ref: TurnRef, new: bool) -> dict[str, Any]:
+    """``duplicate`` when the steer's clientMsgId was already queued in this turn."""
+    receipt = {"turnId": ref.turn_id, "runId": ref.run_id, "queued": True}
+    return receipt if new else {**receipt, "duplicate": True}
+
+
+def cancelled(ref: TurnRef | None) -> dict[str, Any]:
+    return {"cancelled": False} if ref is None else {"cancelled": True, **turn_ref(ref)}

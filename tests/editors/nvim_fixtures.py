@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from trellisd.daemon import pid_alive
+from trellisd.processes import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editors" / "nvim"

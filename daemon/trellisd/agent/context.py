@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..providers.base import Message
-from ..store.records import Step, Turn
+from ..records import Step, Turn
 from .steering import STEER_NOTE
 
 SYSTEM_PROMPT = (

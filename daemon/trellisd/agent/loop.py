@@ -25,14 +25,20 @@ from ..providers.base import (
     ToolSpec,
     Usage,
 )
-from ..store.records import Step, Tokens, ToolCall
+from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
+from ..vocabulary import Outcome
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
 
-FINISHED, ERROR, CANCELLED, EXHAUSTED = "finished", "error", "cancelled", "exhausted"
-SUCCESS, FAILURE = "success", "failure"
+FINISHED, ERROR, CANCELLED, EXHAUSTED = (
+    Outcome.FINISHED,
+    Outcome.ERROR,
+    Outcome.CANCELLED,
+    Outcome.EXHAUSTED,
+)
+SUCCESS, FAILURE = Outcome.SUCCESS, Outcome.FAILURE
 NO_TOKENS = Tokens(0, 0, 0)
 UNKNOWN_TOKENS = Tokens(None, None, None)
 

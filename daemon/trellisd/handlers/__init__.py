@@ -1,15 +1,13 @@
-"""The wire's methods, one module per family; each handler is three lines."""
+"""The wire's methods, one module per family; each handler is three lines: typed params in
+(structured at the wire), one service call, the wire's JSON out. ``server`` registers them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..server import TrellisServer
+from . import run, session
+from .base import Method
 
+METHODS: tuple[Method[Any], ...] = (*session.METHODS, *run.METHODS)
 
-def register_all(server: TrellisServer) -> None:
-    from . import run, session
-
-    session.register(server)
-    run.register(server)
+__all__ = ["METHODS", "Method"]

@@ -5,20 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from .. import wire
-from ..server import TrellisServer, method
+from ..services import Services
+from .base import Method
 
 
-def register(server: TrellisServer) -> None:
-    @method(server, "run/summary")
-    async def run_summary(ls: TrellisServer, p: wire.Params) -> Any:
-        return wire.run_summary(await ls.daemon.run_summary(p.string("runId", required=True)))
+async def run_summary(app: Services, p: wire.RunRef) -> Any:
+    return wire.run_summary(await app.runs.summary(p.run_id))
 
-    @method(server, "run/steps")
-    async def run_steps(ls: TrellisServer, p: wire.Params) -> Any:
-        steps = await ls.daemon.run_steps(p.string("runId", required=True))
-        return {"steps": [wire.step(s) for s in steps]}
 
-    @method(server, "run/events")
-    async def run_events(ls: TrellisServer, p: wire.Params) -> Any:
-        events = await ls.daemon.run_events(p.string("runId", required=True))
-        return {"events": [wire.event(e) for e in events]}
+async def run_steps(app: Services, p: wire.RunRef) -> Any:
+    return {"steps": [wire.step(s) for s in await app.runs.steps(p.run_id)]}
+
+
+async def run_events(app: Services, p: wire.RunRef) -> Any:
+    return {"events": [wire.event(e) for e in await app.runs.events(p.run_id)]}
+
+
+METHODS: tuple[Method[Any], ...] = (
+    Method("run/summary", wire.RunRef, run_summary),
+    Method("run/steps", wire.RunRef, run_steps),
+    Method("run/events", wire.RunRef, run_events),
+)

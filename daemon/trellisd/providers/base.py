@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..store.records import ToolCall
+from ..records import ToolCall
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ..store.records import ToolCall
+from ..records import ToolCall
 from .base import ToolSpec
 
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}

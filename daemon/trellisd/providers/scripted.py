@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..store.records import ToolCall
+from ..records import ToolCall
 from .base import (
     Message,
     ModelRequest,

@@ -1,103 +1,28 @@
-"""The records the store keeps, as the rest of the daemon sees them."""
+"""The domain records, kept importable here for code written before they moved to
+``trellisd.records``."""
 
-from __future__ import annotations
+from ..records import (
+    Event,
+    RunSummary,
+    Session,
+    SessionSummary,
+    Step,
+    Tokens,
+    ToolCall,
+    Turn,
+    TurnRef,
+    TurnResult,
+)
 
-from dataclasses import dataclass, field
-from typing import Any
-
-
-@dataclass(frozen=True)
-class Tokens:
-    """Token counts; ``None`` where the provider did not report a figure."""
-
-    input: int | None = 0
-    output: int | None = 0
-    cached: int | None = 0
-
-    @property
-    def total(self) -> int | None:
-        if self.input is None or self.output is None:
-            return None
-        return self.input + self.output
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(
-            _add(self.input, other.input),
-            _add(self.output, other.output),
-            _add(self.cached, other.cached),
-        )
-
-
-def _add(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Session:
-    session_id: str
-    root: str
-    title: str
-    head: str | None
-    created_at: str
-    updated_at: str
-    settings: dict[str, Any] = field(default_factory=dict)
-    policy: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    session: Session
-    turns: int
-
-
-@dataclass(frozen=True)
-class Turn:
-    turn_id: str
-    session_id: str
-    parent_turn_id: str | None
-    run_id: str
-    prompt: str
-    reply: str
-    outcome: str
-    error: str | None
-    tokens: Tokens
-    created_at: str
-    model: str | None = None
-
-
-@dataclass(frozen=True)
-class Step:
-    step: int
-    decision: str
-    prompt: str | None
-    text: str
-    tool_call: ToolCall | None
-    result: str | None
-    tokens: Tokens
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    kind: str
-    step: int | None
-    detail: dict[str, Any]
-    created_at: str
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    run_id: str
-    turn_id: str
-    session_id: str
-    outcome: str
-    error: str | None
-    tokens: Tokens
-    steps: int
+__all__ = [
+    "Event",
+    "RunSummary",
+    "Session",
+    "SessionSummary",
+    "Step",
+    "Tokens",
+    "ToolCall",
+    "Turn",
+    "TurnRef",
+    "TurnResult",
+]

@@ -9,12 +9,13 @@ from typing import Any
 import apsw
 
 from ..errors import NotFound
+from ..records import Event, RunSummary, Step, Tokens, ToolCall
+from ..vocabulary import Outcome
 from .db import Database, now
 from .leases import Leases
-from .records import Event, RunSummary, Step, Tokens, ToolCall
 from .sessions import Sessions, new_id
 
-RUNNING = "running"
+RUNNING = Outcome.RUNNING
 
 
 def _step(row: tuple[Any, ...]) -> Step:

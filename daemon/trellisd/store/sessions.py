@@ -5,16 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import apsw
 
+from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound
+from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
-
-if TYPE_CHECKING:
-    from .leases import Leases
-from .records import Session, SessionSummary, Tokens, Turn
 
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
@@ -32,6 +30,12 @@ _TURN_SELECT = """
 """
 
 
+class Writer(Protocol):
+    """The session's lease, taken inside a write transaction (``Leases``)."""
+
+    def acquire(self, con: apsw.Connection, session_id: str) -> None: ...
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
@@ -42,7 +46,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         root=row[1],
         title=row[2],
         head=row[3],
-        settings=json.loads(row[4]),
+        provider=structure(json.loads(row[4]), ProviderChoice, "provider"),
         created_at=row[5],
         updated_at=row[6],
         policy=json.loads(row[7]) if row[7] is not None else None,
@@ -73,12 +77,12 @@ class Sessions:
         self,
         root: str,
         title: str,
-        settings: dict[str, Any],
+        provider: ProviderChoice,
         owner: str,
         policy: dict[str, Any] | None = None,
     ) -> Session:
         stamp = now()
-        session = Session(new_id("s"), root, title, None, stamp, stamp, settings, policy)
+        session = Session(new_id("s"), root, title, None, stamp, stamp, provider, policy)
         with self.db.write() as con:
             con.execute(
                 "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
@@ -87,7 +91,7 @@ class Sessions:
                     session.session_id,
                     root,
                     title,
-                    json.dumps(settings),
+                    json.dumps(unstructure(provider)),
                     stamp,
                     stamp,
                     owner,
@@ -195,7 +199,7 @@ class Sessions:
             ).fetchall()
         return [_turn(row) for row in rows]
 
-    def branch(self, session_id: str, turn_id: str | None, leases: Leases) -> Session:
+    def branch(self, session_id: str, turn_id: str | None, leases: Writer) -> Session:
         with self.db.write() as con:
             self._get(con, session_id)
             leases.acquire(con, session_id)

@@ -53,16 +53,22 @@ export interface Tokens {
   cached: Count;
 }
 
-export type Outcome =
-  | 'running'
-  | 'finished'
-  | 'error'
-  | 'cancelled'
-  | 'interrupted'
-  | 'exhausted'
-  | 'success'
-  | 'failure'
-  | string;
+/** A turn's outcomes, as protocol/schema.json's `Outcome` lists them (checked by the tests). */
+export const OUTCOMES = [
+  'running',
+  'finished',
+  'error',
+  'cancelled',
+  'interrupted',
+  'exhausted',
+  'success',
+  'failure',
+] as const;
+
+export type Outcome = (typeof OUTCOMES)[number] | string;
+
+/** What a step is (its `decision` field), as the schema's `StepKind` lists them. */
+export const STEP_KINDS = ['reply', 'tool', 'error', 'cancelled'] as const;
 
 export interface ProviderChoice {
   name?: string;
@@ -156,7 +162,7 @@ export interface TokenParams extends TurnRef {
 
 export interface StepParams extends TurnRef {
   step: number;
-  decision: 'reply' | 'tool' | 'error' | 'cancelled' | string;
+  decision: (typeof STEP_KINDS)[number] | string;
   prompt?: string | null;
   text?: string;
   toolCall?: ToolCall | null;
@@ -188,7 +194,10 @@ export interface ApprovalParams extends TurnRef {
   summary: string;
 }
 
-export type ApprovalDecision = 'allow' | 'allowAlways' | 'deny';
+/** The answers an editor may give to session/requestApproval, as the schema lists them. */
+export const APPROVAL_DECISIONS = ['allow', 'allowAlways', 'deny'] as const;
+
+export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 
 export interface ApprovalResult {
   decision: ApprovalDecision;

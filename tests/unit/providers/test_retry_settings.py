@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from trellisd.config import ProviderSettings, provider_from_env
+from trellisd.config import (
+    InitializationOptions,
+    ProviderSettings,
+    provider_from_env,
+)
+from trellisd.convert import structure
 from trellisd.errors import InvalidParams
 from trellisd.providers import make_provider
 from trellisd.providers.openai import OpenAIProvider
+from trellisd.records import ProviderChoice
 
 
 def test_the_environment_sets_retries_budget_and_read_timeout() -> None:
@@ -47,8 +53,8 @@ def test_a_bad_value_in_the_environment_is_named(variable: str, value: str) -> N
 def test_overrides_change_them_and_survive_a_change_of_provider() -> None:
     base = provider_from_env({"OPENAI_API_KEY": "sk-1", "TRELLISD_READ_TIMEOUT": "30"})
 
-    merged = base.merged({"maxRetries": 1, "retryBudget": 5}, "turn")
-    switched = merged.merged({"name": "anthropic"}, "turn")
+    merged = base.merged(ProviderChoice(max_retries=1, retry_budget=5), "turn")
+    switched = merged.merged(ProviderChoice(name="anthropic"), "turn")
 
     assert (merged.max_retries, merged.retry_budget, merged.read_timeout) == (1, 5.0, 30.0)
     assert (switched.max_retries, switched.retry_budget, switched.read_timeout) == (1, 5.0, 30.0)
@@ -59,7 +65,8 @@ def test_overrides_change_them_and_survive_a_change_of_provider() -> None:
 )
 def test_bad_overrides_are_refused_with_the_field_named(overrides: dict[str, object]) -> None:
     with pytest.raises(InvalidParams, match=next(iter(overrides))):
-        ProviderSettings(name="openai").merged(overrides, "turn")
+        choice = structure(overrides, ProviderChoice, "turn")
+        ProviderSettings(name="openai").merged(choice, "turn")
 
 
 def test_make_provider_carries_them_to_the_http_settings() -> None:
@@ -79,6 +86,7 @@ def test_a_key_given_with_another_provider_names_where_it_came_from() -> None:
     from trellisd.config import ProviderSettings
 
     base = ProviderSettings(name="openai", api_key="env-key", key_source="OPENAI_API_KEY")
-    merged = base.merged({"provider": "anthropic", "apiKey": "given"}, "initializationOptions")
+    options = InitializationOptions(provider="anthropic", api_key="given")
+    merged = base.merged(options, "initializationOptions")
     assert merged.name == "anthropic" and merged.api_key == "given"
     assert merged.key_source == "initializationOptions.apiKey"

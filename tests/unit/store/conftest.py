@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.daemon import pid_alive
+from trellisd.processes import pid_alive
+from trellisd.records import ProviderChoice
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens
 
@@ -48,7 +49,7 @@ def open_session(store: Store) -> OpenSession:
     """A new session that ``store`` is the writer of."""
 
     def open_(root: str = "/work/project", title: str = "") -> Session:
-        return store.sessions.create(root, title, {}, store.leases.daemon_id)
+        return store.sessions.create(root, title, ProviderChoice(), store.leases.daemon_id)
 
     return open_
 

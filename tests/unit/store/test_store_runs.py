@@ -20,10 +20,11 @@ TakeTurn = Callable[..., tuple[str, str]]
 # then either exits at once, as if killed, or stays alive until its stdin closes.
 OTHER_DAEMON = """
 import os, sys
+from trellisd.records import ProviderChoice
 from trellisd.store import Store
 store = Store(sys.argv[1], lambda pid: True)
 store.leases.register()
-session = store.sessions.create("/work/other", "", {}, store.leases.daemon_id)
+session = store.sessions.create("/work/other", "", ProviderChoice(), store.leases.daemon_id)
 _, done, _ = store.runs.begin(session.session_id, "a turn that ended")
 store.runs.finish(done, "finished")
 _, running, _ = store.runs.begin(session.session_id, "a turn still running")

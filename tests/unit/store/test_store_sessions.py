@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from trellisd.errors import InvalidParams, NotFound
+from trellisd.records import ProviderChoice
 from trellisd.store import Store
 from trellisd.store.records import Session
 
@@ -35,16 +36,18 @@ def all_pages(store: Store, root: str | None, limit: int) -> list[list[str]]:
 
 
 def test_a_created_session_can_be_got_back(store: Store) -> None:
-    created = store.sessions.create("/work/a", "refactor", {"model": "m1"}, store.leases.daemon_id)
+    created = store.sessions.create(
+        "/work/a", "refactor", ProviderChoice(model="m1"), store.leases.daemon_id
+    )
 
     got = store.sessions.get(created.session_id)
 
     assert got.session_id == created.session_id
-    assert (got.root, got.title, got.head, got.settings) == (
+    assert (got.root, got.title, got.head, got.provider) == (
         "/work/a",
         "refactor",
         None,
-        {"model": "m1"},
+        ProviderChoice(model="m1"),
     )
     assert got.created_at == got.updated_at == created.created_at
 

@@ -1,0 +1,193 @@
+"""The one converter between the wire's JSON and the daemon's typed values.
+
+Fields are camelCase on the wire and snake_case in Python: every attrs class structures with
+its fields renamed by ``camel``. Structuring is strict (a string is not a number, ``true`` is
+not 1), a ``null`` optional field counts as left out, and every failure becomes one
+``InvalidParams`` naming the field, dotted when nested (``provider.temperature``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, get_args, get_origin
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from .errors import InvalidParams
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class _Missing(Exception):
+    pass
+
+
+class _WrongType(Exception):
+    def __init__(self, what: str, value: Any) -> None:
+        super().__init__(what)
+        self.what, self.value = what, value
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+def _strict(kind: type, what: str, accept: Callable[[Any], bool]) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, _: Any) -> Any:
+        if value is None:
+            raise _Missing()
+        if not accept(value):
+            raise _WrongType(what, value)
+        return kind(value)
+
+    return structure
+
+
+class _AtIndex(Exception):
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.index, self.error = index, error
+
+
+def _object(value: Any, _: Any) -> dict[str, Any]:
+    if value is None:
+        raise _Missing()
+    if not isinstance(value, dict):
+        raise _WrongType("an object", value)
+    return value
+
+
+def _is_list(kind: Any) -> bool:
+    origin: Any = get_origin(kind)
+    return origin is list
+
+
+def _make() -> cattrs.Converter:
+    c = cattrs.Converter(detailed_validation=True)
+    c.register_structure_hook(str, _strict(str, "a string", lambda v: isinstance(v, str)))
+    c.register_structure_hook(
+        int,
+        _strict(int, "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    )
+    c.register_structure_hook(
+        float,
+        _strict(
+            float, "a number", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+        ),
+    )
+    c.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
+
+    def structure_list(value: Any, kind: Any) -> list[Any]:
+        if value is None:
+            raise _Missing()
+        if not isinstance(value, list):
+            raise _WrongType("an array", value)
+        (item,) = get_args(kind)
+        out = []
+        for index, element in enumerate(value):
+            try:
+                out.append(c.structure(element, item))
+            except Exception as exc:
+                raise _AtIndex(index, exc) from None
+        return out
+
+    c.register_structure_hook_func(_is_list, structure_list)
+
+    def structure_factory(cls: type) -> Any:
+        renames = {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
+        inner: Any = make_dict_structure_fn(cls, c, **renames)  # type: ignore[arg-type]
+
+        def structure(value: Any, _: Any) -> Any:
+            if value is None:
+                raise _Missing()
+            if not isinstance(value, dict):
+                raise _WrongType("an object", value)
+            return inner(value, cls)
+
+        return structure
+
+    def unstructure_factory(cls: type) -> Any:
+        renames = {
+            a.name: override(rename=camel(a.name), omit_if_default=True) for a in attrs.fields(cls)
+        }
+        return make_dict_unstructure_fn(cls, c, **renames)  # type: ignore[arg-type]
+
+    c.register_structure_hook_factory(attrs.has, structure_factory)
+    c.register_unstructure_hook_factory(attrs.has, unstructure_factory)
+    return c
+
+
+converter = _make()
+
+
+def structure(value: Any, cls: type[T], where: str = "") -> T:
+    """``value`` as a ``cls``, or an ``InvalidParams`` naming the field (under ``where``)."""
+    if value is None and not where:
+        value = {}  # params left out or null: served as if empty
+    try:
+        return converter.structure(value, cls)
+    except (ClassValidationError, IterableValidationError, _Missing, _WrongType, _AtIndex) as exc:
+        raise _invalid(exc, where) from None
+
+
+def unstructure(value: Any) -> Any:
+    """A typed value as JSON: camelCase keys, fields left at their default left out."""
+    return converter.unstructure(value)
+
+
+def _invalid(exc: BaseException, path: str) -> InvalidParams:
+    if isinstance(exc, InvalidParams):
+        return exc
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        for sub in exc.exceptions:
+            step = _note(sub)
+            return _invalid(sub, _join(path, step))
+    if isinstance(exc, _AtIndex):
+        return _invalid(exc.error, f"{path}[{exc.index}]")
+    field = path or "params"
+    if isinstance(exc, KeyError | _Missing):
+        return InvalidParams(f"{field} is required", field=field)
+    if isinstance(exc, _WrongType):
+        if not path:
+            return InvalidParams(f"params must be {exc.what}", field=field)
+        return InvalidParams(f"{field} must be {exc.what}, not {json_type(exc.value)}", field=field)
+    if isinstance(exc, ValueError):  # a Literal's other values
+        return InvalidParams(f"{field} is not one of the allowed values", field=field)
+    return InvalidParams(f"{field} is not valid: {exc}", field=field)
+
+
+def _note(exc: BaseException) -> str | int:
+    for note in getattr(exc, "__notes__", []):
+        name = getattr(note, "name", None)
+        if name is not None:
+            return camel(name)
+        index = getattr(note, "index", None)
+        if index is not None:
+            return int(index)
+    return ""
+
+
+def _join(path: str, step: str | int) -> str:
+    if isinstance(step, int):
+        return f"{path}[{step}]"
+    if not step:
+        return path
+    return f"{path}.{step}" if path else step

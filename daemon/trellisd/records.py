@@ -1,0 +1,147 @@
+"""The domain records: what a session, a turn, a run and its steps are, in every layer.
+
+The store reads and writes them, the agent loop and the providers produce them, the wire
+writes them out. They import nothing of the daemon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import attrs
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts; ``None`` where the provider did not report a figure."""
+
+    input: int | None = 0
+    output: int | None = 0
+    cached: int | None = 0
+
+    @property
+    def total(self) -> int | None:
+        if self.input is None or self.output is None:
+            return None
+        return self.input + self.output
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
+            _add(self.input, other.input),
+            _add(self.output, other.output),
+            _add(self.cached, other.cached),
+        )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@attrs.frozen
+class ProviderChoice:
+    """A client's choice of model, laid over the daemon's settings: a session's ``provider``
+    (kept with the session) or a turn's ``model`` and ``temperature``. None: not chosen."""
+
+    name: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_retries: int | None = None
+    retry_budget: float | None = None
+    read_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    root: str
+    title: str
+    head: str | None
+    created_at: str
+    updated_at: str
+    provider: ProviderChoice = field(default_factory=ProviderChoice)
+    policy: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session: Session
+    turns: int
+
+
+@dataclass(frozen=True)
+class Turn:
+    turn_id: str
+    session_id: str
+    parent_turn_id: str | None
+    run_id: str
+    prompt: str
+    reply: str
+    outcome: str
+    error: str | None
+    tokens: Tokens
+    created_at: str
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    step: int
+    decision: str
+    prompt: str | None
+    text: str
+    tool_call: ToolCall | None
+    result: str | None
+    tokens: Tokens
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    kind: str
+    step: int | None
+    detail: dict[str, Any]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    turn_id: str
+    session_id: str
+    outcome: str
+    error: str | None
+    tokens: Tokens
+    steps: int
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    """Which turn of which session, under which run: every turn notification carries it."""
+
+    session_id: str
+    turn_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended, as ``session/turn`` and ``session/resume`` answer."""
+
+    turn_id: str
+    run_id: str
+    outcome: str
+    reply: str
+    tokens: Tokens
+    steps: int
+    error: str | None
+    model: str | None = None

@@ -1,0 +1,96 @@
+"""The daemon's services, with no knowledge of the wire: sessions, turns and runs over the
+async store. ``start`` builds the store and the services, in one place, at start-up.
+
+    Services
+    +-- sessions  SessionService   open, reopen, list, history, branch, take over
+    +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
+    +-- runs      RunService       a run's summary, steps and events
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import ProviderSettings
+from ..errors import TrellisError
+from ..processes import pid_alive
+from ..providers import make_provider
+from ..providers.base import Provider
+from ..store.facade import AsyncStore
+from ..store.leases import HEARTBEAT_SECONDS
+from .policies import Policies
+from .running import Running
+from .runs import RunService
+from .seams import Notifier
+from .sessions import SessionService
+from .settings import Defaults
+from .turns import TurnService
+
+log = logging.getLogger(__name__)
+
+
+class Services:
+    def __init__(
+        self,
+        store: AsyncStore,
+        settings: ProviderSettings,
+        notifier: Notifier,
+        providers: Callable[[ProviderSettings], Provider] = make_provider,
+    ) -> None:
+        self.store = store
+        self.defaults = Defaults(settings)
+        self.running = Running()
+        policies = Policies()
+        self.sessions = SessionService(store, self.defaults, self.running, policies)
+        self.turns = TurnService(store, self.defaults, self.running, policies, notifier, providers)
+        self.runs = RunService(store)
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Register this daemon as a writer, mark the turns of gone daemons interrupted,
+        and keep the heartbeat that tells other daemons this one lives."""
+        await self.store.leases.register()
+        await self._mark_interrupted()
+        self._heartbeat = asyncio.ensure_future(self._beat())
+
+    async def _mark_interrupted(self) -> None:
+        stopped = await self.store.runs.mark_interrupted()
+        if stopped:
+            log.info("marked %d turn(s) interrupted: their daemon stopped mid-turn", len(stopped))
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self.store.leases.heartbeat()
+                await self._mark_interrupted()
+            except TrellisError as exc:
+                log.warning("heartbeat failed: %s", exc.message)
+
+    async def close(self) -> None:
+        """A clean exit: stop the heartbeat, release the leases, close the store."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+        await self.store.close()
+
+
+async def start(
+    db_path: str | Path,
+    settings: ProviderSettings,
+    notifier: Notifier,
+    providers: Callable[[ProviderSettings], Provider] = make_provider,
+) -> Services:
+    """Open the store at ``db_path`` and start the services over it (``StoreError`` if the
+    store cannot be used)."""
+    services = Services(await AsyncStore.open(db_path, pid_alive), settings, notifier, providers)
+    await services.start()
+    return services
+
+
+__all__ = ["Notifier", "Services", "start"]

@@ -1,0 +1,51 @@
+"""The turns running in this daemon, one at most per session."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agent.steering import SteerInbox
+from ..errors import Conflict
+from ..records import TurnRef
+
+
+@dataclass
+class RunningTurn:
+    ref: TurnRef
+    task: asyncio.Task[Any] | None
+    inbox: SteerInbox = field(default_factory=SteerInbox)
+    cancelled_by_request: bool = False
+
+
+class Running:
+    def __init__(self) -> None:
+        self._turns: dict[str, RunningTurn] = {}
+
+    def get(self, session_id: str) -> RunningTurn | None:
+        return self._turns.get(session_id)
+
+    def start(self, ref: TurnRef) -> RunningTurn:
+        running = self._turns[ref.session_id] = RunningTurn(ref, asyncio.current_task())
+        return running
+
+    def end(self, session_id: str) -> None:
+        self._turns.pop(session_id, None)
+
+    def refuse(self, session_id: str, what: str) -> None:
+        """``Conflict`` when the session has a running turn: the user must wait or cancel."""
+        running = self._turns.get(session_id)
+        if running is not None:
+            raise Conflict(
+                f"session {session_id} has a running turn {running.ref.turn_id};"
+                f" wait for it to end or cancel it before you {what}",
+                sessionId=session_id,
+                turnId=running.ref.turn_id,
+            )
+
+    def cancel_all(self) -> None:
+        """The daemon is exiting: every running turn stops and records ``cancelled``."""
+        for running in self._turns.values():
+            if running.task is not None:
+                running.task.cancel()

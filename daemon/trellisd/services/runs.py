@@ -1,0 +1,20 @@
+"""Runs: what a turn's run did, read back from the store."""
+
+from __future__ import annotations
+
+from ..records import Event, RunSummary, Step
+from ..store.facade import AsyncStore
+
+
+class RunService:
+    def __init__(self, store: AsyncStore) -> None:
+        self.store = store
+
+    async def summary(self, run_id: str) -> RunSummary:
+        return await self.store.runs.summary(run_id)
+
+    async def steps(self, run_id: str) -> list[Step]:
+        return await self.store.runs.steps(run_id)
+
+    async def events(self, run_id: str) -> list[Event]:
+        return await self.store.runs.events(run_id)

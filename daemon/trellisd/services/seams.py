@@ -1,0 +1,155 @@
+"""What a running turn's loop is plugged into: the gate in front of its tools, a bounded
+turn's check, the recorder of its steps, and the sink that tells the editor."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..agent.steering import Steer
+from ..records import Step, ToolCall, TurnRef
+from ..store.facade import AsyncStore
+from ..tools.base import Action
+from ..tools.verify import run_check
+from ..vocabulary import Decision
+from .policies import Policies
+
+CHECK_TIMEOUT_SECONDS = 600.0
+CHECK_OUTPUT_CHARS = 4000
+
+
+class Notifier(Protocol):
+    """How the services tell the editor what happens while a turn runs."""
+
+    def token(self, turn: TurnRef, step: int, text: str) -> None: ...
+
+    def step(self, turn: TurnRef, step: Step) -> None: ...
+
+    def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
+
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
+        """Ask the editor (``session/requestApproval``) about ``request`` (tool, arguments,
+        summary); its decision, or ``timeout`` when it gave none in time."""
+        ...
+
+
+class Gate:
+    """The session's policy in front of every tool call; asks the editor when it says ask."""
+
+    def __init__(
+        self, store: AsyncStore, policies: Policies, notifier: Notifier, ref: TurnRef
+    ) -> None:
+        self.store, self.policies, self.notifier, self.ref = store, policies, notifier, ref
+
+    async def _refusal(
+        self,
+        call: ToolCall,
+        action: Action,
+        step: int,
+        layer: str | None,
+        rule: str | None,
+        reason: str,
+    ) -> None:
+        detail = {
+            "tool": call.name,
+            "action": {"kind": action.kind, "target": action.target},
+            "layer": layer,
+            "rule": rule,
+            "reason": reason,
+        }
+        await self.store.runs.add_event(self.ref.run_id, "refusal", step, detail)
+
+    async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:
+        session_id = self.ref.session_id
+        verdict = self.policies.check(session_id, action)
+        if verdict.outcome == "refuse":
+            await self._refusal(call, action, step, verdict.layer, verdict.rule, verdict.reason)
+            return f"refused by the session's policy: {verdict.reason}"
+        if verdict.outcome == "ask":
+            summary = f"{call.name} wants to {action.kind} {action.target}"
+            decision = await self.notifier.ask_approval(
+                self.ref, {"tool": call.name, "arguments": call.arguments, "summary": summary}
+            )
+            await self.store.runs.add_event(
+                self.ref.run_id,
+                "approval",
+                step,
+                {
+                    "tool": call.name,
+                    "action": {"kind": action.kind, "target": action.target},
+                    "decision": decision.value,
+                },
+            )
+            if decision == Decision.ALLOW_ALWAYS:
+                self.policies.grant(session_id, action)
+            elif decision != Decision.ALLOW:
+                await self._refusal(
+                    call, action, step, "approval", decision.value, "the user did not approve it"
+                )
+                return (
+                    f"refused: the user did not approve this {action.kind} ({decision.value});"
+                    " do not try it again this way"
+                )
+        return None
+
+
+class Check:
+    """A bounded turn's check, run in the session root."""
+
+    def __init__(
+        self, store: AsyncStore, ref: TurnRef, root: Path, argv: list[str], expect_exit: int
+    ) -> None:
+        self.store, self.ref, self.root = store, ref, root
+        self.argv, self.expect_exit = argv, expect_exit
+
+    async def run(self, step: int) -> str | None:
+        result = await run_check(self.argv, self.expect_exit, self.root, CHECK_TIMEOUT_SECONDS)
+        output = result.output[-CHECK_OUTPUT_CHARS:]
+        await self.store.runs.add_event(
+            self.ref.run_id,
+            "check",
+            step,
+            {
+                "argv": self.argv,
+                "expectExit": self.expect_exit,
+                "exitCode": result.exit_code,
+                "passed": result.passed,
+                "output": output,
+            },
+        )
+        if result.passed:
+            return None
+        return (
+            f"The check {shlex.join(self.argv)} failed (exit {result.exit_code}, expected"
+            f" {self.expect_exit}):\n{output}\nFix the problem and try again."
+        )
+
+
+class Recorder:
+    """Commits the run's steps and events to the store."""
+
+    def __init__(self, store: AsyncStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+
+    async def add_step(self, step: Step) -> None:
+        await self.store.runs.add_step(self.run_id, step)
+
+    async def add_event(self, kind: str, step: int | None, detail: dict[str, Any]) -> None:
+        await self.store.runs.add_event(self.run_id, kind, step, detail)
+
+
+class Sink:
+    """Tells the editor about one turn."""
+
+    def __init__(self, notifier: Notifier, ref: TurnRef) -> None:
+        self.notifier, self.ref = notifier, ref
+
+    def token(self, step: int, text: str) -> None:
+        self.notifier.token(self.ref, step, text)
+
+    def step(self, step: Step) -> None:
+        self.notifier.step(self.ref, step)
+
+    def steered(self, step: int, steer: Steer, delivered: bool) -> None:
+        self.notifier.steered(self.ref, step, steer, delivered)

@@ -1,0 +1,80 @@
+"""Sessions: opening, reading back, listing, branching and taking over."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from ..errors import InvalidParams, NotFound
+from ..policy import Policy
+from ..records import ProviderChoice, Session, SessionSummary, Turn
+from ..store.facade import AsyncStore
+from .policies import Policies, load
+from .running import Running
+from .settings import Defaults
+
+log = logging.getLogger(__name__)
+
+
+class SessionService:
+    def __init__(
+        self, store: AsyncStore, defaults: Defaults, running: Running, policies: Policies
+    ) -> None:
+        self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
+
+    async def open(
+        self,
+        root: str,
+        title: str | None,
+        provider: ProviderChoice | None,
+        policy: dict[str, object] | None,
+    ) -> Session:
+        folder = Path(root).expanduser()
+        if not folder.is_absolute():
+            raise InvalidParams(f"root must be an absolute path, not {root}", field="root")
+        if not folder.is_dir():
+            raise NotFound(f"root {root} is not an existing folder", root=root)
+        choice = provider or ProviderChoice()
+        self.defaults.provider.merged(choice, "provider")  # refuse bad values now
+        effective = await asyncio.to_thread(load, folder.resolve(), policy)
+        session = await self.store.sessions.create(
+            str(folder.resolve()), title or "", choice, policy
+        )
+        self.policies.remember(session.session_id, effective)
+        return session
+
+    async def policy(self, session_id: str) -> Policy:
+        return await self.policies.of(await self.store.sessions.get(session_id))
+
+    async def reopen(self, session_id: str) -> tuple[Session, list[Turn]]:
+        session = await self.store.sessions.touch(session_id)
+        await self.store.leases.try_claim(session_id)
+        return session, await self.store.sessions.history(session_id)
+
+    async def takeover(self, session_id: str) -> Session:
+        previous = await self.store.leases.take(session_id)
+        if previous is not None and previous != os.getpid():
+            log.info("took session %s over from pid %d", session_id, previous)
+        stopped = await self.store.runs.mark_interrupted()
+        if stopped:
+            log.info("marked %d turn(s) interrupted: their daemon stopped", len(stopped))
+        return await self.store.sessions.get(session_id)
+
+    async def page(
+        self, root: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[SessionSummary], str | None]:
+        if root is not None:
+            root = str(Path(root).expanduser().resolve())
+        return await self.store.sessions.page(root, limit, cursor)
+
+    async def history(self, session_id: str) -> list[Turn]:
+        return await self.store.sessions.history(session_id)
+
+    async def turns(self, session_id: str) -> list[Turn]:
+        return await self.store.sessions.turns(session_id)
+
+    async def branch(self, session_id: str, turn_id: str | None) -> Session:
+        self.running.refuse(session_id, "branch")
+        return await self.store.sessions.branch(session_id, turn_id)

@@ -1,0 +1,219 @@
+"""Turns: running one (or resuming an interrupted one), steering it, cancelling it.
+
+A turn's outcome is recorded whatever happens to the editor: the loop commits each step, and
+the end of the turn (``_end``) records the outcome and hands back undelivered steers before
+the request answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..agent.context import conversation, replay
+from ..agent.loop import TurnEnd, TurnPlan, run_turn
+from ..agent.steering import Steer
+from ..config import ProviderSettings
+from ..errors import Conflict, NotRunning, TrellisError
+from ..providers import make_provider
+from ..providers.base import Provider, ProviderError
+from ..records import ProviderChoice, Session, TurnRef, TurnResult
+from ..store.facade import AsyncStore
+from ..tools import ToolContext, default_tools
+from ..vocabulary import Outcome, StepKind
+from .policies import Policies
+from .running import Running, RunningTurn
+from .seams import Check, Gate, Notifier, Recorder, Sink
+from .settings import Defaults
+
+log = logging.getLogger(__name__)
+
+CANCEL_WAIT_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where a turn starts: its session, its run, the model and what the model sees first."""
+
+    session: Session
+    ref: TurnRef
+    settings: ProviderSettings
+    messages: list[Any]
+    prompt: str
+    max_steps: int | None = None
+    verify: tuple[list[str], int] | None = None
+    first_step: int = 1
+
+
+class TurnService:
+    def __init__(
+        self,
+        store: AsyncStore,
+        defaults: Defaults,
+        running: Running,
+        policies: Policies,
+        notifier: Notifier,
+        providers: Callable[[ProviderSettings], Provider] = make_provider,
+    ) -> None:
+        self.store, self.defaults, self.running = store, defaults, running
+        self.policies, self.notifier = policies, notifier
+        self._make_provider = providers
+        self._providers: dict[ProviderSettings, Provider] = {}
+
+    def _provider(self, settings: ProviderSettings) -> Provider:
+        provider = self._providers.get(settings)
+        if provider is None:
+            provider = self._providers[settings] = self._make_provider(settings)
+        return provider
+
+    async def turn(
+        self,
+        session_id: str,
+        prompt: str,
+        choice: ProviderChoice,
+        max_steps: int | None = None,
+        verify: tuple[list[str], int] | None = None,
+    ) -> TurnResult:
+        """Run a turn after the session's head; it answers when the turn ends. ``verify``:
+        a bounded turn's check (argv, expected exit code)."""
+        self.running.refuse(session_id, "start another")
+        session = await self.store.sessions.get(session_id)
+        settings = self.defaults.for_session(session.provider).merged(choice, "turn")
+        path = await self.store.sessions.history(session_id)
+        self.running.refuse(session_id, "start another")
+        turn_id, run_id, _ = await self.store.runs.begin(
+            session_id, prompt, settings.effective_model
+        )
+        ref = TurnRef(session_id, turn_id, run_id)
+        messages = conversation(session.root, path, prompt)
+        return await self._run(_Start(session, ref, settings, messages, prompt, max_steps, verify))
+
+    async def resume(self, session_id: str, turn_id: str) -> TurnResult:
+        """Continue an interrupted turn, under the same run, from its last committed step."""
+        self.running.refuse(session_id, "resume a turn")
+        session = await self.store.sessions.get(session_id)
+        turn = await self.store.sessions.turn(session_id, turn_id)
+        if turn.outcome != Outcome.INTERRUPTED:
+            raise Conflict(
+                f"turn {turn_id} is {turn.outcome}, not interrupted; only an"
+                " interrupted turn can be resumed",
+                turnId=turn_id,
+                outcome=turn.outcome,
+            )
+        path = await self.store.sessions.history_to(session_id, turn.parent_turn_id)
+        steps = await self.store.runs.steps(turn.run_id)
+        self.running.refuse(session_id, "resume a turn")
+        await self.store.runs.resume(turn.run_id)
+        ref = TurnRef(session_id, turn_id, turn.run_id)
+        first = len(steps) + 1
+        await self.store.runs.add_event(turn.run_id, "resumed", first, {"fromStep": first})
+        if steps and steps[-1].decision == StepKind.REPLY:
+            await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
+            return await self._result(ref, TurnEnd(Outcome.FINISHED))
+        settings = self.defaults.for_session(session.provider)
+        messages = conversation(session.root, path, turn.prompt) + replay(steps)
+        return await self._run(
+            _Start(session, ref, settings, messages, turn.prompt, first_step=first)
+        )
+
+    async def steer(
+        self, session_id: str, text: str, client_msg_id: str | None
+    ) -> tuple[TurnRef, bool]:
+        """Queue a steer for the running turn; False with it when ``client_msg_id`` was
+        already queued in this turn (it is not delivered twice)."""
+        running = self.running.get(session_id)
+        if running is None:
+            await self.store.leases.claim(session_id)  # names another writer, if any
+            raise NotRunning(
+                f"session {session_id} has no running turn to steer; send a turn instead",
+                sessionId=session_id,
+            )
+        return running.ref, running.inbox.put(Steer(text, client_msg_id))
+
+    async def cancel(self, session_id: str) -> TurnRef | None:
+        """Stop the session's running turn; None when nothing was running."""
+        running = self.running.get(session_id)
+        if running is None:
+            await self.store.leases.claim(session_id)  # names another writer, if any
+            return None
+        if running.task is not None:
+            running.cancelled_by_request = True
+            running.task.cancel()
+            await asyncio.wait([running.task], timeout=CANCEL_WAIT_SECONDS)
+        return running.ref
+
+    async def _run(self, start: _Start) -> TurnResult:
+        ref = start.ref
+        running = self.running.start(ref)
+        end = TurnEnd(Outcome.ERROR)
+        try:
+            await self.store.runs.add_event(ref.run_id, "model", None, start.settings.describe())
+            end = await self._drive(start, running)
+        except asyncio.CancelledError:
+            end = TurnEnd(Outcome.CANCELLED)
+            if not running.cancelled_by_request:
+                raise
+            # session/cancel: the turn's own request answers with the cancelled turn.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        except TrellisError as exc:  # e.g. the session was taken over mid-turn
+            end = TurnEnd(Outcome.ERROR, exc.message)
+            raise
+        finally:
+            self.running.end(ref.session_id)
+            await self._end(running, end)
+        return await self._result(ref, end)
+
+    async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
+        ref = running.ref
+        for steer in running.inbox.close():
+            try:
+                await self.store.runs.add_event(ref.run_id, "steer-returned", None, steer.detail())
+            except TrellisError as exc:
+                log.warning("could not record a returned steer: %s", exc.message)
+            self.notifier.steered(ref, None, steer, False)
+        await self.store.runs.finish(ref.run_id, end.outcome, end.error)
+
+    async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
+        turn = await self.store.sessions.turn(ref.session_id, ref.turn_id)
+        summary = await self.store.runs.summary(ref.run_id)
+        return TurnResult(
+            ref.turn_id,
+            ref.run_id,
+            end.outcome,
+            turn.reply,
+            turn.tokens,
+            summary.steps,
+            end.error,
+            turn.model,
+        )
+
+    async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:
+        session, settings = start.session, start.settings
+        try:
+            provider = self._provider(settings)
+        except ProviderError as exc:
+            return TurnEnd(Outcome.ERROR, str(exc))
+        policy = await self.policies.of(session)
+        root, ref = Path(session.root), running.ref
+        plan = TurnPlan(
+            messages=start.messages,
+            provider=provider,
+            tools=default_tools(),
+            context=ToolContext(root, may_read=policy.may_read),
+            gate=Gate(self.store, self.policies, self.notifier, ref),
+            check=None if start.verify is None else Check(self.store, ref, root, *start.verify),
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            max_steps=start.max_steps,
+            inbox=running.inbox,
+            first_step=start.first_step,
+        )
+        return await run_turn(
+            plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt
+        )

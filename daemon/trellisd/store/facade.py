@@ -1,0 +1,156 @@
+"""The store as the services see it: named async methods over one worker thread.
+
+The store is apsw and blocking; every call here runs on the store's own thread, one at a time,
+so a slow disk or another process holding the write lock never stalls the event loop. The
+services call ``await store.runs.add_event(...)``; nothing else reaches the blocking store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import TrellisError
+from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
+from . import Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _Thread:
+    def __init__(self) -> None:
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, "trellisd-store")
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+
+class AsyncSessions:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def create(
+        self, root: str, title: str, provider: ProviderChoice, policy: dict[str, Any] | None
+    ) -> Session:
+        """A new session over ``root``, written by this daemon."""
+        return await self._run(
+            self._store.sessions.create,
+            root,
+            title,
+            provider,
+            self._store.leases.daemon_id,
+            policy,
+        )
+
+    async def get(self, session_id: str) -> Session:
+        return await self._run(self._store.sessions.get, session_id)
+
+    async def touch(self, session_id: str) -> Session:
+        return await self._run(self._store.sessions.touch, session_id)
+
+    async def page(
+        self, root: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[SessionSummary], str | None]:
+        return await self._run(self._store.sessions.page, root, limit, cursor)
+
+    async def turn(self, session_id: str, turn_id: str) -> Turn:
+        return await self._run(self._store.sessions.turn, session_id, turn_id)
+
+    async def history(self, session_id: str) -> list[Turn]:
+        return await self._run(self._store.sessions.history, session_id)
+
+    async def history_to(self, session_id: str, turn_id: str | None) -> list[Turn]:
+        return await self._run(self._store.sessions.history_to, session_id, turn_id)
+
+    async def turns(self, session_id: str) -> list[Turn]:
+        return await self._run(self._store.sessions.turns, session_id)
+
+    async def branch(self, session_id: str, turn_id: str | None) -> Session:
+        return await self._run(self._store.sessions.branch, session_id, turn_id, self._store.leases)
+
+
+class AsyncRuns:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def begin(
+        self, session_id: str, prompt: str, model: str | None
+    ) -> tuple[str, str, str | None]:
+        return await self._run(self._store.runs.begin, session_id, prompt, model)
+
+    async def add_step(self, run_id: str, step: Step) -> None:
+        await self._run(self._store.runs.add_step, run_id, step)
+
+    async def add_event(
+        self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]
+    ) -> None:
+        await self._run(self._store.runs.add_event, run_id, kind, step, detail)
+
+    async def finish(self, run_id: str, outcome: str, error: str | None) -> None:
+        await self._run(self._store.runs.finish, run_id, outcome, error)
+
+    async def resume(self, run_id: str) -> None:
+        await self._run(self._store.runs.resume, run_id)
+
+    async def mark_interrupted(self) -> list[str]:
+        return await self._run(self._store.runs.mark_interrupted)
+
+    async def summary(self, run_id: str) -> RunSummary:
+        return await self._run(self._store.runs.summary, run_id)
+
+    async def steps(self, run_id: str) -> list[Step]:
+        return await self._run(self._store.runs.steps, run_id)
+
+    async def events(self, run_id: str) -> list[Event]:
+        return await self._run(self._store.runs.events, run_id)
+
+
+class AsyncLeases:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def register(self) -> None:
+        await self._run(self._store.leases.register)
+
+    async def heartbeat(self) -> None:
+        await self._run(self._store.leases.heartbeat)
+
+    async def claim(self, session_id: str) -> None:
+        """Become the session's writer, or ``LeaseHeld`` naming the live one."""
+        await self._run(self._store.leases.claim, session_id)
+
+    async def try_claim(self, session_id: str) -> bool:
+        return await self._run(self._store.leases.try_claim, session_id)
+
+    async def take(self, session_id: str) -> int | None:
+        return await self._run(self._store.leases.take, session_id)
+
+
+class AsyncStore:
+    """The store's aggregates, each with named async methods."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._thread = _Thread()
+        self.sessions = AsyncSessions(store, self._thread)
+        self.runs = AsyncRuns(store, self._thread)
+        self.leases = AsyncLeases(store, self._thread)
+
+    @classmethod
+    async def open(cls, path: str | Path, alive: Callable[[int], bool]) -> AsyncStore:
+        """Open (and create or migrate) the store at ``path``; ``StoreError`` if it cannot."""
+        return cls(await asyncio.to_thread(Store, path, alive))
+
+    async def close(self) -> None:
+        """A clean exit: release this daemon's leases, then close the database."""
+        try:
+            await self._thread(self._store.leases.unregister)
+        except TrellisError as exc:
+            log.warning("could not release the leases: %s", exc.message)
+        await self._thread(self._store.close)
+        self._thread.pool.shutdown(wait=True)

@@ -1,0 +1,71 @@
+"""The package's layout holds: no import cycle (type-only imports count), and the layers
+import only what they may."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "daemon" / "trellisd"
+
+
+def _module(path: Path) -> str:
+    parts = ["trellisd", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str) -> set[str]:
+    """Every module ``name`` imports, under TYPE_CHECKING too."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                found.add(child if child in MODULES else base)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = {name: {m for m in _imports(name) if m in MODULES} for name in MODULES}
+    cycles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        for nxt in sorted(graph[name]):
+            if nxt in path:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in done:
+                visit(nxt, [*path, nxt])
+        done.add(name)
+
+    done: set[str] = set()
+    for name in sorted(MODULES):
+        if name not in done:
+            visit(name, [name])
+    # A package's __init__ importing its own submodules is how packages are built.
+    real = [c for c in cycles if not all(c[0].startswith(m) or m.startswith(c[0]) for m in c)]
+    assert real == []
+
+
+WIRE = ("trellisd.server", "trellisd.handlers", "trellisd.wire")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_only_the_wire_knows_pygls_and_only_providers_speak_http(name: str) -> None:
+    imported = {m.split(".")[0] for m in _imports(name)}
+    if not name.startswith(WIRE):
+        assert "pygls" not in imported and "lsprotocol" not in imported
+    if not name.startswith("trellisd.providers"):
+        assert "httpx" not in imported
