@@ -20,7 +20,6 @@ from typing import Any, cast
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.io_ import StdinAsyncReader, StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -38,6 +37,7 @@ from .daemon import Daemon, TurnRef, pid_alive
 from .errors import StoreError, TrellisError
 from .store import Store
 from .store.records import Step
+from .transport import BadFrame, FrameReader, FrameWriter, loads
 
 log = logging.getLogger(__name__)
 
@@ -162,18 +162,22 @@ class TrellisServer(LanguageServer):
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
-        self._stop_event = stop = threading.Event()
-        reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
+        self._stop_event = threading.Event()
+        self.writer = FrameWriter(sys.stdout.fileno())
+        self.protocol.set_writer(self.writer)
 
         async def serve() -> None:
-            await run_async(
-                stop_event=stop,
-                reader=reader,
-                protocol=self.protocol,
-                logger=log,
-                error_handler=self.report_server_error,
-            )
+            reader = FrameReader(sys.stdin.fileno())
+            while (frame := await reader.read()) is not None:
+                if isinstance(frame, BadFrame):
+                    log.debug("%s", frame.message)
+                    self._answer_unidentified(frame.code, frame.message)
+                    continue
+                try:
+                    message = loads(frame.text, object_hook=self.protocol.structure_message)
+                    self.protocol.handle_message(message)
+                except Exception as exc:  # answered by report_server_error, never fatal
+                    self.report_server_error(exc, JsonRpcException)
             log.info("end of input: the editor closed the connection")
             await self.exit(0 if self.protocol._shutdown else 1)
 
@@ -201,7 +205,7 @@ class TrellisServer(LanguageServer):
         await asyncio.sleep(0)  # let the last answers be written
         if self._daemon is not None:
             await asyncio.to_thread(self._daemon.close)
-        sys.stdout.flush()
+        await asyncio.to_thread(self.writer.close)
         logging.shutdown()
         os._exit(code)
 
@@ -229,11 +233,23 @@ class TrellisServer(LanguageServer):
 class _WireNotifier:
     def __init__(self, server: TrellisServer) -> None:
         self.server = server
+        self._token_prefixes: dict[tuple[str, int], bytes] = {}
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
-        self.server.protocol.notify(
-            "session/token", {**wire.turn_ref(turn), "step": step, "text": text}
-        )
+        """Serialised here, not by pygls: the text that arrives while the previous
+        notification is being written goes out with it, as one ``session/token``."""
+        key = (turn.run_id, step)
+        prefix = self._token_prefixes.get(key)
+        if prefix is None:
+            if len(self._token_prefixes) > 64:
+                self._token_prefixes.clear()
+            params = json.dumps({**wire.turn_ref(turn), "step": step})[:-1]
+            prefix = self._token_prefixes[key] = (
+                b'{"jsonrpc": "2.0", "method": "session/token", "params": '
+                + params.encode()
+                + b', "text": '
+            )
+        self.server.writer.stream(key, prefix, text, b"}}")
 
     def step(self, turn: TurnRef, step: Step) -> None:
         self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
