@@ -1,14 +1,14 @@
 """The JSON-RPC server: pygls over stdio. The only module (with ``handlers/``) that knows pygls.
 
-pygls frames messages and runs the LSP lifecycle; this module adds what an editor agent
-needs from it: requests with no ``params`` are served, errors reach the client as codes and
-one-line messages (never tracebacks), and ``exit`` ends the process with LSP's exit code.
+``transport`` reads and writes the frames; pygls runs JSON-RPC and the LSP lifecycle; this
+module adds what an editor agent needs from them: requests with no ``params`` are served,
+errors reach the client as codes and one-line messages (never tracebacks), and ``exit`` ends
+the process with LSP's exit code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -21,7 +21,6 @@ from typing import Any, cast
 import attrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcMethodNotFound
-from pygls.io_ import StdinAsyncReader, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -40,6 +39,7 @@ from .errors import StoreError, TrellisError
 from .handlers import METHODS, Method
 from .records import Step, TurnRef
 from .services import Services
+from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, Decision
 
 log = logging.getLogger(__name__)
@@ -137,31 +137,6 @@ def _is_notification(method: str) -> bool:
     return entry is not None and entry[1] is None and method != types.SHUTDOWN
 
 
-class _Stdout:
-    """The wire's end: once the editor has closed stdout, frames are dropped, never raised.
-
-    An editor that dies closes stdout with stdin; what the daemon records afterwards (a
-    cancelled turn) must not depend on whether its last notifications could be written.
-    """
-
-    def __init__(self, out: Any) -> None:
-        self.out = out
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        if self.closed:
-            return
-        try:
-            self.out.write(data)
-            self.out.flush()
-        except (OSError, ValueError):
-            self.closed = True
-            log.info("the editor closed stdout: nothing more is sent")
-
-    def close(self) -> None:
-        self.closed = True
-
-
 class _HideOptions(logging.Filter):
     """pygls logs ``InitializeParams`` whole at debug; ``initializationOptions`` holds a key."""
 
@@ -245,19 +220,27 @@ class TrellisServer(LanguageServer):
             self._services.defaults.provider = self.settings
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve stdin until ``exit`` or end of input; either way, end like ``exit``."""
-        self._stop_event = stop = threading.Event()
-        reader = StdinAsyncReader(sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(_Stdout(sys.stdout.buffer))
+        """Serve stdin until ``exit`` or end of input; either way, end like ``exit``.
+
+        Frames are read and written by ``transport``; a closed stdout drops what is sent
+        afterwards, so what the daemon records never depends on the editor being there.
+        """
+        self._stop_event = threading.Event()
+        self.writer = FrameWriter(sys.stdout.fileno())
+        self.protocol.set_writer(self.writer)
 
         async def serve() -> None:
-            await run_async(
-                stop_event=stop,
-                reader=reader,
-                protocol=self.protocol,
-                logger=frames_log,
-                error_handler=self.report_server_error,
-            )
+            reader = FrameReader(sys.stdin.fileno())
+            while (frame := await reader.read()) is not None:
+                if isinstance(frame, BadFrame):
+                    frames_log.debug("%s", frame.message)
+                    self._answer_unidentified(frame.code, frame.message)
+                    continue
+                try:
+                    message = loads(frame.text, object_hook=self.protocol.structure_message)
+                    self.protocol.handle_message(message)
+                except Exception as exc:  # answered by report_server_error, never fatal
+                    self.report_server_error(exc, JsonRpcException)
             log.info("end of input: the editor closed the connection")
             await self.exit(0 if self.protocol._shutdown else 1)
 
@@ -283,8 +266,7 @@ class TrellisServer(LanguageServer):
         await asyncio.sleep(0)  # let the last answers be written
         if self._services is not None:
             await self._services.close()
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
+        await asyncio.to_thread(self.writer.close)
         logging.shutdown()
         os._exit(code)
 
@@ -315,11 +297,23 @@ class TrellisServer(LanguageServer):
 class _WireNotifier:
     def __init__(self, server: TrellisServer) -> None:
         self.server = server
+        self._token_prefixes: dict[tuple[str, int], bytes] = {}
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
-        self.server.protocol.notify(
-            "session/token", {**wire.turn_ref(turn), "step": step, "text": text}
-        )
+        """Serialised here, not by pygls: the text that arrives while the previous
+        notification is being written goes out with it, as one ``session/token``."""
+        key = (turn.run_id, step)
+        prefix = self._token_prefixes.get(key)
+        if prefix is None:
+            if len(self._token_prefixes) > 64:
+                self._token_prefixes.clear()
+            params = json.dumps({**wire.turn_ref(turn), "step": step})[:-1]
+            prefix = self._token_prefixes[key] = (
+                b'{"jsonrpc": "2.0", "method": "session/token", "params": '
+                + params.encode()
+                + b', "text": '
+            )
+        self.server.writer.stream(key, prefix, text, b"}}")
 
     def step(self, turn: TurnRef, step: Step) -> None:
         self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import apsw
 
@@ -13,6 +13,8 @@ from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound
 from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
+
+T = TypeVar("T")
 
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
@@ -28,6 +30,7 @@ _TURN_SELECT = """
            t.created_at, r.model
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
+_TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
 
 
 class Writer(Protocol):
@@ -169,25 +172,69 @@ class Sessions:
             self._get(con, session_id)
             return self._path(con, turn_id)
 
+    def history_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        """The newest ``limit`` turns of the path to the head, oldest first, and a cursor to
+        the turns before them (None at the first turn). A cursor names a turn, whose
+        ancestors never change: paging is stable while the head moves."""
+        with self.db.read() as con:
+            session = self._get(con, session_id)
+            start = session.head
+            if cursor is not None:
+                before = self._turn(con, session_id, _decode(cursor, "history", str))
+                start = before.parent_turn_id
+            ids = self._ancestors(con, start, limit + 1)
+            page = self._turns(con, ids[:limit])
+        more = len(ids) > limit
+        return page, _encode("history", page[0].turn_id) if more else None
+
+    def turns_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        """Every turn of the session's tree, oldest first, ``limit`` at a time."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            after = -1 if cursor is None else _decode(cursor, "turns", int)
+            rows: list[tuple[Any, ...]] = con.execute(
+                _TURN_SELECT_BY_ROW
+                + " WHERE t.session_id = ? AND t.rowid > ? ORDER BY t.rowid LIMIT ?",
+                (session_id, after, limit + 1),
+            ).fetchall()
+        page = [_turn(row[1:]) for row in rows[:limit]]
+        more = len(rows) > limit
+        return page, _encode("turns", int(rows[limit - 1][0])) if more else None
+
     @staticmethod
-    def _path(con: apsw.Connection, head: str | None) -> list[Turn]:
+    def _ancestors(con: apsw.Connection, head: str | None, limit: int = -1) -> list[str]:
+        """``head`` and its ancestors, newest first; at most ``limit`` (-1: all)."""
         if head is None:
             return []
-        ids = [
+        return [
             row[0]
             for row in con.execute(
                 "WITH RECURSIVE path(id) AS ("
                 "  SELECT ? UNION ALL"
                 "  SELECT turn.parent_id FROM path JOIN turn ON turn.id = path.id"
                 "  WHERE turn.parent_id IS NOT NULL)"
-                " SELECT id FROM path",
-                (head,),
+                " SELECT id FROM path LIMIT ?",
+                (head, limit),
             )
         ]
-        marks = ",".join("?" * len(ids))
-        rows = con.execute(_TURN_SELECT + f" WHERE t.id IN ({marks})", ids).fetchall()
+
+    @staticmethod
+    def _turns(con: apsw.Connection, newest_first: list[str]) -> list[Turn]:
+        """The turns named, oldest first."""
+        if not newest_first:
+            return []
+        marks = ",".join("?" * len(newest_first))
+        rows = con.execute(_TURN_SELECT + f" WHERE t.id IN ({marks})", newest_first).fetchall()
         by_id = {row[0]: _turn(row) for row in rows}
-        return [by_id[turn_id] for turn_id in reversed(ids)]
+        return [by_id[turn_id] for turn_id in reversed(newest_first)]
+
+    @classmethod
+    def _path(cls, con: apsw.Connection, head: str | None) -> list[Turn]:
+        return cls._turns(con, cls._ancestors(con, head))
 
     def turns(self, session_id: str) -> list[Turn]:
         """Every turn of the session's tree, oldest first."""
@@ -215,6 +262,23 @@ class Sessions:
         with self.db.write() as con:
             con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
             return self._get(con, session_id)
+
+
+def _encode(kind: str, value: str | int) -> str:
+    return base64.urlsafe_b64encode(json.dumps([kind, value]).encode()).decode()
+
+
+def _decode(cursor: str, kind: str, of: type[T]) -> T:
+    """The turn id or row a paging cursor of ``kind`` holds."""
+    try:
+        got_kind, value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError) as exc:
+        raise InvalidParams(
+            f"cursor is not one that session/{kind} returned", field="cursor"
+        ) from exc
+    if got_kind != kind or not isinstance(value, of):
+        raise InvalidParams(f"cursor is not one that session/{kind} returned", field="cursor")
+    return value
 
 
 def _encode_cursor(session: Session) -> str:
