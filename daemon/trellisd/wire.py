@@ -66,6 +66,36 @@ class SessionRef:
 
 
 @attrs.frozen
+class SessionPage:
+    """``session/history`` and ``session/turns``: everything, or a page at a time when
+    ``limit`` or ``cursor`` is given."""
+
+    session_id: str
+    limit: int | None = None
+    cursor: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _within("limit", self.limit, 1, 1000)
+
+    @property
+    def paged(self) -> bool:
+        return self.limit is not None or self.cursor is not None
+
+    @property
+    def size(self) -> int:
+        return self.limit or LIST_LIMIT
+
+
+@attrs.frozen
+class SessionReopen:
+    session_id: str
+    limit: int | None = None  # the newest turns of the history; all when left out
+
+    def __attrs_post_init__(self) -> None:
+        _within("limit", self.limit, 1, 1000)
+
+
+@attrs.frozen
 class SessionList:
     root: str | None = None
     limit: int | None = None
@@ -178,8 +208,18 @@ def turn(value: Turn) -> dict[str, Any]:
     return out
 
 
-def turns(values: list[Turn]) -> dict[str, Any]:
-    return {"turns": [turn(t) for t in values]}
+def turns(values: list[Turn], cursor: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"turns": [turn(t) for t in values]}
+    if cursor:
+        out["nextCursor"] = cursor
+    return out
+
+
+def reopened(value: Session, history: list[Turn], cursor: str | None) -> dict[str, Any]:
+    out = {**session(value), "history": [turn(t) for t in history]}
+    if cursor:
+        out["historyCursor"] = cursor
+    return out
 
 
 def turn_result(value: TurnResult) -> dict[str, Any]:

@@ -114,8 +114,11 @@ DOCUMENTED: list[tuple[str, Any]] = [
     ),
     ("session/open", {"root": "{root}", "policy": {"approval": None, "layers": []}}),
     ("session/history", {"sessionId": "{session}"}),
+    ("session/history", {"sessionId": "{session}", "limit": 10, "cursor": None}),
     ("session/turns", {"sessionId": "{session}"}),
+    ("session/turns", {"sessionId": "{session}", "limit": None, "cursor": None}),
     ("session/reopen", {"sessionId": "{session}"}),
+    ("session/reopen", {"sessionId": "{session}", "limit": 20}),
     ("session/policy", {"sessionId": "{session}"}),
     (
         "session/turn",

@@ -17,9 +17,8 @@ async def session_policy(app: Services, p: wire.SessionRef) -> Any:
     return (await app.sessions.policy(p.session_id)).to_wire()
 
 
-async def session_reopen(app: Services, p: wire.SessionRef) -> Any:
-    session, history = await app.sessions.reopen(p.session_id)
-    return {**wire.session(session), "history": wire.turns(history)["turns"]}
+async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
+    return wire.reopened(*await app.sessions.reopen(p.session_id, p.limit))
 
 
 async def session_list(app: Services, p: wire.SessionList) -> Any:
@@ -27,12 +26,16 @@ async def session_list(app: Services, p: wire.SessionList) -> Any:
     return wire.session_list(page, cursor)
 
 
-async def session_history(app: Services, p: wire.SessionRef) -> Any:
-    return wire.turns(await app.sessions.history(p.session_id))
+async def session_history(app: Services, p: wire.SessionPage) -> Any:
+    if not p.paged:
+        return wire.turns(await app.sessions.history(p.session_id))
+    return wire.turns(*await app.sessions.history_page(p.session_id, p.size, p.cursor))
 
 
-async def session_turns(app: Services, p: wire.SessionRef) -> Any:
-    return wire.turns(await app.sessions.turns(p.session_id))
+async def session_turns(app: Services, p: wire.SessionPage) -> Any:
+    if not p.paged:
+        return wire.turns(await app.sessions.turns(p.session_id))
+    return wire.turns(*await app.sessions.turns_page(p.session_id, p.size, p.cursor))
 
 
 async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
@@ -65,10 +68,10 @@ async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
 METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open),
     Method("session/policy", wire.SessionRef, session_policy),
-    Method("session/reopen", wire.SessionRef, session_reopen),
+    Method("session/reopen", wire.SessionReopen, session_reopen),
     Method("session/list", wire.SessionList, session_list),
-    Method("session/history", wire.SessionRef, session_history),
-    Method("session/turns", wire.SessionRef, session_turns),
+    Method("session/history", wire.SessionPage, session_history),
+    Method("session/turns", wire.SessionPage, session_turns),
     Method("session/turn", wire.SessionTurn, session_turn),
     Method("session/branch", wire.SessionBranch, session_branch),
     Method("session/steer", wire.SessionSteer, session_steer),

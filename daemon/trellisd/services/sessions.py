@@ -48,10 +48,16 @@ class SessionService:
     async def policy(self, session_id: str) -> Policy:
         return await self.policies.of(await self.store.sessions.get(session_id))
 
-    async def reopen(self, session_id: str) -> tuple[Session, list[Turn]]:
+    async def reopen(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Session, list[Turn], str | None]:
+        """The session with its history: all of it, or its newest ``limit`` turns and a
+        cursor to the older ones."""
         session = await self.store.sessions.touch(session_id)
         await self.store.leases.try_claim(session_id)
-        return session, await self.store.sessions.history(session_id)
+        if limit is None:
+            return session, await self.store.sessions.history(session_id), None
+        return session, *await self.store.sessions.history_page(session_id, limit, None)
 
     async def takeover(self, session_id: str) -> Session:
         previous = await self.store.leases.take(session_id)
@@ -72,8 +78,20 @@ class SessionService:
     async def history(self, session_id: str) -> list[Turn]:
         return await self.store.sessions.history(session_id)
 
+    async def history_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        """The newest ``limit`` turns of the path to the head (or of the path before
+        ``cursor``), oldest first, and a cursor to the turns before them."""
+        return await self.store.sessions.history_page(session_id, limit, cursor)
+
     async def turns(self, session_id: str) -> list[Turn]:
         return await self.store.sessions.turns(session_id)
+
+    async def turns_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        return await self.store.sessions.turns_page(session_id, limit, cursor)
 
     async def branch(self, session_id: str, turn_id: str | None) -> Session:
         self.running.refuse(session_id, "branch")

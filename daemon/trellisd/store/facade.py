@@ -64,6 +64,16 @@ class AsyncSessions:
     async def history(self, session_id: str) -> list[Turn]:
         return await self._run(self._store.sessions.history, session_id)
 
+    async def history_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        return await self._run(self._store.sessions.history_page, session_id, limit, cursor)
+
+    async def turns_page(
+        self, session_id: str, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        return await self._run(self._store.sessions.turns_page, session_id, limit, cursor)
+
     async def history_to(self, session_id: str, turn_id: str | None) -> list[Turn]:
         return await self._run(self._store.sessions.history_to, session_id, turn_id)
 
