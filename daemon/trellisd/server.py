@@ -60,6 +60,11 @@ class TrellisProtocol(LanguageServerProtocol):
     _server: TrellisServer
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        if "jsonrpc" in data and "id" in data and not _valid_id(data["id"]):
+            raise _Unservable(
+                None,
+                JsonRpcException("a request id must be a string, a number or null", code=-32600),
+            )
         if "jsonrpc" in data and "method" in data:
             if data.get("params", None) in (None, []):
                 # Left out, null, or an empty array (Lua's `{}`): served as if empty.
@@ -129,6 +134,10 @@ class TrellisProtocol(LanguageServerProtocol):
         code = 0 if self._shutdown else 1
         asyncio.ensure_future(self._server.exit(code))
         yield from ()
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))
 
 
 def _is_notification(method: str) -> bool:
@@ -271,7 +280,10 @@ class TrellisServer(LanguageServer):
         os._exit(code)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
-        if isinstance(error, _Unservable):
+        if isinstance(error, _Unservable) and error.msg_id is None:
+            log.debug("answered a frame with no usable id: %s", error.error.message)
+            self._answer_unidentified(error.error.code, error.error.message)
+        elif isinstance(error, _Unservable):
             log.debug("answered %s: %s", error.msg_id, error.error.message)
             self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
         elif isinstance(error, json.JSONDecodeError):

@@ -31,7 +31,7 @@ class SessionService:
         provider: ProviderChoice | None,
         policy: dict[str, object] | None,
     ) -> Session:
-        folder = Path(root).expanduser()
+        folder = _folder(root)
         if not folder.is_absolute():
             raise InvalidParams(f"root must be an absolute path, not {root}", field="root")
         if not folder.is_dir():
@@ -72,7 +72,7 @@ class SessionService:
         self, root: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         if root is not None:
-            root = str(Path(root).expanduser().resolve())
+            root = str(_folder(root).resolve())
         return await self.store.sessions.page(root, limit, cursor)
 
     async def history(self, session_id: str) -> list[Turn]:
@@ -96,3 +96,11 @@ class SessionService:
     async def branch(self, session_id: str, turn_id: str | None) -> Session:
         self.running.refuse(session_id, "branch")
         return await self.store.sessions.branch(session_id, turn_id)
+
+
+def _folder(root: str) -> Path:
+    """``root`` with ``~`` expanded; a home folder that cannot be found is named."""
+    try:
+        return Path(root).expanduser()
+    except RuntimeError as exc:  # ~user of a user this machine does not have
+        raise NotFound(f"root {root} is not an existing folder: {exc}", root=root) from exc
