@@ -1,5 +1,9 @@
 """The one SQLite file: connection, migrations and transactions.
 
+The store is private to its user: the folders it creates are 0700 and the database with its
+``-wal`` and ``-shm`` files 0600, whatever the umask (SQLite gives the journal files the
+database's mode). A folder that already existed keeps its mode.
+
 Every connection is WAL with a busy timeout and foreign keys (``apsw.bestpractice``). Writes
 take the write lock up front (``BEGIN IMMEDIATE``) so that a second process on the same file
 waits its turn instead of failing with ``SQLITE_BUSY``; reads never wait on a writer.
@@ -10,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -42,7 +48,8 @@ class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_folder(self.path.parent)
+            _private_file(self.path)
             self.con = apsw.Connection(str(self.path))
         except (OSError, apsw.Error) as exc:
             raise StoreError(
@@ -132,6 +139,37 @@ class Database:
         raise StoreError(
             f"the store at {self.path} stayed locked by another process", path=str(self.path)
         )
+
+
+def _private_folder(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700; existing ones are left alone."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # another daemon made it first
+        created.chmod(0o700)
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file 0600, or take group and other access from our own store."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for existing in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            with contextlib.suppress(OSError):  # gone, not ours, or on a read-only disk
+                info = existing.stat()
+                if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+                    existing.chmod(stat.S_IMODE(info.st_mode) & 0o700)
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def _translate(exc: apsw.Error, path: Path) -> StoreError:
