@@ -289,14 +289,15 @@ class Daemon:
         return await self._run(session, ref, settings, messages, prompt, overrides, 1)
 
     async def resume(self, session_id: str, turn_id: str) -> TurnResult:
-        """Continue an interrupted turn, under the same run, from its last committed step."""
+        """Continue an interrupted turn, or one that ended in error, under the same run, from
+        its last committed step."""
         self._refuse_if_running(session_id, "resume a turn")
         session = await self.db(self.store.sessions.get, session_id)
         turn = await self.db(self.store.sessions.turn, session_id, turn_id)
-        if turn.outcome != "interrupted":
+        if turn.outcome not in ("interrupted", "error"):
             raise Conflict(
-                f"turn {turn_id} is {turn.outcome}, not interrupted; only an"
-                " interrupted turn can be resumed",
+                f"turn {turn_id} is {turn.outcome}, not interrupted or error; only a"
+                " turn that stopped before it ended can be resumed",
                 turnId=turn_id,
                 outcome=turn.outcome,
             )

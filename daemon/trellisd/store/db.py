@@ -104,15 +104,21 @@ class Database:
             try:
                 yield self.con
             except BaseException as exc:
-                self.con.execute("ROLLBACK")
+                self._rollback()
                 if isinstance(exc, apsw.Error):
                     raise _translate(exc, self.path) from exc
                 raise
             try:
                 self.con.execute("COMMIT")
             except apsw.Error as exc:
-                self.con.execute("ROLLBACK")
+                self._rollback()
                 raise _translate(exc, self.path) from exc
+
+    def _rollback(self) -> None:
+        """Undo the open transaction; SQLite has already undone it after some errors
+        (a full disk, say), and then there is nothing left to undo."""
+        if self.con.in_transaction:
+            self.con.execute("ROLLBACK")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:
@@ -124,7 +130,8 @@ class Database:
             except apsw.Error as exc:
                 raise _translate(exc, self.path) from exc
             finally:
-                self.con.execute("COMMIT")
+                if self.con.in_transaction:
+                    self.con.execute("COMMIT")
 
     def _begin_immediate(self) -> None:
         for attempt in range(BUSY_RETRIES):

@@ -9,8 +9,9 @@ stale; the next write from another daemon then takes the lease. ``take`` takes i
 from __future__ import annotations
 
 import datetime
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import apsw
 
@@ -18,8 +19,23 @@ from ..errors import LeaseHeld
 from .db import Database, now
 from .sessions import Sessions, new_id
 
-HEARTBEAT_SECONDS = 2.0
-STALE_SECONDS = 15.0
+log = logging.getLogger(__name__)
+
+
+def _heartbeat_seconds(environ: Mapping[str, str]) -> float:
+    """Seconds between heartbeats: ``TRELLISD_HEARTBEAT``, else 2."""
+    try:
+        seconds = float(environ.get("TRELLISD_HEARTBEAT", "2"))
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 3600:
+        log.warning("TRELLISD_HEARTBEAT must be a number of seconds; using 2")
+        seconds = 2.0
+    return seconds
+
+
+HEARTBEAT_SECONDS = _heartbeat_seconds(os.environ)
+STALE_SECONDS = 7.5 * HEARTBEAT_SECONDS  # 15 s at the default
 
 
 class Leases:
