@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import errno
+import os
+import signal
 import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 
 from tests.e2e.conftest import DaemonFactory
@@ -26,6 +30,18 @@ async def eventually(read: Callable[[], Awaitable[object]], while_: object) -> N
     async with asyncio.timeout(30):
         while (await read()) == while_:
             await asyncio.sleep(0.02)
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(30):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+def iso_after(stamp: str, seconds: float) -> str:
+    """The store's timestamp ``seconds`` after ``stamp``."""
+    later = datetime.datetime.fromisoformat(stamp) + datetime.timedelta(seconds=seconds)
+    return later.isoformat(timespec="milliseconds")
 
 
 @pytest.fixture
@@ -101,3 +117,63 @@ async def test_a_full_disk_ends_the_turn_in_error_and_it_resumes_once_there_is_r
     assert resumed["outcome"] == "finished"
     assert resumed["reply"] == "Written this time."
     assert (await turn(daemon, session, "after"))["outcome"] == "finished"
+
+
+def heartbeats(db: Path) -> dict[int, str]:
+    """Each registered daemon's last heartbeat, by pid, as the store has it."""
+    con = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return {
+            int(pid): str(beat) for pid, beat in con.execute("SELECT pid, heartbeat_at FROM daemon")
+        }
+    finally:
+        con.close()
+
+
+async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    first = await spawn(env=FAST)
+    session = await open_session(first, workspace)
+    gate = threading.Event()
+    model.reply("Still mine after the pause.", hold=gate)
+    running = asyncio.ensure_future(turn(first, session, "a turn that spans a pause"))
+    await wait_for(lambda: len(model.requests) == 1)
+    first_pid = first.process.pid
+    os.kill(first_pid, signal.SIGSTOP)  # a laptop asleep, a stopped editor, a debugger
+    try:
+        stopped_at = heartbeats(first.db)[first_pid]
+        second = await spawn(env=FAST)
+        second_pid = second.process.pid
+
+        # The second daemon beats on well past the point where the first is stale (7.5
+        # heartbeats), then once more: everything it does on a heartbeat has been done.
+        def stale_for_long() -> bool:
+            beat = heartbeats(first.db).get(second_pid, "")
+            return beat > iso_after(stopped_at, 20 * 0.05)
+
+        await wait_until(stale_for_long)
+        last = heartbeats(first.db)[second_pid]
+        await wait_until(lambda: heartbeats(first.db)[second_pid] > last)
+
+        turns = (await second.call("session/turns", {"sessionId": session["sessionId"]}))["turns"]
+        assert turns[-1]["outcome"] == "running"
+        taken = await second.error(
+            "session/turn", {"sessionId": session["sessionId"], "prompt": "mine?"}
+        )
+        assert taken.code == -32030 and f"pid {first_pid}" in taken.message
+        resumed = await second.error(
+            "session/resume", {"sessionId": session["sessionId"], "turnId": turns[-1]["turnId"]}
+        )
+        assert resumed.code == -32020
+        assert first_pid in heartbeats(first.db)
+    finally:
+        os.kill(first_pid, signal.SIGCONT)
+    gate.set()
+
+    result = await running
+    assert result["outcome"] == "finished"
+    assert result["reply"] == "Still mine after the pause."
+    assert (await turn(first, session, "and on"))["outcome"] == "finished"
+    history = (await first.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
+    assert [t["outcome"] for t in history] == ["finished", "finished"]
