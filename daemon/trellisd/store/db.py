@@ -31,8 +31,10 @@ log = logging.getLogger(__name__)
 
 apsw.bestpractice.library_logging()
 _CONNECTION_PRACTICES = [
-    f for f in apsw.bestpractice.recommended if f.__name__.startswith("connection_")
-]
+    f
+    for f in apsw.bestpractice.recommended
+    if f.__name__.startswith("connection_") and f is not apsw.bestpractice.connection_busy_timeout
+]  # the store waits for a lock with its own busy handler, longer than the practice's 100 ms
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
@@ -55,15 +57,11 @@ class Database:
             raise StoreError(
                 f"cannot open the store at {self.path}: {exc}", path=str(self.path)
             ) from exc
+        self._lock = threading.RLock()
+        self._busy_since = 0.0
         try:
-            self._refuse_newer()
-            # apsw's best practice (WAL, foreign keys, ...), applied once the file is known
-            # to be ours: a newer trellisd's store is never altered, not even its header.
-            for practice in _CONNECTION_PRACTICES:
-                practice(self.con)
-            self.con.set_busy_timeout(BUSY_TIMEOUT_MS)
-            self._lock = threading.RLock()
-            self._migrate()
+            self.con.set_busy_handler(self._busy)
+            self._prepare()
         except apsw.Error as exc:
             self.con.close()
             raise _translate(exc, self.path) from exc
@@ -74,6 +72,34 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self.con.close()
+
+    def _prepare(self) -> None:
+        """Check, set up and migrate the file. Daemons started together on a new store
+        take turns: one waits (and retries) while another creates or migrates it."""
+        for attempt in range(BUSY_RETRIES):
+            try:
+                self._refuse_newer()
+                # apsw's best practice (WAL, foreign keys, ...), applied once the file is
+                # known to be ours: a newer trellisd's store is never altered, not even its
+                # header.
+                for practice in _CONNECTION_PRACTICES:
+                    practice(self.con)
+                self._migrate()
+                return
+            except apsw.BusyError:
+                log.info("the store at %s is locked while it is set up; retrying", self.path)
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise _locked(self.path)
+
+    def _busy(self, attempts: int) -> bool:
+        """SQLite's busy handler: wait up to ``BUSY_TIMEOUT_MS`` for another process's lock."""
+        if attempts == 0:
+            self._busy_since = time.monotonic()
+            log.info("the store at %s is locked by another process; waiting", self.path)
+        if time.monotonic() - self._busy_since > BUSY_TIMEOUT_MS / 1000:
+            return False
+        time.sleep(min(0.001 * 2**attempts, 0.05))
+        return True
 
     def _refuse_newer(self) -> None:
         version = self.con.pragma("user_version")
@@ -143,9 +169,7 @@ class Database:
                 time.sleep(min(0.05 * 2**attempt, 1.0))
             except apsw.Error as exc:
                 raise _translate(exc, self.path) from exc
-        raise StoreError(
-            f"the store at {self.path} stayed locked by another process", path=str(self.path)
-        )
+        raise _locked(self.path)
 
 
 def _private_folder(folder: Path) -> None:
@@ -179,7 +203,13 @@ def _private_file(path: Path) -> None:
         os.close(fd)
 
 
+def _locked(path: Path) -> StoreError:
+    return StoreError(f"the store at {path} stayed locked by another process", path=str(path))
+
+
 def _translate(exc: apsw.Error, path: Path) -> StoreError:
+    if isinstance(exc, apsw.BusyError):
+        return _locked(path)
     if isinstance(exc, apsw.FullError):
         return StoreError(f"the disk holding {path} is full; nothing was written", path=str(path))
     if isinstance(exc, apsw.ReadOnlyError):
