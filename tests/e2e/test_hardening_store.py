@@ -21,6 +21,7 @@ from tests.e2e.conftest import DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import wait_for
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.read_only import read_only
 
 FAST = {"TRELLISD_HEARTBEAT": "0.05"}
 
@@ -177,3 +178,35 @@ async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
     assert (await turn(first, session, "and on"))["outcome"] == "finished"
     history = (await first.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
     assert [t["outcome"] for t in history] == ["finished", "finished"]
+
+
+async def test_a_read_only_store_serves_reads_and_refuses_writes(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "kept" / "trellisd.db"
+    writer = await spawn(db=db)
+    session = await open_session(writer, workspace, title="kept")
+    done = await turn(writer, session, "what is here?")
+    await writer.client.shutdown_session()
+
+    with read_only(db.parent):
+        reader = await spawn(db=db)
+        listed = (await reader.call("session/list", {}))["sessions"]
+        assert [s["title"] for s in listed] == ["kept"]
+        reopened = await reader.call("session/reopen", {"sessionId": session["sessionId"]})
+        assert [t["reply"] for t in reopened["history"]] == [done["reply"]]
+        turns = await reader.call("session/turns", {"sessionId": session["sessionId"]})
+        assert [t["outcome"] for t in turns["turns"]] == ["finished"]
+        summary = await reader.call("run/summary", {"runId": done["runId"]})
+        assert summary["outcome"] == "finished"
+        assert (await reader.call("run/steps", {"runId": done["runId"]}))["steps"]
+
+        for method, params in [
+            ("session/turn", {"sessionId": session["sessionId"], "prompt": "more"}),
+            ("session/open", {"root": str(workspace)}),
+            ("session/takeover", {"sessionId": session["sessionId"]}),
+        ]:
+            refused = await reader.error(method, params)
+            assert refused.code == -32040, (method, refused.message)
+            assert "read-only" in refused.message and refused.data["readOnly"] is True
+        assert len(model.requests) == 1

@@ -18,6 +18,7 @@ import os
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,11 +53,14 @@ class Database:
         try:
             _private_folder(self.path.parent)
             _private_file(self.path)
-            self.con = apsw.Connection(str(self.path))
+            self.con = _connect(self.path)
         except (OSError, apsw.Error) as exc:
             raise StoreError(
                 f"cannot open the store at {self.path}: {exc}", path=str(self.path)
             ) from exc
+        self.read_only = self.con.readonly("main")
+        if self.read_only:
+            log.warning("the store at %s is read-only: serving reads only", self.path)
         self._lock = threading.RLock()
         self._busy_since = 0.0
         try:
@@ -78,13 +82,14 @@ class Database:
         take turns: one waits (and retries) while another creates or migrates it."""
         for attempt in range(BUSY_RETRIES):
             try:
-                self._refuse_newer()
+                self._refuse_schema()
                 # apsw's best practice (WAL, foreign keys, ...), applied once the file is
                 # known to be ours: a newer trellisd's store is never altered, not even its
                 # header.
                 for practice in _CONNECTION_PRACTICES:
                     practice(self.con)
-                self._migrate()
+                if not self.read_only:
+                    self._migrate()
                 return
             except apsw.BusyError:
                 log.info("the store at %s is locked while it is set up; retrying", self.path)
@@ -101,21 +106,28 @@ class Database:
         time.sleep(min(0.001 * 2**attempts, 0.05))
         return True
 
-    def _refuse_newer(self) -> None:
-        version = self.con.pragma("user_version")
-        known = len(MIGRATIONS)
+    def _refuse_schema(self) -> None:
+        """Refuse a newer trellisd's store (left untouched), and a read-only store at an older
+        schema (it cannot be migrated)."""
+        version, known = self.con.pragma("user_version"), len(MIGRATIONS)
         if version > known:
-            raise StoreError(
-                f"the store at {self.path} was written by a newer trellisd (schema {version};"
-                f" this one knows up to {known}); it was left untouched",
-                path=str(self.path),
-                schemaVersion=version,
-                knownVersion=known,
-            )
+            why, what = "was written by a newer trellisd", "it was left untouched"
+        elif version < known and self.read_only:
+            why, what = "is read-only and was written by an older trellisd", "it cannot be upgraded"
+        else:
+            return
+        raise StoreError(
+            f"the store at {self.path} {why} (schema {version}; this one knows up to {known});"
+            f" {what}",
+            path=str(self.path),
+            schemaVersion=version,
+            knownVersion=known,
+            **({"readOnly": True} if self.read_only else {}),
+        )
 
     def _migrate(self) -> None:
         with self.write():
-            self._refuse_newer()
+            self._refuse_schema()
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
@@ -125,6 +137,13 @@ class Database:
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """One write transaction, holding the file's write lock from its first statement."""
+        if self.read_only:
+            raise StoreError(
+                f"the store at {self.path} is read-only: it serves reads, but nothing can be"
+                " written to it",
+                path=str(self.path),
+                readOnly=True,
+            )
         with self._lock:
             self._begin_immediate()
             try:
@@ -170,6 +189,24 @@ class Database:
             except apsw.Error as exc:
                 raise _translate(exc, self.path) from exc
         raise _locked(self.path)
+
+
+def _connect(path: Path) -> apsw.Connection:
+    """Open the file for reading and writing, or for reading only when this process cannot
+    write it. A read-only WAL file whose shared-memory file cannot be created either (a
+    read-only folder, and so no writer) is read as immutable."""
+    con = apsw.Connection(str(path))
+    if not con.readonly("main"):
+        return con
+    try:
+        con.pragma("user_version")
+        return con
+    except apsw.CantOpenError:
+        con.close()
+    return apsw.Connection(
+        f"file:{urllib.parse.quote(str(path))}?immutable=1",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+    )
 
 
 def _private_folder(folder: Path) -> None:

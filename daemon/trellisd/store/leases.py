@@ -77,6 +77,10 @@ class Leases:
         self.process_start = process_start(self.pid)
 
     def register(self) -> None:
+        """Record this daemon among those using the store; a read-only store, which no
+        daemon writes, has none to record."""
+        if self.db.read_only:
+            return
         with self.db.write() as con:
             self._register(con)
 
@@ -90,6 +94,8 @@ class Leases:
 
     def heartbeat(self) -> None:
         """Renew this daemon's heartbeat; register again if another daemon removed it."""
+        if self.db.read_only:
+            return
         with self.db.write() as con:
             con.execute("UPDATE daemon SET heartbeat_at = ? WHERE id = ?", (now(), self.daemon_id))
             if con.changes() == 0:
@@ -98,6 +104,8 @@ class Leases:
 
     def unregister(self) -> None:
         """A clean exit: release every lease this daemon holds."""
+        if self.db.read_only:
+            return
         with self.db.write() as con:
             con.execute("UPDATE session SET owner = NULL WHERE owner = ?", (self.daemon_id,))
             con.execute("DELETE FROM daemon WHERE id = ?", (self.daemon_id,))
@@ -156,7 +164,10 @@ class Leases:
             self.acquire(con, session_id)
 
     def try_claim(self, session_id: str) -> bool:
-        """Become the writer if nobody live is; reading never needs the lease."""
+        """Become the writer if nobody live is; reading never needs the lease, and a
+        read-only store has no writer."""
+        if self.db.read_only:
+            return False
         try:
             self.claim(session_id)
         except LeaseHeld:

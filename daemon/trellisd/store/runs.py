@@ -137,6 +137,8 @@ class Runs:
     def mark_interrupted(self) -> list[str]:
         """Mark runs left ``running`` by a daemon that is gone as ``interrupted``, after
         writing the ends of this daemon's runs that the store could not take before."""
+        if self.db.read_only:
+            return []  # this daemon can mark nothing, and runs nothing
         if self._ends:
             self._write_ends()
         with self.db.write() as con:
