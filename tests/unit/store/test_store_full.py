@@ -31,18 +31,18 @@ def step(n: int, text: str) -> Step:
     return Step(n, "reply", "go", text, None, None, Tokens(1, 1, 0))
 
 
-def started_turn(store: Store, session: Session) -> str:
-    _, run_id, _ = store.runs.begin(session.session_id, "go")
+@pytest.fixture
+def run_on_a_full_disk(store: Store, open_session: OpenSession) -> str:
+    """A turn that started, then the disk filled up; its run id."""
+    _, run_id, _ = store.runs.begin(open_session().session_id, "go")
+    fill_up(store)
     return run_id
 
 
 def test_a_full_disk_is_a_store_error_and_leaves_nothing_half_written(
-    store: Store, open_session: OpenSession
+    store: Store, run_on_a_full_disk: str
 ) -> None:
-    session = open_session()
-    run_id = started_turn(store, session)
-    fill_up(store)
-
+    run_id = run_on_a_full_disk
     with pytest.raises(StoreError) as full:
         store.runs.add_step(run_id, step(1, BIG))
 
@@ -55,11 +55,9 @@ def test_a_full_disk_is_a_store_error_and_leaves_nothing_half_written(
 
 
 def test_a_turn_ends_even_when_its_end_cannot_be_written_at_once(
-    store: Store, open_session: OpenSession
+    store: Store, run_on_a_full_disk: str
 ) -> None:
-    session = open_session()
-    run_id = started_turn(store, session)
-    fill_up(store)
+    run_id = run_on_a_full_disk
     with pytest.raises(StoreError):
         store.runs.finish(run_id, "error", "the disk is full: " + BIG)
     assert store.runs.summary(run_id).outcome == "running"
