@@ -4,9 +4,15 @@ The store is private to its user: the folders it creates are 0700 and the databa
 ``-wal`` and ``-shm`` files 0600, whatever the umask (SQLite gives the journal files the
 database's mode). A folder that already existed keeps its mode.
 
-Every connection is WAL with a busy timeout and foreign keys (``apsw.bestpractice``). Writes
-take the write lock up front (``BEGIN IMMEDIATE``) so that a second process on the same file
-waits its turn instead of failing with ``SQLITE_BUSY``; reads never wait on a writer.
+Every connection is WAL with foreign keys (``apsw.bestpractice``) and waits for another
+process's lock from its first statement, so daemons started together on a new store take
+turns creating and migrating it. Writes take the write lock up front (``BEGIN IMMEDIATE``) so
+that a second process on the same file waits its turn instead of failing with
+``SQLITE_BUSY``; reads never wait on a writer.
+
+A store this process cannot write opens read-only: reads are served and ``write`` refuses.
+SQLite errors become ``StoreError`` (-32040) at this boundary: a full disk, a read-only file,
+a lock that never frees.
 """
 
 from __future__ import annotations
