@@ -134,7 +134,9 @@ def heartbeats(db: Path) -> dict[int, str]:
 async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
     spawn: DaemonFactory, model: ModelServer, workspace: Path
 ) -> None:
-    first = await spawn(env=FAST)
+    # The first daemon beats at the default pace, so it is almost never stopped mid-write
+    # (a stopped process holding the write lock would stall every daemon's writes).
+    first = await spawn()
     session = await open_session(first, workspace)
     gate = threading.Event()
     model.reply("Still mine after the pause.", hold=gate)
@@ -147,7 +149,7 @@ async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
         second = await spawn(env=FAST)
         second_pid = second.process.pid
 
-        # The second daemon beats on well past the point where the first is stale (7.5
+        # The second daemon beats on well past the point where, to it, the first is stale (7.5
         # heartbeats), then once more: everything it does on a heartbeat has been done.
         def stale_for_long() -> bool:
             beat = heartbeats(first.db).get(second_pid, "")
