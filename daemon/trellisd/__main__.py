@@ -26,6 +26,7 @@ environment:
   TRELLISD_MODEL       the model name
   TRELLISD_SCRIPT      JSON-lines replies for the scripted provider
   TRELLISD_LOG         log level on stderr (default warning)
+  TRELLISD_HEARTBEAT   seconds between the daemon's heartbeats in the store (default 2)
 """
 
 

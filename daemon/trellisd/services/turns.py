@@ -93,14 +93,16 @@ class TurnService:
         return await self._run(_Start(session, ref, settings, messages, prompt, max_steps, verify))
 
     async def resume(self, session_id: str, turn_id: str) -> TurnResult:
-        """Continue an interrupted turn, under the same run, from its last committed step."""
+        """Continue a turn that stopped before it ended (``interrupted`` by a crash, or
+        ``error``: a full disk, a provider that failed), under the same run, from its last
+        committed step."""
         self.running.refuse(session_id, "resume a turn")
         session = await self.store.sessions.get(session_id)
         turn = await self.store.sessions.turn(session_id, turn_id)
-        if turn.outcome != Outcome.INTERRUPTED:
+        if turn.outcome not in (Outcome.INTERRUPTED, Outcome.ERROR):
             raise Conflict(
-                f"turn {turn_id} is {turn.outcome}, not interrupted; only an"
-                " interrupted turn can be resumed",
+                f"turn {turn_id} is {turn.outcome}, not interrupted or error; only a turn"
+                " that stopped before it ended can be resumed",
                 turnId=turn_id,
                 outcome=turn.outcome,
             )

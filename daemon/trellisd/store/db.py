@@ -1,8 +1,18 @@
 """The one SQLite file: connection, migrations and transactions.
 
-Every connection is WAL with a busy timeout and foreign keys (``apsw.bestpractice``). Writes
-take the write lock up front (``BEGIN IMMEDIATE``) so that a second process on the same file
-waits its turn instead of failing with ``SQLITE_BUSY``; reads never wait on a writer.
+The store is private to its user: the folders it creates are 0700 and the database with its
+``-wal`` and ``-shm`` files 0600, whatever the umask (SQLite gives the journal files the
+database's mode). A folder that already existed keeps its mode.
+
+Every connection is WAL with foreign keys (``apsw.bestpractice``) and waits for another
+process's lock from its first statement, so daemons started together on a new store take
+turns creating and migrating it. Writes take the write lock up front (``BEGIN IMMEDIATE``) so
+that a second process on the same file waits its turn instead of failing with
+``SQLITE_BUSY``; reads never wait on a writer.
+
+A store this process cannot write opens read-only: reads are served and ``write`` refuses.
+SQLite errors become ``StoreError`` (-32040) at this boundary: a full disk, a read-only file,
+a lock that never frees.
 """
 
 from __future__ import annotations
@@ -10,8 +20,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
+import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +38,10 @@ log = logging.getLogger(__name__)
 
 apsw.bestpractice.library_logging()
 _CONNECTION_PRACTICES = [
-    f for f in apsw.bestpractice.recommended if f.__name__.startswith("connection_")
-]
+    f
+    for f in apsw.bestpractice.recommended
+    if f.__name__.startswith("connection_") and f is not apsw.bestpractice.connection_busy_timeout
+]  # the store waits for a lock with its own busy handler, longer than the practice's 100 ms
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
@@ -42,21 +57,21 @@ class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.con = apsw.Connection(str(self.path))
+            _private_folder(self.path.parent)
+            _private_file(self.path)
+            self.con = _connect(self.path)
         except (OSError, apsw.Error) as exc:
             raise StoreError(
                 f"cannot open the store at {self.path}: {exc}", path=str(self.path)
             ) from exc
+        self.read_only = self.con.readonly("main")
+        if self.read_only:
+            log.warning("the store at %s is read-only: serving reads only", self.path)
+        self._lock = threading.RLock()
+        self._busy_since = 0.0
         try:
-            self._refuse_newer()
-            # apsw's best practice (WAL, foreign keys, ...), applied once the file is known
-            # to be ours: a newer trellisd's store is never altered, not even its header.
-            for practice in _CONNECTION_PRACTICES:
-                practice(self.con)
-            self.con.set_busy_timeout(BUSY_TIMEOUT_MS)
-            self._lock = threading.RLock()
-            self._migrate()
+            self.con.set_busy_handler(self._busy)
+            self._prepare()
         except apsw.Error as exc:
             self.con.close()
             raise _translate(exc, self.path) from exc
@@ -68,21 +83,57 @@ class Database:
         with self._lock:
             self.con.close()
 
-    def _refuse_newer(self) -> None:
-        version = self.con.pragma("user_version")
-        known = len(MIGRATIONS)
+    def _prepare(self) -> None:
+        """Check, set up and migrate the file. Daemons started together on a new store
+        take turns: one waits (and retries) while another creates or migrates it."""
+        for attempt in range(BUSY_RETRIES):
+            try:
+                self._refuse_schema()
+                # apsw's best practice (WAL, foreign keys, ...), applied once the file is
+                # known to be ours: a newer trellisd's store is never altered, not even its
+                # header.
+                for practice in _CONNECTION_PRACTICES:
+                    practice(self.con)
+                if not self.read_only:
+                    self._migrate()
+                return
+            except apsw.BusyError:
+                log.info("the store at %s is locked while it is set up; retrying", self.path)
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise _locked(self.path)
+
+    def _busy(self, attempts: int) -> bool:
+        """SQLite's busy handler: wait up to ``BUSY_TIMEOUT_MS`` for another process's lock."""
+        if attempts == 0:
+            self._busy_since = time.monotonic()
+            log.info("the store at %s is locked by another process; waiting", self.path)
+        if time.monotonic() - self._busy_since > BUSY_TIMEOUT_MS / 1000:
+            return False
+        time.sleep(min(0.001 * 2**attempts, 0.05))
+        return True
+
+    def _refuse_schema(self) -> None:
+        """Refuse a newer trellisd's store (left untouched), and a read-only store at an older
+        schema (it cannot be migrated)."""
+        version, known = self.con.pragma("user_version"), len(MIGRATIONS)
         if version > known:
-            raise StoreError(
-                f"the store at {self.path} was written by a newer trellisd (schema {version};"
-                f" this one knows up to {known}); it was left untouched",
-                path=str(self.path),
-                schemaVersion=version,
-                knownVersion=known,
-            )
+            why, what = "was written by a newer trellisd", "it was left untouched"
+        elif version < known and self.read_only:
+            why, what = "is read-only and was written by an older trellisd", "it cannot be upgraded"
+        else:
+            return
+        raise StoreError(
+            f"the store at {self.path} {why} (schema {version}; this one knows up to {known});"
+            f" {what}",
+            path=str(self.path),
+            schemaVersion=version,
+            knownVersion=known,
+            **({"readOnly": True} if self.read_only else {}),
+        )
 
     def _migrate(self) -> None:
         with self.write():
-            self._refuse_newer()
+            self._refuse_schema()
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
@@ -92,20 +143,33 @@ class Database:
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """One write transaction, holding the file's write lock from its first statement."""
+        if self.read_only:
+            raise StoreError(
+                f"the store at {self.path} is read-only: it serves reads, but nothing can be"
+                " written to it",
+                path=str(self.path),
+                readOnly=True,
+            )
         with self._lock:
             self._begin_immediate()
             try:
                 yield self.con
             except BaseException as exc:
-                self.con.execute("ROLLBACK")
+                self._rollback()
                 if isinstance(exc, apsw.Error):
                     raise _translate(exc, self.path) from exc
                 raise
             try:
                 self.con.execute("COMMIT")
             except apsw.Error as exc:
-                self.con.execute("ROLLBACK")
+                self._rollback()
                 raise _translate(exc, self.path) from exc
+
+    def _rollback(self) -> None:
+        """Undo the open transaction; SQLite has already undone it after some errors
+        (a full disk, say), and then there is nothing left to undo."""
+        if self.con.in_transaction:
+            self.con.execute("ROLLBACK")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:
@@ -117,7 +181,8 @@ class Database:
             except apsw.Error as exc:
                 raise _translate(exc, self.path) from exc
             finally:
-                self.con.execute("COMMIT")
+                if self.con.in_transaction:
+                    self.con.execute("COMMIT")
 
     def _begin_immediate(self) -> None:
         for attempt in range(BUSY_RETRIES):
@@ -129,12 +194,65 @@ class Database:
                 time.sleep(min(0.05 * 2**attempt, 1.0))
             except apsw.Error as exc:
                 raise _translate(exc, self.path) from exc
-        raise StoreError(
-            f"the store at {self.path} stayed locked by another process", path=str(self.path)
-        )
+        raise _locked(self.path)
+
+
+def _connect(path: Path) -> apsw.Connection:
+    """Open the file for reading and writing, or for reading only when this process cannot
+    write it. A read-only WAL file whose shared-memory file cannot be created either (a
+    read-only folder, and so no writer) is read as immutable."""
+    con = apsw.Connection(str(path))
+    if not con.readonly("main"):
+        return con
+    try:
+        con.pragma("user_version")
+        return con
+    except apsw.CantOpenError:
+        con.close()
+    return apsw.Connection(
+        f"file:{urllib.parse.quote(str(path))}?immutable=1",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+    )
+
+
+def _private_folder(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each 0700; existing ones are left alone."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        try:
+            created.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # another daemon made it first
+        created.chmod(0o700)
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file 0600, or take group and other access from our own store."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for existing in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            with contextlib.suppress(OSError):  # gone, not ours, or on a read-only disk
+                info = existing.stat()
+                if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+                    existing.chmod(stat.S_IMODE(info.st_mode) & 0o700)
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _locked(path: Path) -> StoreError:
+    return StoreError(f"the store at {path} stayed locked by another process", path=str(path))
 
 
 def _translate(exc: apsw.Error, path: Path) -> StoreError:
+    if isinstance(exc, apsw.BusyError):
+        return _locked(path)
     if isinstance(exc, apsw.FullError):
         return StoreError(f"the disk holding {path} is full; nothing was written", path=str(path))
     if isinstance(exc, apsw.ReadOnlyError):

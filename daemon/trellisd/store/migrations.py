@@ -84,4 +84,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE run ADD COLUMN model TEXT;
     """,
+    # 5: which process a daemon is, so that a reused pid is not taken for it: the boot it
+    # runs in and its start time (clock ticks after boot, as in /proc/<pid>/stat).
+    """
+    ALTER TABLE daemon ADD COLUMN boot_id TEXT;
+    ALTER TABLE daemon ADD COLUMN process_start INTEGER;
+    """,
 )

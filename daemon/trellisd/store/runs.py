@@ -41,6 +41,7 @@ class Runs:
     def __init__(self, db: Database, leases: Leases) -> None:
         self.db = db
         self.leases = leases
+        self._ends: dict[str, tuple[str, str | None, str]] = {}
 
     def begin(
         self, session_id: str, prompt: str, model: str | None = None
@@ -109,14 +110,23 @@ class Runs:
         return seq
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
+        """End the run. An end the store cannot take now (a full disk, say) is kept and
+        written by ``mark_interrupted``, the daemon's heartbeat, once the store takes it."""
+        self._ends[run_id] = (outcome, error, now())
+        self._write_ends()
+
+    def _write_ends(self) -> None:
         with self.db.write() as con:
-            con.execute(
-                "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
-                (outcome, error, now(), run_id),
-            )
+            for run_id, (outcome, error, at) in self._ends.items():
+                con.execute(
+                    "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
+                    (outcome, error, at, run_id),
+                )
+        self._ends.clear()
 
     def resume(self, run_id: str) -> None:
         """An interrupted run runs again, under this daemon."""
+        self._ends.pop(run_id, None)
         with self.db.write() as con:
             self.leases.acquire(con, self._session_of(con, run_id))
             con.execute(
@@ -126,7 +136,12 @@ class Runs:
             )
 
     def mark_interrupted(self) -> list[str]:
-        """Mark runs left ``running`` by a daemon that is gone as ``interrupted``."""
+        """Mark runs left ``running`` by a daemon that is gone as ``interrupted``, after
+        writing the ends of this daemon's runs that the store could not take before."""
+        if self.db.read_only:
+            return []  # this daemon can mark nothing, and runs nothing
+        if self._ends:
+            self._write_ends()
         with self.db.write() as con:
             gone = set(self.leases.gone_daemons(con))
             rows = con.execute(

@@ -259,6 +259,9 @@ class Sessions:
             return self._get(con, session_id)
 
     def touch(self, session_id: str) -> Session:
+        """Mark the session used now; a read-only store keeps it as it was."""
+        if self.db.read_only:
+            return self.get(session_id)
         with self.db.write() as con:
             con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
             return self._get(con, session_id)
