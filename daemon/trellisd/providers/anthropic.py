@@ -17,8 +17,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from httpx_sse import ServerSentEvent
-
 from .base import (
     Message,
     ModelRequest,
@@ -31,7 +29,8 @@ from .base import (
     Usage,
 )
 from .calls import PartialCall, parameters_schema
-from .http import HttpSettings, stream_events
+from .http import Endpoint, HttpSettings
+from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +96,11 @@ class AnthropicProvider:
         self.name = name
         self.model = http.model
         self.http = http
+        self.endpoint = Endpoint(http)
+
+    async def aclose(self) -> None:
+        """Close the pooled connections to the endpoint."""
+        await self.endpoint.aclose()
 
     def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -125,8 +129,7 @@ class AnthropicProvider:
         return "/messages" if self.http.base_url.rstrip("/").endswith("/v1") else "/v1/messages"
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return stream_events(
-            self.http,
+        return self.endpoint.stream(
             self.path(),
             self.headers(),
             self.body(request),

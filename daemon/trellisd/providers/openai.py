@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent
 
 from .base import (
     Message,
@@ -28,8 +27,9 @@ from .base import (
     Usage,
 )
 from .calls import PartialCall, parameters_schema
-from .http import HttpSettings, stream_events
+from .http import Endpoint, HttpSettings
 from .retry import retryable_status
+from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,12 @@ class OpenAIProvider:
         self.name = name
         self.model = http.model
         self.http = http
+        self.endpoint = Endpoint(http)
         self.extra_headers = extra_headers or {}
+
+    async def aclose(self) -> None:
+        """Close the pooled connections to the endpoint."""
+        await self.endpoint.aclose()
 
     def headers(self) -> dict[str, str]:
         headers = {**self.extra_headers}
@@ -115,8 +120,7 @@ class OpenAIProvider:
             return False
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return stream_events(
-            self.http,
+        return self.endpoint.stream(
             "/chat/completions",
             self.headers(),
             self.body(request),
