@@ -105,3 +105,16 @@ def test_a_broken_file_is_logged_and_the_built_in_table_still_works(
         assert price("gpt-4o") == Price(2.5, 10.0, 1.25)
 
     assert str(path) in caplog.text
+
+
+def test_the_file_is_read_once_not_at_every_price(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "read-once.json"
+    path.write_text(json.dumps({"house-model": {"input": 1, "output": 2}}))
+    monkeypatch.setenv("TRELLISD_PRICES", str(path))
+    assert price("house-model") == Price(1.0, 2.0, 1.0)
+
+    path.unlink()  # a history of many turns is priced without going back to the disk
+
+    assert [price("house-model") for _ in range(3)] == [Price(1.0, 2.0, 1.0)] * 3
