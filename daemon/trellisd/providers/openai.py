@@ -26,7 +26,7 @@ from .base import (
     ToolSpec,
     Usage,
 )
-from .calls import PartialCall, parameters_schema
+from .calls import PartialCall, as_object, parameters_schema
 from .http import Endpoint, HttpSettings
 from .retry import retryable_status
 from .sse import ServerSentEvent
@@ -169,11 +169,12 @@ class ChatDecoder:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
+            delta = as_object(choice.get("delta"))
             content = delta.get("content")
             if isinstance(content, str) and content:
                 events.append(TextDelta(content))
-            for part in delta.get("tool_calls") or []:
+            parts = delta.get("tool_calls")
+            for part in parts if isinstance(parts, list) else []:
                 if isinstance(part, dict):
                     self._merge(part)
             if isinstance(choice.get("finish_reason"), str):
@@ -206,7 +207,7 @@ class ChatDecoder:
 def _add_piece(call: PartialCall, part: dict[str, Any]) -> None:
     if isinstance(part.get("id"), str) and part["id"]:
         call.id = part["id"]
-    function = part.get("function") or {}
+    function = as_object(part.get("function"))
     name = function.get("name")
     # The name comes once; some servers repeat it in every piece.
     if isinstance(name, str) and name and name != call.name:
