@@ -153,9 +153,10 @@ class Endpoint:
             try:
                 exchange = _exchange(client, http, path, headers, body, decoder())
                 async with aclosing(exchange):
-                    async for event in exchange:
+                    async for events in exchange:
                         sent = True
-                        yield event
+                        for event in events:
+                            yield event
                 return
             except ProviderError as exc:
                 error = exc
@@ -191,7 +192,8 @@ async def _exchange(
     headers: Mapping[str, str],
     body: dict[str, Any],
     decoder: StreamDecoder,
-) -> AsyncGenerator[ProviderEvent, None]:
+) -> AsyncGenerator[list[ProviderEvent], None]:
+    """One attempt: the decoded events, a list for each piece of the body read."""
     answered = False
     send = {**headers, "Accept": "text/event-stream"}
     try:
@@ -206,9 +208,19 @@ async def _exchange(
             bounds = StreamBounds(http.read_timeout, http.max_event_bytes)
             events = read_events(response.aiter_bytes(), bounds)
             async with aclosing(events):
-                async for sse in events:
-                    for event in decoder.feed(sse):
-                        yield event
+                async for batch in events:
+                    decoded: list[ProviderEvent] = []
+                    for sse in batch:
+                        try:
+                            decoded += decoder.feed(sse)
+                        except ProviderError:
+                            if decoded:  # what came before the error event is kept
+                                yield decoded
+                            raise
+                        if decoder.done:
+                            break
+                    if decoded:
+                        yield decoded
                     if decoder.done:
                         await _finish_body(events)
                         break
@@ -227,11 +239,10 @@ async def _exchange(
             f"the provider at {http.base_url} sent {exc}; the call was ended to bound the"
             " memory it may take"
         ) from exc
-    for event in decoder.close():
-        yield event
+    yield decoder.close()
 
 
-async def _finish_body(events: AsyncIterator[ServerSentEvent]) -> None:
+async def _finish_body(events: AsyncIterator[list[ServerSentEvent]]) -> None:
     """Read the rest of a body whose last event was seen (usually just the end of the chunked
     body), so that its connection can be kept for the next call. A body that goes on, or
     does not end within ``FINISH_WAIT`` seconds, is left: the connection is closed instead."""

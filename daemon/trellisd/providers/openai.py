@@ -33,6 +33,10 @@ from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
+_parse = (
+    json.JSONDecoder().raw_decode
+)  # a chunk's JSON and where it ends, without json.loads' checks
+
 
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -143,14 +147,18 @@ class ChatDecoder:
         return self.done or self.finish_reason is not None
 
     def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]:
-        data = sse.data.strip()
-        if not data:
-            return []
-        if data == "[DONE]":
-            self.done = True
-            return []
+        data = sse.data
+        if data[:1] != "{":
+            data = data.strip()
+            if not data:
+                return []
+            if data == "[DONE]":
+                self.done = True
+                return []
         try:
-            chunk = json.loads(data)
+            chunk, end = _parse(data)
+            if end != len(data) and data[end:].strip():
+                raise ValueError("text after the JSON value")
         except ValueError:
             log.warning(
                 "skipping a malformed event from %s: %s",
@@ -158,27 +166,34 @@ class ChatDecoder:
                 self.http.redact(data[:200]),
             )
             return []
-        if not isinstance(chunk, dict):
+        if type(chunk) is not dict:
             log.warning("skipping an event that is not an object from %s", self.http.base_url)
             return []
-        if chunk.get("error") or sse.event == "error":
+        if sse.event == "error" or chunk.get("error"):
             raise _stream_error(chunk.get("error") or chunk, self.http)
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = _usage(chunk["usage"])
+        usage = chunk.get("usage")
+        if type(usage) is dict:
+            self.usage = _usage(usage)
+        choices = chunk.get("choices")
+        if not choices or type(choices) is not list:
+            return []
         events: list[ProviderEvent] = []
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in choices:
+            if type(choice) is not dict or choice.get("index", 0) != 0:
                 continue
-            delta = as_object(choice.get("delta"))
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                events.append(TextDelta(content))
-            parts = delta.get("tool_calls")
-            for part in parts if isinstance(parts, list) else []:
-                if isinstance(part, dict):
-                    self._merge(part)
-            if isinstance(choice.get("finish_reason"), str):
-                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                content = delta.get("content")
+                if content and type(content) is str:
+                    events.append(TextDelta(content))
+                parts = delta.get("tool_calls")
+                if parts and type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            self._merge(part)
+            reason = choice.get("finish_reason")
+            if type(reason) is str:
+                self.finish_reason = reason
         return events
 
     def _merge(self, part: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
 """Server-sent events read from a response body, with bounds.
 
-``read_events`` turns the bytes of an event stream into ``ServerSentEvent``s. Two things end
-the stream with an exception (which ``http`` turns into a ``ProviderError``) instead of
-letting a provider run the daemon out of memory or out of patience:
+``read_events`` turns the bytes of an event stream into ``ServerSentEvent``s, a list of them for
+each piece of the body read (a step of an async generator costs more than a small event). Two
+things end the stream with an exception (which ``http`` turns into a ``ProviderError``) instead
+of letting a provider run the daemon out of memory or out of patience:
 
 - a line, or an event's data, longer than ``max_event_bytes`` (a stream that never sends a
   newline would otherwise be buffered whole);
@@ -18,12 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
+class ServerSentEvent(NamedTuple):
     event: str = "message"
     data: str = ""
     id: str = ""
@@ -51,8 +52,9 @@ async def read_events(
     bounds: StreamBounds,
     *,
     clock: Callable[[], float] = time.monotonic,
-) -> AsyncGenerator[ServerSentEvent, None]:
-    """The events of an SSE body given as byte chunks of any size."""
+) -> AsyncGenerator[list[ServerSentEvent], None]:
+    """The events of an SSE body given as byte chunks of any size, those that each chunk
+    completes together (never an empty list)."""
     cap = bounds.max_event_bytes
     pending = b""  # the start of a line whose end has not arrived
     kind, size, last_id = "", 0, ""
@@ -74,20 +76,24 @@ async def read_events(
         if len(pending) > cap:
             raise StreamTooLarge(f"a line of the stream is longer than {_size(cap)}")
         silent = not pending or pending[0] == 58  # 58 is b":", a comment
+        batch: list[ServerSentEvent] = []
         for line in lines:
             if not line:
                 if data:
-                    yield ServerSentEvent(kind or "message", "\n".join(data), last_id)
-                kind, data, size = "", [], 0
+                    batch.append(ServerSentEvent(kind or "message", "\n".join(data), last_id))
+                    kind, data, size = "", [], 0
                 continue
             if len(line) > cap:
                 raise StreamTooLarge(f"a line of the stream is longer than {_size(cap)}")
             if line[0] == 58:
                 continue
             silent = False
-            name, sep, value = line.partition(b":")
-            if sep and value[:1] == b" ":
-                value = value[1:]
+            if line.startswith(b"data: "):  # the common case, without the general parse
+                name, value = b"data", line[6:]
+            else:
+                name, sep, value = line.partition(b":")
+                if sep and value[:1] == b" ":
+                    value = value[1:]
             if name == b"data":
                 size += len(value)
                 if size > cap:
@@ -97,6 +103,8 @@ async def read_events(
                 kind = value.decode("utf-8", "replace")
             elif name == b"id" and b"\0" not in value:
                 last_id = value.decode("utf-8", "replace")
+        if batch:
+            yield batch
         now = clock()
         if not silent:
             last_data = now

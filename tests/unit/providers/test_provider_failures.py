@@ -24,6 +24,7 @@ from tests.fixtures.provider_servers import (
     collect,
     collect_failure,
     openai_reply,
+    sse,
 )
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
@@ -380,3 +381,18 @@ async def test_keep_alive_comments_do_not_hold_a_silent_stream_open(
     assert "sent nothing for 0.3 s" in str(exc)
     assert "TRELLISD_READ_TIMEOUT" in str(exc)
     assert len(server.requests) == 1
+
+
+async def test_text_in_the_same_chunk_as_an_error_event_is_kept(
+    wire: Wire, server: ScriptServer
+) -> None:
+    chunks = wire.reply(["kept ", "lost"])
+    at = next(i for i, c in enumerate(chunks) if b"lost" in c)
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": "boom"}}
+    # Everything up to the error in one piece of the body, as a fast server sends it.
+    server.queue(Response(chunks=[b"".join(chunks[:at]) + sse(error, "error")]))
+
+    events, exc = await collect_failure(connect(wire, server).stream(REQUEST))
+
+    assert text_of(events) == "kept "
+    assert "boom" in str(exc)
