@@ -14,9 +14,9 @@ failure leaves it as a ``ProviderError``:
 
 An ``Endpoint`` keeps one ``httpx.AsyncClient`` for all the calls of its provider, so a warm
 call reuses a kept-alive connection instead of building a client (and its TLS context) and
-connecting again; ``aclose`` releases it. An ``http://`` endpoint gets a TLS context that
-trusts nothing, as it never speaks TLS (redirects are not followed), which spares loading the
-system's certificates.
+connecting again; ``aclose`` releases it. The certificates are loaded once for every
+``https://`` endpoint, and an ``http://`` endpoint gets a TLS context that trusts nothing, as
+it never speaks TLS (redirects are not followed).
 
 Foreign errors are translated here, once. Each message passes through ``HttpSettings.redact``
 on its way out, so the API key never appears in an error, a log line or a traceback.
@@ -32,6 +32,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Protocol
 
 import httpx
@@ -122,9 +123,10 @@ class Endpoint:
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None or self._client.is_closed:
+            secure = self.http.base_url.lower().startswith("https:")
             self._client = httpx.AsyncClient(
                 timeout=self.http.timeout(),
-                verify=True if self.http.base_url.startswith("https:") else _trusts_nothing(),
+                verify=_verifying() if secure else _trusts_nothing(),
                 limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE),
             )
         return self._client
@@ -178,6 +180,12 @@ class Endpoint:
             )
             yield Retrying(attempt + 1, delay, reason)
             await asyncio.sleep(delay)
+
+
+@cache
+def _verifying() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: loading the certificates is the slow part."""
+    return httpx.create_ssl_context()
 
 
 def _trusts_nothing() -> ssl.SSLContext:
