@@ -2,8 +2,8 @@
 
 ``make_provider`` turns ``ProviderSettings`` into a ``Provider``; the wire it speaks
 (OpenAI Chat Completions or Anthropic Messages) is its own business. An HTTP provider keeps
-its connections open between calls: ``close_provider`` releases them (the daemon calls it for
-every provider it made when it exits).
+its connections open between calls: ``close_provider`` releases them, for each provider made,
+when the daemon exits.
 """
 
 from __future__ import annotations
