@@ -11,7 +11,7 @@ a JSON file overrides and extends it, read from ``$TRELLISD_PRICES`` or else
 ``cached`` may be left out when the model has no cache discount. An entry in the file
 replaces the built-in entry of the same name. The file is read once, the first time a price
 is needed (restart the daemon after changing it): pricing the turns of a long history costs
-no file system calls.
+neither a file system call nor a look at the environment.
 
 Token convention: ``Tokens.input`` counts ALL input tokens, cached ones included, and
 ``Tokens.cached`` is the part of them read from the cache. That is what OpenAI reports
@@ -36,7 +36,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
@@ -113,18 +113,20 @@ def prices_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def price_table(env: Mapping[str, str] | None = None) -> Mapping[str, Price]:
-    """The built-in table with the user's file laid over it, keyed by normal name; read once
-    per price file."""
-    env = os.environ if env is None else env
-    # Keyed by what names the file (HOME through Path.home()), not by the file's state.
-    key = (env.get("TRELLISD_PRICES"), env.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
-    return _table(*key)
+    """The built-in table with the user's file laid over it, keyed by normal name. Without
+    ``env``, the table the process's environment names, built at the first call and kept."""
+    if env is None:
+        return _process_table()
+    return _table(prices_path(env))
 
 
-@lru_cache(maxsize=4)
-def _table(prices: str | None, config: str | None, home: str | None) -> Mapping[str, Price]:
-    names = [("TRELLISD_PRICES", prices), ("XDG_CONFIG_HOME", config)]
-    path = prices_path({name: value for name, value in names if value})
+@cache
+def _process_table() -> Mapping[str, Price]:
+    return _table(prices_path())
+
+
+@lru_cache(maxsize=8)
+def _table(path: Path) -> Mapping[str, Price]:
     table = {normal_name(name): price for name, price in BUILT_IN.items()}
     if path.exists():
         table.update({normal_name(n): p for n, p in load_prices(path).items()})
