@@ -9,7 +9,9 @@ a JSON file overrides and extends it, read from ``$TRELLISD_PRICES`` or else
      "gpt-4o": {"input": 2.0, "output": 8.0}}
 
 ``cached`` may be left out when the model has no cache discount. An entry in the file
-replaces the built-in entry of the same name.
+replaces the built-in entry of the same name. The file is read once, the first time a price
+is needed (restart the daemon after changing it): pricing the turns of a long history costs
+neither a file system call nor a look at the environment.
 
 Token convention: ``Tokens.input`` counts ALL input tokens, cached ones included, and
 ``Tokens.cached`` is the part of them read from the cache. That is what OpenAI reports
@@ -34,8 +36,9 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
+from types import MappingProxyType
 
 from .records import Tokens
 
@@ -109,22 +112,25 @@ def prices_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(config) / "trellisd" / "prices.json"
 
 
-def price_table(env: Mapping[str, str] | None = None) -> dict[str, Price]:
-    """The built-in table with the user's file laid over it, keyed by normal name."""
-    path = prices_path(env)
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
-        stamp = None
-    return dict(_table(str(path), stamp))
+def price_table(env: Mapping[str, str] | None = None) -> Mapping[str, Price]:
+    """The built-in table with the user's file laid over it, keyed by normal name. Without
+    ``env``, the table the process's environment names, built at the first call and kept."""
+    if env is None:
+        return _process_table()
+    return _table(prices_path(env))
 
 
-@lru_cache(maxsize=4)
-def _table(path: str, stamp: int | None) -> tuple[tuple[str, Price], ...]:
+@cache
+def _process_table() -> Mapping[str, Price]:
+    return _table(prices_path())
+
+
+@lru_cache(maxsize=8)
+def _table(path: Path) -> Mapping[str, Price]:
     table = {normal_name(name): price for name, price in BUILT_IN.items()}
-    if stamp is not None:
-        table.update({normal_name(n): p for n, p in load_prices(Path(path)).items()})
-    return tuple(table.items())
+    if path.exists():
+        table.update({normal_name(n): p for n, p in load_prices(path).items()})
+    return MappingProxyType(table)
 
 
 def load_prices(path: Path) -> dict[str, Price]:
@@ -176,7 +182,12 @@ def price(model: str | None, table: Mapping[str, Price] | None = None) -> Price 
     if not model:
         return None
     table = price_table() if table is None else table
-    return table.get(model) or table.get(normal_name(model))
+    return table.get(model) or table.get(_normal(model))
+
+
+@lru_cache(maxsize=256)
+def _normal(model: str) -> str:
+    return normal_name(model)
 
 
 def cost(

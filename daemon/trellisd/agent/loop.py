@@ -3,13 +3,19 @@
 The loop streams each text piece to the ``TurnSink`` as it arrives and commits a step to
 the ``RunRecorder`` when the step completes, so a crash loses at most the step in flight.
 A cancelled turn commits what it streamed so far, records the outcome, then re-raises.
+
+A turn that names no ``maxSteps`` takes at most ``TRELLISD_MAX_STEPS`` steps (100 when unset),
+so a model that never stops calling tools cannot run a turn forever. A tool call without a
+tool name is answered with an error the model is told once; a second one ends the turn
+``error``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+import os
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,6 +47,31 @@ FINISHED, ERROR, CANCELLED, EXHAUSTED = (
 SUCCESS, FAILURE = Outcome.SUCCESS, Outcome.FAILURE
 NO_TOKENS = Tokens(0, 0, 0)
 UNKNOWN_TOKENS = Tokens(None, None, None)
+DEFAULT_MAX_STEPS = 100
+NAMELESS = "error: this tool call names no tool; call one of the tools you were given by its name"
+NAMELESS_AGAIN = (
+    "the model asked again for a tool without naming it, after being told; the turn was stopped"
+)
+
+
+def default_max_steps(env: Mapping[str, str] | None = None) -> int:
+    """``TRELLISD_MAX_STEPS``, the step limit of a turn that names none; 100 when it is unset
+    or not a whole number of at least 1 (which is logged)."""
+    raw = (os.environ if env is None else env).get("TRELLISD_MAX_STEPS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_STEPS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        log.warning(
+            "TRELLISD_MAX_STEPS must be a whole number of at least 1, not %r; using %d",
+            raw,
+            DEFAULT_MAX_STEPS,
+        )
+        return DEFAULT_MAX_STEPS
+    return value
 
 
 class RunRecorder(Protocol):
@@ -121,6 +152,8 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     tools = {t.name: t for t in plan.tools}
     end = TurnEnd(FINISHED)
     number = plan.first_step - 1
+    max_steps = plan.max_steps if plan.max_steps is not None else default_max_steps()
+    told_nameless = False
 
     async def commit(step: Step) -> None:
         await recorder.add_step(step)
@@ -129,7 +162,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
 
     while True:
         number += 1
-        if plan.max_steps is not None and number > plan.max_steps:
+        if number > max_steps:
             end.outcome = FAILURE if plan.check is not None else EXHAUSTED
             return end
         streamed = _Streamed()
@@ -186,11 +219,19 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 return end
             continue
 
+        nameless = any(not c.name for c in streamed.calls)
+        if nameless and told_nameless:
+            await commit(
+                Step(number, "error", step_prompt, streamed.text, None, None, streamed.tokens)
+            )
+            end.outcome, end.error = ERROR, NAMELESS_AGAIN
+            return end
+        told_nameless = told_nameless or nameless
         messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
             if index:
                 number += 1
-                if plan.max_steps is not None and number > plan.max_steps:
+                if number > max_steps:
                     end.outcome = FAILURE if plan.check is not None else EXHAUSTED
                     return end
             first = index == 0
@@ -222,6 +263,8 @@ async def _deliver(
 
 
 async def _run_tool(tool: Tool | None, call: ToolCall, plan: TurnPlan, step: int) -> str:
+    if not call.name:
+        return NAMELESS
     if tool is None:
         return f"error: there is no tool named {call.name!r}"
     if "_unparsed" in call.arguments:

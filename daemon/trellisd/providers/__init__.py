@@ -1,10 +1,14 @@
 """Model providers: the one place that speaks HTTP.
 
 ``make_provider`` turns ``ProviderSettings`` into a ``Provider``; the wire it speaks
-(OpenAI Chat Completions or Anthropic Messages) is its own business.
+(OpenAI Chat Completions or Anthropic Messages) is its own business. An HTTP provider keeps
+its connections open between calls: ``close_provider`` releases them, for each provider made,
+when the daemon exits.
 """
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 from ..config import KEY_VARIABLES, NO_PROVIDER, ProviderSettings
 from .anthropic import AnthropicProvider
@@ -32,6 +36,17 @@ def make_provider(settings: ProviderSettings) -> Provider:
     raise ProviderError(f"the {settings.name} provider is not supported by this trellisd")
 
 
+@runtime_checkable
+class Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+async def close_provider(provider: Provider) -> None:
+    """Release what ``provider`` holds open (its pooled connections), if anything."""
+    if isinstance(provider, Closable):
+        await provider.aclose()
+
+
 def http_settings(settings: ProviderSettings) -> HttpSettings:
     base_url, model = settings.effective_base_url, settings.effective_model
     if base_url is None or model is None:
@@ -52,4 +67,4 @@ def http_settings(settings: ProviderSettings) -> HttpSettings:
     )
 
 
-__all__ = ["Provider", "ProviderError", "make_provider"]
+__all__ = ["Provider", "ProviderError", "close_provider", "make_provider"]

@@ -17,8 +17,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from httpx_sse import ServerSentEvent
-
 from .base import (
     Message,
     ModelRequest,
@@ -30,8 +28,9 @@ from .base import (
     ToolSpec,
     Usage,
 )
-from .calls import PartialCall, parameters_schema
-from .http import HttpSettings, stream_events
+from .calls import PartialCall, as_object, parameters_schema
+from .http import Endpoint, HttpSettings
+from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +96,11 @@ class AnthropicProvider:
         self.name = name
         self.model = http.model
         self.http = http
+        self.endpoint = Endpoint(http)
+
+    async def aclose(self) -> None:
+        """Close the pooled connections to the endpoint."""
+        await self.endpoint.aclose()
 
     def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -125,8 +129,7 @@ class AnthropicProvider:
         return "/messages" if self.http.base_url.rstrip("/").endswith("/v1") else "/v1/messages"
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return stream_events(
-            self.http,
+        return self.endpoint.stream(
             self.path(),
             self.headers(),
             self.body(request),
@@ -175,12 +178,12 @@ class MessagesDecoder:
         return handler(self, data)
 
     def _message_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
-        message = data.get("message") or {}
+        message = as_object(data.get("message"))
         self._take_usage(message.get("usage"), output=False)
         return []
 
     def _block_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
-        block = data.get("content_block") or {}
+        block = as_object(data.get("content_block"))
         if block.get("type") == "tool_use":
             call = PartialCall(id=str(block.get("id") or ""), name=str(block.get("name") or ""))
             if isinstance(block.get("input"), dict) and block["input"]:
@@ -191,7 +194,7 @@ class MessagesDecoder:
         return []
 
     def _block_delta(self, data: dict[str, Any]) -> list[ProviderEvent]:
-        delta = data.get("delta") or {}
+        delta = as_object(data.get("delta"))
         kind = delta.get("type")
         if kind == "text_delta":
             text = delta.get("text")
@@ -210,7 +213,7 @@ class MessagesDecoder:
         return [] if call is None else [ToolCallRequested(call.finish())]
 
     def _message_delta(self, data: dict[str, Any]) -> list[ProviderEvent]:
-        delta = data.get("delta") or {}
+        delta = as_object(data.get("delta"))
         if isinstance(delta.get("stop_reason"), str):
             self.stop_reason = delta["stop_reason"]
         self._take_usage(data.get("usage"), output=True)
@@ -224,7 +227,7 @@ class MessagesDecoder:
         return []
 
     def _error(self, data: dict[str, Any]) -> list[ProviderEvent]:
-        error = data.get("error") or {}
+        error = as_object(data.get("error"))
         kind = str(error.get("type") or "error")
         message = str(error.get("message") or "no details")
         raise ProviderError(

@@ -1,5 +1,8 @@
 """What every wire shares about tools: a tool call assembled from the pieces it streams in,
-and the JSON schema a tool's parameters are sent as."""
+and the JSON schema a tool's parameters are sent as.
+
+A call whose pieces never named its tool comes out with an empty name, not dropped: the agent
+loop tells the model such a call is an error."""
 
 from __future__ import annotations
 
@@ -12,6 +15,12 @@ from ..records import ToolCall
 from .base import ToolSpec
 
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: a malformed piece of a stream
+    reads as a piece that says nothing, never as a crash."""
+    return value if isinstance(value, dict) else {}
 
 
 def parameters_schema(spec: ToolSpec) -> dict[str, Any]:

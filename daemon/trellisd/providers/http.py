@@ -1,14 +1,22 @@
-"""What every HTTP provider shares: endpoint settings, one streamed call with its retries, and
-turning HTTP failures into messages a person can act on.
+"""What every HTTP provider shares: endpoint settings, one pooled connection to the endpoint,
+one streamed call with its retries, and turning HTTP failures into messages a person can act
+on.
 
 A wire module (``openai``, ``anthropic``) builds the request and a ``StreamDecoder`` that
-turns server-sent events into ``ProviderEvent``s; ``stream_events`` does the rest. Every
+turns server-sent events into ``ProviderEvent``s; ``Endpoint.stream`` does the rest. Every
 failure leaves it as a ``ProviderError``:
 
     ProviderError
      ├─ from a status (HTTP 4xx/5xx, or a 200 that is not an event stream): explain_status
      ├─ from the transport (refused, unresolved, dropped, stalled): transport_error
+     ├─ from the stream's bounds (a line too long, only keep-alives): see ``sse``
      └─ from the wire (an error event, a stream that ended early): raised by a decoder
+
+An ``Endpoint`` keeps one ``httpx.AsyncClient`` for all the calls of its provider, so a warm
+call reuses a kept-alive connection instead of building a client (and its TLS context) and
+connecting again; ``aclose`` releases it. The certificates are loaded once for every
+``https://`` endpoint, and an ``http://`` endpoint gets a TLS context that trusts nothing, as
+it never speaks TLS (redirects are not followed).
 
 Foreign errors are translated here, once. Each message passes through ``HttpSettings.redact``
 on its way out, so the API key never appears in an error, a log line or a traceback.
@@ -24,18 +32,28 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Protocol
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent
 
 from ..config import DEFAULT_MAX_RETRIES, DEFAULT_READ_TIMEOUT, DEFAULT_RETRY_BUDGET
 from .base import ProviderError, ProviderEvent, Retrying
 from .retry import Backoff, retry_after, retryable_status
+from .sse import (
+    MAX_EVENT_BYTES,
+    ServerSentEvent,
+    StreamBounds,
+    StreamSilent,
+    StreamTooLarge,
+    read_events,
+)
 
 log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
+KEEP_ALIVE = 60.0  # seconds an idle pooled connection is kept for the next call
+FINISH_WAIT = 0.5  # seconds to wait for the end of a body after its last event
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,7 @@ class HttpSettings:
     ``key_source`` names where the key came from (a variable, or a client's override);
     ``key_hint`` names where one could be set, for the message when none was.
     ``connect_retries`` caps retries of a refused connection, below ``max_retries``.
+    ``max_event_bytes`` caps a line and an event of the stream (see ``sse``).
     """
 
     base_url: str
@@ -58,6 +77,7 @@ class HttpSettings:
     retry_budget: float = DEFAULT_RETRY_BUDGET
     connect_retries: int = 1
     backoff: Backoff = Backoff()
+    max_event_bytes: int = MAX_EVENT_BYTES
 
     def timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)
@@ -91,27 +111,54 @@ class StreamDecoder(Protocol):
     def close(self) -> list[ProviderEvent]: ...
 
 
-async def stream_events(
-    http: HttpSettings,
-    path: str,
-    headers: Mapping[str, str],
-    body: dict[str, Any],
-    decoder: Callable[[], StreamDecoder],
-) -> AsyncIterator[ProviderEvent]:
-    """POST ``body`` to ``path`` under the base URL and stream the decoded events, retrying
-    (see ``retry``) only while no event has reached the caller."""
-    started = time.monotonic()
-    attempt = connect_failures = 0
-    async with httpx.AsyncClient(timeout=http.timeout()) as client:
+class Endpoint:
+    """A provider's endpoint: its settings and one pooled client, made at the first call.
+
+    The client belongs to the event loop of that call; ``aclose`` closes it and its
+    connections (a later call makes a new one)."""
+
+    def __init__(self, http: HttpSettings) -> None:
+        self.http = http
+        self._client: httpx.AsyncClient | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None or self._client.is_closed:
+            secure = self.http.base_url.lower().startswith("https:")
+            self._client = httpx.AsyncClient(
+                timeout=self.http.timeout(),
+                verify=_verifying() if secure else _trusts_nothing(),
+                limits=httpx.Limits(keepalive_expiry=KEEP_ALIVE),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def stream(
+        self,
+        path: str,
+        headers: Mapping[str, str],
+        body: dict[str, Any],
+        decoder: Callable[[], StreamDecoder],
+    ) -> AsyncIterator[ProviderEvent]:
+        """POST ``body`` to ``path`` under the base URL and stream the decoded events,
+        retrying (see ``retry``) only while no event has reached the caller."""
+        http = self.http
+        started = time.monotonic()
+        attempt = connect_failures = 0
+        client = self.client()
         while True:
             attempt += 1
             sent = False
             try:
                 exchange = _exchange(client, http, path, headers, body, decoder())
                 async with aclosing(exchange):
-                    async for event in exchange:
+                    async for events in exchange:
                         sent = True
-                        yield event
+                        for event in events:
+                            yield event
                 return
             except ProviderError as exc:
                 error = exc
@@ -135,6 +182,17 @@ async def stream_events(
             await asyncio.sleep(delay)
 
 
+@cache
+def _verifying() -> ssl.SSLContext:
+    """httpx's default TLS context, built once: loading the certificates is the slow part."""
+    return httpx.create_ssl_context()
+
+
+def _trusts_nothing() -> ssl.SSLContext:
+    """A verifying TLS context with no certificates: any TLS connection made with it fails."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
 async def _exchange(
     client: httpx.AsyncClient,
     http: HttpSettings,
@@ -142,7 +200,8 @@ async def _exchange(
     headers: Mapping[str, str],
     body: dict[str, Any],
     decoder: StreamDecoder,
-) -> AsyncGenerator[ProviderEvent, None]:
+) -> AsyncGenerator[list[ProviderEvent], None]:
+    """One attempt: the decoded events, a list for each piece of the body read."""
     answered = False
     send = {**headers, "Accept": "text/event-stream"}
     try:
@@ -154,11 +213,25 @@ async def _exchange(
             if "text/event-stream" not in response.headers.get("content-type", ""):
                 await response.aread()
                 raise ProviderError(not_a_stream(response, http), response.status_code)
-            async for sse in EventSource(response).aiter_sse():
-                for event in decoder.feed(sse):
-                    yield event
-                if decoder.done:
-                    break
+            bounds = StreamBounds(http.read_timeout, http.max_event_bytes)
+            events = read_events(response.aiter_bytes(), bounds)
+            async with aclosing(events):
+                async for batch in events:
+                    decoded: list[ProviderEvent] = []
+                    for sse in batch:
+                        try:
+                            decoded += decoder.feed(sse)
+                        except ProviderError:
+                            if decoded:  # what came before the error event is kept
+                                yield decoded
+                            raise
+                        if decoder.done:
+                            break
+                    if decoded:
+                        yield decoded
+                    if decoder.done:
+                        await _finish_body(events)
+                        break
             if not decoder.complete:
                 raise ProviderError(
                     f"the stream from the provider at {http.base_url} ended before the model"
@@ -167,8 +240,33 @@ async def _exchange(
                 )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise transport_error(exc, http, answered) from exc
-    for event in decoder.close():
-        yield event
+    except StreamSilent as exc:
+        raise ProviderError(silence(http)) from exc
+    except StreamTooLarge as exc:
+        raise ProviderError(
+            f"the provider at {http.base_url} sent {exc}; the call was ended to bound the"
+            " memory it may take"
+        ) from exc
+    yield decoder.close()
+
+
+async def _finish_body(events: AsyncIterator[list[ServerSentEvent]]) -> None:
+    """Read the rest of a body whose last event was seen (usually just the end of the chunked
+    body), so that its connection can be kept for the next call. A body that goes on, or
+    does not end within ``FINISH_WAIT`` seconds, is left: the connection is closed instead."""
+    try:
+        async with asyncio.timeout(FINISH_WAIT):
+            async for _ in events:
+                return
+    except (TimeoutError, httpx.HTTPError, StreamSilent, StreamTooLarge):
+        pass
+
+
+def silence(http: HttpSettings) -> str:
+    return (
+        f"the model at {http.base_url} sent nothing for {http.read_timeout:g} s; the stream was"
+        " abandoned (TRELLISD_READ_TIMEOUT sets how long to wait)"
+    )
 
 
 def _outgoing(
@@ -288,10 +386,7 @@ def transport_error(
         return ProviderError(f"connecting to {where} timed out after {http.connect_timeout:g} s")
     if isinstance(exc, httpx.ReadTimeout):
         if answered:
-            return ProviderError(
-                f"{where} stopped sending for {http.read_timeout:g} s; the stream was abandoned"
-                " (TRELLISD_READ_TIMEOUT sets how long to wait)"
-            )
+            return ProviderError(silence(http))
         return ProviderError(
             f"{where} did not answer within {http.read_timeout:g} s"
             " (TRELLISD_READ_TIMEOUT sets how long to wait)"

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent
 
 from .base import (
     Message,
@@ -27,11 +26,16 @@ from .base import (
     ToolSpec,
     Usage,
 )
-from .calls import PartialCall, parameters_schema
-from .http import HttpSettings, stream_events
+from .calls import PartialCall, as_object, parameters_schema
+from .http import Endpoint, HttpSettings
 from .retry import retryable_status
+from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
+
+_parse = (
+    json.JSONDecoder().raw_decode
+)  # a chunk's JSON and where it ends, without json.loads' checks
 
 
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -82,7 +86,12 @@ class OpenAIProvider:
         self.name = name
         self.model = http.model
         self.http = http
+        self.endpoint = Endpoint(http)
         self.extra_headers = extra_headers or {}
+
+    async def aclose(self) -> None:
+        """Close the pooled connections to the endpoint."""
+        await self.endpoint.aclose()
 
     def headers(self) -> dict[str, str]:
         headers = {**self.extra_headers}
@@ -115,8 +124,7 @@ class OpenAIProvider:
             return False
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return stream_events(
-            self.http,
+        return self.endpoint.stream(
             "/chat/completions",
             self.headers(),
             self.body(request),
@@ -139,14 +147,18 @@ class ChatDecoder:
         return self.done or self.finish_reason is not None
 
     def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]:
-        data = sse.data.strip()
-        if not data:
-            return []
-        if data == "[DONE]":
-            self.done = True
-            return []
+        data = sse.data
+        if data[:1] != "{":
+            data = data.strip()
+            if not data:
+                return []
+            if data == "[DONE]":
+                self.done = True
+                return []
         try:
-            chunk = json.loads(data)
+            chunk, end = _parse(data)
+            if end != len(data) and data[end:].strip():
+                raise ValueError("text after the JSON value")
         except ValueError:
             log.warning(
                 "skipping a malformed event from %s: %s",
@@ -154,26 +166,34 @@ class ChatDecoder:
                 self.http.redact(data[:200]),
             )
             return []
-        if not isinstance(chunk, dict):
+        if type(chunk) is not dict:
             log.warning("skipping an event that is not an object from %s", self.http.base_url)
             return []
-        if chunk.get("error") or sse.event == "error":
+        if sse.event == "error" or chunk.get("error"):
             raise _stream_error(chunk.get("error") or chunk, self.http)
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = _usage(chunk["usage"])
+        usage = chunk.get("usage")
+        if type(usage) is dict:
+            self.usage = _usage(usage)
+        choices = chunk.get("choices")
+        if not choices or type(choices) is not list:
+            return []
         events: list[ProviderEvent] = []
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for choice in choices:
+            if type(choice) is not dict or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                events.append(TextDelta(content))
-            for part in delta.get("tool_calls") or []:
-                if isinstance(part, dict):
-                    self._merge(part)
-            if isinstance(choice.get("finish_reason"), str):
-                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                content = delta.get("content")
+                if content and type(content) is str:
+                    events.append(TextDelta(content))
+                parts = delta.get("tool_calls")
+                if parts and type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            self._merge(part)
+            reason = choice.get("finish_reason")
+            if type(reason) is str:
+                self.finish_reason = reason
         return events
 
     def _merge(self, part: dict[str, Any]) -> None:
@@ -202,7 +222,7 @@ class ChatDecoder:
 def _add_piece(call: PartialCall, part: dict[str, Any]) -> None:
     if isinstance(part.get("id"), str) and part["id"]:
         call.id = part["id"]
-    function = part.get("function") or {}
+    function = as_object(part.get("function"))
     name = function.get("name")
     # The name comes once; some servers repeat it in every piece.
     if isinstance(name, str) and name and name != call.name:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from trellisd.agent.loop import TurnPlan, run_turn
+from trellisd.agent.loop import TurnPlan, default_max_steps, run_turn
 from trellisd.providers.base import (
     Message,
     ModelRequest,
@@ -420,3 +421,63 @@ async def test_max_steps_is_never_exceeded_by_a_response_with_several_tool_calls
     # is exhausted".
     assert end.outcome == "exhausted"
     assert len(journal.steps) <= 1
+
+
+async def test_a_tool_call_without_a_name_is_told_once_then_ends_the_turn_in_error(
+    tmp_path: Path,
+) -> None:
+    nameless = call("c1", "", text="x")
+    provider = FakeProvider(
+        [nameless, Usage(5, 1), Stop("tool_calls")],
+        [TextDelta("oops "), call("c2", "", text="y"), Usage(6, 1), Stop("tool_calls")],
+    )
+    journal = Journal()
+    upper = Upper()
+
+    end = await run_turn(plan(provider, tmp_path, upper), journal, journal, "hi")
+
+    assert end.outcome == "error"
+    assert end.error is not None and "without naming it" in end.error
+    told = [m for m in provider.requests[1].messages if m.role == "tool"]
+    assert len(told) == 1 and "names no tool" in told[0].content
+    assert len(provider.requests) == 2
+    assert [(s.decision, s.text) for s in journal.steps] == [("tool", ""), ("error", "oops ")]
+    assert upper.ran == []
+
+
+async def test_a_turn_without_max_steps_stops_at_the_default_of_100(tmp_path: Path) -> None:
+    provider = FakeProvider(
+        [call("c", "upper", text="again"), Stop("tool_calls")], repeat_last=True
+    )
+    journal = Journal()
+
+    end = await run_turn(plan(provider, tmp_path, Upper()), journal, journal, "hi")
+
+    assert end.outcome == "exhausted"
+    assert len(provider.requests) == 100
+    assert journal.steps[-1].step == 100
+
+
+async def test_trellisd_max_steps_sets_the_default_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRELLISD_MAX_STEPS", "4")
+    provider = FakeProvider(
+        [call("c", "upper", text="again"), Stop("tool_calls")], repeat_last=True
+    )
+    journal = Journal()
+
+    end = await run_turn(plan(provider, tmp_path, Upper()), journal, journal, "hi")
+
+    assert end.outcome == "exhausted"
+    assert len(provider.requests) == 4
+
+
+def test_a_bad_trellisd_max_steps_is_logged_and_the_default_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert default_max_steps({"TRELLISD_MAX_STEPS": "lots"}) == 100
+
+    assert "TRELLISD_MAX_STEPS" in caplog.text
+    assert default_max_steps({"TRELLISD_MAX_STEPS": "7"}) == 7

@@ -227,6 +227,28 @@ async def test_unknown_events_and_malformed_lines_are_skipped_and_logged(
     assert "malformed" in caplog.text
 
 
+async def test_malformed_blocks_surface_as_nameless_calls_not_a_crash(
+    server: ScriptServer,
+) -> None:
+    chunks = anthropic_reply(["calling"])
+    start = {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use"}}
+    garbled = {"type": "content_block_delta", "index": 1, "delta": "not an object"}
+    blocks = [
+        sse(start, "content_block_start"),
+        sse(garbled, "content_block_delta"),
+        sse(
+            {"type": "content_block_start", "index": 2, "content_block": []}, "content_block_start"
+        ),
+        sse({"type": "content_block_stop", "index": 1}, "content_block_stop"),
+    ]
+    server.queue(Response(chunks=chunks[:-2] + blocks + chunks[-2:]))
+
+    events = await collect(provider(server).stream(ask()))
+
+    assert text_of(events) == "calling"
+    assert [(c.name, c.arguments) for c in calls_of(events)] == [("", {})]
+
+
 async def test_an_error_event_mid_stream_is_a_provider_error(server: ScriptServer) -> None:
     chunks = anthropic_reply(["partial answer"])
     error = {"type": "error", "error": {"type": "invalid_request_error", "message": "too long"}}

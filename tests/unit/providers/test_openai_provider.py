@@ -191,6 +191,35 @@ async def test_arguments_that_are_not_json_reach_the_loop_marked_unparsed(
     assert calls_of(events) == [ToolCall("c1", "read_file", {"_unparsed": '{"pa'})]
 
 
+async def test_malformed_tool_call_chunks_surface_as_nameless_calls_not_a_crash(
+    server: ScriptServer,
+) -> None:
+    def chunk(delta: object, finish: str | None = None) -> bytes:
+        return sse({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    nameless = {"index": 0, "id": "c1", "type": "function", "function": {"arguments": "{}"}}
+    garbled = {"index": 1, "id": "c2", "function": "read_file"}
+    server.queue(
+        Response(
+            chunks=[
+                chunk({"content": "calling "}),
+                chunk({"tool_calls": [nameless]}),
+                chunk({"tool_calls": [garbled]}),
+                chunk({"tool_calls": "not a list"}),
+                chunk(["not", "an", "object"]),
+                chunk({}, "tool_calls"),
+                b"data: [DONE]\n\n",
+            ]
+        )
+    )
+
+    events = await collect(provider(server).stream(ask()))
+
+    assert text_of(events) == "calling "
+    assert calls_of(events) == [ToolCall("c1", "", {}), ToolCall("c2", "", {})]
+    assert events[-1] == Stop("tool_calls")
+
+
 async def test_history_with_tool_calls_and_results_goes_out_in_openai_shape(
     server: ScriptServer,
 ) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.pricing import Price, cost, price, prices_path
+from trellisd.pricing import Price, cost, price, price_table, prices_path
 from trellisd.store.records import Tokens
 
 
 @pytest.fixture(autouse=True)
 def no_user_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Should the process's table be built here, it is not built from a real user's file."""
     monkeypatch.delenv("TRELLISD_PRICES", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty-config"))
 
@@ -59,9 +60,7 @@ def test_known_model_with_no_tokens_costs_zero() -> None:
     assert cost("gpt-4o", Tokens(0, 0, 0)) == 0.0
 
 
-def test_the_file_named_by_trellisd_prices_overrides_and_extends(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_file_named_by_trellisd_prices_overrides_and_extends(tmp_path: Path) -> None:
     path = tmp_path / "my-prices.json"
     path.write_text(
         json.dumps(
@@ -71,23 +70,23 @@ def test_the_file_named_by_trellisd_prices_overrides_and_extends(
             }
         )
     )
-    monkeypatch.setenv("TRELLISD_PRICES", str(path))
+    env = {"TRELLISD_PRICES": str(path)}
+    table = price_table(env)
 
-    assert prices_path() == path
-    assert cost("gpt-4o", Tokens(2_000_000, 1_000_000, 1_000_000)) == pytest.approx(3.5)
-    assert cost("qwen2.5-coder:32b", Tokens(500, 500, None)) == 0.0
-    assert price("gpt-4o-mini") == Price(0.15, 0.60, 0.075)  # the rest of the table stays
+    assert prices_path(env) == path
+    assert cost("gpt-4o", Tokens(2_000_000, 1_000_000, 1_000_000), table) == pytest.approx(3.5)
+    assert cost("qwen2.5-coder:32b", Tokens(500, 500, None), table) == 0.0
+    assert price("gpt-4o-mini", table) == Price(0.15, 0.60, 0.075)  # the rest of the table stays
 
 
-def test_the_file_under_xdg_config_home_is_read(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_file_under_xdg_config_home_is_read(tmp_path: Path) -> None:
     folder = tmp_path / "config" / "trellisd"
     folder.mkdir(parents=True)
     (folder / "prices.json").write_text(json.dumps({"house-model": {"input": 4, "output": 8}}))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
-    assert price("house-model") == Price(4.0, 8.0, 4.0)
+    table = price_table({"XDG_CONFIG_HOME": str(tmp_path / "config")})
+
+    assert price("house-model", table) == Price(4.0, 8.0, 4.0)
 
 
 def test_without_xdg_config_home_the_file_is_under_dot_config() -> None:
@@ -95,13 +94,25 @@ def test_without_xdg_config_home_the_file_is_under_dot_config() -> None:
 
 
 def test_a_broken_file_is_logged_and_the_built_in_table_still_works(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "prices.json"
     path.write_text('{"gpt-4o": {"input": "cheap", "output": 1}, "x": ')
-    monkeypatch.setenv("TRELLISD_PRICES", str(path))
 
     with caplog.at_level(logging.WARNING):
-        assert price("gpt-4o") == Price(2.5, 10.0, 1.25)
+        assert price("gpt-4o", price_table({"TRELLISD_PRICES": str(path)})) == Price(
+            2.5, 10.0, 1.25
+        )
 
     assert str(path) in caplog.text
+
+
+def test_the_file_is_read_once_not_at_every_price(tmp_path: Path) -> None:
+    path = tmp_path / "read-once.json"
+    path.write_text(json.dumps({"house-model": {"input": 1, "output": 2}}))
+    env = {"TRELLISD_PRICES": str(path)}
+    assert price("house-model", price_table(env)) == Price(1.0, 2.0, 1.0)
+
+    path.unlink()  # a history of many turns is priced without going back to the disk
+
+    assert [price("house-model", price_table(env)) for _ in range(3)] == [Price(1.0, 2.0, 1.0)] * 3

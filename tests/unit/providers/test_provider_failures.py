@@ -24,6 +24,7 @@ from tests.fixtures.provider_servers import (
     collect,
     collect_failure,
     openai_reply,
+    sse,
 )
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
@@ -265,7 +266,7 @@ async def test_a_stall_past_the_read_timeout_is_abandoned_quickly(
 
     assert time.monotonic() - started < 2.0
     assert text_of(events) == "before "
-    assert "stopped sending for 0.3 s" in str(exc)
+    assert "sent nothing for 0.3 s" in str(exc)
     assert "TRELLISD_READ_TIMEOUT" in str(exc)
 
 
@@ -336,3 +337,62 @@ def test_backoff_grows_is_capped_and_jittered() -> None:
     assert all(1.0 <= w <= 2.0 for w in waits[2])
     assert all(2.0 <= w <= 4.0 for w in waits[6])
     assert len(set(waits[3])) > 1
+
+
+async def test_a_line_past_the_cap_ends_the_call_without_waiting_for_its_end(
+    wire: Wire, server: ScriptServer
+) -> None:
+    chunks = wire.reply(["before ", "after"])
+    at = next(i for i, c in enumerate(chunks) if b"after" in c)
+    endless = [b"data: " + b"x" * 16 * 1024] + [b"x" * 16 * 1024] * 8  # 144 KiB, no newline
+    # After the long line the server waits for the client to leave: the cap must end the call.
+    server.queue(Response(chunks=chunks[:at] + endless, stall_after=at + len(endless)))
+
+    events, exc = await collect_failure(
+        connect(wire, server, max_event_bytes=64 * 1024).stream(REQUEST)
+    )
+
+    assert text_of(events) == "before "
+    assert "a line of the stream is longer than 64 KiB" in str(exc)
+    assert len(server.requests) == 1
+
+
+async def test_an_event_of_many_data_lines_past_the_cap_ends_the_call(
+    wire: Wire, server: ScriptServer
+) -> None:
+    line = b"data: " + b"y" * 1000 + b"\n"
+    server.queue(Response(chunks=[line] * 100, stall_after=100))  # 100 kB, no blank line
+
+    _, exc = await collect_failure(connect(wire, server, max_event_bytes=64 * 1024).stream(REQUEST))
+
+    assert "an event of the stream is larger than 64 KiB" in str(exc)
+
+
+async def test_keep_alive_comments_do_not_hold_a_silent_stream_open(
+    wire: Wire, server: ScriptServer
+) -> None:
+    chunks = wire.reply(["so far ", "never"])
+    at = next(i for i, c in enumerate(chunks) if b"never" in c)
+    server.queue(Response(chunks=chunks, comments_after=at))
+
+    events, exc = await collect_failure(connect(wire, server, read_timeout=0.3).stream(REQUEST))
+
+    assert text_of(events) == "so far "
+    assert "sent nothing for 0.3 s" in str(exc)
+    assert "TRELLISD_READ_TIMEOUT" in str(exc)
+    assert len(server.requests) == 1
+
+
+async def test_text_in_the_same_chunk_as_an_error_event_is_kept(
+    wire: Wire, server: ScriptServer
+) -> None:
+    chunks = wire.reply(["kept ", "lost"])
+    at = next(i for i, c in enumerate(chunks) if b"lost" in c)
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": "boom"}}
+    # Everything up to the error in one piece of the body, as a fast server sends it.
+    server.queue(Response(chunks=[b"".join(chunks[:at]) + sse(error, "error")]))
+
+    events, exc = await collect_failure(connect(wire, server).stream(REQUEST))
+
+    assert text_of(events) == "kept "
+    assert "boom" in str(exc)
