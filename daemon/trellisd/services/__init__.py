@@ -72,11 +72,13 @@ class Services:
                 log.warning("heartbeat failed: %s", exc.message)
 
     async def close(self) -> None:
-        """A clean exit: stop the heartbeat, release the leases, close the store."""
+        """A clean exit: stop the heartbeat, close the providers' connections, release the
+        leases, close the store."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
+        await self.turns.close()
         await self.store.close()
 
 

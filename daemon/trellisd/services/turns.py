@@ -19,7 +19,7 @@ from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
 from ..errors import Conflict, NotRunning, TrellisError
-from ..providers import make_provider
+from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
 from ..records import ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
@@ -63,6 +63,12 @@ class TurnService:
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
+
+    async def close(self) -> None:
+        """Let go of the providers' pooled connections."""
+        providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            await close_provider(provider)
 
     def _provider(self, settings: ProviderSettings) -> Provider:
         provider = self._providers.get(settings)

@@ -31,6 +31,10 @@ class Model:
         self.replies: list[tuple[str, list[ToolCall], asyncio.Event | None]] = []
         self.requests: list[ModelRequest] = []
         self.waiting = asyncio.Event()
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
 
     def reply(self, text: str, *calls: ToolCall, hold: asyncio.Event | None = None) -> None:
         self.replies.append((text, list(calls), hold))
@@ -256,3 +260,16 @@ async def test_an_interrupted_turn_resumes_under_its_run(
     assert result.reply == "Looking. There is a.txt."
     replayed = model.requests[0].messages
     assert any(m.role == "tool" and m.content == "a.txt" for m in replayed)
+
+
+async def test_closing_the_services_lets_go_of_the_providers_connections(
+    tmp_path: Path, model: Model, editor: Editor, root: Path
+) -> None:
+    app = await services.start(
+        tmp_path / "own.db", ProviderSettings(name="openai"), editor, lambda s: model
+    )
+    session_id = await open_session(app, root)
+    await app.turns.turn(session_id, "hi", ProviderChoice())
+    assert not model.closed
+    await app.close()
+    assert model.closed
