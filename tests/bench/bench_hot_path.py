@@ -336,13 +336,21 @@ async def hot_path(
 
 def build_session(db: Path, root: Path, turns: int) -> None:
     """A session of ``turns`` finished turns of one step each, written through the store."""
-    from trellisd.daemon import pid_alive
     from trellisd.store import Store
     from trellisd.store.records import Step, Tokens
 
+    try:  # this revision
+        from trellisd.processes import pid_alive
+        from trellisd.records import ProviderChoice
+
+        choice: Any = ProviderChoice()
+    except ImportError:  # an older one, given with --daemon
+        from trellisd.daemon import pid_alive  # type: ignore[import-not-found,no-redef]
+
+        choice = {}
     store = Store(db, pid_alive)
     store.leases.register()
-    session = store.sessions.create(str(root), "a long session", {}, store.leases.daemon_id)
+    session = store.sessions.create(str(root), "a long session", choice, store.leases.daemon_id)
     for n in range(turns):
         prompt = f"question {n}: " + "why " * 20
         _, run_id, _ = store.runs.begin(session.session_id, prompt, "gpt-4o-mini")
@@ -354,8 +362,14 @@ def build_session(db: Path, root: Path, turns: int) -> None:
     print(session.session_id)
 
 
-async def history(daemon: Path, scratch: Path, turns: int, rounds: int) -> tuple[float, float]:
-    """Median ``session/reopen`` and ``session/history`` of a ``turns``-turn session."""
+PAGE = 100
+
+
+async def history(
+    daemon: Path, scratch: Path, turns: int, rounds: int
+) -> tuple[float, float, float, float]:
+    """Median ``session/reopen`` and ``session/history`` of a ``turns``-turn session: whole,
+    then the first page of ``PAGE`` turns (a daemon without paging answers whole)."""
     from trellisd.client import DaemonClient
 
     db, root = scratch / f"history-{turns}.db", scratch / "workspace"
@@ -369,18 +383,26 @@ async def history(daemon: Path, scratch: Path, turns: int, rounds: int) -> tuple
     session = built.stdout.split()[-1]
     client = await DaemonClient.spawn("--db", str(db), env={"PYTHONPATH": str(daemon)})
     await client.initialize()
-    reopen, path = [], []
+    whole = {"sessionId": session}
+    page = {"sessionId": session, "limit": PAGE}
+    figures: list[list[float]] = [[], [], [], []]
     try:
         for _ in range(rounds):
-            reopen.append(
-                await timed(lambda: client.request("session/reopen", {"sessionId": session}))
-            )
-            path.append(
-                await timed(lambda: client.request("session/history", {"sessionId": session}))
-            )
+            for column, (method, params) in enumerate(
+                [
+                    ("session/reopen", whole),
+                    ("session/history", whole),
+                    ("session/reopen", page),
+                    ("session/history", page),
+                ]
+            ):
+                figures[column].append(
+                    await timed(lambda: client.request(method, params))  # noqa: B023
+                )
     finally:
         await client.close()
-    return statistics.median(reopen), statistics.median(path)
+    reopen, path, reopen_page, path_page = (statistics.median(f) for f in figures)
+    return reopen, path, reopen_page, path_page
 
 
 async def timed(call: Callable[[], Awaitable[Any]]) -> float:
@@ -432,9 +454,16 @@ async def main(args: argparse.Namespace) -> None:
             ratio = f"{mine / other:.2f}" if other else "-"
             print(f"{label:40} {show(mine):>14} {show(other) if other else '-':>14} {ratio:>15}")
         for turns in args.turns:
-            reopen, path = await history(daemon, scratch, turns, args.rounds)
+            reopen, path, reopen_page, path_page = await history(
+                daemon, scratch, turns, args.rounds
+            )
             label = f"reopen / history, {turns:,} turns"
             print(f"{label:40} {reopen * 1000:>6.0f} / {path * 1000:.0f} ms {'-':>14} {'-':>15}")
+            label = f"  first page of {PAGE}"
+            print(
+                f"{label:40} {reopen_page * 1000:>6.1f} / {path_page * 1000:.1f} ms"
+                f" {'-':>14} {'-':>15}"
+            )
 
 
 def cli() -> None:
