@@ -4,9 +4,9 @@ test or a tour decides when the rest of the reply comes, whatever the machine's 
 from __future__ import annotations
 
 import asyncio
-from unittest.mock import ANY
 import json
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 
