@@ -536,3 +536,70 @@ test("an interrupted last turn is announced on reopen and :TrellisResume continu
   eq(only, fake.sent("session/resume")[1].params.turnId)
   finish_test()
 end)
+
+test("two prompts before the daemon is up: one session, the second sent after the first", function()
+  local s, fake
+  local turns = {}
+  s, fake = start(function(p, proc, m, t)
+    turns[#turns + 1] = { p = p, proc = proc, m = m, t = t }
+  end)
+  vim.cmd("silent! only!")
+  vim.cmd("enew")
+  vim.cmd("Trellis first")
+  vim.cmd("Trellis second")
+  wait_for(function()
+    return #turns >= 1
+  end, nil, "the first turn")
+  eq(1, #fake.sent("session/open"), "one session is opened")
+  wait_for(function()
+    return trellis.statusline():find("1 prompt waiting", 1, true) ~= nil
+  end, nil, "the statusline to count the waiting prompt")
+  eq(1, #fake.sent("session/turn"), "the second prompt waits for the first turn")
+  s.token(turns[1].proc, turns[1].t, "one")
+  s.finish(turns[1].proc, turns[1].m, turns[1].t)
+  wait_for(function()
+    return #turns == 2
+  end, nil, "the second turn")
+  eq("second", turns[2].p.prompt)
+  eq(turns[1].p.sessionId, turns[2].p.sessionId)
+  s.finish(turns[2].proc, turns[2].m, turns[2].t)
+  idle()
+  local shown = 0
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)):match("^trellis://") then
+      shown = shown + 1
+    end
+  end
+  eq(1, shown, "one window shows the conversation")
+  finish_test()
+end)
+
+test("a buffer of a file a step wrote is checked against the disk", function()
+  local file = root .. "/notes.txt"
+  vim.fn.writefile({ "old" }, file)
+  vim.cmd("edit " .. vim.fn.fnameescape(file))
+  local buf = vim.api.nvim_get_current_buf()
+  local s
+  s = start(function(p, proc, m, t)
+    vim.fn.writefile({ "new" }, file)
+    proc.notify("session/step", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      step = 1,
+      decision = "tool",
+      prompt = p.prompt,
+      text = "",
+      toolCall = { id = "c1", name = "write_file", arguments = { path = "notes.txt" } },
+      result = "wrote notes.txt",
+      tokens = t.tokens,
+    })
+    s.finish(proc, m, t)
+  end)
+  vim.cmd("Trellis rewrite the notes")
+  idle()
+  wait_for(function()
+    return vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "new"
+  end, nil, "the buffer to show what the step wrote")
+  finish_test()
+end)
