@@ -45,8 +45,8 @@ claim the tour checks did not hold.
 
 TTY_HINT = """\
 trellisd {version}: a coding-agent daemon that editors start and talk to over stdin/stdout
-(JSON-RPC with Content-Length framing, see protocol/README.md). It is waiting for an editor
-now; Ctrl-D or Ctrl-C ends it. To see what it does, run `trellisd demo`; `trellisd --help`
+(JSON-RPC with Content-Length framing). It is waiting for an editor now; Ctrl-D or Ctrl-C
+ends it. To see what it does, run `trellisd demo`; `trellisd --help`
 lists the settings.
 """
 
@@ -104,6 +104,7 @@ def parser() -> argparse.ArgumentParser:
     ):
         commands.add_parser(
             name,
+            prog=f"trellisd {name}",
             help=summary,
             description=description,
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -157,6 +158,17 @@ def configure_logging(level: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        run(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C in a terminal: no traceback. The stdin reader's thread may be blocked in a
+        # read, so the process ends at once; the store is left as after a crash, which the
+        # next daemon handles (running turns become interrupted).
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def run(argv: list[str] | None) -> None:
     args = parser().parse_args(argv)
     configure_logging(args.log_level)
     try:

@@ -293,3 +293,6 @@ def run_demo(db: str | None) -> int:
     except (RpcError, ConnectionError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the tour's daemons are stopped and its folder removed
+        print("\ndemo interrupted", file=sys.stderr)
+        return 130

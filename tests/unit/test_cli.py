@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 import tty
@@ -160,6 +161,30 @@ def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
         os.close(controller)
         daemon.stdout.close()
         daemon.stderr.close()
+
+
+def test_ctrl_c_in_a_terminal_ends_it_without_a_traceback(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "trellisd", "--db", str(tmp_path / "t.db")],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    os.close(terminal)
+    try:
+        assert daemon.stderr is not None
+        assert daemon.stderr.readline().startswith(b"trellisd ")  # the hint: it is running
+        daemon.send_signal(signal.SIGINT)
+        _, rest = daemon.communicate(timeout=60)
+        assert daemon.returncode == 130
+        assert b"Traceback" not in rest
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        os.close(controller)
 
 
 def test_on_pipes_it_says_nothing(tmp_path: Path) -> None:
