@@ -3,6 +3,7 @@ command line is wrong, its help, and what it says when started in a terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tty
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -128,9 +130,12 @@ def test_options_go_before_or_after_the_command() -> None:
     assert (plain.command, plain.db) == ("serve", None)
 
 
-def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def in_a_terminal(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The daemon with a terminal (raw: frames pass byte for byte) as its stdin, and the
+    terminal's other end to type into."""
     controller, terminal = pty.openpty()
-    tty.setraw(terminal)  # frames pass through the terminal byte for byte
+    tty.setraw(terminal)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "trellisd", "--db", str(tmp_path / "t.db")],
         stdin=terminal,
@@ -139,8 +144,18 @@ def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
         env=clean_env(),
     )
     os.close(terminal)
-    assert daemon.stdout is not None and daemon.stderr is not None
     try:
+        yield daemon, controller
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.communicate()
+        os.close(controller)
+
+
+def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
+    with in_a_terminal(tmp_path) as (daemon, controller):
+        assert daemon.stdout is not None and daemon.stderr is not None
         hint = b""
         while b"trellisd demo" not in hint:
             line = daemon.stderr.readline()
@@ -154,37 +169,16 @@ def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
         assert read_frame(daemon.stdout)["id"] == 2
         os.write(controller, frame({"jsonrpc": "2.0", "method": "exit"}))
         assert daemon.wait(timeout=60) == 0
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        os.close(controller)
-        daemon.stdout.close()
-        daemon.stderr.close()
 
 
 def test_ctrl_c_in_a_terminal_ends_it_without_a_traceback(tmp_path: Path) -> None:
-    controller, terminal = pty.openpty()
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "trellisd", "--db", str(tmp_path / "t.db")],
-        stdin=terminal,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=clean_env(),
-    )
-    os.close(terminal)
-    try:
+    with in_a_terminal(tmp_path) as (daemon, _):
         assert daemon.stderr is not None
         assert daemon.stderr.readline().startswith(b"trellisd ")  # the hint: it is running
         daemon.send_signal(signal.SIGINT)
         _, rest = daemon.communicate(timeout=60)
         assert daemon.returncode == 130
         assert b"Traceback" not in rest
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        os.close(controller)
 
 
 def test_on_pipes_it_says_nothing(tmp_path: Path) -> None:
