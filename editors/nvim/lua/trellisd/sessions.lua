@@ -239,8 +239,10 @@ local function turn_ended(state, run, err, result)
     state.running = nil
   end
   local view = state.view
-  local refused = err and err.code == Connection.LEASE_HELD and run.retry
-  if refused and #state.waiting > 0 then
+  -- Prompts waiting behind a turn that was refused or lost with its daemon are not sent:
+  -- the user decides again (after the takeover, or once the daemon is back).
+  local stuck = err and (err.code == Connection.LOST or err.code == Connection.LEASE_HELD)
+  if stuck and #state.waiting > 0 then
     ui.warn(format.count(#state.waiting, "waiting prompt was", "waiting prompts were") .. " not sent")
     state.waiting = {}
   end
