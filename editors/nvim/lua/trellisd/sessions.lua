@@ -243,7 +243,8 @@ local function turn_ended(state, run, err, result)
   -- the user decides again (after the takeover, or once the daemon is back).
   local stuck = err and (err.code == Connection.LOST or err.code == Connection.LEASE_HELD)
   if stuck and #state.waiting > 0 then
-    ui.warn(format.count(#state.waiting, "waiting prompt was", "waiting prompts were") .. " not sent")
+    local count = format.count(#state.waiting, "waiting prompt was", "waiting prompts were")
+    ui.warn(count .. " not sent")
     state.waiting = {}
   end
   if err then
