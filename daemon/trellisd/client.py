@@ -1,6 +1,10 @@
 """A small JSON-RPC client for a ``trellisd`` subprocess: what ``trellisd demo`` and the
 benchmarks drive the daemon with, exactly as an editor would (Content-Length framing over
-the child's stdin and stdout)."""
+the child's stdin and stdout).
+
+The daemon's own requests (``session/requestApproval``) go to ``on_request``, whose return
+value is the answer; when the daemon withdraws one (``$/cancelRequest``) before it is
+answered, the handler is cancelled and no answer is sent, as an editor closes its prompt."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -26,6 +30,8 @@ class DaemonClient:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self.on_notification: Callable[[str, dict[str, Any]], None] = lambda m, p: None
+        self.on_request: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None
+        self._answering: dict[Any, asyncio.Task[None]] = {}
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -60,14 +66,34 @@ class DaemonClient:
                 if name.lower() == "content-length":
                     length = int(value)
             message = json.loads(await stdout.readexactly(length))
-            if "method" in message and "id" not in message:
-                self.on_notification(message["method"], message.get("params") or {})
+            if "method" in message and "id" in message:
+                self._answering[message["id"]] = asyncio.create_task(self._answer(message))
+            elif "method" in message:
+                params = message.get("params") or {}
+                if message["method"] == "$/cancelRequest" and params.get("id") in self._answering:
+                    self._answering.pop(params["id"]).cancel()
+                self.on_notification(message["method"], params)
             elif "id" in message and message["id"] in self._pending:
                 future = self._pending.pop(message["id"])
                 if "error" in message:
                     future.set_exception(RpcError(message["error"]))
                 else:
                     future.set_result(message.get("result"))
+
+    async def _answer(self, request: dict[str, Any]) -> None:
+        msg_id = request["id"]
+        answer: dict[str, Any]
+        if self.on_request is None:
+            answer = {"error": {"code": -32601, "message": f"{request['method']} is not served"}}
+        else:
+            try:
+                answer = {
+                    "result": await self.on_request(request["method"], request.get("params") or {})
+                }
+            except Exception as exc:
+                answer = {"error": {"code": -32603, "message": f"the client failed: {exc}"}}
+        self._answering.pop(msg_id, None)
+        self._send({"jsonrpc": "2.0", "id": msg_id, **answer})
 
     def _send(self, message: dict[str, Any]) -> None:
         body = json.dumps(message).encode()
@@ -105,4 +131,6 @@ class DaemonClient:
             pass
         code = await self.process.wait()
         self._reader.cancel()
+        for task in self._answering.values():
+            task.cancel()
         return code

@@ -195,7 +195,7 @@ class Editor:
         self,
         predicate: Callable[[], Any],
         what: str,
-        timeout: float = 20.0,
+        timeout: float = 60.0,
         interval: float = 0.05,
     ) -> Any:
         deadline = time.monotonic() + timeout
@@ -211,7 +211,7 @@ class Editor:
                 )
             time.sleep(interval)
 
-    def wait_text(self, *fragments: str, timeout: float = 20.0) -> str:
+    def wait_text(self, *fragments: str, timeout: float = 60.0) -> str:
         """Wait until the conversation shows every fragment; returns its text."""
         result: str = self.wait_for(
             lambda: (t := self.text()) and all(f in t for f in fragments) and t,
@@ -220,14 +220,14 @@ class Editor:
         )
         return result
 
-    def wait_idle(self, timeout: float = 30.0) -> None:
+    def wait_idle(self, timeout: float = 60.0) -> None:
         self.wait_for(
             lambda: (c := self.current()) is not None and not c["running"],
             "the turn to end",
             timeout,
         )
 
-    def wait_note(self, fragment: str, timeout: float = 20.0) -> str:
+    def wait_note(self, fragment: str, timeout: float = 60.0) -> str:
         result: str = self.wait_for(
             lambda: next((n for n in self.notes() if fragment in n), None),
             f"a notification with {fragment!r}",

@@ -58,19 +58,18 @@ def section(text: str, prompt: str) -> str:
     return after.split("### You\n", 1)[0]
 
 
-def test_a_streamed_reply_appears_as_it_streams(start: Start) -> None:
+def test_a_streamed_reply_appears_as_it_streams(start: Start, tmp_path: Path) -> None:
     reply = "The parser reads one frame at a time.\nIt never blocks the editor while it waits."
-    ed = start(script=[{"text": reply, "delayMs": 60}])
+    go = tmp_path / "go"
+    ed = start(script=[{"text": reply, "holdAfter": 4, "holdFile": str(go)}])
     ed.command("Trellis explain the parser")
 
-    # part of the reply is there before the turn ends
-    partial = ed.wait_for(
-        lambda: "The parser" in (t := ed.text()) and "*finished" not in t and t,
-        "part of the reply, before the footer",
-    )
-    assert "editor while it waits." not in partial
+    # part of the reply is there while the model holds the rest back
+    partial = ed.wait_text("The parser reads ")
+    assert "frame at a time" not in partial and "*finished" not in partial
     assert ed.statusline().startswith("trellis: streaming ")
 
+    go.touch()
     ed.wait_idle()
     lines = ed.conversation()
     assert lines[0] == "# explain the parser"
@@ -206,10 +205,13 @@ def test_a_session_reopened_from_the_list_shows_its_earlier_turns(
 
 
 def test_a_daemon_that_dies_is_reported_restarted_and_the_session_reopened(
-    start: Start,
+    start: Start, tmp_path: Path
 ) -> None:
-    slow = " ".join(f"word{i}" for i in range(200))
-    ed = start(script=[{"text": "A quick answer."}, {"text": slow, "delayMs": 50}])
+    held = " ".join(f"word{i}" for i in range(20))
+    never = str(tmp_path / "never")
+    ed = start(
+        script=[{"text": "A quick answer."}, {"text": held, "holdAfter": 5, "holdFile": never}]
+    )
     ed.command("Trellis one")
     ed.wait_idle()
     ed.command("Trellis two")
@@ -233,15 +235,17 @@ def test_a_daemon_that_dies_is_reported_restarted_and_the_session_reopened(
     assert "*interrupted" in section(text, "two")
 
 
-def test_an_interrupted_turn_is_resumed(start: Start) -> None:
-    slow = " ".join(f"word{i}" for i in range(40))
-    ed = start(script=[{"text": slow, "delayMs": 40}])
+def test_an_interrupted_turn_is_resumed(start: Start, tmp_path: Path) -> None:
+    words = " ".join(f"word{i}" for i in range(40))
+    go = tmp_path / "go"
+    ed = start(script=[{"text": words, "holdAfter": 5, "holdFile": str(go)}])
     ed.command("Trellis count slowly")
     ed.wait_text("word3")
     pid = ed.daemon_pid()
     assert pid
     os.kill(pid, signal.SIGKILL)
     ed.wait_note("the daemon was killed")
+    go.touch()  # the next daemon's model goes on without holding
 
     ed.command("TrellisResume")
     ed.wait_note(":TrellisResume continues it")  # said when the session was reopened
@@ -262,9 +266,20 @@ def test_a_session_written_by_another_editor_can_be_taken_over(start: Start) -> 
     second.command("TrellisSessions")
     second.wait_text("### You\nstarted in the first editor")
     second.command("Trellis continued in the second editor")
-    second.wait_text("### You\ncontinued in the second editor")
+    # the turn is refused, the takeover is offered and taken, and the turn is sent again:
+    # wait for the footer of that second sending
+    text = second.wait_for(
+        lambda: (
+            re.search(
+                r"^\*not sent: .*### You\ncontinued in the second editor\n.*^\*finished",
+                t := second.text(),
+                re.M | re.S,
+            )
+            and t
+        ),
+        "the turn sent again after the takeover to finish",
+    )
     second.wait_idle()
-    text = second.text()
     assert re.search(r"^\*not sent: .*", text, re.M), text
     takeover = second.asked()[-1]
     assert takeover["kind"] == "trellisd.takeover"
@@ -273,6 +288,60 @@ def test_a_session_written_by_another_editor_can_be_taken_over(start: Start) -> 
     )
     reply = section(text.split("*not sent", 1)[1], "continued in the second editor")
     assert "started in the first editor" in reply, "the model saw the first editor's turn"
+
+
+def test_two_prompts_before_the_daemon_is_up_go_to_one_session_in_order(
+    start: Start, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    ed = start(script=[{"text": "First answer.", "holdFile": str(go)}, {"text": "Second answer."}])
+    ed.command("Trellis first prompt")
+    ed.command("Trellis second prompt")  # the daemon is still starting
+    ed.wait_text("### You\nfirst prompt")
+    ed.wait_note("your prompt waits for the running turn to end")
+    assert ed.statusline().endswith(", 1 prompt waiting")
+    go.touch()
+    text = ed.wait_for(
+        lambda: len(re.findall(r"^\*finished", t := ed.text(), re.M)) == 2 and t,
+        "both turns to finish",
+    )
+    assert text.index("First answer.") < text.index("### You\nsecond prompt")
+    assert "Second answer." in section(text, "second prompt")
+    windows = ed.lua(
+        "return #vim.tbl_filter(function(w) return vim.api.nvim_buf_get_name("
+        "vim.api.nvim_win_get_buf(w)):match('^trellis://') end, vim.api.nvim_list_wins())"
+    )
+    assert windows == 1
+    sessions = ed.lua(
+        "local n = 0 for _ in pairs(require('trellisd.sessions').open) do n = n + 1 end return n"
+    )
+    assert sessions == 1
+
+
+def test_a_buffer_of_a_file_the_model_wrote_shows_what_it_wrote(
+    start: Start, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("old line\n")
+    ed = start(
+        script=[
+            {"tool": "edit_file", "arguments": {"path": "notes.txt", "old": "old", "new": "new"}},
+            {"text": "The note is changed."},
+        ]
+    )
+    ed.command("edit notes.txt")
+    notes = ed.nvim.current.buffer.number
+    assert ed.nvim.current.buffer[:] == ["old line"]
+    ed.will_pick("Allow once")
+    ed.command("Trellis change the note")
+    ed.wait_text("The note is changed.")
+    ed.wait_idle()
+    assert (project / "notes.txt").read_text() == "new line\n"
+    ed.wait_for(
+        lambda: ed.lua(f"return vim.api.nvim_buf_get_lines({notes}, 0, -1, false)") == ["new line"],
+        "the notes.txt buffer to show the model's edit",
+    )
 
 
 def test_a_missing_daemon_command_is_explained(start: Start) -> None:
@@ -324,21 +393,25 @@ def test_the_log_opens_with_the_daemons_stderr(start: Start) -> None:
 # Steering, cancelling and approving: session/steer, session/cancel, session/requestApproval.
 
 
-def test_a_steer_is_shown_when_the_running_turn_takes_it(start: Start) -> None:
+def test_a_steer_is_shown_when_the_running_turn_takes_it(start: Start, tmp_path: Path) -> None:
+    go = tmp_path / "go"
     ed = start(
         script=[
             {
                 "text": "Looking at the files first, one by one, carefully.",
-                "delayMs": 150,
+                "holdAfter": 1,
+                "holdFile": str(go),
                 "tool": "list_dir",
                 "arguments": {"path": "."},
             },
-            {"text": "Done: only the docs folder.", "delayMs": 20},
+            {"text": "Done: only the docs folder."},
         ]
     )
     ed.command("Trellis tidy up the project")
     ed.wait_text("Looking")
     ed.command("TrellisSteer only the docs folder")
+    ed.wait_for(lambda: "1 steer queued" in ed.statusline(), "the statusline to count the steer")
+    go.touch()
     text = ed.wait_text("only the docs folder")
     ed.wait_idle()
     text = ed.text()
@@ -348,9 +421,11 @@ def test_a_steer_is_shown_when_the_running_turn_takes_it(start: Start) -> None:
     assert not any("not delivered" in n for n in ed.notes())
 
 
-def test_a_steer_still_waiting_when_the_turn_is_cancelled_is_handed_back(start: Start) -> None:
-    slow = " ".join(f"word{i}" for i in range(100))
-    ed = start(script=[{"text": slow, "delayMs": 100}])
+def test_a_steer_still_waiting_when_the_turn_is_cancelled_is_handed_back(
+    start: Start, tmp_path: Path
+) -> None:
+    held = " ".join(f"word{i}" for i in range(100))
+    ed = start(script=[{"text": held, "holdAfter": 5, "holdFile": str(tmp_path / "never")}])
     ed.command("Trellis a slow one")
     ed.wait_text("word1")
     ed.command("TrellisSteer also mention the tests")
@@ -362,9 +437,9 @@ def test_a_steer_still_waiting_when_the_turn_is_cancelled_is_handed_back(start: 
     ed.wait_note("your steer was not delivered")
 
 
-def test_cancel_stops_the_running_turn(start: Start) -> None:
-    slow = " ".join(f"word{i}" for i in range(300))
-    ed = start(script=[{"text": slow, "delayMs": 50}])
+def test_cancel_stops_the_running_turn(start: Start, tmp_path: Path) -> None:
+    held = " ".join(f"word{i}" for i in range(300))
+    ed = start(script=[{"text": held, "holdAfter": 10, "holdFile": str(tmp_path / "never")}])
     ed.command("Trellis a long answer please")
     ed.wait_text("word5")
     ed.command("TrellisCancel")

@@ -7,8 +7,13 @@ have been played:
     {"tool": "read_file", "arguments": {"path": "a.txt"}}     a tool call (text may go with it)
     {"error": "the model is down"}                            a failed call
 
-``delayMs`` on a line waits that long before each piece, to imitate a slow model. Token
-figures are word counts, standing in for a tokenizer.
+``delayMs`` on a line waits that long before each piece, to imitate a slow model.
+``holdFile`` makes the model stop after ``holdAfter`` pieces (default 0) until that file
+exists, so that whoever runs it (a test, a tour) decides when the rest comes:
+
+    {"text": "Counting: one two three", "holdAfter": 2, "holdFile": "/tmp/t/go"}
+
+Token figures are word counts, standing in for a tokenizer.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .base import (
 )
 
 _PIECES = re.compile(r"\S+\s*|\s+")
+HOLD_POLL_SECONDS = 0.02
 
 
 def load_script(path: str) -> list[dict[str, Any]]:
@@ -52,6 +58,11 @@ def load_script(path: str) -> list[dict[str, Any]]:
         if not isinstance(entry, dict) or not ({"text", "tool", "error"} & entry.keys()):
             raise ProviderError(
                 f"line {number} of the script {path} needs a text, tool or error member"
+            )
+        if not isinstance(entry.get("holdFile", ""), str) or not _count(entry.get("holdAfter", 0)):
+            raise ProviderError(
+                f"line {number} of the script {path}: holdFile must be a path and holdAfter"
+                " a number of pieces"
             )
         script.append(entry)
     if not script:
@@ -73,7 +84,14 @@ class ScriptedProvider:
             raise ProviderError(str(entry["error"]))
         delay = float(entry.get("delayMs", 0)) / 1000
         text = str(entry.get("text", ""))
-        for piece in _PIECES.findall(text):
+        pieces = _PIECES.findall(text)
+        hold = Path(entry["holdFile"]) if "holdFile" in entry else None
+        hold_after = min(entry.get("holdAfter", 0), len(pieces))
+        for number, piece in enumerate([*pieces, None]):
+            if hold is not None and number == hold_after:
+                await _until_exists(hold)
+            if piece is None:
+                break
             if delay:
                 await asyncio.sleep(delay)
             yield TextDelta(piece)
@@ -95,6 +113,15 @@ class ScriptedProvider:
         entry = self._script[self._played % len(self._script)]
         self._played += 1
         return entry
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+async def _until_exists(path: Path) -> None:
+    while not path.exists():
+        await asyncio.sleep(HOLD_POLL_SECONDS)
 
 
 def _words(message: Message) -> int:

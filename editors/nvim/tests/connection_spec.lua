@@ -211,14 +211,14 @@ test("the real process function: bytes both ways, then the exit code", function(
   conn.proc.close()
   wait_for(function()
     return exited ~= nil
-  end, 3000, "cat to exit")
+  end, nil, "cat to exit")
   eq(0, exited)
 end)
 
 test("a request the daemon withdraws is not answered, and its handler hears of it", function()
   local fake = Fake.new()
   local reply, withdrawn
-  connect(fake, {
+  local conn = connect(fake, {
     requests = {
       ["session/requestApproval"] = function(_, r, request)
         reply = r
@@ -240,6 +240,10 @@ test("a request the daemon withdraws is not answered, and its handler hears of i
     return withdrawn
   end)
   reply({ decision = "allow" })
-  vim.wait(50)
+  -- messages leave in order: an answer sent by the late reply would arrive before this one
+  conn:notify("after", vim.empty_dict())
+  wait_for(function()
+    return #fake.sent("after") == 1
+  end)
   eq(nil, answer)
 end)

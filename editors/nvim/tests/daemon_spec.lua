@@ -27,7 +27,7 @@ local function ensure()
   end)
   wait_for(function()
     return got
-  end, 2000, "ensure to call back")
+  end, nil, "ensure to call back")
   return got
 end
 

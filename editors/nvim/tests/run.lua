@@ -38,9 +38,13 @@ function _G.truthy(value, what)
   return value
 end
 
--- Run the event loop until cond() holds; fail after ms.
+-- How long a spec waits for something before it fails: a safety net for a stuck spec on a
+-- busy machine, never a measure of speed.
+_G.SAFETY_MS = 30000
+
+-- Run the event loop until cond() holds; fail after ms (default SAFETY_MS).
 function _G.wait_for(cond, ms, what)
-  if not vim.wait(ms or 2000, cond, 5) then
+  if not vim.wait(ms or SAFETY_MS, cond, 5) then
     error("timed out waiting for " .. (what or "a condition"), 2)
   end
 end

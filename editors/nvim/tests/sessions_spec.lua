@@ -153,7 +153,7 @@ local function text()
 end
 
 local function wait_text(pattern, what)
-  local ok = vim.wait(3000, function()
+  local ok = vim.wait(SAFETY_MS, function()
     return trellis.current() and text():find(pattern, 1, true) ~= nil
   end, 5)
   if not ok then
@@ -171,7 +171,7 @@ local function idle()
   wait_for(function()
     local c = trellis.current()
     return c and not c.running
-  end, 3000, "the turn to end")
+  end, nil, "the turn to end")
 end
 
 test("a prompt opens a conversation over the folder and streams the reply into it", function()
@@ -197,7 +197,7 @@ test("a prompt opens a conversation over the folder and streams the reply into i
   vim.cmd("Trellis say hello")
   wait_for(function()
     return trellis.statusline():find("streaming") ~= nil
-  end, 3000, "the statusline to say streaming")
+  end, nil, "the statusline to say streaming")
   idle()
   eq({
     "# say hello",
@@ -244,7 +244,7 @@ test("an approval is asked with vim.ui.select and answered with the choice", fun
   vim.cmd("Trellis write a note")
   wait_for(function()
     return asked
-  end, 3000, "the approval question")
+  end, nil, "the approval question")
   eq({ "Allow once", "Allow for this session", "Deny" }, asked.items)
   eq(
     "trellisd asks to run write_file path: notes.txt, content: hi (write 2 bytes to notes.txt)",
@@ -314,7 +314,7 @@ test("steers: queued in the statusline, shown when delivered or returned", funct
   vim.cmd("TrellisSteer use the left door")
   wait_for(function()
     return trellis.statusline():find("1 steer queued", 1, true)
-  end, 2000, "the statusline to count the steer")
+  end, nil, "the statusline to count the steer")
   wait_text("> steer (step 2): use the left door")
   eq("trellis: streaming 1 tok", trellis.statusline())
   vim.cmd("TrellisSteer too late")
@@ -334,7 +334,7 @@ test("cancel uses session/cancel, or $/cancelRequest on a daemon without it", fu
   vim.cmd("TrellisCancel")
   wait_for(function()
     return #fake.sent("$/cancelRequest") == 1
-  end, 2000, "$/cancelRequest")
+  end, nil, "$/cancelRequest")
   local turn_request = fake.sent("session/turn")[1]
   eq(turn_request.id, fake.sent("$/cancelRequest")[1].params.id)
   s.running.proc.reply(s.running.m.id, nil, { code = -32800, message = "Request cancelled" })
@@ -435,7 +435,7 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
   vim.cmd("TrellisBranch")
   wait_for(function()
     return not text():find("three", 1, true)
-  end, 2000, "the new path")
+  end, nil, "the new path")
   eq({ "◇ (start: an empty conversation)", "● one", "● two", "● three  ← head" }, shown)
   wait_text("re: one")
   vim.cmd("Trellis four")
@@ -443,7 +443,7 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
   vim.cmd("TrellisTree")
   wait_for(function()
     return vim.api.nvim_buf_get_name(0):find("/tree$")
-  end, 2000, "the tree buffer")
+  end, nil, "the tree buffer")
   eq({
     "◇ (start: an empty conversation)",
     "● one",
@@ -530,9 +530,76 @@ test("an interrupted last turn is announced on reopen and :TrellisResume continu
         return true
       end
     end
-  end, 2000, "the notification about the interrupted turn")
+  end, nil, "the notification about the interrupted turn")
   vim.cmd("TrellisResume")
   wait_text("### trellisd (resumed)\n\n and the rest\n\n*finished · 2 tokens")
   eq(only, fake.sent("session/resume")[1].params.turnId)
+  finish_test()
+end)
+
+test("two prompts before the daemon is up: one session, the second sent after the first", function()
+  local s, fake
+  local turns = {}
+  s, fake = start(function(p, proc, m, t)
+    turns[#turns + 1] = { p = p, proc = proc, m = m, t = t }
+  end)
+  vim.cmd("silent! only!")
+  vim.cmd("enew")
+  vim.cmd("Trellis first")
+  vim.cmd("Trellis second")
+  wait_for(function()
+    return #turns >= 1
+  end, nil, "the first turn")
+  eq(1, #fake.sent("session/open"), "one session is opened")
+  wait_for(function()
+    return trellis.statusline():find("1 prompt waiting", 1, true) ~= nil
+  end, nil, "the statusline to count the waiting prompt")
+  eq(1, #fake.sent("session/turn"), "the second prompt waits for the first turn")
+  s.token(turns[1].proc, turns[1].t, "one")
+  s.finish(turns[1].proc, turns[1].m, turns[1].t)
+  wait_for(function()
+    return #turns == 2
+  end, nil, "the second turn")
+  eq("second", turns[2].p.prompt)
+  eq(turns[1].p.sessionId, turns[2].p.sessionId)
+  s.finish(turns[2].proc, turns[2].m, turns[2].t)
+  idle()
+  local shown = 0
+  for _, win in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)):match("^trellis://") then
+      shown = shown + 1
+    end
+  end
+  eq(1, shown, "one window shows the conversation")
+  finish_test()
+end)
+
+test("a buffer of a file a step wrote is checked against the disk", function()
+  local file = root .. "/notes.txt"
+  vim.fn.writefile({ "old" }, file)
+  vim.cmd("edit " .. vim.fn.fnameescape(file))
+  local buf = vim.api.nvim_get_current_buf()
+  local s
+  s = start(function(p, proc, m, t)
+    vim.fn.writefile({ "new" }, file)
+    proc.notify("session/step", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      step = 1,
+      decision = "tool",
+      prompt = p.prompt,
+      text = "",
+      toolCall = { id = "c1", name = "write_file", arguments = { path = "notes.txt" } },
+      result = "wrote notes.txt",
+      tokens = t.tokens,
+    })
+    s.finish(proc, m, t)
+  end)
+  vim.cmd("Trellis rewrite the notes")
+  idle()
+  wait_for(function()
+    return vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "new"
+  end, nil, "the buffer to show what the step wrote")
   finish_test()
 end)

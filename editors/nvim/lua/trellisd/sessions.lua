@@ -15,6 +15,7 @@ local M = {}
 
 M.open = {} -- sessionId -> state {id, root, title, head, view, running}
 M.current = nil -- the sessionId commands act on
+local opening = {} -- root -> the callbacks waiting for the session being opened over it
 local steer_count = 0
 local tree_buffers = {} -- buffer -> {session id, entries}
 
@@ -48,7 +49,7 @@ local function adopt(session)
   local id = session.sessionId
   local state = M.open[id]
   if state == nil then
-    state = { id = id }
+    state = { id = id, waiting = {} }
     M.open[id] = state
   end
   state.root = session.root
@@ -133,7 +134,7 @@ local function with_daemon(cb)
   end)
 end
 
-local function open_session(title, cb)
+local function open_session(title, cb, failed)
   local params = { root = cwd_root() }
   if title and title ~= "" then
     params.title = title
@@ -144,6 +145,9 @@ local function open_session(title, cb)
   daemon.request("session/open", params, function(err, session)
     if err then
       ui.error("could not open a session: " .. err.message)
+      if failed then
+        failed()
+      end
       return
     end
     local state = adopt(session)
@@ -168,7 +172,52 @@ local function session_for_cwd(cb)
       return
     end
   end
-  open_session(nil, cb)
+  -- A second prompt while the session is being opened goes to that session, after the first.
+  if opening[root] then
+    table.insert(opening[root], cb)
+    return
+  end
+  opening[root] = { cb }
+  local function done(state)
+    local waiting = opening[root]
+    opening[root] = nil
+    if state then
+      for _, waiter in ipairs(waiting) do
+        waiter(state)
+      end
+    end
+  end
+  open_session(nil, done, function()
+    done(nil)
+  end)
+end
+
+-- The files a step wrote: buffers showing them are checked against the disk (:checktime),
+-- so that they show what the model wrote ('autoread') or warn that the file changed.
+local WRITERS = { write_file = true, edit_file = true }
+
+local function real(path)
+  return compat.uv.fs_realpath(path) or vim.fn.fnamemodify(path, ":p")
+end
+
+local function check_written(state, call)
+  local args = compat.value(call.arguments)
+  local path = type(args) == "table" and compat.value(args.path) or nil
+  if not WRITERS[call.name] or type(path) ~= "string" or path == "" then
+    return
+  end
+  if path:sub(1, 1) ~= "/" then
+    path = state.root .. "/" .. path
+  end
+  local written = real(path)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local name = vim.api.nvim_buf_get_name(buf)
+    if name ~= "" and vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" then
+      if real(name) == written then
+        pcall(vim.cmd, "checktime " .. buf)
+      end
+    end
+  end
 end
 
 local function ensure_view(state, cb)
@@ -190,6 +239,14 @@ local function turn_ended(state, run, err, result)
     state.running = nil
   end
   local view = state.view
+  -- Prompts waiting behind a turn that was refused or lost with its daemon are not sent:
+  -- the user decides again (after the takeover, or once the daemon is back).
+  local stuck = err and (err.code == Connection.LOST or err.code == Connection.LEASE_HELD)
+  if stuck and #state.waiting > 0 then
+    local count = format.count(#state.waiting, "waiting prompt was", "waiting prompts were")
+    ui.warn(count .. " not sent")
+    state.waiting = {}
+  end
   if err then
     if err.code == Connection.REQUEST_CANCELLED then
       view:block({ "*cancelled*" })
@@ -223,6 +280,7 @@ local function turn_ended(state, run, err, result)
     end
   end
   redraw_status()
+  M.send_waiting(state)
 end
 
 local function need_current(what)
@@ -303,6 +361,23 @@ function M.offer_takeover(state, err, retry)
   end)
 end
 
+-- A prompt given while a turn runs waits for it to end, then goes in order.
+function M.send_waiting(state)
+  if state.running or #state.waiting == 0 then
+    return
+  end
+  local prompt = table.remove(state.waiting, 1)
+  daemon.ensure(function(err, conn)
+    if err then
+      ui.error(err)
+    elseif not state.running then
+      send(state, conn, prompt)
+    else
+      table.insert(state.waiting, 1, prompt)
+    end
+  end)
+end
+
 -- :Trellis [prompt]
 function M.ask(prompt)
   if prompt == nil or prompt:match("^%s*$") then
@@ -317,7 +392,15 @@ function M.ask(prompt)
     session_for_cwd(function(state)
       ensure_view(state, function()
         show(state)
-        send(state, conn, prompt)
+        if state.running then
+          table.insert(state.waiting, prompt)
+          ui.notify(
+            "your prompt waits for the running turn to end (:TrellisSteer steers the running turn)"
+          )
+          redraw_status()
+        else
+          send(state, conn, prompt)
+        end
       end)
     end)
   end)
@@ -612,6 +695,9 @@ function M.statusline()
   if run.steers > 0 then
     text = text .. ", " .. format.count(run.steers, "steer", "steers") .. " queued"
   end
+  if #state.waiting > 0 then
+    text = text .. ", " .. format.count(#state.waiting, "prompt", "prompts") .. " waiting"
+  end
   return text
 end
 
@@ -645,6 +731,7 @@ notifications["session/step"] = function(p)
   local call = compat.value(p.toolCall)
   if p.decision == "tool" and call then
     state.view:block(format.tool_lines(call, p.result))
+    check_written(state, call)
   end
 end
 
