@@ -137,6 +137,13 @@ class EditFile:
     def _edit(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path, old, new = self._arguments(arguments, context)
         shown = context.relative(path)
+        if not context.readable(shown):
+            # asked before anything about the file is looked at: "not found" or "edited"
+            # would tell the model what a file it may not read holds, one guess at a time
+            raise ToolFailure(
+                f"{shown} cannot be edited: editing reads the file, and the session's policy"
+                " refuses reading it"
+            )
         if not path.is_file():
             raise ToolFailure(
                 f"{shown} does not exist" if not path.exists() else f"{shown} is not a file"

@@ -144,3 +144,14 @@ async def test_edit_of_a_missing_or_binary_file_fails(tmp_path: Path, context: T
     with pytest.raises(ToolFailure, match="latin1.txt is not UTF-8 text"):
         await EditFile().run({"path": "latin1.txt", "old": "caf", "new": "b"}, context)
     assert not (tmp_path / "missing.py").exists()
+
+
+async def test_an_edit_needs_read_permission_too(tmp_path: Path) -> None:
+    """Without it, "not found" or "edited" would tell the model what a file it may not
+    read holds, one guess at a time."""
+    (tmp_path / "secret.txt").write_text("password=hunter2\n")
+    context = ToolContext(tmp_path, may_read=lambda path: path != "secret.txt")
+    for guess in ("password=hunter2", "password=wrong"):
+        with pytest.raises(ToolFailure, match="the session's policy refuses reading it"):
+            await EditFile().run({"path": "secret.txt", "old": guess, "new": "x"}, context)
+    assert (tmp_path / "secret.txt").read_text() == "password=hunter2\n"
