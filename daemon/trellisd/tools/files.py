@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -12,6 +13,7 @@ from .base import Action, ToolContext, ToolFailure
 MAX_READ_BYTES = 256 * 1024
 MAX_ENTRIES = 1000
 BINARY_SNIFF_BYTES = 8192
+CHUNK_BYTES = 64 * 1024
 
 
 class ReadFile:
@@ -91,12 +93,12 @@ def _lines(f: BinaryIO, start: int, end: int | None, shown: str) -> str:
     out: list[bytes] = []
     size = 0
     number = 0
-    for number, line in enumerate(f, 1):
+    for number, line, whole in _bounded_lines(f, MAX_READ_BYTES):
         if number < start:
             continue
         if end is not None and number > end:
             break
-        if size + len(line) > MAX_READ_BYTES:
+        if not whole or size + len(line) > MAX_READ_BYTES:
             if not out:
                 head = line[:MAX_READ_BYTES].decode("utf-8", errors="replace")
                 return head + (
@@ -112,6 +114,20 @@ def _lines(f: BinaryIO, start: int, end: int | None, shown: str) -> str:
     if number < start:
         return f"[{shown} has {number} lines; startLine {start} is past its end]"
     return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _bounded_lines(f: BinaryIO, keep: int) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines of ``f`` as (number, the line or its first ``keep + 1`` bytes, whether it
+    is whole). The rest of a longer line is read ``CHUNK_BYTES`` at a time and dropped, so
+    a file with one enormous line never sits in memory."""
+    number = 0
+    while line := f.readline(keep + 1):
+        number += 1
+        whole = line.endswith(b"\n") or len(line) <= keep
+        while not whole and (rest := f.readline(CHUNK_BYTES)):
+            if rest.endswith(b"\n"):
+                break
+        yield number, line, whole
 
 
 class ListDir:
