@@ -5,6 +5,10 @@ flushed to disk, then replaces the target with ``os.replace``. A reader sees the
 or the new one, never half of either, and a cancelled or failed write leaves the target as
 it was. A replaced file keeps its permission bits; a new one gets the usual ones (0666
 less the umask).
+
+A daemon killed in the middle of a write leaves its temporary file behind. Its name says
+whose it is (``.trellisd-write-<12 hex digits>-<name>``), and
+``remove_leftover_writes(root)`` removes those under a root.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -19,6 +24,32 @@ from typing import Any
 
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure, within
+
+TEMPORARY_PREFIX = ".trellisd-write-"
+_TEMPORARY = re.compile(re.escape(TEMPORARY_PREFIX) + r"[0-9a-f]{12}-.*", re.DOTALL)
+
+
+def temporary_name(name: str) -> str:
+    """The name of a write's temporary file beside the file ``name``."""
+    return f"{TEMPORARY_PREFIX}{secrets.token_hex(6)}-{name[:100]}"
+
+
+def remove_leftover_writes(root: Path) -> list[Path]:
+    """Remove the temporary files that writes interrupted by a crash left under ``root``
+    (no write may be running under it); answers what was removed. Symlinks are not
+    followed, and only regular files with a write's temporary name are touched."""
+    removed: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            if not _TEMPORARY.fullmatch(name):
+                continue
+            path = Path(folder) / name
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def atomic_write(path: Path, data: bytes, context: ToolContext) -> None:
@@ -37,7 +68,7 @@ def atomic_write(path: Path, data: bytes, context: ToolContext) -> None:
     if not within(Path(os.path.realpath(parent)), context.real_root):
         raise ToolFailure(f"{shown} leads out of the session root through a symlink")
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    temporary = parent / f".{path.name[:100]}.{secrets.token_hex(6)}.tmp"
+    temporary = parent / temporary_name(path.name)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(temporary, flags, 0o666)
     try:
