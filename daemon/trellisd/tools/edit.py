@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import arguments as args
-from .base import Action, ToolContext, ToolFailure, within
+from .base import Action, ToolContext, ToolFailure
 
 TEMPORARY_PREFIX = ".trellisd-write-"
 _TEMPORARY = re.compile(re.escape(TEMPORARY_PREFIX) + r"[0-9a-f]{12}-.*", re.DOTALL)
@@ -54,46 +54,47 @@ def remove_leftover_writes(root: Path) -> list[Path]:
 
 def atomic_write(path: Path, data: bytes, context: ToolContext) -> None:
     """Write ``data`` to ``path`` (a real path from ``context.resolve``), creating its
-    folders under the root."""
+    folders under the root; every step goes through descriptors (``ToolContext.folder``)."""
     shown = context.relative(path)
     if path == context.real_root:
         raise ToolFailure("the session root itself cannot be written as a file")
-    if path.is_dir():
-        raise ToolFailure(f"{shown} is a folder")
-    parent = path.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        parent = context.folder(path.parent, make=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise ToolFailure(f"cannot create the folder for {shown}: a file is in the way") from exc
-    if not within(Path(os.path.realpath(parent)), context.real_root):
-        raise ToolFailure(f"{shown} leads out of the session root through a symlink")
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    temporary = parent / temporary_name(path.name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temporary, flags, 0o666)
+    try:
+        _replace(parent, path.name, data, shown)
+    finally:
+        os.close(parent)
+
+
+def _replace(parent: int, name: str, data: bytes, shown: str) -> None:
+    try:
+        before = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        mode = None
+    else:
+        if stat.S_ISDIR(before.st_mode):
+            raise ToolFailure(f"{shown} is a folder")
+        mode = stat.S_IMODE(before.st_mode) if stat.S_ISREG(before.st_mode) else None
+    temporary = temporary_name(name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666, dir_fd=parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=parent)
         raise
-    _sync_folder(parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename durable; best effort, as not every file system allows it."""
+    # make the rename durable; best effort, as not every file system allows it
     with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.fsync(parent)
 
 
 class WriteFile:
@@ -180,7 +181,13 @@ class EditFile:
                 f"{shown} does not exist" if not path.exists() else f"{shown} is not a file"
             )
         try:
-            text = path.read_bytes().decode("utf-8")
+            with os.fdopen(context.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise ToolFailure(f"{shown} is not a file")
+                os.set_blocking(f.fileno(), True)
+                text = f.read().decode("utf-8")
+        except FileNotFoundError as exc:
+            raise ToolFailure(f"{shown} does not exist") from exc
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{shown} is not UTF-8 text; it cannot be edited") from exc
         count = text.count(old)

@@ -91,7 +91,7 @@ class Search:
         lines: list[str] = []
         cut = False
         for path in _files(start, context, glob, stop):
-            for number, text in _matches(path, regex):
+            for number, text in _matches(path, regex, context):
                 if len(lines) == MAX_MATCHES:
                     cut = True
                     break
@@ -148,9 +148,9 @@ def _files(
                 yield path
 
 
-def _matches(path: Path, regex: LinearPattern) -> Iterator[tuple[int, str]]:
+def _matches(path: Path, regex: LinearPattern, context: ToolContext) -> Iterator[tuple[int, str]]:
     try:
-        f = _open_regular(Path(os.path.realpath(path)), MAX_FILE_BYTES)
+        f = _open_regular(Path(os.path.realpath(path)), MAX_FILE_BYTES, context)
         if f is None:
             return
         with f:
@@ -200,14 +200,21 @@ class _Ignores:
         return self.specs[folder]
 
 
-def _open_regular(path: Path, most: int) -> BinaryIO | None:
+def _open_regular(path: Path, most: int, context: ToolContext | None = None) -> BinaryIO | None:
     """``path`` open for reading if it is a regular file of at most ``most`` bytes, else
-    None. Opened without blocking and without following a symlink, then judged by what was
+    None. Opened without blocking and without following a symlink (through the root's
+    descriptors with a ``context``: see ``ToolContext.open``), then judged by what was
     opened: a FIFO (which would block a reader for good), a device or a file swapped in
     since the walk saw it are never read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+        if context is None:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+        elif within(path, context.real_root):
+            fd = context.open(path, flags)
+        else:
+            return None
+    except (OSError, ToolFailure):
         return None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size > most:
