@@ -33,13 +33,14 @@ Every key but a layer's ``name`` may be left out. See ``globs`` for how patterns
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 from ..errors import InvalidParams
 from ..tools.base import Action, ActionKind
-from .globs import GlobError, command_pattern, matches_command, matches_path, path_pattern
+from ..tools.linear import LinearPattern
+from .globs import GlobError, command_pattern, matches_path, path_pattern
 
 Approval = Literal["all", "ask", "never"]
 Outcome = Literal["allow", "ask", "refuse"]
@@ -51,6 +52,9 @@ STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
 APPROVAL_LAYER = "approval"
 GRANT_LAYER = "grant"
 MAX_GLOB_CHARS = 4096
+MAX_GLOBS = 1000
+"""The most globs one source (a project file, ``session/open``'s policy) may hold: each
+action is matched against every one of them."""
 
 PROTECTED_PATHS: tuple[str, ...] = (
     ".trellisd.toml",
@@ -113,9 +117,17 @@ class Layer:
         return wire
 
 
-def _first_match(patterns: Iterable[str], action: Action) -> str | None:
-    match = matches_command if action.kind == "exec" else matches_path
-    return next((p for p in patterns if match(p, action.target)), None)
+def _first_match(patterns: tuple[str, ...], action: Action) -> str | None:
+    if action.kind == "exec":
+        return next((p for p, m in _compiled(patterns, True) if m.fullmatch(action.target)), None)
+    return next((p for p, m in _compiled(patterns, False) if m.search(action.target)), None)
+
+
+@lru_cache(maxsize=512)
+def _compiled(patterns: tuple[str, ...], command: bool) -> tuple[tuple[str, LinearPattern], ...]:
+    """A rule list's patterns, compiled once for as long as a policy uses them."""
+    compile_one = command_pattern if command else path_pattern
+    return tuple((p, compile_one(p)) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -283,6 +295,7 @@ def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
     if not isinstance(raw_layers, list):
         raise fail("layers", "must be a list of layers")
     layers: list[Layer] = []
+    globs = 0
     for index, raw in enumerate(raw_layers):
         at = f"layers[{index}]"
         if not isinstance(raw, dict):
@@ -298,6 +311,9 @@ def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
             value = raw.get(key, [])
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise fail(f"{at}.{key}", "must be a list of strings")
+            globs += len(value)
+            if globs > MAX_GLOBS:
+                raise fail(f"{at}.{key}", f"brings the policy past {MAX_GLOBS} globs")
             for glob in value:
                 problem = _glob_problem(glob, command=key.endswith("Exec"))
                 if problem is not None:

@@ -184,3 +184,11 @@ def test_an_invalid_glob_in_a_project_file_names_the_field(tmp_path: Path) -> No
     (tmp_path / ".trellisd.toml").write_text('[[layers]]\nname = "p"\ndenyRead = ["a\\\\"]\n')
     with pytest.raises(InvalidParams, match=r": layers\[0\]\.denyRead has an invalid glob"):
         load_policy(tmp_path, None)
+
+
+def test_a_project_file_with_too_many_globs_is_refused(tmp_path: Path) -> None:
+    """Every action is matched against every glob: a file cannot make each check slow."""
+    globs = ", ".join(f'"**/dir{i}/**"' for i in range(1001))
+    (tmp_path / ".trellisd.toml").write_text(f'[[layers]]\nname = "p"\ndenyRead = [{globs}]\n')
+    with pytest.raises(InvalidParams, match=r": layers\[0\]\.denyRead brings the policy past 1000"):
+        load_policy(tmp_path, None)
