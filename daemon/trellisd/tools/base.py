@@ -73,7 +73,10 @@ class ToolContext:
                 raise ToolFailure(
                     f"{given} is outside the session root; give a path relative to the root"
                 )
-        real = Path(os.path.realpath(root / candidate))
+        try:
+            real = Path(os.path.realpath(root / candidate))
+        except OSError as exc:  # a symlink on the way vanished while it was read
+            raise ToolFailure(f"{given} changed while it was being resolved; try again") from exc
         if not within(real, root):
             raise ToolFailure(f"{given} leads out of the session root through a symlink")
         return real
