@@ -3,11 +3,17 @@
 ``Policy.check`` judges an ``Action`` in this order:
 
 1. a deny rule of any layer that matches refuses it (a deny beats every allow);
-2. with no matching allow rule in any layer, it is refused;
-3. approval ``never`` refuses writes and commands (the session is read-only);
-4. approval ``ask`` asks the user before a write or a command, unless the session holds a
+2. with no matching allow rule in a layer that may allow (every layer but a project
+   file's), it is refused;
+3. if the project file's layers have allow rules of the action's kind, one of them must
+   match too, or it is refused: a project file's allows only narrow the others;
+4. a write to a protected path (``PROTECTED_PATHS``: ``.trellisd.toml``, ``.git``, the
+   editors' settings, ...) is refused unless a matching allow rule names it explicitly,
+   and then always asks, whatever the approval and the grants (``never`` still refuses);
+5. approval ``never`` refuses writes and commands (the session is read-only);
+6. approval ``ask`` asks the user before a write or a command, unless the session holds a
    grant for exactly that action; reads never ask;
-5. otherwise it is allowed.
+7. otherwise it is allowed.
 
 A grant is what the user's "allow always" answer leaves behind: the action's kind and its
 exact target (the root-relative path of a write, the exact command line of a command). It
@@ -27,13 +33,14 @@ Every key but a layer's ``name`` may be left out. See ``globs`` for how patterns
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 from ..errors import InvalidParams
 from ..tools.base import Action, ActionKind
-from .globs import matches_command, matches_path
+from ..tools.linear import LinearPattern
+from .globs import GlobError, command_pattern, matches_path, path_pattern
 
 Approval = Literal["all", "ask", "never"]
 Outcome = Literal["allow", "ask", "refuse"]
@@ -44,6 +51,28 @@ RULE_FIELDS = ("allowRead", "allowWrite", "allowExec", "denyRead", "denyWrite", 
 STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
 APPROVAL_LAYER = "approval"
 GRANT_LAYER = "grant"
+MAX_GLOB_CHARS = 4096
+MAX_GLOBS = 1000
+"""The most globs one source (a project file, ``session/open``'s policy) may hold: each
+action is matched against every one of them."""
+
+PROTECTED_PATHS: tuple[str, ...] = (
+    ".trellisd.toml",
+    "**/.git",
+    ".gitmodules",
+    "**/.envrc",
+    ".vscode",
+    ".idea",
+    ".zed",
+    ".helix",
+    ".nvim.lua",
+    ".nvimrc",
+    ".exrc",
+)
+"""Paths whose content makes the daemon, git, an editor or a shell run commands or loosen
+the policy (a ``.trellisd.toml`` allowing every command, a ``core.fsmonitor`` in
+``.git/config``, a git hook, an editor task, an ``.envrc``). A folder's pattern covers what
+it holds."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +98,9 @@ class Layer:
     deny_read: tuple[str, ...] = ()
     deny_write: tuple[str, ...] = ()
     deny_exec: tuple[str, ...] = ()
+    narrows: bool = False
+    """A project file's layer: its allow rules can only narrow what the other layers
+    allow, never widen it (its deny rules count as any layer's)."""
 
     def allows(self, action: Action) -> str | None:
         """The first allow rule of this layer that matches, if any."""
@@ -85,9 +117,17 @@ class Layer:
         return wire
 
 
-def _first_match(patterns: Iterable[str], action: Action) -> str | None:
-    match = matches_command if action.kind == "exec" else matches_path
-    return next((p for p in patterns if match(p, action.target)), None)
+def _first_match(patterns: tuple[str, ...], action: Action) -> str | None:
+    if action.kind == "exec":
+        return next((p for p, m in _compiled(patterns, True) if m.fullmatch(action.target)), None)
+    return next((p for p, m in _compiled(patterns, False) if m.search(action.target)), None)
+
+
+@lru_cache(maxsize=512)
+def _compiled(patterns: tuple[str, ...], command: bool) -> tuple[tuple[str, LinearPattern], ...]:
+    """A rule list's patterns, compiled once for as long as a policy uses them."""
+    compile_one = command_pattern if command else path_pattern
+    return tuple((p, compile_one(p)) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -114,22 +154,60 @@ class Policy:
                     rule,
                     f"{what} is refused by the rule {rule!r} of the policy layer {layer.name!r}.",
                 )
-        allowed = next(
-            (
-                (layer.name, rule)
-                for layer in reversed(self.layers)
-                if (rule := layer.allows(action))
-            ),
-            None,
-        )
-        if allowed is None:
+        allowing = [
+            (layer.name, rule)
+            for layer in reversed(self.layers)
+            if not layer.narrows and (rule := layer.allows(action))
+        ]
+        if not allowing:
             return Verdict(
                 "refuse", None, None, f"{what} is refused: no rule of the policy allows it."
             )
-        layer_name, rule = allowed
+        narrowing = [
+            layer
+            for layer in self.layers
+            if layer.narrows and getattr(layer, f"allow_{action.kind}")
+        ]
+        if narrowing and not any(layer.allows(action) for layer in narrowing):
+            names = ", ".join(repr(layer.name) for layer in narrowing)
+            return Verdict(
+                "refuse",
+                narrowing[-1].name,
+                None,
+                f"{what} is refused: the project's policy layers ({names}) do not allow it.",
+            )
+        layer_name, rule = allowing[0]
         if action.kind == "read":
             return Verdict("allow", layer_name, rule, f"{what} is allowed.")
         approval = self.effective_approval
+        protected = _protected(action)
+        if protected is not None:
+            naming = next(
+                (
+                    (layer.name, rule)
+                    for layer in reversed(self.layers)
+                    if not layer.narrows
+                    for rule in layer.allow_write
+                    if _names(rule, protected) and matches_path(rule, action.target)
+                ),
+                None,
+            )
+            if naming is None:
+                return Verdict(
+                    "refuse",
+                    None,
+                    None,
+                    f"{what} is refused: {action.target} is protected (its content can run"
+                    f" commands or change the policy), and no allow rule names {protected}"
+                    " explicitly.",
+                )
+            if approval != "never":
+                return Verdict(
+                    "ask",
+                    *naming,
+                    f"{what} needs the user's approval: {action.target} is protected (its"
+                    " content can run commands or change the policy).",
+                )
         if approval == "never":
             return Verdict(
                 "refuse",
@@ -179,6 +257,23 @@ class Policy:
         return parse(obj, where="policy", grants=True, strict=True)
 
 
+def _protected(action: Action) -> str | None:
+    """The name of the protected entry a write's target is or lies in, if any."""
+    if action.kind != "write":
+        return None
+    for pattern in PROTECTED_PATHS:
+        if matches_path(pattern, action.target):
+            return pattern.rsplit("/", 1)[-1]
+    return None
+
+
+def _names(rule: str, name: str) -> bool:
+    """Whether the allow rule names a protected entry explicitly: one of its parts is the
+    entry's name, written out (``.vscode/settings.json``, ``**/.git/hooks/*``; not ``**``
+    nor ``.*``)."""
+    return name in rule.removeprefix("./").strip("/").split("/")
+
+
 def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
     """A policy from its wire shape. ``where`` names it in errors (``policy`` gives
     ``policy.layers[0].name``; a file name gives ``.trellisd.toml: layers[0].name``);
@@ -200,6 +295,7 @@ def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
     if not isinstance(raw_layers, list):
         raise fail("layers", "must be a list of layers")
     layers: list[Layer] = []
+    globs = 0
     for index, raw in enumerate(raw_layers):
         at = f"layers[{index}]"
         if not isinstance(raw, dict):
@@ -215,8 +311,15 @@ def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
             value = raw.get(key, [])
             if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
                 raise fail(f"{at}.{key}", "must be a list of strings")
+            globs += len(value)
+            if globs > MAX_GLOBS:
+                raise fail(f"{at}.{key}", f"brings the policy past {MAX_GLOBS} globs")
+            for glob in value:
+                problem = _glob_problem(glob, command=key.endswith("Exec"))
+                if problem is not None:
+                    raise fail(f"{at}.{key}", problem)
             rules[_snake(key)] = tuple(value)
-        layers.append(Layer(name, **rules))
+        layers.append(Layer(name, **cast(dict[str, Any], rules)))
 
     approval = obj.get("approval")
     if approval is not None and approval not in APPROVALS:
@@ -235,6 +338,16 @@ def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
         granted.add(Action(raw["kind"], raw["target"]))
 
     return Policy(tuple(layers), cast(Approval | None, approval), frozenset(granted))
+
+
+def _glob_problem(glob: str, *, command: bool) -> str | None:
+    if len(glob) > MAX_GLOB_CHARS:
+        return f"has a glob longer than {MAX_GLOB_CHARS} characters"
+    try:
+        (command_pattern if command else path_pattern)(glob)
+    except GlobError as exc:
+        return f"has an invalid glob: {exc}"
+    return None
 
 
 def _snake(key: str) -> str:

@@ -3,12 +3,15 @@
 1. The daemon's default (``DEFAULT_POLICY``, or the one the daemon was configured with): a
    layer named ``default`` allowing reads of ``**``, writes of ``**`` and commands ``*``,
    with approval ``ask``, so writes and commands wait for the user's answer.
-2. The project's ``.trellisd.toml`` at the session root, if there is one: its
-   ``[[layers]]`` (same keys as the wire shape) go on top of the default, and its top-level
-   ``approval`` replaces the default's only if it is stricter (``all`` < ``ask`` <
-   ``never``). The file comes with the folder, often from someone else's repository, so
-   it may add deny rules and tighten approval but never loosen it; a looser approval is
-   ignored, with a warning in the log. Other top-level keys are left for other settings.
+2. The project's ``.trellisd.toml`` at the session root, if there is one (at most
+   ``MAX_PROJECT_FILE_BYTES``): its ``[[layers]]`` (same keys as the wire shape) go on top
+   of the default, and its top-level ``approval`` replaces the default's only if it is
+   stricter (``all`` < ``ask`` < ``never``). The file comes with the folder, often from
+   someone else's repository, so it may add deny rules and tighten approval but never
+   loosen anything: its layers ``narrow`` (an action its allow rules of that kind do not
+   match is refused, and what they match still needs an allow from another source), and
+   a looser approval is ignored, with a warning in the log. Other top-level keys are left
+   for other settings.
 3. The ``policy`` given in ``session/open``: the caller's, on top of everything. Its
    approval, if it sets one, is the session's (the user, through the editor, may loosen).
 
@@ -20,7 +23,10 @@ order, the effective approval and the session's grants.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,7 @@ from .layers import STRICTNESS, Layer, Policy, parse
 log = logging.getLogger(__name__)
 
 PROJECT_FILE = ".trellisd.toml"
+MAX_PROJECT_FILE_BYTES = 1024 * 1024
 
 DEFAULT_POLICY = Policy(
     (Layer("default", allow_read=("**",), allow_write=("**",), allow_exec=("*",)),),
@@ -69,12 +76,25 @@ def read_project_policy(root: Path) -> Policy | None:
     if not path.is_file():
         return None
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidParams(f"{path} is not a regular file", file=str(path))
+            raw = f.read(MAX_PROJECT_FILE_BYTES + 1)
+        if len(raw) > MAX_PROJECT_FILE_BYTES:
+            raise InvalidParams(
+                f"{path} is larger than {MAX_PROJECT_FILE_BYTES // 1024} KiB"
+                f" ({info.st_size} bytes); a policy file this large is not read",
+                file=str(path),
+            )
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidParams(f"{path} is not valid TOML: {exc}", file=str(path)) from exc
     except OSError as exc:
         raise InvalidParams(
             f"{path} cannot be read: {exc.strerror or exc}", file=str(path)
         ) from exc
-    return parse(data, where=str(path), grants=False, strict=False)
+    parsed = parse(data, where=str(path), grants=False, strict=False)
+    layers = tuple(dataclasses.replace(layer, narrows=True) for layer in parsed.layers)
+    return Policy(layers, parsed.approval)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .base import Action, ActionKind, Tool, ToolContext, ToolFailure
 from .command import RunCommand
-from .edit import EditFile, WriteFile
+from .edit import EditFile, WriteFile, remove_leftover_writes
 from .files import ListDir, ReadFile
 from .search import Search
 from .verify import CheckResult, run_check
@@ -32,5 +32,6 @@ __all__ = [
     "ToolFailure",
     "WriteFile",
     "default_tools",
+    "remove_leftover_writes",
     "run_check",
 ]

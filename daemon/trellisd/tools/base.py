@@ -7,10 +7,18 @@ path, run a command line), so the session's policy can allow it, ask the user, o
 without the tool having touched anything. Paths are confined here, once, for every tool:
 ``'..'``, absolute paths outside the root and symlinks that lead out are refused before
 anything is read or written.
+
+Checking a path and then opening it by name would leave a gap: a folder swapped for a
+symlink in between leads the open outside the root. So a tool resolves a path once
+(``resolve``, which the policy judges) and then opens what it found with ``open`` or
+``folder``: from a descriptor of the root, one component at a time, each relative to the
+descriptor of the folder before it and none followed if it is a symlink (``O_NOFOLLOW``).
+A symlink that appears on the way since is refused; nothing outside the root is touched.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +73,10 @@ class ToolContext:
                 raise ToolFailure(
                     f"{given} is outside the session root; give a path relative to the root"
                 )
-        real = Path(os.path.realpath(root / candidate))
+        try:
+            real = Path(os.path.realpath(root / candidate))
+        except OSError as exc:  # a symlink on the way vanished while it was read
+            raise ToolFailure(f"{given} changed while it was being resolved; try again") from exc
         if not within(real, root):
             raise ToolFailure(f"{given} leads out of the session root through a symlink")
         return real
@@ -81,6 +92,70 @@ class ToolContext:
 
     def readable(self, relative: str) -> bool:
         return self.may_read is None or self.may_read(relative)
+
+    def open(self, path: Path, flags: int, mode: int = 0o666) -> int:
+        """A descriptor of ``path`` (a real path from ``resolve``), opened with ``flags``
+        without following a symlink anywhere under the root; the caller closes it. Raises
+        ``FileNotFoundError`` if it is gone, ``ToolFailure`` if a symlink is on the way."""
+        *folders, last = self._parts(path) or ["."]
+        parent = self._walk(path, folders, make=False)
+        try:
+            return self._step(path, parent, last, flags | os.O_NOFOLLOW, mode)
+        finally:
+            os.close(parent)
+
+    def folder(self, path: Path, *, make: bool = False) -> int:
+        """A descriptor of the folder ``path`` (a real path from ``resolve``), opened as
+        ``open`` does; ``make`` creates the missing folders on the way, as ``mkdir -p``."""
+        return self._walk(path, self._parts(path), make=make)
+
+    def _parts(self, path: Path) -> list[str]:
+        return [p for p in self.relative(path).split("/") if p != "."]
+
+    def _walk(self, path: Path, parts: list[str], *, make: bool) -> int:
+        fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts:
+                flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                try:
+                    inner = self._step(path, fd, part, flags)
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                    try:
+                        os.mkdir(part, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    inner = self._step(path, fd, part, flags)
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _step(self, path: Path, folder: int, name: str, flags: int, mode: int = 0o666) -> int:
+        try:
+            return os.open(name, flags | os.O_CLOEXEC, mode, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or (
+                exc.errno == errno.ENOTDIR and _is_symlink(folder, name)
+            ):
+                raise ToolFailure(
+                    f"{self.relative(path)} changed while in use: a symlink appeared on its"
+                    " way; nothing was done"
+                ) from exc
+            if exc.errno == errno.ENOTDIR and flags & os.O_DIRECTORY:
+                raise NotADirectoryError(exc.errno, exc.strerror, name) from exc
+            raise
+
+
+def _is_symlink(folder: int, name: str) -> bool:
+    try:
+        os.readlink(name, dir_fd=folder)
+    except OSError:
+        return False
+    return True
 
 
 def within(path: Path, root: Path) -> bool:

@@ -6,11 +6,15 @@ are the wire and never reach a child. stdout and stderr are captured together, a
 interleave; past ``MAX_OUTPUT_BYTES`` the middle is dropped, keeping the start and the end
 (where a test runner prints its summary), and the result says so.
 
-The whole process group is killed (SIGKILL) when the timeout passes, when the turn is
-cancelled (then ``CancelledError`` is re-raised), and when the program exits while a
-process it left behind still holds the output open. The program itself is not confined to
-the root: it can do whatever the user running the daemon can, which is why the policy asks
-before a command runs.
+The program runs with the daemon's environment less its secrets (see ``environment``),
+plus a variable that marks it and every process it starts as this call's
+(``TRELLISD_RUN``). When the call ends (the program exited, its timeout passed, or the
+turn was cancelled: then ``CancelledError`` is re-raised), everything it started is killed
+(SIGKILL): its process group, its session, and any process that still carries the mark,
+which finds a child that left the session with ``setsid``. A background ``sleep 301 &``
+does not outlive the call. Only a process that both leaves the session and clears its
+environment escapes. The program itself is not confined to the root: it can do whatever
+the user running the daemon can, which is why the policy asks before a command runs.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shlex
 import signal
 import subprocess
@@ -27,10 +32,13 @@ from typing import Any
 
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
+from .environment import child_environment
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 600.0
 MAX_OUTPUT_BYTES = 32 * 1024
+RUN_MARK = "TRELLISD_RUN"
+"""The variable that marks a call's processes; its value is unique to the call."""
 LINGER_SECONDS = 1.0
 """How long output may keep flowing after the program exits, from processes it started,
 and how long a killed program has to be gone."""
@@ -99,11 +107,13 @@ async def execute(argv: list[str], cwd: Path, timeout: float) -> Execution:
     cancelled. Raises ``ToolFailure`` when the program cannot be started."""
     capture = _Capture(MAX_OUTPUT_BYTES)
     loop = asyncio.get_running_loop()
+    mark = secrets.token_hex(8)
     try:
         transport, collector = await loop.subprocess_exec(
             lambda: _Collector(capture),
             *argv,
             cwd=cwd,
+            env={**child_environment(), RUN_MARK: mark},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -120,19 +130,20 @@ async def execute(argv: list[str], cwd: Path, timeout: float) -> Execution:
     try:
         timed_out = not await _happens(collector.exited, timeout)
         if timed_out:
-            _kill_group(group)
+            kill_everything(group, mark)
             await _happens(collector.exited, LINGER_SECONDS)
         if not await _happens(collector.output_ended, LINGER_SECONDS):
-            _kill_group(group)
+            kill_everything(group, mark)
             await _happens(collector.output_ended, LINGER_SECONDS)
         exit_code = None if timed_out else transport.get_returncode()
         return Execution(exit_code, capture.text(), timed_out, capture.dropped)
     except asyncio.CancelledError:
-        _kill_group(group)
+        kill_everything(group, mark)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(_happens(collector.exited, LINGER_SECONDS))
         raise
     finally:
+        kill_everything(group, mark)
         transport.close()
 
 
@@ -145,9 +156,45 @@ async def _happens(event: asyncio.Event, seconds: float) -> bool:
     return True
 
 
-def _kill_group(pgid: int) -> None:
+def kill_everything(leader: int, mark: str) -> None:
+    """Kill (SIGKILL) the process group and the session that ``leader`` started, and every
+    process whose environment carries ``RUN_MARK=mark``, until none is left (a process may
+    fork while the others die; a few rounds catch its children)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(leader, signal.SIGKILL)
+    needle = f"{RUN_MARK}={mark}".encode()
+    for _ in range(5):
+        found = [pid for pid in _processes() if _belongs(pid, leader, needle)]
+        if not found:
+            return
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _processes() -> list[int]:
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    me = os.getpid()
+    return [int(n) for n in names if n.isdigit() and int(n) != me]
+
+
+def _belongs(pid: int, leader: int, needle: bytes) -> bool:
+    """Whether ``pid`` runs in ``leader``'s session or group or carries the mark; a zombie
+    (already dead, waiting for its parent) does not count."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] == b"Z":
+            return False
+        if int(fields[2]) == leader or int(fields[3]) == leader:
+            return True
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def format_execution(command: str, execution: Execution, timeout: float) -> str:

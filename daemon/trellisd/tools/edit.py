@@ -5,6 +5,10 @@ flushed to disk, then replaces the target with ``os.replace``. A reader sees the
 or the new one, never half of either, and a cancelled or failed write leaves the target as
 it was. A replaced file keeps its permission bits; a new one gets the usual ones (0666
 less the umask).
+
+A daemon killed in the middle of a write leaves its temporary file behind. Its name says
+whose it is (``.trellisd-write-<12 hex digits>-<name>``), and
+``remove_leftover_writes(root)`` removes those under a root.
 """
 
 from __future__ import annotations
@@ -12,57 +16,85 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 from typing import Any
 
 from . import arguments as args
-from .base import Action, ToolContext, ToolFailure, within
+from .base import Action, ToolContext, ToolFailure
+
+TEMPORARY_PREFIX = ".trellisd-write-"
+_TEMPORARY = re.compile(re.escape(TEMPORARY_PREFIX) + r"[0-9a-f]{12}-.*", re.DOTALL)
+
+
+def temporary_name(name: str) -> str:
+    """The name of a write's temporary file beside the file ``name``."""
+    return f"{TEMPORARY_PREFIX}{secrets.token_hex(6)}-{name[:100]}"
+
+
+def remove_leftover_writes(root: Path) -> list[Path]:
+    """Remove the temporary files that writes interrupted by a crash left under ``root``
+    (no write may be running under it); answers what was removed. Symlinks are not
+    followed, and only regular files with a write's temporary name are touched."""
+    removed: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            if not _TEMPORARY.fullmatch(name):
+                continue
+            path = Path(folder) / name
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(path.lstat().st_mode):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def atomic_write(path: Path, data: bytes, context: ToolContext) -> None:
     """Write ``data`` to ``path`` (a real path from ``context.resolve``), creating its
-    folders under the root."""
+    folders under the root; every step goes through descriptors (``ToolContext.folder``)."""
     shown = context.relative(path)
     if path == context.real_root:
         raise ToolFailure("the session root itself cannot be written as a file")
-    if path.is_dir():
-        raise ToolFailure(f"{shown} is a folder")
-    parent = path.parent
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        parent = context.folder(path.parent, make=True)
     except (FileExistsError, NotADirectoryError) as exc:
         raise ToolFailure(f"cannot create the folder for {shown}: a file is in the way") from exc
-    if not within(Path(os.path.realpath(parent)), context.real_root):
-        raise ToolFailure(f"{shown} leads out of the session root through a symlink")
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    temporary = parent / f".{path.name[:100]}.{secrets.token_hex(6)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temporary, flags, 0o666)
+    try:
+        _replace(parent, path.name, data, shown)
+    finally:
+        os.close(parent)
+
+
+def _replace(parent: int, name: str, data: bytes, shown: str) -> None:
+    try:
+        before = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        mode = None
+    else:
+        if stat.S_ISDIR(before.st_mode):
+            raise ToolFailure(f"{shown} is a folder")
+        mode = stat.S_IMODE(before.st_mode) if stat.S_ISREG(before.st_mode) else None
+    temporary = temporary_name(name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666, dir_fd=parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=parent)
         raise
-    _sync_folder(parent)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the rename durable; best effort, as not every file system allows it."""
+    # make the rename durable; best effort, as not every file system allows it
     with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.fsync(parent)
 
 
 class WriteFile:
@@ -137,12 +169,25 @@ class EditFile:
     def _edit(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path, old, new = self._arguments(arguments, context)
         shown = context.relative(path)
+        if not context.readable(shown):
+            # asked before anything about the file is looked at: "not found" or "edited"
+            # would tell the model what a file it may not read holds, one guess at a time
+            raise ToolFailure(
+                f"{shown} cannot be edited: editing reads the file, and the session's policy"
+                " refuses reading it"
+            )
         if not path.is_file():
             raise ToolFailure(
                 f"{shown} does not exist" if not path.exists() else f"{shown} is not a file"
             )
         try:
-            text = path.read_bytes().decode("utf-8")
+            with os.fdopen(context.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    raise ToolFailure(f"{shown} is not a file")
+                os.set_blocking(f.fileno(), True)
+                text = f.read().decode("utf-8")
+        except FileNotFoundError as exc:
+            raise ToolFailure(f"{shown} does not exist") from exc
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{shown} is not UTF-8 text; it cannot be edited") from exc
         count = text.count(old)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -12,6 +15,7 @@ from .base import Action, ToolContext, ToolFailure
 MAX_READ_BYTES = 256 * 1024
 MAX_ENTRIES = 1000
 BINARY_SNIFF_BYTES = 8192
+CHUNK_BYTES = 64 * 1024
 
 
 class ReadFile:
@@ -51,15 +55,20 @@ class ReadFile:
     def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path, start, end = self._arguments(arguments, context)
         shown = arguments["path"]
-        if not path.exists():
-            raise ToolFailure(f"{shown} does not exist")
-        if path.is_dir():
-            raise ToolFailure(f"{shown} is a folder; use list_dir to see what it holds")
-        if not path.is_file():
+        try:
+            fd = context.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError as exc:
+            raise ToolFailure(f"{shown} does not exist") from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolFailure(f"{shown} is a folder; use list_dir to see what it holds")
             raise ToolFailure(f"{shown} is not a regular file")
-        with path.open("rb") as f:
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as f:
             if b"\0" in f.read(BINARY_SNIFF_BYTES):
-                size = path.stat().st_size
+                size = info.st_size
                 raise ToolFailure(f"{shown} looks like a binary file ({size} bytes); not shown")
             f.seek(0)
             if start is None and end is None:
@@ -91,12 +100,12 @@ def _lines(f: BinaryIO, start: int, end: int | None, shown: str) -> str:
     out: list[bytes] = []
     size = 0
     number = 0
-    for number, line in enumerate(f, 1):
+    for number, line, whole in _bounded_lines(f, MAX_READ_BYTES):
         if number < start:
             continue
         if end is not None and number > end:
             break
-        if size + len(line) > MAX_READ_BYTES:
+        if not whole or size + len(line) > MAX_READ_BYTES:
             if not out:
                 head = line[:MAX_READ_BYTES].decode("utf-8", errors="replace")
                 return head + (
@@ -112,6 +121,20 @@ def _lines(f: BinaryIO, start: int, end: int | None, shown: str) -> str:
     if number < start:
         return f"[{shown} has {number} lines; startLine {start} is past its end]"
     return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _bounded_lines(f: BinaryIO, keep: int) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines of ``f`` as (number, the line or its first ``keep + 1`` bytes, whether it
+    is whole). The rest of a longer line is read ``CHUNK_BYTES`` at a time and dropped, so
+    a file with one enormous line never sits in memory."""
+    number = 0
+    while line := f.readline(keep + 1):
+        number += 1
+        whole = line.endswith(b"\n") or len(line) <= keep
+        while not whole and (rest := f.readline(CHUNK_BYTES)):
+            if rest.endswith(b"\n"):
+                break
+        yield number, line, whole
 
 
 class ListDir:
@@ -140,12 +163,24 @@ class ListDir:
     def _list(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path = self._path(arguments, context)
         shown = arguments.get("path") or "."
-        if not path.exists():
-            raise ToolFailure(f"{shown} does not exist")
-        if not path.is_dir():
-            raise ToolFailure(f"{shown} is not a folder")
-        entries = sorted(path.iterdir(), key=lambda p: p.name)
-        names = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_ENTRIES]]
+        try:
+            fd = context.folder(path)
+        except FileNotFoundError as exc:
+            raise ToolFailure(f"{shown} does not exist") from exc
+        except NotADirectoryError as exc:
+            raise ToolFailure(f"{shown} is not a folder") from exc
+        try:
+            entries = sorted(os.listdir(fd))
+            names = [name + ("/" if _is_folder(fd, name) else "") for name in entries[:MAX_ENTRIES]]
+        finally:
+            os.close(fd)
         if len(entries) > MAX_ENTRIES:
             names.append(f"[truncated: {len(entries) - MAX_ENTRIES} more entries]")
         return "\n".join(names) if names else "(empty folder)"
+
+
+def _is_folder(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False

@@ -12,37 +12,41 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pathspec import GitIgnoreSpec
 
+from ..policy.globs import GlobError, matches_path, path_pattern
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure, within
+from .linear import LinearPattern, PatternError, compile_linear
 
 MAX_MATCHES = 200
 MAX_LINE_CHARS = 300
 MAX_FILE_BYTES = 8 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
+MAX_IGNORE_FILE_BYTES = 1024 * 1024
 
 
 class Search:
     name = "search"
     description = (
-        "Search the files under the session root for a regular expression (Python syntax), "
-        "line by line, skipping what .gitignore ignores. Answers 'path:line: text' lines. "
-        "Optional path narrows to a folder or file; optional glob keeps matching file names "
-        "('*.py') or paths ('src/**/*.ts')."
+        "Search the files under the session root for a regular expression (RE2 syntax: "
+        "Python's without backreferences and lookaround), line by line, skipping what "
+        ".gitignore ignores. Answers 'path:line: text' lines. Optional path narrows to a "
+        "folder or file; optional glob keeps matching paths, anchored at the root: "
+        "'**/*.py' is any Python file, '*.py' those at the top, 'src/**/*.ts' under src."
     )
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "a Python regular expression"},
+            "pattern": {"type": "string", "description": "a regular expression (RE2 syntax)"},
             "path": {"type": "string", "description": "a folder or file relative to the root"},
-            "glob": {"type": "string", "description": "which files to search, e.g. '*.py'"},
+            "glob": {"type": "string", "description": "which files to search, e.g. '**/*.py'"},
         },
         "required": ["pattern"],
     }
@@ -61,15 +65,22 @@ class Search:
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
-    ) -> tuple[Path, re.Pattern[str], GitIgnoreSpec | None]:
+    ) -> tuple[Path, LinearPattern, str | None]:
         pattern = args.text(arguments, "pattern")
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolFailure(f"pattern is not a valid regular expression: {exc}") from exc
+            regex = compile_linear(pattern)
+        except PatternError as exc:
+            raise ToolFailure(
+                f"pattern is not a regular expression this search can run: {exc}"
+            ) from exc
         start = context.resolve(args.optional_text(arguments, "path") or ".")
         glob = args.optional_text(arguments, "glob")
-        return start, regex, GitIgnoreSpec.from_lines([glob]) if glob else None
+        if glob is not None:
+            try:
+                path_pattern(glob)
+            except GlobError as exc:
+                raise ToolFailure(f"glob {exc}") from exc
+        return start, regex, glob
 
     def _search(
         self, arguments: dict[str, Any], context: ToolContext, stop: threading.Event
@@ -80,7 +91,7 @@ class Search:
         lines: list[str] = []
         cut = False
         for path in _files(start, context, glob, stop):
-            for number, text in _matches(path, regex):
+            for number, text in _matches(path, regex, context):
                 if len(lines) == MAX_MATCHES:
                     cut = True
                     break
@@ -92,7 +103,7 @@ class Search:
         if not lines:
             where = f" under {context.relative(start)}" if start != context.real_root else ""
             among = f" in files matching {arguments.get('glob')!r}" if glob else ""
-            return f"no matches for {regex.pattern!r}{where}{among}"
+            return f"no matches for {arguments['pattern']!r}{where}{among}"
         if cut:
             lines.append(
                 f"[cut: stopped after {MAX_MATCHES} matches; narrow the pattern, path or glob]"
@@ -101,7 +112,7 @@ class Search:
 
 
 def _files(
-    start: Path, context: ToolContext, glob: GitIgnoreSpec | None, stop: threading.Event
+    start: Path, context: ToolContext, glob: str | None, stop: threading.Event
 ) -> Iterator[Path]:
     """The searchable files under ``start`` (or ``start`` itself), in a stable order."""
     root = context.real_root
@@ -109,7 +120,7 @@ def _files(
 
     def wanted(path: Path) -> bool:
         rel = context.relative(path)
-        if glob is not None and not glob.match_file(rel):
+        if glob is not None and not matches_path(glob, rel):
             return False
         real = Path(os.path.realpath(path))
         if not within(real, root) or not real.is_file():
@@ -137,11 +148,12 @@ def _files(
                 yield path
 
 
-def _matches(path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _matches(path: Path, regex: LinearPattern, context: ToolContext) -> Iterator[tuple[int, str]]:
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
+        f = _open_regular(Path(os.path.realpath(path)), MAX_FILE_BYTES, context)
+        if f is None:
             return
-        with path.open("rb") as f:
+        with f:
             if b"\0" in f.read(BINARY_SNIFF_BYTES):
                 return
             f.seek(0)
@@ -177,10 +189,36 @@ class _Ignores:
         if folder not in self.specs:
             spec = None
             try:
-                text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                f = _open_regular(folder / ".gitignore", MAX_IGNORE_FILE_BYTES)
+                if f is not None:
+                    with f:
+                        text = f.read().decode("utf-8", errors="replace")
+                    spec = GitIgnoreSpec.from_lines(text.splitlines(), backend="re2")
+            except (OSError, ValueError):
                 pass
-            else:
-                spec = GitIgnoreSpec.from_lines(text.splitlines())
             self.specs[folder] = spec
         return self.specs[folder]
+
+
+def _open_regular(path: Path, most: int, context: ToolContext | None = None) -> BinaryIO | None:
+    """``path`` open for reading if it is a regular file of at most ``most`` bytes, else
+    None. Opened without blocking and without following a symlink (through the root's
+    descriptors with a ``context``: see ``ToolContext.open``), then judged by what was
+    opened: a FIFO (which would block a reader for good), a device or a file swapped in
+    since the walk saw it are never read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK
+    try:
+        if context is None:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+        elif within(path, context.real_root):
+            fd = context.open(path, flags)
+        else:
+            return None
+    except (OSError, ToolFailure):
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > most:
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")

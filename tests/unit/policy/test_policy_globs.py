@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trellisd.policy.globs import matches_command, matches_path
+from trellisd.policy.globs import GlobError, matches_command, matches_path, path_pattern
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,23 @@ def test_path_patterns(pattern: str, path: str, expected: bool) -> None:
 )
 def test_command_patterns(pattern: str, command: str, expected: bool) -> None:
     assert matches_command(pattern, command) is expected
+
+
+def test_a_backtracking_glob_answers_at_once() -> None:
+    """A repository's glob with many ``**`` against a deep path a model chose: a
+    backtracking matcher runs for hours here; this one answers at once."""
+    pattern = "**/a/" * 8 + "b"
+    assert matches_path(pattern, "a/" * 300 + "c") is False
+    assert matches_path(pattern, "a/" * 300 + "b") is True
+    assert matches_command("*a" * 30 + "b", "a" * 5000) is False
+
+
+def test_a_folder_pattern_covers_what_it_holds() -> None:
+    assert matches_path(".git", ".git/hooks/pre-commit") is True
+    assert matches_path("**/.git", "vendor/lib/.git/config") is True
+    assert matches_path(".git", ".github/workflows/ci.yml") is False
+
+
+def test_an_invalid_glob_is_named() -> None:
+    with pytest.raises(GlobError, match="is not a valid glob"):
+        path_pattern("a\\")

@@ -127,3 +127,40 @@ async def test_a_symlink_into_a_denied_folder_is_judged_by_where_it_leads(tmp_pa
     )
     action = ReadFile().action({"path": "innocent.txt"}, ToolContext(tmp_path))
     assert stack.check(action).outcome == "refuse"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ".trellisd.toml",
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "vendor/lib/.git/config",
+        ".vscode/settings.json",
+        ".vscode/tasks.json",
+        ".nvim.lua",
+        ".envrc",
+        "tools/.envrc",
+    ],
+)
+def test_a_protected_path_is_not_writable_through_a_wide_allow(target: str) -> None:
+    """``**`` does not name them: the write is refused, whatever the approval."""
+    wide = Layer("default", allow_read=("**",), allow_write=("**",), allow_exec=("*",))
+    for approval in ("all", "ask"):
+        verdict = policy(wide, approval=approval).check(Action("write", target))
+        assert verdict.outcome == "refuse"
+        assert f"{target} is protected" in verdict.reason
+    assert policy(wide).check(Action("read", target)).outcome == "allow"
+
+
+def test_a_protected_path_named_by_an_allow_rule_always_asks() -> None:
+    named = Layer("editor", allow_write=("**", ".vscode/settings.json", ".git/**"))
+    for approval in ("all", "ask"):
+        strict = policy(named, approval=approval)
+        settings = Action("write", ".vscode/settings.json")
+        assert strict.check(settings).outcome == "ask"
+        assert strict.with_grant(settings).check(settings).outcome == "ask"
+        assert strict.check(Action("write", ".git/config")).rule == ".git/**"
+        assert strict.check(Action("write", ".vscode/tasks.json")).outcome == "refuse"
+    assert policy(named, approval="never").check(settings).outcome == "refuse"
+    assert policy(named).check(Action("write", ".github/ci.yml")).outcome == "allow"

@@ -127,3 +127,68 @@ def test_a_broken_project_file_is_a_clear_error(tmp_path: Path, text: str, messa
 def test_a_broken_caller_policy_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(InvalidParams, match=r"policy\.layers\[0\]\.name"):
         load_policy(tmp_path, {"layers": [{"allowRead": ["**"]}]})
+
+
+LOOSE_PROJECT = """
+approval = "all"
+
+[[layers]]
+name = "project"
+allowRead = ["**"]
+allowWrite = ["**"]
+allowExec = ["*"]
+"""
+
+EDITOR_SRC_ONLY = {
+    "layers": [{"name": "editor", "allowRead": ["**"], "allowWrite": ["src/**"]}],
+}
+NO_DEFAULT_LAYER = Policy(approval="ask")  # as when session/open's policy names layers
+
+
+def test_a_project_file_cannot_widen_what_the_editor_allows(tmp_path: Path) -> None:
+    """The editor's layers allow writes under src/ and no command; the repository's file
+    allows everything: nothing more is allowed, and nothing runs without asking."""
+    (tmp_path / ".trellisd.toml").write_text(LOOSE_PROJECT)
+    policy = load_policy(tmp_path, EDITOR_SRC_ONLY, default=NO_DEFAULT_LAYER)
+    assert policy.check(WRITE).outcome == "ask"
+    assert policy.check(Action("write", "setup.py")).outcome == "refuse"
+    assert policy.check(EXEC).outcome == "refuse"
+    assert policy.check(Action("read", "README.md")).outcome == "allow"
+
+
+def test_a_project_files_allows_narrow_what_the_editor_allows(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text(
+        '[[layers]]\nname = "project"\nallowWrite = ["docs/**", "src/**"]\nallowExec = ["make"]\n'
+    )
+    policy = load_policy(tmp_path, None)
+    assert policy.check(Action("write", "docs/a.md")).outcome == "ask"
+    verdict = policy.check(Action("write", "setup.py"))
+    assert (verdict.outcome, verdict.layer) == ("refuse", "project")
+    assert "project's policy layers ('project') do not allow it" in verdict.reason
+    assert policy.check(Action("exec", "make")).outcome == "ask"
+    assert policy.check(Action("exec", "make install")).outcome == "refuse"
+    assert policy.check(Action("read", "any/file")).outcome == "allow", "no allowRead: no narrowing"
+    narrowed = load_policy(tmp_path, EDITOR_SRC_ONLY, default=NO_DEFAULT_LAYER)
+    assert narrowed.check(Action("write", "docs/a.md")).outcome == "refuse"
+    assert narrowed.check(WRITE).outcome == "ask"
+
+
+def test_an_oversized_project_file_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text("# padding\n" * 200_000)
+    with pytest.raises(InvalidParams) as raised:
+        load_policy(tmp_path, None)
+    assert raised.value.message.startswith(str(tmp_path / ".trellisd.toml") + " is larger than")
+
+
+def test_an_invalid_glob_in_a_project_file_names_the_field(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text('[[layers]]\nname = "p"\ndenyRead = ["a\\\\"]\n')
+    with pytest.raises(InvalidParams, match=r": layers\[0\]\.denyRead has an invalid glob"):
+        load_policy(tmp_path, None)
+
+
+def test_a_project_file_with_too_many_globs_is_refused(tmp_path: Path) -> None:
+    """Every action is matched against every glob: a file cannot make each check slow."""
+    globs = ", ".join(f'"**/dir{i}/**"' for i in range(1001))
+    (tmp_path / ".trellisd.toml").write_text(f'[[layers]]\nname = "p"\ndenyRead = [{globs}]\n')
+    with pytest.raises(InvalidParams, match=r": layers\[0\]\.denyRead brings the policy past 1000"):
+        load_policy(tmp_path, None)

@@ -158,3 +158,48 @@ async def test_a_check_fails_on_another_exit_code_a_timeout_or_a_missing_program
     missing = await run_check(["definitely-not-a-command-xyz"], 0, tmp_path, 10)
     assert (missing.passed, missing.exit_code) == (False, None)
     assert "command not found" in missing.output
+
+
+SECRETS = {
+    "TRELLISD_API_KEY": "sk-trellisd",
+    "OPENAI_API_KEY": "sk-openai",
+    "ANTHROPIC_API_KEY": "sk-anthropic",
+    "OPENROUTER_API_KEY": "sk-openrouter",
+    "GITHUB_TOKEN": "ghp-token",
+    "db_password": "hunter2",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret",
+    "NPM_TOKEN": "npm-let-through",
+    "PLAIN_SETTING": "plain-value",
+}
+
+
+async def test_commands_and_checks_do_not_see_the_daemons_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRELLISD_PASS_ENV", "NPM_TOKEN, OPENAI_API_KEY")
+    for output in (
+        await run(tmp_path, argv=["env"]),
+        (await run_check(["env"], 0, tmp_path, 10)).output,
+    ):
+        for name in SECRETS:
+            if name not in ("NPM_TOKEN", "PLAIN_SETTING"):
+                assert SECRETS[name] not in output, name
+        assert "NPM_TOKEN=npm-let-through" in output
+        assert "PLAIN_SETTING=plain-value" in output
+        assert "PATH=" in output
+
+
+async def test_background_processes_do_not_outlive_the_call(tmp_path: Path) -> None:
+    """A process left running in the background, in the group or in a session of its own
+    (``setsid``), with the output let go, is killed when the call ends."""
+    script = (
+        "sleep 301 >/dev/null 2>&1 & echo $! > grouped.pid;"
+        " setsid sleep 302 >/dev/null 2>&1 & echo $! > escaped.pid; echo bye"
+    )
+    result = await run(tmp_path, argv=["sh", "-c", script])
+    assert result.splitlines()[1:] == ["exit code 0", "bye"]
+    grouped = await pid_from(tmp_path / "grouped.pid")
+    escaped = await pid_from(tmp_path / "escaped.pid")
+    assert await gone(grouped, escaped)

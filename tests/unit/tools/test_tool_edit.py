@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from trellisd.tools import ToolContext, ToolFailure
-from trellisd.tools.edit import EditFile, WriteFile
+from trellisd.tools.edit import (
+    TEMPORARY_PREFIX,
+    EditFile,
+    WriteFile,
+    remove_leftover_writes,
+    temporary_name,
+)
 
 
 @pytest.fixture
@@ -18,7 +26,7 @@ def context(tmp_path: Path) -> ToolContext:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.rglob("*.tmp"))
+    return sorted(p.name for p in folder.rglob(f"{TEMPORARY_PREFIX}*"))
 
 
 async def test_write_creates_the_file_and_its_folders(tmp_path: Path, context: ToolContext) -> None:
@@ -144,3 +152,53 @@ async def test_edit_of_a_missing_or_binary_file_fails(tmp_path: Path, context: T
     with pytest.raises(ToolFailure, match="latin1.txt is not UTF-8 text"):
         await EditFile().run({"path": "latin1.txt", "old": "caf", "new": "b"}, context)
     assert not (tmp_path / "missing.py").exists()
+
+
+async def test_an_edit_needs_read_permission_too(tmp_path: Path) -> None:
+    """Without it, "not found" or "edited" would tell the model what a file it may not
+    read holds, one guess at a time."""
+    (tmp_path / "secret.txt").write_text("password=hunter2\n")
+    context = ToolContext(tmp_path, may_read=lambda path: path != "secret.txt")
+    for guess in ("password=hunter2", "password=wrong"):
+        with pytest.raises(ToolFailure, match="the session's policy refuses reading it"):
+            await EditFile().run({"path": "secret.txt", "old": guess, "new": "x"}, context)
+    assert (tmp_path / "secret.txt").read_text() == "password=hunter2\n"
+
+
+# a write that stops before its rename until the test kills the process writing
+INTERRUPTED_WRITE = """
+import os, sys
+from pathlib import Path
+from trellisd.tools import ToolContext
+from trellisd.tools.edit import atomic_write
+
+def stop(fd):
+    print("flushing", flush=True)
+    sys.stdin.read()
+
+os.fsync = stop
+root = Path(sys.argv[1])
+atomic_write(root / "README.md", b"new", ToolContext(root))
+"""
+
+
+def test_a_killed_write_leaves_a_named_leftover_that_can_be_removed(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("old")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / temporary_name("a.py")).write_text("an earlier crash's")
+    (tmp_path / ".README.md.0a1b2c.tmp").write_text("the user's own file")
+    (tmp_path / "link").symlink_to(tmp_path / "src")
+    with subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_WRITE, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    ) as writer:
+        assert writer.stdout is not None and writer.stdout.readline() == b"flushing\n"
+        writer.kill()
+    assert (tmp_path / "README.md").read_text() == "old"
+    left = leftovers(tmp_path)
+    assert len(left) == 2 and any(name.endswith("-README.md") for name in left)
+    removed = remove_leftover_writes(tmp_path)
+    assert sorted(p.name for p in removed) == left
+    assert leftovers(tmp_path) == []
+    assert (tmp_path / ".README.md.0a1b2c.tmp").read_text() == "the user's own file"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,28 @@ async def test_list_dir_of_a_file_fails(tmp_path: Path, context: ToolContext) ->
     (tmp_path / "a.txt").write_text("")
     with pytest.raises(ToolFailure, match="a.txt is not a folder"):
         await ListDir().run({"path": "a.txt"}, context)
+
+
+async def test_a_huge_single_line_is_cut_without_being_held_in_memory(tmp_path: Path) -> None:
+    """A line range over a file of one 64 MiB line: the answer is capped, and no more than
+    a few times the cap is ever held (the whole line was, before)."""
+    size = 64 * 1024 * 1024
+    with (tmp_path / "one-line.txt").open("wb") as f:
+        for _ in range(size // (1024 * 1024)):
+            f.write(b"a" * (1024 * 1024))
+        f.write(b"\nsecond line\n")
+    tracemalloc.start()
+    try:
+        result = await ReadFile().run(
+            {"path": "one-line.txt", "startLine": 1, "endLine": 2}, ToolContext(tmp_path)
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.startswith("a" * MAX_READ_BYTES)
+    assert result.endswith(
+        f"line 1 alone is longer than {MAX_READ_BYTES} bytes; this is its start]"
+    )
+    assert peak < 4 * MAX_READ_BYTES + 1024 * 1024, f"peak {peak} bytes for a {size}-byte line"
+    second = await ReadFile().run({"path": "one-line.txt", "startLine": 2}, ToolContext(tmp_path))
+    assert second == "second line\n"

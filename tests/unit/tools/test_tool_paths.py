@@ -183,3 +183,42 @@ def test_default_tools_declare_their_actions(root: Path, context: ToolContext) -
         "run_command": Action("exec", "pytest -k 'a and b'"),
     }
     assert not (root / "new").exists()
+
+
+class SwappedAfterTheCheck(ToolContext):
+    """A root whose folder ``src`` is swapped for a symlink to a folder outside right after
+    a path is checked: the gap between checking a path and opening it."""
+
+    def resolve(self, given: Any, *, field: str = "path") -> Path:
+        real = super().resolve(given, field=field)
+        src = self.real_root / "src"
+        if not src.is_symlink():
+            src.rename(self.real_root / "src.moved")
+            src.symlink_to(self.real_root.parent / "outside")
+        return real
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (ReadFile(), {"path": "src/secret.txt"}),
+        (ListDir(), {"path": "src"}),
+        (WriteFile(), {"path": "src/secret.txt", "content": "pwned\n"}),
+        (WriteFile(), {"path": "src/new.txt", "content": "pwned\n"}),
+        (EditFile(), {"path": "src/secret.txt", "old": "the secret", "new": "pwned"}),
+    ],
+)
+async def test_a_folder_swapped_for_a_symlink_after_the_check_leads_nowhere(
+    root: Path, tool: Any, arguments: dict[str, Any]
+) -> None:
+    (root / "src" / "secret.txt").write_text("the root's own\n")
+    with pytest.raises(ToolFailure, match="changed while in use: a symlink appeared"):
+        await tool.run(arguments, SwappedAfterTheCheck(root))
+    assert sorted(p.name for p in outside(root).iterdir()) == ["secret.txt"]
+    assert (outside(root) / "secret.txt").read_text() == "the secret\n"
+
+
+async def test_a_search_does_not_read_through_a_folder_swapped_for_a_symlink(root: Path) -> None:
+    (root / "src" / "secret.txt").write_text("inside\n")
+    result = await Search().run({"pattern": "secret", "path": "src"}, SwappedAfterTheCheck(root))
+    assert "the secret" not in result

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from trellisd.policy.globs import matches_path
 from trellisd.tools import ToolContext, ToolFailure
 from trellisd.tools.search import MAX_MATCHES, Search
 
@@ -64,12 +66,18 @@ async def test_a_folder_named_in_path_is_searched_even_if_ignored(tmp_path: Path
     assert await search(tmp_path, pattern="needle", path="build") == ["build/a.py:1: needle"]
 
 
-async def test_glob_narrows_by_name_or_by_path(tmp_path: Path) -> None:
+async def test_glob_speaks_the_policy_dialect(tmp_path: Path) -> None:
+    """The same pattern means the same files in a search as in a policy rule."""
     tree(tmp_path, {"a.py": "needle\n", "a.txt": "needle\n", "src/deep/b.py": "needle\n"})
-    assert await search(tmp_path, pattern="needle", glob="*.py") == [
+    assert await search(tmp_path, pattern="needle", glob="**/*.py") == [
         "a.py:1: needle",
         "src/deep/b.py:1: needle",
     ]
+    assert await search(tmp_path, pattern="needle", glob="*.py") == ["a.py:1: needle"]
+    for glob in ("*.py", "**/*.py", "src/**"):
+        found = {line.split(":")[0] for line in await search(tmp_path, pattern="needle", glob=glob)}
+        for path in ("a.py", "a.txt", "src/deep/b.py"):
+            assert (path in found) is matches_path(glob, path), (glob, path)
     assert await search(tmp_path, pattern="needle", glob="src/**/*.py") == [
         "src/deep/b.py:1: needle"
     ]
@@ -79,10 +87,12 @@ async def test_glob_narrows_by_name_or_by_path(tmp_path: Path) -> None:
 
 
 async def test_an_invalid_regex_is_a_clear_failure(tmp_path: Path) -> None:
-    with pytest.raises(ToolFailure, match="pattern is not a valid regular expression"):
+    with pytest.raises(ToolFailure, match="pattern is not a regular expression this search"):
         await search(tmp_path, pattern="(unclosed")
-    with pytest.raises(ToolFailure, match="pattern is not a valid regular expression"):
+    with pytest.raises(ToolFailure, match="pattern is not a regular expression this search"):
         Search().action({"pattern": "[a-"}, ToolContext(tmp_path))
+    with pytest.raises(ToolFailure, match="invalid escape sequence"):
+        await search(tmp_path, pattern=r"(a)\1")
 
 
 async def test_the_output_is_capped_with_a_note(tmp_path: Path) -> None:
@@ -116,3 +126,17 @@ async def test_files_the_context_may_not_read_are_skipped(tmp_path: Path) -> Non
     context = ToolContext(tmp_path, may_read=lambda rel: rel != ".env" and "secrets" not in rel)
     result = await Search().run({"pattern": "needle"}, context)
     assert result == "a.txt:1: needle"
+
+
+async def test_a_backtracking_pattern_answers_at_once(tmp_path: Path) -> None:
+    """``^(a+)+$`` backtracks for minutes in Python's ``re`` over this line; here it is
+    matched in linear time."""
+    tree(tmp_path, {"a.txt": "a" * 35 + "!\n" + "a" * 35 + "\n"})
+    assert await search(tmp_path, pattern="^(a+)+$") == ["a.txt:2: " + "a" * 35]
+
+
+async def test_a_fifo_gitignore_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    tree(tmp_path, {"a.txt": "needle\n"})
+    os.mkfifo(tmp_path / ".gitignore")
+    os.mkfifo(tmp_path / "pipe.txt")
+    assert await search(tmp_path, pattern="needle") == ["a.txt:1: needle"]
