@@ -23,7 +23,7 @@ from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
 from ..records import ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
-from ..tools import ToolContext, default_tools
+from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
 from .policies import Policies
 from .running import Running, RunningTurn
@@ -116,6 +116,9 @@ class TurnService:
         steps = await self.store.runs.steps(turn.run_id)
         self.running.refuse(session_id, "resume a turn")
         await self.store.runs.resume(turn.run_id)
+        removed = await asyncio.to_thread(remove_leftover_writes, Path(session.root))
+        if removed:
+            log.info("removed %d file(s) that interrupted writes left", len(removed))
         ref = TurnRef(session_id, turn_id, turn.run_id)
         first = len(steps) + 1
         await self.store.runs.add_event(turn.run_id, "resumed", first, {"fromStep": first})

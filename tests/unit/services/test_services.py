@@ -247,6 +247,10 @@ async def test_an_interrupted_turn_resumes_under_its_run(
         run_id, Step(1, StepKind.TOOL, "read it", "Looking. ", call, "a.txt", Tokens(1, 1, 0))
     )
     await first.close()  # it stopped without ending the turn
+    leftover = root / "sub" / ".trellisd-write-0123456789ab-notes.md"
+    leftover.parent.mkdir()
+    leftover.write_text("half a file")
+    (root / "sub" / "notes.md").write_text("the user's own file")
 
     second = await services.start(db, ProviderSettings(name="openai"), editor, lambda s: model)
     try:
@@ -258,6 +262,7 @@ async def test_an_interrupted_turn_resumes_under_its_run(
 
     assert (result.run_id, result.outcome) == (run_id, Outcome.FINISHED)
     assert result.reply == "Looking. There is a.txt."
+    assert not leftover.exists() and (root / "sub" / "notes.md").exists()
     replayed = model.requests[0].messages
     assert any(m.role == "tool" and m.content == "a.txt" for m in replayed)
 
