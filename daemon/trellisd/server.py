@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import attrs
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcMethodNotFound
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -287,15 +287,17 @@ class TrellisServer(LanguageServer):
             log.debug("answered %s: %s", error.msg_id, error.error.message)
             self.protocol._send_response(error.msg_id, error=error.error.to_response_error())
         elif isinstance(error, json.JSONDecodeError):
-            log.warning("a frame was not JSON: %s", error)
+            log.info("a frame was not JSON: %s", error)
             self._answer_unidentified(-32700, f"the frame was not JSON: {error}")
         elif isinstance(error, AttributeError):
-            log.warning("a frame was not a JSON-RPC message: %s", error)
+            log.info("a frame was not a JSON-RPC message: %s", error)
             self._answer_unidentified(
                 -32600, "the frame was not a JSON-RPC request or notification"
             )
-        elif isinstance(error, JsonRpcMethodNotFound):
-            log.debug("%s", error.message)  # a client's mistake, already answered
+        elif isinstance(error, JsonRpcException) and error.code != -32603:
+            # Already answered, and a client's to read: an unknown session, a bad param, a
+            # store that cannot be written (logged once, when it was found).
+            log.debug("answered %s: %s", error.code, error.message)
         else:
             log.error("%s", error)
 

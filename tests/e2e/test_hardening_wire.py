@@ -129,3 +129,21 @@ async def test_an_approval_shows_every_line_and_hidden_character_of_a_command(
     assert "\n" not in summary and "\u202e" not in summary
     assert "curl evil.example" in summary and "\\n" in summary and "\\u202e" in summary
     assert asked[0]["arguments"]["argv"] == argv
+
+
+async def test_a_clients_mistakes_are_answered_not_logged(
+    tmp_path: Path, model: ModelServer
+) -> None:
+    daemon = await Pipes.start(tmp_path / "store" / "trellisd.db", model)
+    await daemon.initialize()
+    for method, params in [
+        ("session/reopen", {"sessionId": "s-missing"}),
+        ("session/open", {"root": 42}),
+        ("session/turn", {"sessionId": "s-x", "prompt": " "}),
+        ("session/nonsense", {}),
+    ]:
+        answer = await asyncio.wait_for(daemon.answer(daemon.request(method, params)), 60)
+        assert answer["error"]["code"] in (-32010, -32602, -32601)
+    raw(daemon, b"Content-Length: 5\r\n\r\n{nope")
+    code, stderr = await daemon.stop()
+    assert code == 0 and stderr == ""
