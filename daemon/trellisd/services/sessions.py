@@ -53,11 +53,7 @@ class SessionService:
     ) -> tuple[Session, list[Turn], str | None]:
         """The session with its history: all of it, or its newest ``limit`` turns and a
         cursor to the older ones."""
-        session = await self.store.sessions.touch(session_id)
-        await self.store.leases.try_claim(session_id)
-        if limit is None:
-            return session, await self.store.sessions.history(session_id), None
-        return session, *await self.store.sessions.history_page(session_id, limit, None)
+        return await self.store.sessions.reopen(session_id, limit)
 
     async def takeover(self, session_id: str) -> Session:
         previous = await self.store.leases.take(session_id)

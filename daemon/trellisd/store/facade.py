@@ -50,9 +50,6 @@ class AsyncSessions:
     async def get(self, session_id: str) -> Session:
         return await self._run(self._store.sessions.get, session_id)
 
-    async def touch(self, session_id: str) -> Session:
-        return await self._run(self._store.sessions.touch, session_id)
-
     async def page(
         self, root: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
@@ -63,6 +60,11 @@ class AsyncSessions:
 
     async def history(self, session_id: str) -> list[Turn]:
         return await self._run(self._store.sessions.history, session_id)
+
+    async def reopen(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Session, list[Turn], str | None]:
+        return await self._run(self._store.sessions.reopen, session_id, self._store.leases, limit)
 
     async def history_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -133,9 +135,6 @@ class AsyncLeases:
     async def claim(self, session_id: str) -> None:
         """Become the session's writer, or ``LeaseHeld`` naming the live one."""
         await self._run(self._store.leases.claim, session_id)
-
-    async def try_claim(self, session_id: str) -> bool:
-        return await self._run(self._store.leases.try_claim, session_id)
 
     async def take(self, session_id: str) -> int | None:
         return await self._run(self._store.leases.take, session_id)

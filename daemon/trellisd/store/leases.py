@@ -163,17 +163,6 @@ class Leases:
         with self.db.write() as con:
             self.acquire(con, session_id)
 
-    def try_claim(self, session_id: str) -> bool:
-        """Become the writer if nobody live is; reading never needs the lease, and a
-        read-only store has no writer."""
-        if self.db.read_only:
-            return False
-        try:
-            self.claim(session_id)
-        except LeaseHeld:
-            return False
-        return True
-
     def take(self, session_id: str) -> int | None:
         """Take the lease whoever holds it; returns the previous writer's pid, if any."""
         with self.db.write() as con:

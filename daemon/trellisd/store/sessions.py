@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ..convert import structure, unstructure
-from ..errors import InvalidParams, NotFound
+from ..errors import InvalidParams, LeaseHeld, NotFound
 from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
 
@@ -179,15 +179,44 @@ class Sessions:
         the turns before them (None at the first turn). A cursor names a turn, whose
         ancestors never change: paging is stable while the head moves."""
         with self.db.read() as con:
-            session = self._get(con, session_id)
-            start = session.head
-            if cursor is not None:
-                before = self._turn(con, session_id, _decode(cursor, "history", str))
-                start = before.parent_turn_id
-            ids = self._ancestors(con, start, limit + 1)
-            page = self._turns(con, ids[:limit])
+            return self._history_page(con, self._get(con, session_id), limit, cursor)
+
+    def _history_page(
+        self, con: apsw.Connection, session: Session, limit: int, cursor: str | None
+    ) -> tuple[list[Turn], str | None]:
+        start = session.head
+        if cursor is not None:
+            before = self._turn(con, session.session_id, _decode(cursor, "history", str))
+            start = before.parent_turn_id
+        ids = self._ancestors(con, start, limit + 1)
+        page = self._turns(con, ids[:limit])
         more = len(ids) > limit
         return page, _encode("history", page[0].turn_id) if more else None
+
+    def reopen(
+        self, session_id: str, writer: Writer, limit: int | None
+    ) -> tuple[Session, list[Turn], str | None]:
+        """In one transaction: mark the session used now, become its writer unless a live
+        daemon is, and read its history (all of it, or its newest ``limit`` turns and a cursor
+        to the older ones). A read-only store is only read."""
+        if self.db.read_only:
+            with self.db.read() as con:
+                return self._reopened(con, self._get(con, session_id), limit)
+        with self.db.write() as con:
+            self._get(con, session_id)
+            con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
+            try:
+                writer.acquire(con, session_id)
+            except LeaseHeld:
+                pass  # another live daemon writes it: reading needs no lease
+            return self._reopened(con, self._get(con, session_id), limit)
+
+    def _reopened(
+        self, con: apsw.Connection, session: Session, limit: int | None
+    ) -> tuple[Session, list[Turn], str | None]:
+        if limit is None:
+            return session, self._path(con, session.head), None
+        return session, *self._history_page(con, session, limit, None)
 
     def turns_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -256,14 +285,6 @@ class Sessions:
                 "UPDATE session SET head = ?, updated_at = ? WHERE id = ?",
                 (turn_id, now(), session_id),
             )
-            return self._get(con, session_id)
-
-    def touch(self, session_id: str) -> Session:
-        """Mark the session used now; a read-only store keeps it as it was."""
-        if self.db.read_only:
-            return self.get(session_id)
-        with self.db.write() as con:
-            con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
             return self._get(con, session_id)
 
 

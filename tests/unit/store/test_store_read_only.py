@@ -45,8 +45,8 @@ def test_a_read_only_store_serves_every_read(kept: tuple[Store, str, str]) -> No
 
     page, _ = store.sessions.page(None, 10, None)
     assert [s.session.title for s in page] == ["kept"]
-    assert store.sessions.touch(session_id).title == "kept"
-    assert store.leases.try_claim(session_id) is False
+    session, history, _ = store.sessions.reopen(session_id, store.leases, None)
+    assert session.title == "kept" and [t.reply for t in history] == ["A README."]
     assert [t.reply for t in store.sessions.history(session_id)] == ["A README."]
     assert [t.prompt for t in store.sessions.turns(session_id)] == ["what is here?"]
     assert store.runs.summary(run_id).outcome == "finished"

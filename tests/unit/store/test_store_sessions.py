@@ -70,7 +70,7 @@ def test_sessions_are_listed_newest_first_by_last_use(
     assert listed(store) == [c.session_id, b.session_id, a.session_id]
 
     later()
-    store.sessions.touch(a.session_id)
+    store.sessions.reopen(a.session_id, store.leases, None)
 
     assert listed(store) == [a.session_id, c.session_id, b.session_id]
 
