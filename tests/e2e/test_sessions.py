@@ -7,9 +7,11 @@ import threading
 from pathlib import Path
 
 import apsw
+import pytest
 
 from tests.e2e.conftest import TEST_KEY, Daemon, DaemonFactory
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import until
 
 
 async def open_session(daemon: Daemon, root: Path, **extra: object) -> dict:
@@ -217,13 +219,14 @@ async def test_several_sessions_run_turns_at_once(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
     gate = threading.Event()
-    model.reply("first done", hold=gate)
-    model.reply("second done", hold=gate)
+    first = model.reply("first done", hold=gate)
+    second = model.reply("second done", hold=gate)
     a = await open_session(daemon, workspace)
     b = await open_session(daemon, workspace)
     turns = asyncio.gather(turn(daemon, a, "one"), turn(daemon, b, "two"))
-    while len(model.requests) < 2:
-        await asyncio.sleep(0.02)
+    # Both model calls are in flight at once: neither can end before the other began.
+    await until(first.served, "the first model call arrives")
+    await until(second.served, "the second model call arrives while the first is held")
     gate.set()
     results = await turns
     assert sorted(r["reply"] for r in results) == ["first done", "second done"]
@@ -232,19 +235,17 @@ async def test_several_sessions_run_turns_at_once(
 async def test_a_second_turn_on_a_busy_session_is_refused(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    gate = threading.Event()
-    model.reply("slow", hold=gate)
+    slow = model.reply("slow", hold=threading.Event())
     session = await open_session(daemon, workspace)
     running = asyncio.ensure_future(turn(daemon, session, "one"))
-    while not model.requests:
-        await asyncio.sleep(0.02)
+    await until(slow.served, "the model call arrives")
     error = await daemon.error("session/turn", {"sessionId": session["sessionId"], "prompt": "two"})
     assert error.code == -32020 and "running turn" in error.message
     branch_error = await daemon.error(
         "session/branch", {"sessionId": session["sessionId"], "turnId": None}
     )
     assert branch_error.code == -32020
-    gate.set()
+    slow.release()
     assert (await running)["reply"] == "slow"
 
 
@@ -323,13 +324,14 @@ async def test_each_turn_has_a_cost_when_its_model_has_a_price(
         "priced",
         usage={
             "prompt_tokens": 1_000_000,
-            "completion_tokens": 0,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens": 500_000,
+            "prompt_tokens_details": {"cached_tokens": 400_000},
         },
     )
     priced = await turn(daemon, session, "hi")
     assert priced["model"] == "gpt-4o-mini"
-    assert priced["cost"] is not None and priced["cost"] > 0
+    # gpt-4o-mini's built-in prices, USD a million tokens: 0.15 input, 0.075 cached, 0.60 output.
+    assert priced["cost"] == pytest.approx(0.6 * 0.15 + 0.4 * 0.075 + 0.5 * 0.60, rel=1e-9)
     unknown = await turn(daemon, session, "hi", model="some-local-model")
     assert unknown["cost"] is None
     history = (await daemon.call("session/history", {"sessionId": session["sessionId"]}))["turns"]

@@ -18,8 +18,16 @@ CODE_SERVER = Path(
 )
 
 
-def run(argv: list[str], cwd: Path, timeout: float) -> None:
-    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd"}
+def needs_npm_packages() -> None:
+    if shutil.which("npm") is None or not (EXTENSION / "node_modules").is_dir():
+        pytest.skip(
+            "the VS Code extension's npm packages are not installed"
+            " (editors/vscode/node_modules): run .ci/vscode-setup.sh"
+        )
+
+
+def run(argv: list[str], cwd: Path, timeout: float, **extra: str) -> None:
+    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd", **extra}
     done = subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -37,13 +45,16 @@ def run(argv: list[str], cwd: Path, timeout: float) -> None:
         )
 
 
+@pytest.mark.timeout(660)  # the build and the suite have their own 600 s bound
 def test_the_extension_builds_type_checks_and_passes_its_tests() -> None:
-    if shutil.which("npm") is None or not (EXTENSION / "node_modules").is_dir():
-        pytest.skip("the extension's npm packages are not installed: run .ci/vscode-setup.sh")
+    needs_npm_packages()
     run(["npm", "test"], EXTENSION, 600)
 
 
-def test_the_extension_works_in_a_real_vs_code() -> None:
+@pytest.mark.timeout(960)  # code-server in Chromium has its own 900 s bound
+def test_the_extension_works_in_a_real_vs_code(tmp_path: Path) -> None:
+    needs_npm_packages()
     if not CODE_SERVER.exists() or shutil.which("chromium") is None:
         pytest.skip("code-server or chromium is not installed: run .ci/vscode-setup.sh as root")
-    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900)
+    # The screenshots go to the test's own folder, not over the README's picture.
+    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900, E2E_ARTIFACTS=str(tmp_path))
