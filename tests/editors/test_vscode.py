@@ -56,5 +56,7 @@ def test_the_extension_works_in_a_real_vs_code(tmp_path: Path) -> None:
     needs_npm_packages()
     if not CODE_SERVER.exists() or shutil.which("chromium") is None:
         pytest.skip("code-server or chromium is not installed: run .ci/vscode-setup.sh as root")
-    # The screenshots go to the test's own folder, not over the README's picture.
-    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900, E2E_ARTIFACTS=str(tmp_path))
+    # The screenshots go to E2E_ARTIFACTS if set (CI keeps them), else to the test's own
+    # folder: never over the README's picture.
+    artifacts = os.environ.get("E2E_ARTIFACTS") or str(tmp_path)
+    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900, E2E_ARTIFACTS=artifacts)
