@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.environment import hermetic_env
+
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "editors" / "vscode"
 CODE_SERVER = Path(
@@ -26,8 +28,10 @@ def needs_npm_packages() -> None:
         )
 
 
-def run(argv: list[str], cwd: Path, timeout: float, **extra: str) -> None:
-    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd", **extra}
+def run(argv: list[str], cwd: Path, home: Path, timeout: float, **extra: str) -> None:
+    """Run ``argv``; the daemons it starts see none of the settings of the person running
+    the tests (``hermetic_env``)."""
+    env = hermetic_env(home, TRELLISD_TEST_CMD=f"{sys.executable} -m trellisd", **extra)
     done = subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -46,9 +50,9 @@ def run(argv: list[str], cwd: Path, timeout: float, **extra: str) -> None:
 
 
 @pytest.mark.timeout(660)  # the build and the suite have their own 600 s bound
-def test_the_extension_builds_type_checks_and_passes_its_tests() -> None:
+def test_the_extension_builds_type_checks_and_passes_its_tests(tmp_path: Path) -> None:
     needs_npm_packages()
-    run(["npm", "test"], EXTENSION, 600)
+    run(["npm", "test"], EXTENSION, tmp_path / "home", 600)
 
 
 @pytest.mark.timeout(960)  # code-server in Chromium has its own 900 s bound
@@ -59,4 +63,5 @@ def test_the_extension_works_in_a_real_vs_code(tmp_path: Path) -> None:
     # The screenshots go to E2E_ARTIFACTS if set (CI keeps them), else to the test's own
     # folder: never over the README's picture.
     artifacts = os.environ.get("E2E_ARTIFACTS") or str(tmp_path)
-    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900, E2E_ARTIFACTS=artifacts)
+    e2e = REPO / ".ci" / "vscode-e2e.sh"
+    run(["bash", str(e2e)], REPO, tmp_path / "home", 900, E2E_ARTIFACTS=artifacts)
