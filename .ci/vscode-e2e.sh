@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The VS Code extension in a real VS Code (code-server, from .ci/vscode-setup.sh) driven in
 # headless Chromium: packages the extension, installs it, and runs editors/vscode/e2e/run.mjs.
+# Screenshots go to E2E_ARTIFACTS (default editors/vscode/.e2e), never over tracked files.
 #
 # The daemon: TRELLISD_TEST_CMD if set, else the repository's .venv (as .ci/run makes it),
 # else `python3 -m trellisd`.

@@ -4,7 +4,6 @@ against protocol/schema.json."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from pytest_lsp.client import register_lsp_features
 from pytest_lsp.protocol import LanguageClientProtocol
 
 from tests import protocol_schema
+from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from trellisd.server import plain_converter
 
@@ -108,7 +108,8 @@ DaemonFactory = Callable[..., Awaitable[Daemon]]
 
 @pytest_asyncio.fixture
 async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFactory]:
-    """Start daemons over one store (``db``), talking to the test's model server."""
+    """Start daemons over one store (``db``), talking to the test's model server, in an
+    environment of the test's own (``hermetic_env``)."""
     started: list[Daemon] = []
 
     async def start(
@@ -118,19 +119,16 @@ async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFacto
         initialize: bool = True,
     ) -> Daemon:
         db = db or tmp_path / "store" / "trellisd.db"
-        base_env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.endswith("_API_KEY") and not k.startswith("TRELLISD_")
-        }
-        server_env = {
-            **base_env,
-            "TRELLISD_PROVIDER": "openai",
-            "TRELLISD_BASE_URL": model.url,
-            "TRELLISD_API_KEY": TEST_KEY,
-            "TRELLISD_MODEL": "test-model",
-            **(env or {}),
-        }
+        server_env = hermetic_env(
+            tmp_path / "home",
+            **{
+                "TRELLISD_PROVIDER": "openai",
+                "TRELLISD_BASE_URL": model.url,
+                "TRELLISD_API_KEY": TEST_KEY,
+                "TRELLISD_MODEL": "test-model",
+                **(env or {}),
+            },
+        )
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "trellisd", "--db", str(db)],
             client_factory=_client_factory,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import TEST_KEY
+from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 
 
@@ -26,11 +26,6 @@ class Pipes:
     async def start(
         cls, db: Path, model: ModelServer, *args: str, env: dict[str, str] | None = None
     ) -> Pipes:
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.endswith("_API_KEY") and not k.startswith("TRELLISD_")
-        }
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -41,14 +36,14 @@ class Pipes:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={
-                **base,
-                "TRELLISD_PROVIDER": "openai",
-                "TRELLISD_BASE_URL": model.url,
-                "TRELLISD_API_KEY": TEST_KEY,
-                "TRELLISD_MODEL": "test-model",
+            env=hermetic_env(
+                db.parent / "home",
+                TRELLISD_PROVIDER="openai",
+                TRELLISD_BASE_URL=model.url,
+                TRELLISD_API_KEY=TEST_KEY,
+                TRELLISD_MODEL="test-model",
                 **(env or {}),
-            },
+            ),
         )
         return cls(process)
 

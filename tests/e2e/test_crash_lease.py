@@ -10,8 +10,9 @@ from pathlib import Path
 
 from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_steer_cancel import wait_for
+from tests.e2e.test_steer_cancel import held_after, tokens
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import eventually
 
 
 async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resumes(
@@ -21,9 +22,11 @@ async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resume
     session = await open_session(first, workspace)
     await turn(first, session, "hello")
     model.reply("Looking. ", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
-    model.reply(" ".join(f"word{i}" for i in range(300)), delay=0.05)
+    held_after(model, 3)
     running = asyncio.ensure_future(turn(first, session, "what files are here?"))
-    await wait_for(lambda: sum(1 for t in first.tokens if t["step"] == 2) >= 3)
+    await eventually(
+        lambda: sum(1 for t in first.tokens if t["step"] == 2) >= 3, "step 2 is streaming"
+    )
     os.kill(first.process.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         await running
@@ -66,9 +69,9 @@ async def test_the_next_turn_after_a_crash_carries_what_was_committed(
 ) -> None:
     first = await spawn()
     session = await open_session(first, workspace)
-    model.reply(" ".join(f"word{i}" for i in range(300)), delay=0.05)
+    held_after(model, 3)
     running = asyncio.ensure_future(turn(first, session, "count"))
-    await wait_for(lambda: len(first.tokens) >= 3)
+    await tokens(first, 3)
     os.kill(first.process.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         await running
@@ -144,10 +147,12 @@ async def test_turns_of_a_session_in_use_elsewhere_are_not_marked_interrupted(
 ) -> None:
     owner: Daemon = await spawn()
     session = await open_session(owner, workspace)
-    model.reply("slow " * 40, delay=0.05)
+    reply = held_after(model, 2, "slow " * 40)
     running = asyncio.ensure_future(turn(owner, session, "long"))
-    await wait_for(lambda: len(owner.tokens) >= 2)
+    await tokens(owner, 2)
     other = await spawn()
     turns = (await other.call("session/turns", {"sessionId": session["sessionId"]}))["turns"]
     assert turns[-1]["outcome"] == "running"
-    assert (await running)["outcome"] == "finished"
+    reply.release()
+    finished = await running
+    assert (finished["outcome"], finished["reply"]) == ("finished", "slow " * 40)

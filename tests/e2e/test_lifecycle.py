@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from tests.e2e.conftest import Daemon
+from tests.fixtures.environment import hermetic_env
+from tests.fixtures.waits import SAFETY_NET
 
 
 async def test_initialize_names_the_daemon_and_its_protocol(daemon: Daemon) -> None:
@@ -34,8 +37,9 @@ async def _raw(frames: list[bytes], db: str, *args: str) -> tuple[int, list[dict
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=hermetic_env(Path(db).parent / "home"),
     )
-    out, err = await asyncio.wait_for(process.communicate(b"".join(frames)), 30)
+    out, err = await asyncio.wait_for(process.communicate(b"".join(frames)), SAFETY_NET)
     messages = []
     while out:
         head, _, rest = out.partition(b"\r\n\r\n")

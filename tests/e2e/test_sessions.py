@@ -7,9 +7,11 @@ import threading
 from pathlib import Path
 
 import apsw
+import pytest
 
 from tests.e2e.conftest import TEST_KEY, Daemon, DaemonFactory
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import eventually, until
 
 
 async def open_session(daemon: Daemon, root: Path, **extra: object) -> dict:
@@ -26,13 +28,23 @@ async def test_a_turn_streams_its_reply_before_it_answers(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
     session = await open_session(daemon, workspace, title="streaming")
-    model.reply("Hello there, this reply arrives in several pieces.")
-    result = await turn(daemon, session, "say hello")
+    held = model.reply(
+        "Hello there, this reply arrives in several pieces.", hold=threading.Event(), hold_at=2
+    )
+    running = asyncio.ensure_future(turn(daemon, session, "say hello"))
+    # The model has sent two pieces and waits: they are on the editor's screen already.
+    await eventually(
+        lambda: "".join(t["text"] for t in daemon.tokens) == "Hello there, ",
+        "the first pieces reach the editor while the model still streams",
+    )
+    assert not running.done()
+    held.release()
+    result = await running
 
     assert result["outcome"] == "finished"
     assert result["reply"] == "Hello there, this reply arrives in several pieces."
     pieces = [t for t in daemon.tokens if t["turnId"] == result["turnId"]]
-    assert len(pieces) >= 5
+    assert len(pieces) >= 2
     assert "".join(t["text"] for t in pieces) == result["reply"]
     assert all(t["runId"] == result["runId"] and t["step"] == 1 for t in pieces)
     # Every piece reached the editor before the turn's answer did.
@@ -217,13 +229,14 @@ async def test_several_sessions_run_turns_at_once(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
     gate = threading.Event()
-    model.reply("first done", hold=gate)
-    model.reply("second done", hold=gate)
+    first = model.reply("first done", hold=gate)
+    second = model.reply("second done", hold=gate)
     a = await open_session(daemon, workspace)
     b = await open_session(daemon, workspace)
     turns = asyncio.gather(turn(daemon, a, "one"), turn(daemon, b, "two"))
-    while len(model.requests) < 2:
-        await asyncio.sleep(0.02)
+    # Both model calls are in flight at once: neither can end before the other began.
+    await until(first.served, "the first model call arrives")
+    await until(second.served, "the second model call arrives while the first is held")
     gate.set()
     results = await turns
     assert sorted(r["reply"] for r in results) == ["first done", "second done"]
@@ -232,19 +245,17 @@ async def test_several_sessions_run_turns_at_once(
 async def test_a_second_turn_on_a_busy_session_is_refused(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    gate = threading.Event()
-    model.reply("slow", hold=gate)
+    slow = model.reply("slow", hold=threading.Event())
     session = await open_session(daemon, workspace)
     running = asyncio.ensure_future(turn(daemon, session, "one"))
-    while not model.requests:
-        await asyncio.sleep(0.02)
+    await until(slow.served, "the model call arrives")
     error = await daemon.error("session/turn", {"sessionId": session["sessionId"], "prompt": "two"})
     assert error.code == -32020 and "running turn" in error.message
     branch_error = await daemon.error(
         "session/branch", {"sessionId": session["sessionId"], "turnId": None}
     )
     assert branch_error.code == -32020
-    gate.set()
+    slow.release()
     assert (await running)["reply"] == "slow"
 
 
@@ -323,13 +334,14 @@ async def test_each_turn_has_a_cost_when_its_model_has_a_price(
         "priced",
         usage={
             "prompt_tokens": 1_000_000,
-            "completion_tokens": 0,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens": 500_000,
+            "prompt_tokens_details": {"cached_tokens": 400_000},
         },
     )
     priced = await turn(daemon, session, "hi")
     assert priced["model"] == "gpt-4o-mini"
-    assert priced["cost"] is not None and priced["cost"] > 0
+    # gpt-4o-mini's built-in prices, USD a million tokens: 0.15 input, 0.075 cached, 0.60 output.
+    assert priced["cost"] == pytest.approx(0.6 * 0.15 + 0.4 * 0.075 + 0.5 * 0.60, rel=1e-9)
     unknown = await turn(daemon, session, "hi", model="some-local-model")
     assert unknown["cost"] is None
     history = (await daemon.call("session/history", {"sessionId": session["sessionId"]}))["turns"]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.environment import hermetic_env
+
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "editors" / "vscode"
 CODE_SERVER = Path(
@@ -18,8 +20,18 @@ CODE_SERVER = Path(
 )
 
 
-def run(argv: list[str], cwd: Path, timeout: float) -> None:
-    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd"}
+def needs_npm_packages() -> None:
+    if shutil.which("npm") is None or not (EXTENSION / "node_modules").is_dir():
+        pytest.skip(
+            "the VS Code extension's npm packages are not installed"
+            " (editors/vscode/node_modules): run .ci/vscode-setup.sh"
+        )
+
+
+def run(argv: list[str], cwd: Path, home: Path, timeout: float, **extra: str) -> None:
+    """Run ``argv``; the daemons it starts see none of the settings of the person running
+    the tests (``hermetic_env``)."""
+    env = hermetic_env(home, TRELLISD_TEST_CMD=f"{sys.executable} -m trellisd", **extra)
     done = subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -37,13 +49,19 @@ def run(argv: list[str], cwd: Path, timeout: float) -> None:
         )
 
 
-def test_the_extension_builds_type_checks_and_passes_its_tests() -> None:
-    if shutil.which("npm") is None or not (EXTENSION / "node_modules").is_dir():
-        pytest.skip("the extension's npm packages are not installed: run .ci/vscode-setup.sh")
-    run(["npm", "test"], EXTENSION, 600)
+@pytest.mark.timeout(660)  # the build and the suite have their own 600 s bound
+def test_the_extension_builds_type_checks_and_passes_its_tests(tmp_path: Path) -> None:
+    needs_npm_packages()
+    run(["npm", "test"], EXTENSION, tmp_path / "home", 600)
 
 
-def test_the_extension_works_in_a_real_vs_code() -> None:
+@pytest.mark.timeout(960)  # code-server in Chromium has its own 900 s bound
+def test_the_extension_works_in_a_real_vs_code(tmp_path: Path) -> None:
+    needs_npm_packages()
     if not CODE_SERVER.exists() or shutil.which("chromium") is None:
         pytest.skip("code-server or chromium is not installed: run .ci/vscode-setup.sh as root")
-    run(["bash", str(REPO / ".ci" / "vscode-e2e.sh")], REPO, 900)
+    # The screenshots go to E2E_ARTIFACTS if set (CI keeps them), else to the test's own
+    # folder: never over the README's picture.
+    artifacts = os.environ.get("E2E_ARTIFACTS") or str(tmp_path)
+    e2e = REPO / ".ci" / "vscode-e2e.sh"
+    run(["bash", str(e2e)], REPO, tmp_path / "home", 900, E2E_ARTIFACTS=artifacts)

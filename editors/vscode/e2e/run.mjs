@@ -10,6 +10,8 @@
 //   TRELLISD_TEST_CMD  the daemon command (default `python3 -m trellisd`)
 //   CHROMIUM           the browser (default /usr/bin/chromium)
 //   E2E_KEEP           keep the temporary folder (its path is printed)
+//   E2E_ARTIFACTS      where the screenshots go (default editors/vscode/.e2e, ignored by git;
+//                      the README's screenshot.png is replaced only by copying one by hand)
 
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -23,7 +25,9 @@ import { chromium } from 'playwright-core';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const extensionDir = path.resolve(here, '..');
 const vsix = path.join(extensionDir, 'trellisd.vsix');
-const screenshot = path.join(extensionDir, 'screenshot.png');
+const artifacts = path.resolve(process.env.E2E_ARTIFACTS ?? path.join(extensionDir, '.e2e'));
+fs.mkdirSync(artifacts, { recursive: true });
+const screenshot = path.join(artifacts, 'screenshot.png');
 const started = Date.now();
 
 function elapsed() {
@@ -361,7 +365,7 @@ try {
       throw new Error(`the arguments are not shown: ${placeholder}`);
     }
     await chat.locator('.approval', { hasText: 'waiting for your answer' }).waitFor();
-    await page.screenshot({ path: path.join(tmp, 'approval.png') });
+    await page.screenshot({ path: path.join(artifacts, 'approval.png') });
     await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
     const turn = chat.locator('section.turn').nth(1);
     await turn.locator('.approval', { hasText: 'allowed once' }).waitFor();
@@ -415,15 +419,15 @@ try {
     if (text.includes('60')) {
       throw new Error('the whole reply arrived: nothing was cancelled');
     }
-    await page.screenshot({ path: path.join(tmp, 'steer-and-cancel.png') });
+    await page.screenshot({ path: path.join(artifacts, 'steer-and-cancel.png') });
   });
 
   exitCode = 0;
 } catch (error) {
   if (context) {
     const page = context.pages()[0];
-    await page?.screenshot({ path: path.join(tmp, 'failure.png') }).catch(() => undefined);
-    say(`failure screenshot: ${path.join(tmp, 'failure.png')}`);
+    await page?.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => undefined);
+    say(`failure screenshot: ${path.join(artifacts, 'failure.png')}`);
   }
   for (const [name, file] of [['extension log', extensionLog], ['code-server log (last 60 lines)', serverLog]]) {
     if (fs.existsSync(file)) {

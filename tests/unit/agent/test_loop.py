@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.waits import SAFETY_NET
 from trellisd.agent.loop import TurnPlan, default_max_steps, run_turn
 from trellisd.providers.base import (
     Message,
@@ -310,7 +311,7 @@ async def test_cancelling_mid_stream_commits_the_partial_text_and_reraises(
     journal = Journal()
 
     task = asyncio.create_task(run_turn(plan(provider, tmp_path), journal, journal, "hi"))
-    await asyncio.wait_for(provider.hanging.wait(), 5)
+    await asyncio.wait_for(provider.hanging.wait(), SAFETY_NET)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -329,7 +330,7 @@ async def test_cancelling_before_any_text_commits_nothing(tmp_path: Path) -> Non
     journal = Journal()
 
     task = asyncio.create_task(run_turn(plan(provider, tmp_path), journal, journal, "hi"))
-    await asyncio.wait_for(provider.hanging.wait(), 5)
+    await asyncio.wait_for(provider.hanging.wait(), SAFETY_NET)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -392,7 +393,7 @@ async def test_cancelling_while_a_tool_runs_keeps_the_text_already_streamed(
     tool, journal = Endless(), Journal()
 
     task = asyncio.create_task(run_turn(plan(provider, tmp_path, tool), journal, journal, "hi"))
-    await asyncio.wait_for(tool.started.wait(), 5)
+    await asyncio.wait_for(tool.started.wait(), SAFETY_NET)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

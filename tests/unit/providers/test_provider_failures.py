@@ -3,10 +3,10 @@ the API key kept out of every message and log line. Real servers on 127.0.0.1 th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +26,7 @@ from tests.fixtures.provider_servers import (
     openai_reply,
     sse,
 )
+from tests.fixtures.waits import SAFETY_NET
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
 from trellisd.providers.anthropic import AnthropicProvider
@@ -184,18 +185,19 @@ async def test_429_waits_as_long_as_retry_after_says_then_succeeds(
     assert (retry.attempt, retry.delay) == (2, 1.0)
     assert "429" in retry.reason
     gap = server.requests[1].at - server.requests[0].at
-    assert 0.95 <= gap < 2.0
+    assert gap >= 0.95, f"the retry came {gap:.2f} s after the 429, not the 1 s asked for"
 
 
-async def test_a_retry_after_beyond_the_budget_fails_at_once(
+async def test_a_retry_after_beyond_the_budget_fails_without_waiting(
     wire: Wire, server: ScriptServer
 ) -> None:
     server.queue(Response(status=429, headers={"Retry-After": "3600"}, body=error_body("quota")))
-    started = time.monotonic()
 
-    events, exc = await collect_failure(connect(wire, server, retry_budget=30).stream(REQUEST))
+    # The safety net is far below the hour the server asked for.
+    events, exc = await asyncio.wait_for(
+        collect_failure(connect(wire, server, retry_budget=30).stream(REQUEST)), SAFETY_NET
+    )
 
-    assert time.monotonic() - started < 1.0
     assert events == [] and len(server.requests) == 1
     assert "retry budget of 30 s" in str(exc)
 
@@ -254,41 +256,34 @@ async def test_a_stream_that_ends_without_finishing_is_an_error(
     assert "ended before the model finished" in str(exc)
 
 
-async def test_a_stall_past_the_read_timeout_is_abandoned_quickly(
-    wire: Wire, server: ScriptServer
-) -> None:
+async def test_a_stall_past_the_read_timeout_is_abandoned(wire: Wire, server: ScriptServer) -> None:
     chunks = wire.reply(["before ", "after"])
     stall = next(i for i, c in enumerate(chunks) if b"after" in c)
     server.queue(Response(chunks=chunks, stall_after=stall))
-    started = time.monotonic()
 
-    events, exc = await collect_failure(connect(wire, server, read_timeout=0.3).stream(REQUEST))
+    # The server stalls until the client leaves: only the read timeout ends this.
+    events, exc = await collect_failure(connect(wire, server, read_timeout=1.0).stream(REQUEST))
 
-    assert time.monotonic() - started < 2.0
     assert text_of(events) == "before "
-    assert "sent nothing for 0.3 s" in str(exc)
+    assert "sent nothing for 1 s" in str(exc)
     assert "TRELLISD_READ_TIMEOUT" in str(exc)
 
 
-async def test_a_refused_connection_is_reported_within_seconds(wire: Wire) -> None:
+async def test_a_refused_connection_is_reported(wire: Wire) -> None:
     port = free_port()
     http = HttpSettings(base_url=f"http://127.0.0.1:{port}{wire.base}", model="m", api_key=KEY)
-    started = time.monotonic()
 
     events, exc = await collect_failure(wire.build(http).stream(REQUEST))
 
-    assert time.monotonic() - started < 3.0
     assert "refused the connection" in str(exc)
     assert len(events) <= 1  # one quick retry at most
 
 
-async def test_a_host_that_does_not_resolve_is_reported_within_seconds(wire: Wire) -> None:
+async def test_a_host_that_does_not_resolve_is_reported_without_retrying(wire: Wire) -> None:
     http = HttpSettings(base_url="http://no-such-host.invalid/v1", model="m", api_key=KEY)
-    started = time.monotonic()
 
     events, exc = await collect_failure(wire.build(http).stream(REQUEST))
 
-    assert time.monotonic() - started < 5.0
     assert events == []
     assert "cannot find the host no-such-host.invalid" in str(exc)
 

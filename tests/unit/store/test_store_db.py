@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,12 +106,11 @@ def test_a_second_store_reads_while_the_first_holds_a_write_transaction(
                 " VALUES (?, '/uncommitted', ?, '{}', ?, ?)",
                 (f"s-bulk-{n}", "x" * 4000, "2000-01-01", "2000-01-01"),
             )
-        started = time.monotonic()
+        # Were the read to wait for the writer it could never go on: the writer is this
+        # thread, so the store would give up busy and the read would fail.
         page, _ = reader.sessions.page(None, 10, None)
-        waited = time.monotonic() - started
 
     assert [s.session.session_id for s in page] == [committed.session_id]
-    assert waited < 1.0, f"the read waited {waited:.1f}s for the writer"
 
 
 def test_a_write_that_fails_leaves_nothing_behind(

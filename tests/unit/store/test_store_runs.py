@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.waits import SAFETY_NET
 from trellisd.errors import NotFound
 from trellisd.store import Store
 from trellisd.store.records import Session, Step, Tokens, ToolCall
@@ -44,7 +45,7 @@ def other_daemon(db_path: Path, store: Store) -> Iterator[Callable[[str], tuple[
         command = [sys.executable, "-c", OTHER_DAEMON, str(db_path), mode]
         if mode == "exit":
             done, running = subprocess.run(
-                command, capture_output=True, text=True, check=True, timeout=30
+                command, capture_output=True, text=True, check=True, timeout=SAFETY_NET
             ).stdout.split()
             return done, running
         process = subprocess.Popen(
@@ -57,7 +58,7 @@ def other_daemon(db_path: Path, store: Store) -> Iterator[Callable[[str], tuple[
 
     yield start
     for process in staying:
-        process.communicate(timeout=10)
+        process.communicate(timeout=SAFETY_NET)
 
 
 def test_steps_come_back_in_order_as_they_were_committed(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -10,14 +9,18 @@ import pytest
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.records import ProviderChoice
 from trellisd.store import Store
+from trellisd.store.db import now
 from trellisd.store.records import Session
 
 OpenSession = Callable[..., Session]
 
 
 def later() -> None:
-    """Let the clock move past the store's millisecond timestamps."""
-    time.sleep(0.005)
+    """Wait for the store's millisecond clock to tick, so the next write sorts after the
+    last one (at most a millisecond, on any machine)."""
+    last = now()
+    while now() == last:
+        pass
 
 
 def listed(store: Store, root: str | None = None, limit: int = 100) -> list[str]:
