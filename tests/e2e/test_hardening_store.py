@@ -19,24 +19,20 @@ import pytest
 
 from tests.e2e.conftest import DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_steer_cancel import wait_for
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.read_only import read_only
+from tests.fixtures.waits import eventually
 
 FAST = {"TRELLISD_HEARTBEAT": "0.05"}
 
 
-async def eventually(read: Callable[[], Awaitable[object]], while_: object) -> None:
-    """Wait until ``read()`` no longer answers ``while_``; a stuck daemon fails the test."""
-    async with asyncio.timeout(30):
-        while (await read()) == while_:
-            await asyncio.sleep(0.02)
+async def no_longer(read: Callable[[], Awaitable[object]], value: object, what: str) -> None:
+    """Wait until ``read()`` no longer answers ``value``."""
 
+    async def changed() -> bool:
+        return (await read()) != value
 
-async def wait_until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):
-        while not condition():
-            await asyncio.sleep(0.02)
+    await eventually(changed, what)
 
 
 def iso_after(stamp: str, seconds: float) -> str:
@@ -87,7 +83,7 @@ async def test_a_full_disk_ends_the_turn_in_error_and_it_resumes_once_there_is_r
     gate = threading.Event()
     model.reply("This reply finds no room on the disk.", hold=gate)
     running = asyncio.ensure_future(turn(daemon, session, "while the disk fills"))
-    await wait_for(lambda: len(model.requests) == 2)
+    await eventually(lambda: len(model.requests) == 2, "the second model call arrives")
     filler = fill(small_disk)
     gate.set()
 
@@ -108,7 +104,8 @@ async def test_a_full_disk_ends_the_turn_in_error_and_it_resumes_once_there_is_r
         summary = await daemon.call("run/summary", {"runId": failed["runId"]})
         return str(summary["outcome"])
 
-    await eventually(lambda: outcome(), "running")  # its end is written at the next heartbeat
+    # Its end is written at the next heartbeat.
+    await no_longer(outcome, "running", "the turn's end is written once there is room")
     assert await outcome() == "error"
 
     model.reply("Written this time.")
@@ -141,7 +138,7 @@ async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
     gate = threading.Event()
     model.reply("Still mine after the pause.", hold=gate)
     running = asyncio.ensure_future(turn(first, session, "a turn that spans a pause"))
-    await wait_for(lambda: len(model.requests) == 1)
+    await eventually(lambda: len(model.requests) == 1, "the model call arrives")
     first_pid = first.process.pid
     os.kill(first_pid, signal.SIGSTOP)  # a laptop asleep, a stopped editor, a debugger
     try:
@@ -155,9 +152,11 @@ async def test_a_stopped_daemon_keeps_its_session_and_its_running_turn(
             beat = heartbeats(first.db).get(second_pid, "")
             return beat > iso_after(stopped_at, 20 * 0.05)
 
-        await wait_until(stale_for_long)
+        await eventually(stale_for_long, "the first daemon's heartbeat is long stale")
         last = heartbeats(first.db)[second_pid]
-        await wait_until(lambda: heartbeats(first.db)[second_pid] > last)
+        await eventually(
+            lambda: heartbeats(first.db)[second_pid] > last, "the second daemon beats once more"
+        )
 
         turns = (await second.call("session/turns", {"sessionId": session["sessionId"]}))["turns"]
         assert turns[-1]["outcome"] == "running"
