@@ -51,6 +51,16 @@ class Invalid(ValueError):
         return cls(problem, camel(attribute.name) + at)
 
 
+def nonempty(problem: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """A validator refusing an empty value (``""``, ``()``) with ``problem``."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not value:
+            raise Invalid.of(attribute, problem)
+
+    return check
+
+
 class _Missing(Exception):
     pass
 

@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from ..convert import Invalid, camel, structure
+from ..convert import Invalid, camel, nonempty, structure
 from ..tools.base import Action, ActionKind
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
@@ -286,21 +286,20 @@ def _names(rule: str, name: str) -> bool:
     return name in rule.removeprefix("./").strip("/").split("/")
 
 
-MUST_STRINGS = {"must": "be a list of strings"}
-
-
 def _rules() -> Any:
-    return attrs.field(default=(), validator=_nonempty_strings, metadata=MUST_STRINGS)
+    return attrs.field(
+        default=(), validator=_no_empty_glob, metadata={"must": "be a list of strings"}
+    )
 
 
-def _nonempty_strings(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+def _no_empty_glob(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
     if not all(value):
         raise Invalid.of(attribute, "must be a list of strings")
 
 
-def _nonempty(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if not value:
-        raise Invalid.of(attribute, "must be a non-empty string")
+def _name() -> Any:
+    problem = "must be a non-empty string"
+    return attrs.field(validator=nonempty(problem), metadata={"must": problem[5:]})
 
 
 @attrs.frozen
@@ -309,7 +308,7 @@ class LayerSpec:
 
     closed: ClassVar[str] = "layer"
 
-    name: str = attrs.field(validator=_nonempty, metadata={"must": "be a non-empty string"})
+    name: str = _name()
     allow_read: tuple[str, ...] = _rules()
     allow_write: tuple[str, ...] = _rules()
     allow_exec: tuple[str, ...] = _rules()
@@ -330,7 +329,7 @@ class GrantSpec:
     """An "allow always" answer as written: the action's kind and exact target."""
 
     kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
-    target: str = attrs.field(validator=_nonempty, metadata={"must": "be a non-empty string"})
+    target: str = _name()
 
 
 def _within_limits(_: Any, attribute: attrs.Attribute[Any], layers: tuple[LayerSpec, ...]) -> None:

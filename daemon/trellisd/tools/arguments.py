@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..convert import Invalid, structure
+from ..convert import Invalid, nonempty, structure
 from ..errors import InvalidParams
 from .base import ToolFailure
 
@@ -27,27 +27,19 @@ def read(arguments: dict[str, Any], cls: type[T]) -> T:
         raise ToolFailure(exc.message) from None
 
 
-def _must(problem: str) -> Any:
-    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if not value:
-            raise Invalid.of(attribute, problem)
-
-    return check
-
-
 def text(*, empty: bool = False) -> Any:
     """A required string (non-empty unless ``empty``)."""
     if empty:
         return attrs.field(metadata={"must": "be a string"})
     return attrs.field(
-        validator=_must("must be a non-empty string"), metadata={"must": "be a string"}
+        validator=nonempty("must be a non-empty string"), metadata={"must": "be a string"}
     )
 
 
 def path() -> Any:
     """A required path, relative to the root: ``ToolContext.resolve`` judges where it leads."""
     problem = "must be a non-empty string"
-    return attrs.field(validator=_must(problem), metadata={"must": problem[5:]})
+    return attrs.field(validator=nonempty(problem), metadata={"must": problem[5:]})
 
 
 def _blank_is_none(value: str | None) -> str | None:
@@ -84,4 +76,4 @@ def seconds(most: float) -> Any:
 def strings() -> Any:
     """A required non-empty list of strings."""
     problem = "must be a non-empty list of strings"
-    return attrs.field(validator=_must(problem), metadata={"must": problem[5:]})
+    return attrs.field(validator=nonempty(problem), metadata={"must": problem[5:]})

@@ -134,6 +134,23 @@ def test_a_broken_project_file_is_a_clear_error(tmp_path: Path, text: str, messa
     assert message in raised.value.message
 
 
+def test_a_project_file_names_itself_and_the_field_in_the_errors_data(tmp_path: Path) -> None:
+    (tmp_path / ".trellisd.toml").write_text('[[layers]]\nname = "p"\ndenyRead = "x"\n')
+    with pytest.raises(InvalidParams) as raised:
+        load_policy(tmp_path, None)
+    assert raised.value.data["field"] == f"{tmp_path / '.trellisd.toml'}: layers[0].denyRead"
+
+
+def test_a_project_file_cannot_grant(tmp_path: Path) -> None:
+    """Grants are the user's answers; a file that comes with the folder cannot give them."""
+    (tmp_path / ".trellisd.toml").write_text(
+        'approval = "ask"\ngrants = [{kind = "exec", target = "pytest -q"}]\n'
+    )
+    policy = load_policy(tmp_path, None)
+    assert policy.grants == frozenset()
+    assert policy.check(EXEC).ruling == "ask"
+
+
 def test_a_broken_caller_policy_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(InvalidParams, match=r"policy\.layers\[0\]\.name"):
         load_policy(tmp_path, spec({"layers": [{"allowRead": ["**"]}]}))
