@@ -45,7 +45,7 @@ class ReadFile:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        path, _, _ = self._arguments(arguments, context)
+        _, path = self._arguments(arguments, context)
         return Action("read", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
@@ -53,16 +53,16 @@ class ReadFile:
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
-    ) -> tuple[Path, int | None, int | None]:
+    ) -> tuple[ReadFileArguments, Path]:
         given = args.read(arguments, ReadFileArguments)
         start, end = given.start_line, given.end_line
         if start is not None and end is not None and end < start:
             raise ToolFailure(f"endLine ({end}) is before startLine ({start})")
-        return context.resolve(given.path), start, end
+        return given, context.resolve(given.path)
 
     def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        path, start, end = self._arguments(arguments, context)
-        shown = arguments["path"]
+        given, path = self._arguments(arguments, context)
+        shown, start, end = given.path, given.start_line, given.end_line
         try:
             fd = context.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError as exc:
@@ -165,20 +165,19 @@ class ListDir:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        return Action("read", context.relative(self._path(arguments, context)))
+        _, path = self._arguments(arguments, context)
+        return Action("read", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return await asyncio.to_thread(self._list, arguments, context)
 
-    def _path(self, arguments: dict[str, Any], context: ToolContext) -> Path:
-        return context.resolve(self._shown(arguments))
-
-    def _shown(self, arguments: dict[str, Any]) -> str:
-        return args.read(arguments, ListDirArguments).path or "."
+    def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[str, Path]:
+        """The folder as the model named it, and where it really is."""
+        shown = args.read(arguments, ListDirArguments).path or "."
+        return shown, context.resolve(shown)
 
     def _list(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        path = self._path(arguments, context)
-        shown = self._shown(arguments)
+        shown, path = self._arguments(arguments, context)
         try:
             fd = context.folder(path)
         except FileNotFoundError as exc:
