@@ -4,6 +4,12 @@ Fields are camelCase on the wire and snake_case in Python: every attrs class str
 its fields renamed by ``camel``. Structuring is strict (a string is not a number, ``true`` is
 not 1), a ``null`` optional field counts as left out, and every failure becomes one
 ``InvalidParams`` naming the field, dotted when nested (``provider.temperature``).
+
+A class may word its own refusals: a field's ``must`` metadata is said of it when its value,
+or an item of it that is not an object, is not of its type (``layers[0].denyWrite must be a
+list of strings``); a validator raises ``Invalid`` with what is wrong of a value of the
+right type; a class whose ``closed`` names its kind refuses keys it does not know
+(``policy.aproval is not a policy field``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,12 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError, IterableValidationError
+from cattrs.errors import (
+    CattrsError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .errors import InvalidParams
@@ -24,6 +35,30 @@ T = TypeVar("T")
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+class Invalid(ValueError):
+    """What is wrong with a value of the right type, said of the field: ``problem`` follows
+    its name (``must be a non-empty string``); ``field`` is its path under the class that
+    raised it (an attrs validator names its attribute: ``Invalid.of(attribute, ...)``)."""
+
+    def __init__(self, problem: str, field: str = "") -> None:
+        super().__init__(problem)
+        self.problem, self.field = problem, field
+
+    @classmethod
+    def of(cls, attribute: attrs.Attribute[Any], problem: str, at: str = "") -> Invalid:
+        return cls(problem, camel(attribute.name) + at)
+
+
+def nonempty(problem: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    """A validator refusing an empty value (``""``, ``()``) with ``problem``."""
+
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not value:
+            raise Invalid.of(attribute, problem)
+
+    return check
 
 
 class _Missing(Exception):
@@ -77,7 +112,7 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
 
 def _is_list(kind: Any) -> bool:
     origin: Any = get_origin(kind)
-    return origin is list
+    return origin is list or (origin is tuple and get_args(kind)[1:] == (...,))
 
 
 def _make() -> cattrs.Converter:
@@ -95,25 +130,31 @@ def _make() -> cattrs.Converter:
     )
     c.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
 
-    def structure_list(value: Any, kind: Any) -> list[Any]:
+    def structure_list(value: Any, kind: Any) -> list[Any] | tuple[Any, ...]:
         if value is None:
             raise _Missing()
         if not isinstance(value, list):
             raise _WrongType("an array", value)
-        (item,) = get_args(kind)
+        item = get_args(kind)[0]
         out = []
         for index, element in enumerate(value):
             try:
                 out.append(c.structure(element, item))
             except Exception as exc:
                 raise _AtIndex(index, exc) from None
-        return out
+        return out if get_origin(kind) is list else tuple(out)
 
     c.register_structure_hook_func(_is_list, structure_list)
 
     def structure_factory(cls: type) -> Any:
         renames = {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
-        inner: Any = make_dict_structure_fn(cls, c, **renames)  # type: ignore[arg-type]
+        closed = getattr(cls, "closed", None) is not None
+        inner: Any = make_dict_structure_fn(
+            cls,
+            c,
+            _cattrs_forbid_extra_keys=closed,
+            **renames,  # type: ignore[arg-type]
+        )
 
         def structure(value: Any, _: Any) -> Any:
             if value is None:
@@ -144,7 +185,14 @@ def structure(value: Any, cls: type[T], where: str = "") -> T:
         value = {}  # params left out or null: served as if empty
     try:
         return converter.structure(value, cls)
-    except (ClassValidationError, IterableValidationError, _Missing, _WrongType, _AtIndex) as exc:
+    except (
+        ClassValidationError,
+        IterableValidationError,
+        _Missing,
+        _WrongType,
+        _AtIndex,
+        Invalid,
+    ) as exc:
         raise _invalid(exc, where) from None
 
 
@@ -156,12 +204,29 @@ def unstructure(value: Any) -> Any:
 def _invalid(exc: BaseException, path: str) -> InvalidParams:
     if isinstance(exc, InvalidParams):
         return exc
-    if isinstance(exc, ClassValidationError | IterableValidationError):
-        for sub in exc.exceptions:
-            step = _note(sub)
-            return _invalid(sub, _join(path, step))
+    if isinstance(exc, ClassValidationError):
+        sub = exc.exceptions[0]
+        step = _note(sub)
+        must = _must(exc.cl, sub)
+        if must is not None:
+            field = _join(path, step)
+            return InvalidParams(f"{field} must {must}", field=field)
+        return _invalid(sub, _join(path, step))
+    if isinstance(exc, IterableValidationError):
+        sub = exc.exceptions[0]
+        return _invalid(sub, _join(path, _note(sub)))
     if isinstance(exc, _AtIndex):
         return _invalid(exc.error, f"{path}[{exc.index}]")
+    if isinstance(exc, Invalid):
+        field = _join(path, exc.field)
+        return InvalidParams(f"{field} {exc.problem}", field=field)
+    if isinstance(exc, ForbiddenExtraKeysError):
+        known = sorted(camel(a.name) for a in attrs.fields(exc.cl))
+        field = _join(path, sorted(exc.extra_fields)[0])
+        kind: str = getattr(exc.cl, "closed", "known")
+        return InvalidParams(
+            f"{field} is not a {kind} field (expected {', '.join(known)})", field=field
+        )
     field = path or "params"
     if isinstance(exc, KeyError | _Missing):
         return InvalidParams(f"{field} is required", field=field)
@@ -172,6 +237,24 @@ def _invalid(exc: BaseException, path: str) -> InvalidParams:
     if isinstance(exc, ValueError):  # a Literal's other values
         return InvalidParams(f"{field} is not one of the allowed values", field=field)
     return InvalidParams(f"{field} is not valid: {exc}", field=field)
+
+
+def _must(cls: type, exc: BaseException) -> str | None:
+    """The class's own wording for a field whose value is not of its type, if it has one:
+    the value itself is wrong, or an item of it that is not an object."""
+    name = next((getattr(n, "name", None) for n in getattr(exc, "__notes__", [])), None)
+    if name is None:
+        return None
+    attribute = attrs.fields_dict(attrs.resolve_types(cls))[name]
+    must: str | None = attribute.metadata.get("must")
+    if isinstance(exc, _AtIndex):
+        items = get_args(attribute.type)
+        if items and attrs.has(items[0]):
+            return None
+        return must
+    if isinstance(exc, KeyError | _Missing | _WrongType | Invalid) or type(exc) is CattrsError:
+        return must  # CattrsError: a value a Literal does not list
+    return None
 
 
 def _note(exc: BaseException) -> str | int:

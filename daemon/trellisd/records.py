@@ -1,15 +1,19 @@
 """The domain records: what a session, a turn, a run and its steps are, in every layer.
 
 The store reads and writes them, the agent loop and the providers produce them, the wire
-writes them out. They import nothing of the daemon.
+writes them out. They import nothing of the daemon (a session's policy is named for the
+type checker only).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from .policy.layers import PolicySpec
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class Session:
     created_at: str
     updated_at: str
     provider: ProviderChoice = field(default_factory=ProviderChoice)
-    policy: dict[str, Any] | None = None
+    policy: PolicySpec | None = None
 
 
 @dataclass(frozen=True)

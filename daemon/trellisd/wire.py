@@ -15,6 +15,7 @@ import attrs
 
 from .convert import camel, structure, unstructure
 from .errors import InvalidParams
+from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
     Event,
@@ -55,7 +56,7 @@ class SessionOpen:
     root: str
     title: str | None = None
     provider: ProviderChoice | None = None
-    policy: dict[str, Any] | None = None  # read by the policy's own parser
+    policy: PolicySpec | None = None
 
 
 @attrs.frozen

@@ -11,7 +11,18 @@ match (one dialect with the ``search`` tool, in linear time).
 from __future__ import annotations
 
 from ..tools.base import Action, ActionKind
-from .layers import PROTECTED_PATHS, Approval, Layer, Outcome, Policy, Verdict
+from .layers import (
+    PROTECTED_PATHS,
+    Approval,
+    GrantSpec,
+    Layer,
+    LayerSpec,
+    Policy,
+    PolicySpec,
+    ProjectPolicy,
+    Ruling,
+    Verdict,
+)
 from .load import DEFAULT_POLICY, PROJECT_FILE, load_policy, read_project_policy
 
 __all__ = [
@@ -21,9 +32,13 @@ __all__ = [
     "Action",
     "ActionKind",
     "Approval",
+    "GrantSpec",
     "Layer",
-    "Outcome",
+    "LayerSpec",
     "Policy",
+    "PolicySpec",
+    "ProjectPolicy",
+    "Ruling",
     "Verdict",
     "load_policy",
     "read_project_policy",

@@ -28,26 +28,28 @@ the ``session/policy`` read-back::
      "approval": "all" | "ask" | "never",
      "grants": [{"kind": "write" | "exec", "target": "..."}]}
 
-Every key but a layer's ``name`` may be left out. See ``globs`` for how patterns match.
+Every key but a layer's ``name`` may be left out. ``PolicySpec`` (``session/open``'s
+``policy``, as the store keeps it) and ``ProjectPolicy`` (a project file's keys) are that
+shape as typed values, structured by the one converter; ``Policy.of`` makes the policy they
+say. See ``globs`` for how patterns match.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal
 
-from ..errors import InvalidParams
+import attrs
+
+from ..convert import Invalid, camel, nonempty, structure
 from ..tools.base import Action, ActionKind
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
 
 Approval = Literal["all", "ask", "never"]
-Outcome = Literal["allow", "ask", "refuse"]
+Ruling = Literal["allow", "ask", "refuse"]
 
-APPROVALS: tuple[Approval, ...] = ("all", "ask", "never")
-KINDS: tuple[ActionKind, ...] = ("read", "write", "exec")
-RULE_FIELDS = ("allowRead", "allowWrite", "allowExec", "denyRead", "denyWrite", "denyExec")
 STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
 APPROVAL_LAYER = "approval"
 GRANT_LAYER = "grant"
@@ -83,7 +85,7 @@ class Verdict:
     read-only, or both None when no allow rule matched. ``reason`` is a sentence for the
     model and the user."""
 
-    outcome: Outcome
+    ruling: Ruling
     layer: str | None
     rule: str | None
     reason: str
@@ -112,8 +114,8 @@ class Layer:
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}
-        for key in RULE_FIELDS:
-            wire[key] = list(getattr(self, _snake(key)))
+        for name in RULES:
+            wire[camel(name)] = list(getattr(self, name))
         return wire
 
 
@@ -226,7 +228,7 @@ class Policy:
     def may_read(self, target: str) -> bool:
         """Whether reading the root-relative path ``target`` is allowed; for
         ``ToolContext.may_read``."""
-        return self.check(Action("read", target)).outcome == "allow"
+        return self.check(Action("read", target)).ruling == "allow"
 
     def with_grant(self, action: Action) -> Policy:
         """This policy with ``action`` allowed for the rest of the session, without asking."""
@@ -254,7 +256,17 @@ class Policy:
     def from_wire(cls, obj: Any) -> Policy:
         """A policy from ``session/open``'s ``policy`` param; ``InvalidParams`` names the
         field at fault (``policy.layers[1].denyWrite must be a list of strings``)."""
-        return parse(obj, where="policy", grants=True, strict=True)
+        return cls.of(structure(obj, PolicySpec, "policy"))
+
+    @classmethod
+    def of(cls, spec: PolicySpec | ProjectPolicy, *, narrows: bool = False) -> Policy:
+        """The policy a typed policy says; a project file's layers ``narrow``."""
+        grants = spec.grants if isinstance(spec, PolicySpec) else ()
+        return cls(
+            tuple(layer.layer(narrows=narrows) for layer in spec.layers),
+            spec.approval,
+            frozenset(Action(g.kind, g.target) for g in grants),
+        )
 
 
 def _protected(action: Action) -> str | None:
@@ -274,70 +286,98 @@ def _names(rule: str, name: str) -> bool:
     return name in rule.removeprefix("./").strip("/").split("/")
 
 
-def parse(obj: Any, *, where: str, grants: bool, strict: bool) -> Policy:
-    """A policy from its wire shape. ``where`` names it in errors (``policy`` gives
-    ``policy.layers[0].name``; a file name gives ``.trellisd.toml: layers[0].name``);
-    ``strict`` refuses unknown top-level keys."""
+def _rules() -> Any:
+    return attrs.field(
+        default=(), validator=_no_empty_glob, metadata={"must": "be a list of strings"}
+    )
 
-    def fail(path: str, problem: str) -> InvalidParams:
-        named = f"{where}.{path}" if where == "policy" else f"{where}: {path}"
-        return InvalidParams(f"{named} {problem}", field=named)
 
-    if not isinstance(obj, dict):
-        raise InvalidParams(f"{where} must be an object", field=where)
-    known = {"layers", "approval"} | ({"grants"} if grants else set())
-    if strict:
-        unknown = sorted(set(obj) - known)
-        if unknown:
-            raise fail(unknown[0], f"is not a policy field (expected {', '.join(sorted(known))})")
+def _no_empty_glob(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    if not all(value):
+        raise Invalid.of(attribute, "must be a list of strings")
 
-    raw_layers = obj.get("layers", [])
-    if not isinstance(raw_layers, list):
-        raise fail("layers", "must be a list of layers")
-    layers: list[Layer] = []
+
+def _name() -> Any:
+    problem = "must be a non-empty string"
+    return attrs.field(validator=nonempty(problem), metadata={"must": problem[5:]})
+
+
+@attrs.frozen
+class LayerSpec:
+    """A layer as written: a name and globs for each kind of action (see ``globs``)."""
+
+    closed: ClassVar[str] = "layer"
+
+    name: str = _name()
+    allow_read: tuple[str, ...] = _rules()
+    allow_write: tuple[str, ...] = _rules()
+    allow_exec: tuple[str, ...] = _rules()
+    deny_read: tuple[str, ...] = _rules()
+    deny_write: tuple[str, ...] = _rules()
+    deny_exec: tuple[str, ...] = _rules()
+
+    def layer(self, *, narrows: bool) -> Layer:
+        rules = {name: getattr(self, name) for name in RULES}
+        return Layer(self.name, **rules, narrows=narrows)
+
+
+RULES = tuple(a.name for a in attrs.fields(LayerSpec) if a.name != "name")
+
+
+@attrs.frozen
+class GrantSpec:
+    """An "allow always" answer as written: the action's kind and exact target."""
+
+    kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
+    target: str = _name()
+
+
+def _within_limits(_: Any, attribute: attrs.Attribute[Any], layers: tuple[LayerSpec, ...]) -> None:
+    """At most ``MAX_GLOBS`` globs in all, each of them valid; counted before compiled."""
     globs = 0
-    for index, raw in enumerate(raw_layers):
-        at = f"layers[{index}]"
-        if not isinstance(raw, dict):
-            raise fail(at, "must be an object")
-        unknown = sorted(set(raw) - {"name", *RULE_FIELDS})
-        if unknown:
-            raise fail(f"{at}.{unknown[0]}", "is not a layer field")
-        name = raw.get("name")
-        if not isinstance(name, str) or not name:
-            raise fail(f"{at}.name", "must be a non-empty string")
-        rules: dict[str, tuple[str, ...]] = {}
-        for key in RULE_FIELDS:
-            value = raw.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise fail(f"{at}.{key}", "must be a list of strings")
+    for index, layer in enumerate(layers):
+        for name in RULES:
+            value: tuple[str, ...] = getattr(layer, name)
+            at = f"[{index}].{camel(name)}"
             globs += len(value)
             if globs > MAX_GLOBS:
-                raise fail(f"{at}.{key}", f"brings the policy past {MAX_GLOBS} globs")
+                raise Invalid.of(attribute, f"brings the policy past {MAX_GLOBS} globs", at)
             for glob in value:
-                problem = _glob_problem(glob, command=key.endswith("Exec"))
+                problem = _glob_problem(glob, command=name.endswith("exec"))
                 if problem is not None:
-                    raise fail(f"{at}.{key}", problem)
-            rules[_snake(key)] = tuple(value)
-        layers.append(Layer(name, **cast(dict[str, Any], rules)))
+                    raise Invalid.of(attribute, problem, at)
 
-    approval = obj.get("approval")
-    if approval is not None and approval not in APPROVALS:
-        raise fail("approval", "must be one of 'all', 'ask' or 'never'")
 
-    granted: set[Action] = set()
-    raw_grants = obj.get("grants", []) if grants else []
-    if not isinstance(raw_grants, list):
-        raise fail("grants", "must be a list of {kind, target} objects")
-    for index, raw in enumerate(raw_grants):
-        at = f"grants[{index}]"
-        if not isinstance(raw, dict) or raw.get("kind") not in KINDS:
-            raise fail(f"{at}.kind", "must be one of 'read', 'write' or 'exec'")
-        if not isinstance(raw.get("target"), str) or not raw["target"]:
-            raise fail(f"{at}.target", "must be a non-empty string")
-        granted.add(Action(raw["kind"], raw["target"]))
+def _layers() -> Any:
+    return attrs.field(
+        default=(), validator=_within_limits, metadata={"must": "be a list of layers"}
+    )
 
-    return Policy(tuple(layers), cast(Approval | None, approval), frozenset(granted))
+
+def _approval() -> Any:
+    return attrs.field(default=None, metadata={"must": "be one of 'all', 'ask' or 'never'"})
+
+
+@attrs.frozen
+class PolicySpec:
+    """``session/open``'s ``policy``, as the session store keeps it."""
+
+    closed: ClassVar[str] = "policy"
+
+    layers: tuple[LayerSpec, ...] = _layers()
+    approval: Approval | None = _approval()
+    grants: tuple[GrantSpec, ...] = attrs.field(
+        default=(), metadata={"must": "be a list of {kind, target} objects"}
+    )
+
+
+@attrs.frozen
+class ProjectPolicy:
+    """The policy keys of a project's ``.trellisd.toml``; its other keys are left for other
+    settings, and it cannot grant."""
+
+    layers: tuple[LayerSpec, ...] = _layers()
+    approval: Approval | None = _approval()
 
 
 def _glob_problem(glob: str, *, command: bool) -> str | None:
@@ -348,10 +388,6 @@ def _glob_problem(glob: str, *, command: bool) -> str | None:
     except GlobError as exc:
         return f"has an invalid glob: {exc}"
     return None
-
-
-def _snake(key: str) -> str:
-    return "allow_" + key[5:].lower() if key.startswith("allow") else "deny_" + key[4:].lower()
 
 
 def _describe(action: Action) -> str:

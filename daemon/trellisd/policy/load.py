@@ -23,16 +23,15 @@ order, the effective approval and the session's grants.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any
 
+from ..convert import structure
 from ..errors import InvalidParams
-from .layers import STRICTNESS, Layer, Policy, parse
+from .layers import STRICTNESS, Layer, Policy, PolicySpec, ProjectPolicy
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +45,10 @@ DEFAULT_POLICY = Policy(
 
 
 def load_policy(
-    root: Path, requested: dict[str, Any] | None, *, default: Policy = DEFAULT_POLICY
+    root: Path, requested: PolicySpec | None, *, default: Policy = DEFAULT_POLICY
 ) -> Policy:
     """The effective policy of a session at ``root``. Raises ``InvalidParams`` naming the
-    field at fault in ``requested`` or in the project file."""
+    file and the field at fault in the project file."""
     policy = default
     project = read_project_policy(root)
     if project is not None:
@@ -66,7 +65,7 @@ def load_policy(
             project = Policy(project.layers, None)
         policy = policy.stacked(project)
     if requested is not None:
-        policy = policy.stacked(Policy.from_wire(requested))
+        policy = policy.stacked(Policy.of(requested))
     return policy
 
 
@@ -95,6 +94,9 @@ def read_project_policy(root: Path) -> Policy | None:
         raise InvalidParams(
             f"{path} cannot be read: {exc.strerror or exc}", file=str(path)
         ) from exc
-    parsed = parse(data, where=str(path), grants=False, strict=False)
-    layers = tuple(dataclasses.replace(layer, narrows=True) for layer in parsed.layers)
-    return Policy(layers, parsed.approval)
+    try:
+        spec = structure(data, ProjectPolicy, "")
+    except InvalidParams as exc:
+        named = f"{path}: {exc.data['field']}"
+        raise InvalidParams(f"{path}: {exc.message}", field=named) from None
+    return Policy.of(spec, narrows=True)

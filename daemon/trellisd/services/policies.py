@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
-from ..policy import DEFAULT_POLICY, Policy, Verdict, load_policy
+from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
 from ..records import Session
 from ..tools.base import Action
 
 
-def load(root: Path, requested: dict[str, Any] | None) -> Policy:
+def load(root: Path, requested: PolicySpec | None) -> Policy:
     """The daemon's default layer applies unless the session names its own layers."""
-    if requested and requested.get("layers"):
+    if requested is not None and requested.layers:
         return load_policy(root, requested, default=Policy(approval=DEFAULT_POLICY.approval))
     return load_policy(root, requested)
 

@@ -84,10 +84,10 @@ class Gate:
     async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:
         session_id = self.ref.session_id
         verdict = self.policies.check(session_id, action)
-        if verdict.outcome == "refuse":
+        if verdict.ruling == "refuse":
             await self._refusal(call, action, step, verdict.layer, verdict.rule, verdict.reason)
             return f"refused by the session's policy: {verdict.reason}"
-        if verdict.outcome == "ask":
+        if verdict.ruling == "ask":
             summary = summary_line(f"{call.name} wants to {action.kind} {action.target}")
             decision = await self.notifier.ask_approval(
                 self.ref, {"tool": call.name, "arguments": call.arguments, "summary": summary}

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
-from ..policy import Policy
+from ..policy import Policy, PolicySpec
 from ..records import ProviderChoice, Session, SessionSummary, Turn
 from ..store.facade import AsyncStore
 from .policies import Policies, load
@@ -29,7 +29,7 @@ class SessionService:
         root: str,
         title: str | None,
         provider: ProviderChoice | None,
-        policy: dict[str, object] | None,
+        policy: PolicySpec | None,
     ) -> Session:
         folder = _folder(root)
         if not folder.is_absolute():

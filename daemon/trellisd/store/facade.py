@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import TrellisError
+from ..policy.layers import PolicySpec
 from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
 from . import Store
 
@@ -35,7 +36,7 @@ class AsyncSessions:
         self._store, self._run = store, thread
 
     async def create(
-        self, root: str, title: str, provider: ProviderChoice, policy: dict[str, Any] | None
+        self, root: str, title: str, provider: ProviderChoice, policy: PolicySpec | None
     ) -> Session:
         """A new session over ``root``, written by this daemon."""
         return await self._run(

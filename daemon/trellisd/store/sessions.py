@@ -11,6 +11,7 @@ import apsw
 
 from ..convert import structure, unstructure
 from ..errors import InvalidParams, LeaseHeld, NotFound
+from ..policy.layers import PolicySpec
 from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
 
@@ -52,7 +53,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         provider=structure(json.loads(row[4]), ProviderChoice, "provider"),
         created_at=row[5],
         updated_at=row[6],
-        policy=json.loads(row[7]) if row[7] is not None else None,
+        policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
     )
 
 
@@ -82,7 +83,7 @@ class Sessions:
         title: str,
         provider: ProviderChoice,
         owner: str,
-        policy: dict[str, Any] | None = None,
+        policy: PolicySpec | None = None,
     ) -> Session:
         stamp = now()
         session = Session(new_id("s"), root, title, None, stamp, stamp, provider, policy)
@@ -98,7 +99,7 @@ class Sessions:
                     stamp,
                     stamp,
                     owner,
-                    None if policy is None else json.dumps(policy),
+                    None if policy is None else json.dumps(unstructure(policy)),
                 ),
             )
         return session

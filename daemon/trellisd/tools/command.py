@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
 from .environment import child_environment
@@ -218,6 +220,17 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
+@attrs.frozen
+class RunCommandArguments:
+    argv: tuple[str, ...] = args.strings()
+    cwd: str | None = args.optional_text()  # the root when left out
+    timeout: float | None = args.seconds(MAX_TIMEOUT)
+
+    @property
+    def seconds(self) -> float:
+        return DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+
 class RunCommand:
     name = "run_command"
     description = (
@@ -238,23 +251,21 @@ class RunCommand:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        argv, _, _ = self._arguments(arguments, context)
-        return Action("exec", shlex.join(argv))
+        given, _ = self._arguments(arguments, context)
+        return Action("exec", shlex.join(given.argv))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        argv, cwd, timeout = self._arguments(arguments, context)
+        given, cwd = self._arguments(arguments, context)
         if not cwd.is_dir():
-            raise ToolFailure(f"cwd {arguments.get('cwd')} is not a folder")
-        execution = await execute(argv, cwd, timeout)
-        return format_execution(shlex.join(argv), execution, timeout)
+            raise ToolFailure(f"cwd {given.cwd} is not a folder")
+        execution = await execute(list(given.argv), cwd, given.seconds)
+        return format_execution(shlex.join(given.argv), execution, given.seconds)
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
-    ) -> tuple[list[str], Path, float]:
-        argv = args.strings(arguments, "argv")
-        if any("\x00" in a for a in argv):
+    ) -> tuple[RunCommandArguments, Path]:
+        given = args.read(arguments, RunCommandArguments)
+        if any("\x00" in a for a in given.argv):
             raise ToolFailure("argv must not contain a NUL character")
-        cwd = args.optional_text(arguments, "cwd")
-        folder = context.resolve(cwd, field="cwd") if cwd else context.real_root
-        timeout = args.seconds(arguments, "timeout", default=DEFAULT_TIMEOUT, most=MAX_TIMEOUT)
-        return argv, folder, timeout
+        folder = context.resolve(given.cwd, field="cwd") if given.cwd else context.real_root
+        return given, folder

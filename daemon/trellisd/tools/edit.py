@@ -22,6 +22,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
 
@@ -97,6 +99,12 @@ def _replace(parent: int, name: str, data: bytes, shown: str) -> None:
         os.fsync(parent)
 
 
+@attrs.frozen
+class WriteFileArguments:
+    path: str = args.path()
+    content: str = args.text(empty=True)
+
+
 class WriteFile:
     name = "write_file"
     description = (
@@ -120,8 +128,8 @@ class WriteFile:
         return await asyncio.to_thread(self._write, arguments, context)
 
     def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str]:
-        path = context.resolve(arguments.get("path"))
-        return path, args.text(arguments, "content", empty=True)
+        given = args.read(arguments, WriteFileArguments)
+        return context.resolve(given.path), given.content
 
     def _write(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path, content = self._arguments(arguments, context)
@@ -132,6 +140,13 @@ class WriteFile:
         if existed:
             return f"wrote {shown} ({len(data)} bytes, replacing what was there)"
         return f"created {shown} ({len(data)} bytes)"
+
+
+@attrs.frozen
+class EditFileArguments:
+    path: str = args.path()
+    old: str = args.text()
+    new: str = args.text(empty=True)
 
 
 class EditFile:
@@ -159,12 +174,10 @@ class EditFile:
         return await asyncio.to_thread(self._edit, arguments, context)
 
     def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str, str]:
-        path = context.resolve(arguments.get("path"))
-        old = args.text(arguments, "old")
-        new = args.text(arguments, "new", empty=True)
-        if old == new:
+        given = args.read(arguments, EditFileArguments)
+        if given.old == given.new:
             raise ToolFailure("old and new are the same; there is nothing to change")
-        return path, old, new
+        return context.resolve(given.path), given.old, given.new
 
     def _edit(self, arguments: dict[str, Any], context: ToolContext) -> str:
         path, old, new = self._arguments(arguments, context)

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import attrs
+
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
 
@@ -16,6 +18,13 @@ MAX_READ_BYTES = 256 * 1024
 MAX_ENTRIES = 1000
 BINARY_SNIFF_BYTES = 8192
 CHUNK_BYTES = 64 * 1024
+
+
+@attrs.frozen
+class ReadFileArguments:
+    path: str = args.path()
+    start_line: int | None = args.whole_number()
+    end_line: int | None = args.whole_number()
 
 
 class ReadFile:
@@ -36,7 +45,7 @@ class ReadFile:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        path, _, _ = self._arguments(arguments, context)
+        _, path = self._arguments(arguments, context)
         return Action("read", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
@@ -44,17 +53,16 @@ class ReadFile:
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
-    ) -> tuple[Path, int | None, int | None]:
-        path = context.resolve(arguments.get("path"))
-        start = args.whole_number(arguments, "startLine")
-        end = args.whole_number(arguments, "endLine")
+    ) -> tuple[ReadFileArguments, Path]:
+        given = args.read(arguments, ReadFileArguments)
+        start, end = given.start_line, given.end_line
         if start is not None and end is not None and end < start:
             raise ToolFailure(f"endLine ({end}) is before startLine ({start})")
-        return path, start, end
+        return given, context.resolve(given.path)
 
     def _read(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        path, start, end = self._arguments(arguments, context)
-        shown = arguments["path"]
+        given, path = self._arguments(arguments, context)
+        shown, start, end = given.path, given.start_line, given.end_line
         try:
             fd = context.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError as exc:
@@ -137,6 +145,11 @@ def _bounded_lines(f: BinaryIO, keep: int) -> Iterator[tuple[int, bytes, bool]]:
         yield number, line, whole
 
 
+@attrs.frozen
+class ListDirArguments:
+    path: str | None = args.optional_text()  # the root when left out
+
+
 class ListDir:
     name = "list_dir"
     description = "List a folder under the session root; folders end with '/'."
@@ -152,17 +165,19 @@ class ListDir:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        return Action("read", context.relative(self._path(arguments, context)))
+        _, path = self._arguments(arguments, context)
+        return Action("read", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         return await asyncio.to_thread(self._list, arguments, context)
 
-    def _path(self, arguments: dict[str, Any], context: ToolContext) -> Path:
-        return context.resolve(arguments.get("path") or ".")
+    def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[str, Path]:
+        """The folder as the model named it, and where it really is."""
+        shown = args.read(arguments, ListDirArguments).path or "."
+        return shown, context.resolve(shown)
 
     def _list(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        path = self._path(arguments, context)
-        shown = arguments.get("path") or "."
+        shown, path = self._arguments(arguments, context)
         try:
             fd = context.folder(path)
         except FileNotFoundError as exc:

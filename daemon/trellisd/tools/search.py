@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import attrs
 from pathspec import GitIgnoreSpec
 
 from ..policy.globs import GlobError, matches_path, path_pattern
@@ -30,6 +31,13 @@ MAX_LINE_CHARS = 300
 MAX_FILE_BYTES = 8 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 MAX_IGNORE_FILE_BYTES = 1024 * 1024
+
+
+@attrs.frozen
+class SearchArguments:
+    pattern: str = args.text()
+    path: str | None = args.optional_text()  # the root when left out
+    glob: str | None = args.optional_text()
 
 
 class Search:
@@ -52,7 +60,7 @@ class Search:
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        start, _, _ = self._arguments(arguments, context)
+        _, start, _ = self._arguments(arguments, context)
         return Action("read", context.relative(start))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
@@ -65,29 +73,29 @@ class Search:
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
-    ) -> tuple[Path, LinearPattern, str | None]:
-        pattern = args.text(arguments, "pattern")
+    ) -> tuple[SearchArguments, Path, LinearPattern]:
+        given = args.read(arguments, SearchArguments)
         try:
-            regex = compile_linear(pattern)
+            regex = compile_linear(given.pattern)
         except PatternError as exc:
             raise ToolFailure(
                 f"pattern is not a regular expression this search can run: {exc}"
             ) from exc
-        start = context.resolve(args.optional_text(arguments, "path") or ".")
-        glob = args.optional_text(arguments, "glob")
-        if glob is not None:
+        start = context.resolve(given.path or ".")
+        if given.glob is not None:
             try:
-                path_pattern(glob)
+                path_pattern(given.glob)
             except GlobError as exc:
                 raise ToolFailure(f"glob {exc}") from exc
-        return start, regex, glob
+        return given, start, regex
 
     def _search(
         self, arguments: dict[str, Any], context: ToolContext, stop: threading.Event
     ) -> str:
-        start, regex, glob = self._arguments(arguments, context)
+        given, start, regex = self._arguments(arguments, context)
+        glob = given.glob
         if not start.exists():
-            raise ToolFailure(f"{arguments.get('path')} does not exist")
+            raise ToolFailure(f"{given.path} does not exist")
         lines: list[str] = []
         cut = False
         for path in _files(start, context, glob, stop):
@@ -102,8 +110,8 @@ class Search:
                 break
         if not lines:
             where = f" under {context.relative(start)}" if start != context.real_root else ""
-            among = f" in files matching {arguments.get('glob')!r}" if glob else ""
-            return f"no matches for {arguments['pattern']!r}{where}{among}"
+            among = f" in files matching {glob!r}" if glob else ""
+            return f"no matches for {given.pattern!r}{where}{among}"
         if cut:
             lines.append(
                 f"[cut: stopped after {MAX_MATCHES} matches; narrow the pattern, path or glob]"

@@ -31,14 +31,14 @@ def test_a_deny_in_any_layer_beats_an_allow_in_any_other() -> None:
         "Writing src/app.py is refused by the rule 'src/**' of the policy layer 'project'.",
     )
     refused = stack.check(Action("exec", "git push origin"))
-    assert (refused.outcome, refused.layer, refused.rule) == ("refuse", "project", "git push*")
+    assert (refused.ruling, refused.layer, refused.rule) == ("refuse", "project", "git push*")
     # a deny in the least specific layer still wins over an allow in the most specific one
     stack = policy(
         Layer("default", allow_read=("**",), deny_read=(".env",)),
         Layer("editor", allow_read=(".env",)),
     )
-    assert stack.check(Action("read", ".env")).outcome == "refuse"
-    assert stack.check(READ).outcome == "allow"
+    assert stack.check(Action("read", ".env")).ruling == "refuse"
+    assert stack.check(READ).ruling == "allow"
 
 
 def test_with_no_matching_allow_the_action_is_refused() -> None:
@@ -46,11 +46,11 @@ def test_with_no_matching_allow_the_action_is_refused() -> None:
     assert stack.check(READ) == Verdict(
         "refuse", None, None, "Reading src/app.py is refused: no rule of the policy allows it."
     )
-    assert stack.check(WRITE).outcome == "refuse"
-    assert stack.check(Action("exec", "rm -rf /")).outcome == "refuse"
-    assert stack.check(Action("read", "docs/guide/intro.md")).outcome == "allow"
-    assert stack.check(EXEC).outcome == "allow"
-    assert policy().check(READ).outcome == "refuse"
+    assert stack.check(WRITE).ruling == "refuse"
+    assert stack.check(Action("exec", "rm -rf /")).ruling == "refuse"
+    assert stack.check(Action("read", "docs/guide/intro.md")).ruling == "allow"
+    assert stack.check(EXEC).ruling == "allow"
+    assert policy().check(READ).ruling == "refuse"
 
 
 def test_an_allow_names_its_layer_and_rule() -> None:
@@ -71,7 +71,7 @@ def test_an_allow_names_its_layer_and_rule() -> None:
 )
 def test_approval_modes(approval: Approval | None, read: str, write: str, exec_: str) -> None:
     stack = policy(*DEFAULT_POLICY.layers, approval=approval)
-    assert [stack.check(a).outcome for a in (READ, WRITE, EXEC)] == [read, write, exec_]
+    assert [stack.check(a).ruling for a in (READ, WRITE, EXEC)] == [read, write, exec_]
 
 
 def test_approval_never_refuses_in_its_own_words() -> None:
@@ -95,18 +95,18 @@ def test_a_grant_turns_that_exact_ask_into_an_allow() -> None:
     assert granted.check(EXEC) == Verdict(
         "allow", "grant", "pytest -q", "Running `pytest -q` is allowed for this session."
     )
-    assert granted.check(WRITE).outcome == "allow"
-    assert granted.check(Action("exec", "pytest -q tests")).outcome == "ask"
-    assert granted.check(Action("write", "src/other.py")).outcome == "ask"
-    assert granted.check(Action("read", "pytest -q")).outcome == "allow"
-    assert DEFAULT_POLICY.check(EXEC).outcome == "ask", "the grant made a new policy"
+    assert granted.check(WRITE).ruling == "allow"
+    assert granted.check(Action("exec", "pytest -q tests")).ruling == "ask"
+    assert granted.check(Action("write", "src/other.py")).ruling == "ask"
+    assert granted.check(Action("read", "pytest -q")).ruling == "allow"
+    assert DEFAULT_POLICY.check(EXEC).ruling == "ask", "the grant made a new policy"
 
 
 def test_a_grant_never_lifts_a_deny_or_read_only() -> None:
     deny = DEFAULT_POLICY.stacked(policy(Layer("editor", deny_exec=("pytest*",)), approval=None))
-    assert deny.with_grant(EXEC).check(EXEC).outcome == "refuse"
+    assert deny.with_grant(EXEC).check(EXEC).ruling == "refuse"
     never = DEFAULT_POLICY.stacked(policy(approval="never"))
-    assert never.with_grant(EXEC).check(EXEC).outcome == "refuse"
+    assert never.with_grant(EXEC).check(EXEC).ruling == "refuse"
 
 
 def test_may_read_follows_the_read_rules() -> None:
@@ -126,7 +126,7 @@ async def test_a_symlink_into_a_denied_folder_is_judged_by_where_it_leads(tmp_pa
         policy(Layer("editor", deny_read=("secrets/**",)), approval=None)
     )
     action = ReadFile().action({"path": "innocent.txt"}, ToolContext(tmp_path))
-    assert stack.check(action).outcome == "refuse"
+    assert stack.check(action).ruling == "refuse"
 
 
 @pytest.mark.parametrize(
@@ -148,9 +148,9 @@ def test_a_protected_path_is_not_writable_through_a_wide_allow(target: str) -> N
     wide = Layer("default", allow_read=("**",), allow_write=("**",), allow_exec=("*",))
     for approval in ("all", "ask"):
         verdict = policy(wide, approval=approval).check(Action("write", target))
-        assert verdict.outcome == "refuse"
+        assert verdict.ruling == "refuse"
         assert f"{target} is protected" in verdict.reason
-    assert policy(wide).check(Action("read", target)).outcome == "allow"
+    assert policy(wide).check(Action("read", target)).ruling == "allow"
 
 
 def test_a_protected_path_named_by_an_allow_rule_always_asks() -> None:
@@ -158,9 +158,9 @@ def test_a_protected_path_named_by_an_allow_rule_always_asks() -> None:
     for approval in ("all", "ask"):
         strict = policy(named, approval=approval)
         settings = Action("write", ".vscode/settings.json")
-        assert strict.check(settings).outcome == "ask"
-        assert strict.with_grant(settings).check(settings).outcome == "ask"
+        assert strict.check(settings).ruling == "ask"
+        assert strict.with_grant(settings).check(settings).ruling == "ask"
         assert strict.check(Action("write", ".git/config")).rule == ".git/**"
-        assert strict.check(Action("write", ".vscode/tasks.json")).outcome == "refuse"
-    assert policy(named, approval="never").check(settings).outcome == "refuse"
-    assert policy(named).check(Action("write", ".github/ci.yml")).outcome == "allow"
+        assert strict.check(Action("write", ".vscode/tasks.json")).ruling == "refuse"
+    assert policy(named, approval="never").check(settings).ruling == "refuse"
+    assert policy(named).check(Action("write", ".github/ci.yml")).ruling == "allow"

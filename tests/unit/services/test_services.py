@@ -15,6 +15,7 @@ import pytest_asyncio
 from trellisd import services
 from trellisd.agent.steering import Steer
 from trellisd.config import ProviderSettings
+from trellisd.policy import LayerSpec, PolicySpec
 from trellisd.providers.base import ModelRequest, ProviderEvent, Stop, TextDelta, ToolCallRequested
 from trellisd.records import ProviderChoice, Step, Tokens, ToolCall, TurnRef
 from trellisd.services import Services
@@ -110,7 +111,7 @@ async def events(app: Services, run_id: str, kind: str) -> list[dict[str, Any]]:
     return [e.detail for e in await app.runs.events(run_id) if e.kind == kind]
 
 
-async def open_session(app: Services, root: Path, policy: dict[str, Any] | None = None) -> str:
+async def open_session(app: Services, root: Path, policy: PolicySpec | None = None) -> str:
     session = await app.sessions.open(str(root), None, None, policy)
     return session.session_id
 
@@ -171,7 +172,7 @@ async def test_a_write_the_user_did_not_approve_is_refused(
 async def test_a_denied_write_is_refused_by_its_layer_without_asking(
     app: Services, model: Model, editor: Editor, root: Path
 ) -> None:
-    policy = {"layers": [{"name": "project", "allowWrite": ["**"], "denyWrite": ["secret*"]}]}
+    policy = PolicySpec((LayerSpec("project", allow_write=("**",), deny_write=("secret*",)),))
     session = await open_session(app, root, policy)
     model.reply("", write("secret.txt"))
     model.reply("Refused.")

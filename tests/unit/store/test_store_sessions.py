@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
 from trellisd.errors import InvalidParams, NotFound
+from trellisd.policy import GrantSpec, LayerSpec, PolicySpec
 from trellisd.records import ProviderChoice
 from trellisd.store import Store
 from trellisd.store.db import now
@@ -53,6 +55,36 @@ def test_a_created_session_can_be_got_back(store: Store) -> None:
         ProviderChoice(model="m1"),
     )
     assert got.created_at == got.updated_at == created.created_at
+
+
+def test_a_sessions_policy_is_kept_as_its_wire_shape(store: Store) -> None:
+    policy = PolicySpec(
+        (LayerSpec("editor", allow_read=("**",), deny_write=("*.lock",)),),
+        "never",
+        (GrantSpec("exec", "make test"),),
+    )
+    created = store.sessions.create("/work/a", "", ProviderChoice(), store.leases.daemon_id, policy)
+
+    assert store.sessions.get(created.session_id).policy == policy
+    with store.db.read() as con:
+        (column,) = con.execute("SELECT policy FROM session").fetchone()
+    assert json.loads(column) == {
+        "layers": [{"name": "editor", "allowRead": ["**"], "denyWrite": ["*.lock"]}],
+        "approval": "never",
+        "grants": [{"kind": "exec", "target": "make test"}],
+    }
+
+
+def test_a_policy_stored_as_the_client_sent_it_reads_back(store: Store) -> None:
+    """Stores written before the policy was typed hold the client's JSON as it came."""
+    created = store.sessions.create("/work/a", "", ProviderChoice(), store.leases.daemon_id)
+    sent = {"approval": None, "layers": [{"name": "editor", "denyExec": ["git push*"]}]}
+    with store.db.write() as con:
+        con.execute("UPDATE session SET policy = ?", (json.dumps(sent),))
+
+    assert store.sessions.get(created.session_id).policy == PolicySpec(
+        (LayerSpec("editor", deny_exec=("git push*",)),)
+    )
 
 
 def test_an_unknown_session_is_not_found(store: Store) -> None:

@@ -123,6 +123,11 @@ async def test_bad_calls_are_clear_failures(
         await run(tmp_path, **arguments)
 
 
+async def test_an_empty_argument_is_passed_on_and_a_timeout_may_be_whole(tmp_path: Path) -> None:
+    result = await run(tmp_path, argv=["printf", "%s|", "a", "", "b"], timeout=5, cwd="")
+    assert "a||b|" in result
+
+
 async def test_a_check_passes_on_the_expected_exit_code(tmp_path: Path) -> None:
     (tmp_path / "marker").write_text("")
     check = await run_check(["ls"], 0, tmp_path, 10)

@@ -11,6 +11,7 @@ from trellisd import wire
 from trellisd.config import InitializationOptions
 from trellisd.convert import structure
 from trellisd.errors import InvalidParams
+from trellisd.policy import GrantSpec, LayerSpec, PolicySpec
 from trellisd.records import ProviderChoice
 
 
@@ -43,6 +44,25 @@ def test_a_session_s_provider_choice_is_typed_and_extra_keys_are_dropped() -> No
     assert opened.provider == ProviderChoice(base_url="http://x", max_retries=2)
 
 
+def test_a_session_s_policy_is_typed() -> None:
+    opened = wire.parse(
+        wire.SessionOpen,
+        {
+            "root": "/r",
+            "policy": {
+                "layers": [{"name": "editor", "allowWrite": ["src/**"], "denyExec": ["git*"]}],
+                "approval": "never",
+                "grants": [{"kind": "exec", "target": "make"}],
+            },
+        },
+    )
+    assert opened.policy == PolicySpec(
+        (LayerSpec("editor", allow_write=("src/**",), deny_exec=("git*",)),),
+        "never",
+        (GrantSpec("exec", "make"),),
+    )
+
+
 @pytest.mark.parametrize(
     ("cls", "raw", "field", "words"),
     [
@@ -71,6 +91,18 @@ def test_a_session_s_provider_choice_is_typed_and_extra_keys_are_dropped() -> No
             {"sessionId": "s", "prompt": "p", "verify": {"argv": ["a", 1]}},
             "verify.argv[1]",
             "verify.argv[1] must be a string, not a number",
+        ),
+        (
+            wire.SessionOpen,
+            {"root": "/", "policy": {"layers": [{"name": "a", "denyWrite": ["a", 2]}]}},
+            "policy.layers[0].denyWrite",
+            "policy.layers[0].denyWrite must be a list of strings",
+        ),
+        (
+            wire.SessionOpen,
+            {"root": "/", "policy": {"layers": [{"name": "a", "deny": []}]}},
+            "policy.layers[0].deny",
+            "is not a layer field (expected allowExec, allowRead,",
         ),
         (wire.SessionBranch, {"sessionId": "s"}, "turnId", "turnId is required"),
         (wire.RunRef, {"runId": True}, "runId", "runId must be a string, not a boolean"),
