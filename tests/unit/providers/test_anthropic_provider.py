@@ -13,6 +13,7 @@ from tests.fixtures.provider_servers import (
     anthropic_reply,
     collect,
     collect_failure,
+    opened,
     sse,
 )
 from trellisd.config import ProviderSettings
@@ -53,7 +54,7 @@ def provider(server: ScriptServer, base: str = "") -> AnthropicProvider:
         api_key=KEY,
         backoff=Backoff(0.01, 0.02),
     )
-    return AnthropicProvider(http)
+    return opened(AnthropicProvider(http))
 
 
 def ask(text: str = "hi", tools: list[ToolSpec] | None = None) -> ModelRequest:
@@ -287,7 +288,7 @@ async def test_make_provider_builds_the_anthropic_wire(server: ScriptServer) -> 
     server.queue(Response(chunks=anthropic_reply(["hello"])))
     settings = ProviderSettings(name="anthropic", base_url=server.url, api_key=KEY)
 
-    made = make_provider(settings)
+    made = opened(make_provider(settings))
     events = await collect(made.stream(ask()))
 
     assert made.model == "claude-sonnet-4-5"

@@ -13,6 +13,7 @@ from tests.fixtures.provider_servers import (
     ScriptServer,
     collect,
     openai_reply,
+    opened,
     sse,
 )
 from trellisd.config import ProviderSettings
@@ -45,7 +46,7 @@ def server() -> Iterator[ScriptServer]:
 
 def provider(server: ScriptServer, **kw: object) -> OpenAIProvider:
     http = HttpSettings(base_url=server.url + "/v1", model="gpt-4o-mini", api_key="sk-test-1234")
-    return OpenAIProvider(http, **kw)  # type: ignore[arg-type]
+    return opened(OpenAIProvider(http, **kw))  # type: ignore[arg-type]
 
 
 def ask(text: str = "hi", tools: list[ToolSpec] | None = None) -> ModelRequest:
@@ -261,7 +262,7 @@ async def test_the_model_server_fixture_used_by_the_daemon_tests_is_understood()
             usage=usage,
         )
         http = HttpSettings(base_url=model.url, model="m", api_key=None)
-        events = await collect(OpenAIProvider(http).stream(ask()))
+        events = await collect(opened(OpenAIProvider(http)).stream(ask()))
 
     assert text_of(events) == "two words"
     assert calls_of(events) == [ToolCall("call_0", "read_file", {"path": "x"})]
@@ -280,7 +281,7 @@ async def test_openrouter_sends_its_attribution_headers_to_the_configured_url(
         key_source="OPENROUTER_API_KEY",
     )
 
-    events = await collect(make_provider(settings).stream(ask()))
+    events = await collect(opened(make_provider(settings)).stream(ask()))
 
     assert text_of(events) == "hi"
     sent = server.requests[0]

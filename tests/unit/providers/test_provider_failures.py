@@ -24,6 +24,7 @@ from tests.fixtures.provider_servers import (
     collect,
     collect_failure,
     openai_reply,
+    opened,
     sse,
 )
 from tests.fixtures.waits import SAFETY_NET
@@ -75,7 +76,7 @@ def server() -> Iterator[ScriptServer]:
 def connect(wire: Wire, server: ScriptServer, **settings: Any) -> Provider:
     options: dict[str, Any] = {"api_key": KEY, "key_source": "OPENAI_API_KEY", "backoff": FAST}
     options.update(settings)
-    return wire.build(HttpSettings(base_url=server.url + wire.base, model="m-1", **options))
+    return opened(wire.build(HttpSettings(base_url=server.url + wire.base, model="m-1", **options)))
 
 
 def error_body(message: str) -> bytes:
@@ -141,7 +142,7 @@ async def test_401_without_a_key_says_which_variable_to_set(server: ScriptServer
     server.queue(Response(status=401, body=error_body("missing key")))
     settings = ProviderSettings(name="anthropic", base_url=server.url)
 
-    _, exc = await collect_failure(make_provider(settings).stream(REQUEST))
+    _, exc = await collect_failure(opened(make_provider(settings)).stream(REQUEST))
 
     assert "ANTHROPIC_API_KEY" in str(exc)
     assert "none was set" in str(exc)
@@ -273,7 +274,7 @@ async def test_a_refused_connection_is_reported(wire: Wire) -> None:
     port = free_port()
     http = HttpSettings(base_url=f"http://127.0.0.1:{port}{wire.base}", model="m", api_key=KEY)
 
-    events, exc = await collect_failure(wire.build(http).stream(REQUEST))
+    events, exc = await collect_failure(opened(wire.build(http)).stream(REQUEST))
 
     assert "refused the connection" in str(exc)
     assert len(events) <= 1  # one quick retry at most
@@ -282,7 +283,7 @@ async def test_a_refused_connection_is_reported(wire: Wire) -> None:
 async def test_a_host_that_does_not_resolve_is_reported_without_retrying(wire: Wire) -> None:
     http = HttpSettings(base_url="http://no-such-host.invalid/v1", model="m", api_key=KEY)
 
-    events, exc = await collect_failure(wire.build(http).stream(REQUEST))
+    events, exc = await collect_failure(opened(wire.build(http)).stream(REQUEST))
 
     assert events == []
     assert "cannot find the host no-such-host.invalid" in str(exc)

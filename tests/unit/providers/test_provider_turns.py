@@ -14,6 +14,7 @@ from tests.fixtures.provider_servers import (
     ScriptServer,
     anthropic_reply,
     openai_reply,
+    opened,
 )
 from trellisd.agent.loop import FINISHED, TurnPlan, run_turn
 from trellisd.config import ProviderSettings
@@ -88,7 +89,9 @@ async def test_a_turn_with_a_tool_call_runs_the_same_on_either_wire(
 ) -> None:
     server.queue(*replies(name))
     base = server.url + ("/v1" if name == "openai" else "")
-    provider = make_provider(ProviderSettings(name=name, base_url=base, api_key="sk-x-12345678"))
+    provider = opened(
+        make_provider(ProviderSettings(name=name, base_url=base, api_key="sk-x-12345678"))
+    )
     plan = TurnPlan([Message("user", "read a.txt")], provider, [], ToolContext(tmp_path))
     recorder, sink = Recorder(), Sink()
 
