@@ -19,7 +19,7 @@ from pytest_lsp.protocol import LanguageClientProtocol
 
 from tests import protocol_schema
 from tests.fixtures.environment import hermetic_env
-from tests.fixtures.model_server import ModelServer
+from tests.fixtures.model_server import ModelServer, split_words
 from trellisd.server import plain_converter
 
 TEST_KEY = "sk-test-4f1c9a0e-never-printed"
@@ -49,6 +49,15 @@ class Daemon:
         client.feature("session/token")(lambda ls, params: self.tokens.append(params))
         client.feature("session/step")(lambda ls, params: self.steps.append(params))
         client.feature("session/steered")(lambda ls, params: None)
+
+    def pieces(self) -> int:
+        """How many of the model's pieces (words) the editor has been sent; the daemon joins
+        pieces that arrive while it writes into one ``session/token``."""
+        streamed: dict[tuple[str, int], str] = {}
+        for t in self.tokens:
+            key = (t["runId"], t["step"])
+            streamed[key] = streamed.get(key, "") + t["text"]
+        return sum(len(split_words(text)) for text in streamed.values())
 
     @property
     def protocol(self) -> RecordingProtocol:

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import held_after, tokens
-from tests.fixtures.model_server import ModelServer
+from tests.fixtures.model_server import ModelServer, split_words
 from tests.fixtures.waits import eventually
 
 
@@ -25,7 +25,8 @@ async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resume
     held_after(model, 3)
     running = asyncio.ensure_future(turn(first, session, "what files are here?"))
     await eventually(
-        lambda: sum(1 for t in first.tokens if t["step"] == 2) >= 3, "step 2 is streaming"
+        lambda: len(split_words("".join(t["text"] for t in first.tokens if t["step"] == 2))) >= 3,
+        "step 2 is streaming",
     )
     os.kill(first.process.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):

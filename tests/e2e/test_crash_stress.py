@@ -45,7 +45,9 @@ def queue_turn(model: ModelServer, held: bool) -> None:
 
 
 def notes(daemon: Daemon) -> int:
-    return len(daemon.tokens) + len(daemon.steps)
+    """What the editor has heard of: the model's pieces streamed (the daemon may join pieces
+    into one notification) and the steps committed."""
+    return daemon.pieces() + len(daemon.steps)
 
 
 async def more_notes(daemon: Daemon, count: int) -> None:

@@ -23,7 +23,7 @@ def held_after(model: ModelServer, pieces: int, text: str = LONG) -> Reply:
 
 
 async def tokens(daemon: Daemon, count: int) -> None:
-    await eventually(lambda: len(daemon.tokens) >= count, f"{count} tokens reach the editor")
+    await eventually(lambda: daemon.pieces() >= count, f"{count} pieces reach the editor")
 
 
 async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
