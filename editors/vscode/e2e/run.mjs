@@ -136,20 +136,27 @@ fs.mkdirSync(project, { recursive: true });
 fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
 fs.writeFileSync(path.join(project, 'README.md'), '# demo project\n\nA folder for trying trellisd.\n');
 
-// The scripted model plays one line per model call, in order.
+// The scripted model plays one line per model call, in order. A line with holdFile streams
+// holdAfter pieces, then waits until that file exists: the test decides when the rest comes,
+// so that what it looks at (a partial reply, a steer, a cancel) happens while the turn runs,
+// however slow the machine.
+const holds = path.join(tmp, 'holds');
+fs.mkdirSync(holds);
+const hold = (name) => path.join(holds, name);
+const release = (name) => fs.writeFileSync(hold(name), '');
 const lines = [
-  // turn 1
-  { text: 'Hello from **trellisd**. This folder holds:\n\n- `README.md`, a short description\n- nothing else yet', delayMs: 60 },
+  // turn 1: held after "Hello from **trellisd**. ", so that its partial reply can be seen
+  { text: 'Hello from **trellisd**. This folder holds:\n\n- `README.md`, a short description\n- nothing else yet', holdAfter: 3, holdFile: hold('first-reply') },
   // turn 2, abandoned by the branch
-  { text: 'A second answer, which the branch leaves behind.', delayMs: 10 },
+  { text: 'A second answer, which the branch leaves behind.' },
   // turn 3, on the new branch: asks to write a file, which needs the user's approval
   { text: 'I will write a note. ', tool: 'write_file', arguments: { path: 'notes.txt', content: 'written after approval\n' } },
-  { text: 'The note is in `notes.txt`.', delayMs: 10 },
-  // turn 4: steered while its first step streams; the steer reaches the model at step 2
-  { text: 'Reading the README first, and then I will answer you.', delayMs: 250, tool: 'read_file', arguments: { path: 'README.md' } },
-  { text: 'It is a demo project. (Kept short, as you asked.)', delayMs: 10 },
-  // turn 5: cancelled while it streams
-  { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), delayMs: 200 },
+  { text: 'The note is in `notes.txt`.' },
+  // turn 4: held in its first step until the steer is queued; the steer reaches the model at step 2
+  { text: 'Reading the README first, and then I will answer you.', holdAfter: 1, holdFile: hold('steer-queued'), tool: 'read_file', arguments: { path: 'README.md' } },
+  { text: 'It is a demo project. (Kept short, as you asked.)' },
+  // turn 5: held after "1 2 3" until it is cancelled (its hold file is never made)
+  { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('never') },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -243,7 +250,7 @@ try {
     ],
   });
   const page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(30_000);
+  page.setDefaultTimeout(60_000); // a safety net: every wait below is for an event
 
   const chat = page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
@@ -309,21 +316,16 @@ try {
   await check('a prompt streams its reply into the chat view, rendered as Markdown', async () => {
     await send('What is in this folder?');
     const turn = chat.locator('section.turn').nth(0);
-    // Watch the reply grow while the turn runs: several partial drawings before the end.
-    const seen = new Set();
-    for (let i = 0; i < 200; i++) {
-      const outcome = await turn.getAttribute('data-outcome').catch(() => null);
-      if (outcome && outcome !== 'running') {
-        break;
-      }
-      seen.add((await turn.locator('.reply').textContent().catch(() => '')) ?? '');
-      await page.waitForTimeout(50);
+    // The model holds after "Hello from **trellisd**. ": the partial reply is drawn, as
+    // Markdown, while the turn still runs, and the rest is not there yet.
+    await turn.locator('.reply strong', { hasText: 'trellisd' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^running/ }).waitFor();
+    const partial = (await turn.locator('.reply').textContent()) ?? '';
+    if (partial.includes('README.md')) {
+      throw new Error(`the held reply shows its end: ${partial}`);
     }
-    seen.delete('');
-    if (seen.size < 3) {
-      throw new Error(`the reply did not stream: ${seen.size} partial drawing(s) seen`);
-    }
-    say(`${seen.size} partial drawings of the reply were seen while it streamed`);
+    say(`partial reply drawn while the turn runs: ${JSON.stringify(partial.trim())}`);
+    release('first-reply');
     await turn.locator('.reply strong', { hasText: 'trellisd' }).waitFor();
     await turn.locator('.reply code', { hasText: 'README.md' }).waitFor();
     await turn.locator('.turn-footer', { hasText: /^finished · scripted · \d+ tokens \(\d+ in, \d+ out\) · cost unknown$/ }).waitFor();
@@ -402,7 +404,11 @@ try {
     await turn.locator('.reply .text', { hasText: 'Reading' }).waitFor();
     await chat.locator('#send', { hasText: 'Steer' }).waitFor();
     await send('Keep it short');
-    await turn.locator('.steer', { hasText: /Keep it short\s+delivered at step 2/ }).waitFor({ timeout: 30_000 });
+    // The first step is held until the daemon has queued the steer; then it may end.
+    await turn.locator('.steer', { hasText: /Keep it short\s+queued/ }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^running/ }).waitFor();
+    release('steer-queued');
+    await turn.locator('.steer', { hasText: /Keep it short\s+delivered at step 2/ }).waitFor();
     await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
     await turn.locator('.reply', { hasText: 'Kept short' }).waitFor();
     await waitForLog(extensionLog, /steer steer-\S+ delivered at step 2/);
@@ -411,9 +417,11 @@ try {
   await check('"Cancel turn" ends the running turn as cancelled', async () => {
     await send('Count to sixty, slowly');
     const turn = chat.locator('section.turn').nth(3);
+    // The model holds after "1 2 3" until the turn is cancelled: only the cancel can end it.
     await turn.locator('.reply .text', { hasText: '3' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^running/ }).waitFor();
     await chat.locator('#cancel').click();
-    await turn.locator('.turn-footer', { hasText: /^cancelled/ }).waitFor({ timeout: 15_000 });
+    await turn.locator('.turn-footer', { hasText: /^cancelled/ }).waitFor();
     await chat.locator('#send', { hasText: 'Send' }).waitFor();
     const text = (await turn.locator('.reply').textContent()) ?? '';
     if (text.includes('60')) {

@@ -133,11 +133,14 @@ describe('the connection to the daemon', () => {
   });
 
   test('a request in flight when the daemon dies fails with a message a person understands', async () => {
-    daemon.setScript([{ text: 'one two three four five six seven eight nine ten', delayMs: 400 }]);
+    // The model holds after "one" and is never released: the turn is in flight until the kill.
+    daemon.setScript([{ text: 'one two three four five six seven eight nine ten', holdAfter: 1, holdFile: daemon.hold('never') }]);
     const client = daemon.client();
+    const tokens: string[] = [];
+    client.setHandlers({ token: (p) => tokens.push(p.text) });
     const session = await client.request<Session>(Method.open, { root: daemon.root });
     const turn = client.request(Method.turn, { sessionId: session.sessionId, prompt: 'count' });
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor('the first token', () => tokens.length > 0);
     process.kill(client.pid!, 'SIGKILL');
     await assert.rejects(turn, (error: unknown) => {
       assert.ok(error instanceof ConnectionLost, String(error));

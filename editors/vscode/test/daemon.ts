@@ -17,9 +17,16 @@ export function testCommand(): { command: string; args: string[] } {
   return { command: words[0], args: words.slice(1) };
 }
 
+/** How a line streams: delayMs before each piece; holdAfter pieces, then a wait until holdFile exists. */
+interface Pace {
+  delayMs?: number;
+  holdAfter?: number;
+  holdFile?: string;
+}
+
 export type ScriptLine =
-  | { text: string; delayMs?: number }
-  | { tool: string; arguments: Record<string, unknown>; text?: string; delayMs?: number }
+  | ({ text: string } & Pace)
+  | ({ tool: string; arguments: Record<string, unknown>; text?: string } & Pace)
   | { error: string };
 
 export class MemoryLog implements Log {
@@ -59,6 +66,15 @@ export class TestDaemon {
     if (script) {
       this.setScript(script);
     }
+  }
+
+  /** A file a script line can hold on (holdFile): the model waits until release(name) makes it. */
+  hold(name: string): string {
+    return path.join(this.dir, `hold-${name}`);
+  }
+
+  release(name: string): void {
+    fs.writeFileSync(this.hold(name), '');
   }
 
   /** The scripted model's replies, one model call a line, for daemons started from now on. */

@@ -26,10 +26,12 @@ describe('the wire, against protocol/schema.json', () => {
 
   before(async () => {
     stub.reset();
-    daemon = new TestDaemon([
-      { text: 'Looking first. ', delayMs: 120, tool: 'write_file', arguments: { path: 'a.txt', content: 'a' } },
+    daemon = new TestDaemon();
+    // The first step is held until the steer is queued; the count is held until it is cancelled.
+    daemon.setScript([
+      { text: 'Looking first. ', holdAfter: 1, holdFile: daemon.hold('steered'), tool: 'write_file', arguments: { path: 'a.txt', content: 'a' } },
       { text: 'Done.' },
-      { text: Array.from({ length: 100 }, (_, i) => `n${i}`).join(' '), delayMs: 50 },
+      { text: Array.from({ length: 100 }, (_, i) => `n${i}`).join(' '), holdAfter: 4, holdFile: daemon.hold('never') },
     ]);
     const { command, args } = testCommand();
     const proxy = path.join(__dirname, 'recordProxy.js');
@@ -50,6 +52,7 @@ describe('the wire, against protocol/schema.json', () => {
     const first = c.turn('write a file');
     await waitFor('the first token', () => view.last && view.last.body.length > 0);
     await c.send('and say so'); // a steer
+    daemon.release('steered');
     await first;
     const second = c.turn('count');
     await waitFor('the count', () => /n3/.test(view.last?.body ?? ''));

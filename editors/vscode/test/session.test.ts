@@ -32,7 +32,7 @@ afterEach(() => daemon.cleanup());
 
 describe('a session', () => {
   test('a prompt streams its reply into the view as Markdown, then its outcome and tokens', async () => {
-    const c = controller([{ text: 'Here is **bold** and `code`:\n\n- one\n- two', delayMs: 5 }]);
+    const c = controller([{ text: 'Here is **bold** and `code`:\n\n- one\n- two', holdAfter: 3, holdFile: daemon.hold('rest') }]);
     await c.openSession(daemon.root);
     assert.deepEqual(view.messages[view.messages.length - 1], {
       type: 'reset',
@@ -40,7 +40,13 @@ describe('a session', () => {
       turns: [],
       running: false,
     });
-    const result = await c.turn('show me some markdown');
+    const running = c.turn('show me some markdown');
+    // The model holds after "Here is **bold** ": the partial reply is drawn while the turn runs.
+    const partial = await waitFor('the partial reply', () => /<strong>bold<\/strong>/.test(view.last?.body ?? '') && view.last!);
+    assert.equal(partial.outcome, 'running');
+    assert.doesNotMatch(partial.body, /<code>|<li>/, 'the held part is not drawn yet');
+    daemon.release('rest');
+    const result = await running;
     assert.ok(result);
     assert.equal(result.outcome, 'finished');
     const turn = view.last!;
@@ -50,7 +56,6 @@ describe('a session', () => {
     assert.match(turn.body, /<code>code<\/code>/);
     assert.match(turn.body, /<li>two<\/li>/);
     assert.match(stripTags(turn.footer), /^finished · scripted · \d+ tokens \(\d+ in, 9 out\) · cost unknown$/);
-    assert.ok(view.turnPosts >= 3, 'the reply was drawn while it streamed, not only at the end');
     assert.equal(view.running, false);
     assert.equal(c.session!.head, result.turnId);
     assert.ok(daemon.log.has(new RegExp(`turn ${result.turnId} finished`)));
@@ -87,9 +92,9 @@ describe('a session', () => {
       const rate = 3000 / seconds;
       const worstMs = lag.max / 1e6;
       t.diagnostic(`${rate.toFixed(0)} tokens/s for ${seconds.toFixed(2)} s: ${posts} draws, worst event-loop stall ${worstMs.toFixed(0)} ms`);
-      // One draw per 40 ms at most (plus the start and the end), however many tokens came.
+      // One draw per 40 ms at most (plus the start and the end), however many tokens came and
+      // however fast: what keeps the editor responsive is the drawing rate, not the token rate.
       assert.ok(posts <= (seconds * 1000) / 40 + 5, `${posts} draws in ${seconds.toFixed(2)} s`);
-      assert.ok(posts < 3000 / 10, `${posts} draws for 3000 tokens`);
     });
   }
 
@@ -202,7 +207,7 @@ describe('a session', () => {
   });
 
   test('a daemon that dies during a turn ends the turn with a message, and the next turn works', async () => {
-    const c = controller([{ text: 'slow words that will never all arrive here', delayMs: 300 }]);
+    const c = controller([{ text: 'words that will never all arrive here', holdAfter: 1, holdFile: daemon.hold('never') }]);
     await c.openSession(daemon.root);
     const turn = c.turn('slow');
     await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
@@ -220,30 +225,32 @@ describe('a session', () => {
 describe('steering, cancelling, approving', () => {
   test('the input box steers a running turn and shows when the steer was delivered', async () => {
     const c = controller([
-      { text: 'Looking around first.', delayMs: 150, tool: 'list_dir', arguments: { path: '.' } },
+      // The first step is held until the steer is queued; the steer reaches the model at step 2.
+      { text: 'Looking around first.', holdAfter: 1, holdFile: daemon.hold('steered'), tool: 'list_dir', arguments: { path: '.' } },
       { text: 'Done, as you asked.' },
     ]);
     await c.openSession(daemon.root);
     const turn = c.turn('explore');
     await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
     await c.send('focus on the README');
+    daemon.release('steered');
     const result = await turn;
     assert.equal(result?.outcome, 'finished');
     const body = await waitFor('the delivery', () => /steer-delivered/.test(view.last!.body) && view.last!.body);
-    assert.match(stripTags(body), /steer focus on the README delivered at step \d+/);
-    assert.ok(daemon.log.has(/steer steer-\S+ delivered at step \d+/));
+    assert.match(stripTags(body), /steer focus on the README delivered at step 2/);
+    assert.ok(daemon.log.has(/steer steer-\S+ delivered at step 2/));
   });
 
   test('cancel ends the running turn as cancelled', async () => {
     const words = Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ');
-    const c = controller([{ text: words, delayMs: 50 }]);
+    // The model holds after three words until the turn is cancelled: only the cancel can end it.
+    const c = controller([{ text: words, holdAfter: 3, holdFile: daemon.hold('never') }]);
     await c.openSession(daemon.root);
     const turn = c.turn('long');
-    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
-    const started = Date.now();
+    await waitFor('the first words', () => view.last && /w2/.test(stripTags(view.last.body)));
     await c.cancel();
     await turn;
-    assert.ok(Date.now() - started < 5000, 'cancelled within 5 s');
+    assert.doesNotMatch(stripTags(view.last!.body), /w199/);
     assert.equal(view.last!.outcome, 'cancelled');
     assert.match(stripTags(view.last!.footer), /^cancelled/);
     assert.equal(c.isRunning, false);
@@ -308,7 +315,8 @@ describe('steering, cancelling, approving', () => {
   });
 
   test('a turn whose daemon died can be resumed from the error message', async () => {
-    const c = controller([{ text: 'one two three four five six', delayMs: 250 }]);
+    // Held after "one" until the daemon has died; the resumed turn plays the line again.
+    const c = controller([{ text: 'one two three four five six', holdAfter: 1, holdFile: daemon.hold('after-death') }]);
     await c.openSession(daemon.root);
     stub.answerMessage = (shown) => (shown.items.includes('Resume Turn') ? 'Resume Turn' : undefined);
     const turn = c.turn('count slowly');
@@ -317,6 +325,7 @@ describe('steering, cancelling, approving', () => {
     assert.ok(turnId);
     process.kill((c as unknown as { client: { pid: number } }).client.pid, 'SIGKILL');
     await turn;
+    daemon.release('after-death');
     await waitFor('the resumed turn to finish', () => view.turns.get(turnId!)?.outcome === 'finished', 20_000);
     assert.match(stripTags(view.turns.get(turnId!)!.body), /one two three four five six/);
     assert.ok(daemon.log.has(new RegExp(`resuming turn ${turnId}`)));
