@@ -13,6 +13,7 @@ from trellisd.store import Store
 
 def fill(db: Path, root: Path, turns: int) -> tuple[str, list[str]]:
     """A session of ``turns`` finished turns, written by a store that has since let go."""
+    db.parent.mkdir(parents=True, exist_ok=True)
     store = Store(db, pid_alive)
     store.leases.register()
     session = store.sessions.create(str(root), "long", ProviderChoice(), store.leases.daemon_id)
@@ -31,7 +32,6 @@ async def test_a_long_session_reopens_with_its_newest_page_and_pages_back(
     spawn: DaemonFactory, tmp_path: Path, workspace: Path
 ) -> None:
     db = tmp_path / "paged" / "trellisd.db"
-    db.parent.mkdir()
     session_id, _ = fill(db, workspace, 120)
     daemon = await spawn(db=db)
 
@@ -58,7 +58,6 @@ async def test_the_turn_tree_pages_forward_and_a_foreign_cursor_is_refused(
     spawn: DaemonFactory, tmp_path: Path, workspace: Path
 ) -> None:
     db = tmp_path / "paged" / "trellisd.db"
-    db.parent.mkdir()
     session_id, ids = fill(db, workspace, 7)
     daemon = await spawn(db=db)
 
