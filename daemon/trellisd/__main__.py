@@ -1,20 +1,26 @@
-"""The ``trellisd`` command: the daemon on stdio (``serve``, the default) or ``demo``.
+"""The ``trellisd`` command: an editor's connection to the store's shared daemon (``serve``,
+the default; ``--standalone`` for a daemon of its own), the shared daemon itself, its
+``status`` and ``stop``, and the ``demo``.
 
 Mistakes in the command line or the environment end the command before anything starts, with
-one line on stderr saying what to change and exit code 2.
+one line on stderr saying what to change and exit code 2. What an editor starts imports the
+standard library only; the daemon's own imports wait until a daemon runs here.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import PROTOCOL_VERSION, __version__
-from .config import ProviderSettings, db_path, provider_from_env
+from .rendezvous import db_path, shared_mode
+
+if TYPE_CHECKING:
+    from .config import ProviderSettings
 
 DESCRIPTION = """\
 trellisd: a coding-agent daemon that editors start over stdio and talk to in JSON-RPC
@@ -29,11 +35,35 @@ environment:
   TRELLISD_SCRIPT      JSON-lines replies for the scripted provider
   TRELLISD_LOG         log level on stderr (default warning)
   TRELLISD_HEARTBEAT   seconds between the daemon's heartbeats in the store (default 2)
+  TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
+  TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
+                       exits (default 600)
 """
 
 SERVE_DESCRIPTION = """\
 Serve the trellisd protocol on stdin/stdout until the editor sends exit or closes stdin.
 An editor starts this; a person in a terminal wants `trellisd demo`.
+
+Every window of a user is served by one shared daemon per store, which this command attaches
+to (starting it in the background when none runs): windows share live sessions, and a turn
+goes on when the window that started it closes. --standalone (or TRELLISD_SHARED=0) serves
+this window from a daemon of its own, in this process, as long as the editor is connected.
+"""
+
+DAEMON_DESCRIPTION = """\
+The shared daemon of a store, serving windows over a Unix socket under $XDG_RUNTIME_DIR/trellisd.
+`trellisd` starts it when a window needs it; it exits by itself after TRELLISD_IDLE_EXIT seconds
+with no window and no turn running.
+"""
+
+STATUS_DESCRIPTION = """\
+Which shared daemon serves which store: its pid, its windows, the sessions they follow and the
+turns running.
+"""
+
+STOP_DESCRIPTION = """\
+Ask the store's shared daemon to exit once its running turns have ended, and wait until it
+has. Its windows are told; starting trellisd again starts a new daemon.
 """
 
 DEMO_DESCRIPTION = """\
@@ -85,17 +115,27 @@ def parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
-        usage="%(prog)s [serve | demo] [--db PATH] [--log-level LEVEL] [-h] [--version]",
+        usage=(
+            "%(prog)s [serve | status | stop | demo] [--db PATH] [--log-level LEVEL]"
+            " [--standalone] [-h] [--version]"
+        ),
     )
     p.add_argument(
         "--version",
         action="version",
         version=f"trellisd {__version__} (protocol {PROTOCOL_VERSION})",
     )
-    commands = p.add_subparsers(title="commands", dest="command", metavar="{serve,demo}")
+    standalone = "serve this window from a daemon of its own, in this process"
+    p.add_argument("--standalone", action="store_true", help=standalone)
+    commands = p.add_subparsers(
+        title="commands", dest="command", metavar="{serve,status,stop,demo}"
+    )
     commands.default = "serve"
     for name, summary, description, db_default in (
         ("serve", "the daemon on stdin/stdout (the default)", SERVE_DESCRIPTION, SERVE_DB),
+        ("daemon", argparse.SUPPRESS, DAEMON_DESCRIPTION, SERVE_DB),
+        ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
+        ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
         (
             "demo",
             "a tour of trellisd: a daemon driven over the protocol, offline",
@@ -103,7 +143,7 @@ def parser() -> argparse.ArgumentParser:
             DEMO_DB,
         ),
     ):
-        commands.add_parser(
+        command = commands.add_parser(
             name,
             prog=f"trellisd {name}",
             help=summary,
@@ -111,6 +151,12 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
             parents=[_shared_options(defaults=False, db_default=db_default)],
         )
+        if name == "serve":
+            command.add_argument(
+                "--standalone", action="store_true", default=argparse.SUPPRESS, help=standalone
+            )
+        if name == "daemon":
+            command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -131,21 +177,24 @@ def store_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
 
 
 def environment_settings(env: Mapping[str, str]) -> ProviderSettings:
+    from .config import provider_from_env
+
     try:
         return provider_from_env(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
-class _NotSqliteLog(logging.Filter):
-    """SQLite's own log lines (``SQLITE_LOG: ...``) repeat what the store error then says in
-    words; they are shown at debug level only."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not hasattr(record, "sqlite_code")
-
-
 def configure_logging(level: str) -> None:
+    import logging
+
+    class _NotSqliteLog(logging.Filter):
+        """SQLite's own log lines (``SQLITE_LOG: ...``) repeat what the store error then says
+        in words; they are shown at debug level only."""
+
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not hasattr(record, "sqlite_code")
+
     logging.basicConfig(
         stream=sys.stderr,
         level=level.upper(),
@@ -171,23 +220,44 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str] | None) -> None:
     args = parser().parse_args(argv)
-    configure_logging(args.log_level)
     try:
+        if args.command in ("status", "stop"):
+            from . import forward
+
+            if args.command == "status":
+                sys.exit(forward.status(os.environ, sys.stdout))
+            sys.exit(forward.stop(store_path(args.db, os.environ), os.environ, sys.stdout))
+        if args.command == "serve" and shared_mode(args.standalone, os.environ):
+            path = store_path(args.db, os.environ)
+            if sys.stdin.isatty():
+                print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
+            from .forward import attach
+
+            attach(path, os.environ, args.log_level)
+        configure_logging(args.log_level)
         settings = environment_settings(os.environ)
         if args.command == "demo":
             from .demo import run_demo
 
             sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
         path = store_path(args.db, os.environ)
-    except UsageError as exc:
+        if args.command == "daemon":
+            from .shared import idle_exit_seconds
+
+            idle_exit = idle_exit_seconds(os.environ)
+    except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
+    if args.command == "daemon":
+        from .shared import serve_shared
+
+        serve_shared(str(path), settings, args.ready_fd, idle_exit)
+        return
     if sys.stdin.isatty():
         print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
-    from .server import build_server
+    from .server import serve_stdio
 
-    server = build_server(str(path), settings)
-    server.start_io()
+    serve_stdio(str(path), settings)
 
 
 if __name__ == "__main__":
