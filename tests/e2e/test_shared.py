@@ -28,7 +28,7 @@ from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
-from tests.fixtures.waits import SAFETY_NET, alive, eventually, until
+from tests.fixtures.waits import SAFETY_NET, alive, eventually
 from trellisd.rendezvous import Place, hello
 
 
@@ -232,7 +232,10 @@ async def test_twenty_windows_run_turns_at_once_with_nothing_crossed(
     assert len({facts["daemon"]["pid"] for _, facts in opened}) == 1
     sessions = [await open_session(w, workspace, title=f"w{i}") for i, (w, _) in enumerate(opened)]
     results = await asyncio.gather(
-        *(turn(w, s, f"window {i} speaking") for i, ((w, _), s) in enumerate(zip(opened, sessions)))
+        *(
+            turn(w, s, f"window {i} speaking")
+            for i, ((w, _), s) in enumerate(zip(opened, sessions, strict=True))
+        )
     )
     for i, ((window, _), result) in enumerate(zip(opened, results, strict=True)):
         assert result["reply"] == f"echo: window {i} speaking"
