@@ -1,5 +1,6 @@
-"""How long an editor waits for the daemon: from spawning ``python -m trellisd --db <tmp> --standalone`` to
-the answer to ``initialize`` (which opens, and on first use migrates, the store).
+"""How long an editor waits for a daemon of its own: from spawning ``python -m trellisd --db
+<tmp> --standalone`` to the answer to ``initialize`` (which opens, and on first use migrates,
+the store). ``bench_attach.py`` measures attaching to the shared daemon.
 
     python tests/bench/bench_startup.py [--runs 10] [--warmup 1] [--fresh]
 
