@@ -441,3 +441,14 @@ async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
     ]
     assert [r["model"] for r in model.requests] == ["model-a", "model-b"]
     assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
+
+
+async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(
+    windows: Windows, spawn: DaemonFactory, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace)
+    alone = await spawn(db=windows.db)
+    exc = await alone.error("session/turn", {"sessionId": session["sessionId"], "prompt": "x"})
+    assert exc.code == -32030
+    assert str(facts["daemon"]["pid"]) in exc.message
