@@ -118,3 +118,19 @@ def test_a_store_that_cannot_be_a_file_is_refused_in_words(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="is a file, not a folder"):
         store_file(str(tmp_path / "f" / "t.db"), {})
     assert store_file(None, {"XDG_DATA_HOME": "/d"}) == "/d/trellisd/trellisd.db"
+
+
+def test_what_an_editor_starts_imports_nothing_of_the_daemon() -> None:
+    """The forwarder's imports: the standard library's light modules, never the daemon's
+    libraries or the full command line's parser."""
+    import subprocess
+    import sys
+
+    probe = "import sys, trellisd.__main__, trellisd.forward; print(' '.join(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(done.stdout.split())
+    heavy = {"pygls", "lsprotocol", "attrs", "cattrs", "httpx", "apsw", "argparse", "asyncio"}
+    assert not loaded & heavy
+    assert not any(name.startswith(("trellisd.server", "trellisd.cli")) for name in loaded)
