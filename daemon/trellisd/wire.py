@@ -19,6 +19,7 @@ from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
     Event,
+    FeedEntry,
     ProviderChoice,
     RunSummary,
     Session,
@@ -29,10 +30,12 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .vocabulary import FeedKind
 
 R = TypeVar("R")
 
 LIST_LIMIT = 50
+EVENTS_LIMIT = 200
 MAX_STEPS = 10_000
 
 
@@ -57,6 +60,7 @@ class SessionOpen:
     title: str | None = None
     provider: ProviderChoice | None = None
     policy: PolicySpec | None = None
+    instructions: str | None = None
 
 
 @attrs.frozen
@@ -150,6 +154,51 @@ class SessionBranch:
 
 
 @attrs.frozen
+class SessionFork:
+    session_id: str
+    turn_id: str | None  # required, but null: an empty fork
+
+
+@attrs.frozen
+class SessionRename:
+    session_id: str
+    title: str
+
+    def __attrs_post_init__(self) -> None:
+        _nonempty("title", self.title)
+
+
+@attrs.frozen
+class SessionInstructions:
+    session_id: str
+    instructions: str | None  # required, but null (or empty): none
+
+
+@attrs.frozen
+class After:
+    """Entries numbered after ``after``, ``limit`` at most: ``session/events`` and
+    ``run/events`` page this way."""
+
+    after: int | None = attrs.field(default=None, kw_only=True)
+    limit: int | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        _within("after", self.after, 0, 2**62)
+        _within("limit", self.limit, 1, 1000)
+
+    @property
+    def paged(self) -> bool:
+        return self.after is not None or self.limit is not None
+
+
+@attrs.frozen
+class SessionEvents(After):
+    """``session/events``: the session's feed, ``EVENTS_LIMIT`` entries unless ``limit``."""
+
+    session_id: str
+
+
+@attrs.frozen
 class SessionSteer:
     session_id: str
     text: str
@@ -168,6 +217,13 @@ class SessionResume:
 @attrs.frozen
 class RunRef:
     """The params of every ``run/*`` request."""
+
+    run_id: str
+
+
+@attrs.frozen
+class RunEvents(After):
+    """``run/events``: all the run's events unless paged."""
 
     run_id: str
 
@@ -239,6 +295,41 @@ def step(value: Step) -> dict[str, Any]:
 def event(value: Event) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     return out
+
+
+def events(values: list[Event], after: int | None) -> dict[str, Any]:
+    """``run/events``: ``next`` (paged only) is the ``after`` that reads on, or None when
+    these are all the events recorded so far."""
+    out: dict[str, Any] = {"events": [event(e) for e in values]}
+    if after is not None:
+        out["next"] = after
+    return out
+
+
+def feed_entry(value: FeedEntry) -> dict[str, Any]:
+    """One entry of ``session/events``, with only the fields of its kind."""
+    out: dict[str, Any] = {
+        "seq": value.seq,
+        "kind": value.kind,
+        "turnId": value.turn_id,
+        "runId": value.run_id,
+        "createdAt": value.created_at,
+    }
+    if value.kind == FeedKind.TURN_STARTED:
+        out |= {"prompt": value.prompt, "parentTurnId": value.parent_turn_id}
+    elif value.step is not None:
+        out["step"] = step(value.step)
+    elif value.event is not None:
+        out["event"] = event(value.event)
+    elif value.kind == FeedKind.TURN_ENDED:
+        out["outcome"] = value.outcome
+        if value.error is not None:
+            out["error"] = value.error
+    return out
+
+
+def feed(values: list[FeedEntry], after: int | None) -> dict[str, Any]:
+    return {"events": [feed_entry(e) for e in values], "next": after}
 
 
 def run_summary(value: RunSummary) -> dict[str, Any]:
