@@ -9,6 +9,7 @@ typed requests.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any, TypeVar
 
 import attrs
@@ -33,6 +34,7 @@ from .records import (
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 LIST_LIMIT = 50
 EVENTS_LIMIT = 200
@@ -40,7 +42,12 @@ MAX_STEPS = 10_000
 
 
 def parse(cls: type[R], raw: Any) -> R:
-    """A request's params as its typed request; ``[]`` (Lua's ``{}``) counts as none."""
+    """A request's params as its typed request; ``[]`` (Lua's ``{}``) counts as none. Keys
+    the request does not have are ignored, and named in a debug log line."""
+    if isinstance(raw, dict) and attrs.has(cls):
+        unknown = sorted(set(raw) - {camel(a.name) for a in attrs.fields(cls)})
+        if unknown:
+            log.debug("ignored params that %s does not have: %s", cls.__name__, ", ".join(unknown))
     return structure(None if raw == [] else raw, cls)
 
 
