@@ -5,48 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-from trellisd import services
-from trellisd.config import ProviderSettings
+from tests.fixtures.fake_services import Editor, Model
+from tests.unit.services.test_services import write
 from trellisd.errors import Conflict, LeaseHeld, NotFound
 from trellisd.processes import pid_alive
 from trellisd.records import ForkedFrom, ProviderChoice
 from trellisd.services import Services
 from trellisd.store import Store
 from trellisd.vocabulary import Decision
-
-from tests.unit.services.test_services import Editor, Model, write
-
-
-@pytest.fixture
-def model() -> Model:
-    return Model()
-
-
-@pytest.fixture
-def editor() -> Editor:
-    return Editor()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return folder
-
-
-@pytest_asyncio.fixture
-async def app(tmp_path: Path, model: Model, editor: Editor) -> AsyncIterator[Services]:
-    started = await services.start(
-        tmp_path / "store.db", ProviderSettings(name="openai"), editor, lambda s: model
-    )
-    yield started
-    await started.close()
 
 
 def system(model: Model, index: int = -1) -> str:
