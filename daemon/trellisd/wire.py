@@ -304,13 +304,14 @@ def event(value: Event) -> dict[str, Any]:
     return out
 
 
-def events(values: list[Event], after: int | None) -> dict[str, Any]:
-    """``run/events``: ``next`` (paged only) is the ``after`` that reads on, or None when
-    these are all the events recorded so far."""
-    out: dict[str, Any] = {"events": [event(e) for e in values]}
-    if after is not None:
-        out["next"] = after
-    return out
+def events(values: list[Event]) -> dict[str, Any]:
+    return {"events": [event(e) for e in values]}
+
+
+def events_page(values: list[Event], after: int | None) -> dict[str, Any]:
+    """A page of ``run/events``: ``next`` is the ``after`` that reads on, or None when these
+    are all the events recorded so far."""
+    return {**events(values), "next": after}
 
 
 def feed_entry(value: FeedEntry) -> dict[str, Any]:

@@ -19,8 +19,8 @@ async def run_steps(app: Services, p: wire.RunRef) -> Any:
 
 async def run_events(app: Services, p: wire.RunEvents) -> Any:
     if not p.paged:
-        return wire.events(await app.runs.events(p.run_id), None)
-    return wire.events(*await app.runs.events_page(p.run_id, p.after or 0, p.limit or -1))
+        return wire.events(await app.runs.events(p.run_id))
+    return wire.events_page(*await app.runs.events_page(p.run_id, p.after or 0, p.limit or -1))
 
 
 METHODS: tuple[Method[Any], ...] = (
