@@ -76,7 +76,7 @@ async def session_rename(app: Services, p: wire.SessionRename) -> Any:
 
 
 async def session_instructions(app: Services, p: wire.SessionInstructions) -> Any:
-    return wire.session(await app.sessions.instruct(p.session_id, p.instructions or None))
+    return wire.session(await app.sessions.instruct(p.session_id, p.instructions))
 
 
 async def session_close(app: Services, p: wire.SessionRef) -> Any:

@@ -42,7 +42,7 @@ class SessionService:
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
         effective = await asyncio.to_thread(load, folder.resolve(), policy)
         session = await self.store.sessions.create(
-            str(folder.resolve()), title or "", choice, policy, instructions
+            str(folder.resolve()), title or "", choice, policy, instructions or None
         )
         self.policies.remember(session.session_id, effective)
         return session
@@ -112,8 +112,9 @@ class SessionService:
         return await self.store.sessions.rename(session_id, title)
 
     async def instruct(self, session_id: str, instructions: str | None) -> Session:
-        """New standing instructions, sent from the next turn on (which records them)."""
-        return await self.store.sessions.instruct(session_id, instructions)
+        """New standing instructions (None or empty: none), sent from the next turn on,
+        which records them."""
+        return await self.store.sessions.instruct(session_id, instructions or None)
 
     async def close(self, session_id: str) -> None:
         """Let go of the session: its lease and what this daemon keeps of it (its policy

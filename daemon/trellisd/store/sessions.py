@@ -9,9 +9,10 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ..convert import structure, unstructure
-from ..errors import InvalidParams, LeaseHeld, NotFound
+from ..errors import Conflict, InvalidParams, LeaseHeld, NotFound
 from ..policy.layers import PolicySpec
 from ..records import FeedEntry, ForkedFrom, ProviderChoice, Session, SessionSummary, Tokens, Turn
+from ..vocabulary import Outcome
 from . import feed, forks
 from .db import Database, new_id, now
 
@@ -347,6 +348,18 @@ class Sessions:
         with self.db.write() as con:
             self._get(con, session_id)
             writer.acquire(con, session_id)
+            running = con.execute(
+                "SELECT t.id FROM run r JOIN turn t ON t.id = r.turn_id"
+                " WHERE t.session_id = ? AND r.outcome = ? AND r.daemon_id = ?",
+                (session_id, Outcome.RUNNING, writer.daemon_id),
+            ).fetchone()
+            if running is not None:  # begun here, though its loop may not have started yet
+                raise Conflict(
+                    f"session {session_id} has a running turn {running[0]};"
+                    " wait for it to end or cancel it before you delete it",
+                    sessionId=session_id,
+                    turnId=running[0],
+                )
             runs = "SELECT r.id FROM run r JOIN turn t ON t.id = r.turn_id WHERE t.session_id = ?"
             con.execute("DELETE FROM feed WHERE session_id = ?", (session_id,))
             con.execute(f"DELETE FROM event WHERE run_id IN ({runs})", (session_id,))

@@ -62,6 +62,10 @@ async def test_instructions_are_sent_on_every_turn_and_their_change_is_recorded(
     assert kinds[1] == ["model"]
     assert kinds[2][0] == "instructions"
     assert (await app.runs.events(third.run_id))[0].detail == {"instructions": "Answer in German."}
+    assert (await app.sessions.instruct(session, "")).instructions is None
+    fourth = await app.turns.turn(session, "four", ProviderChoice())
+    assert "German" not in system(model)
+    assert (await app.runs.events(fourth.run_id))[0].detail == {"instructions": None}
 
 
 async def test_agents_md_is_read_at_each_turn_and_recorded_by_its_hash(

@@ -295,3 +295,17 @@ def test_an_older_store_s_feed_is_filled_in_when_it_is_migrated(tmp_path: Path) 
         assert store.sessions.get("s-1").forked_from is None
     finally:
         store.close()
+
+
+def test_delete_is_refused_while_a_turn_begun_here_runs(
+    store: Store, open_session: OpenSession
+) -> None:
+    session_id = open_session().session_id
+    turn_id, run_id, _ = store.runs.begin(session_id, "still going")
+
+    with pytest.raises(Conflict) as refused:
+        store.sessions.delete(session_id, store.leases)
+
+    assert refused.value.data == {"sessionId": session_id, "turnId": turn_id}
+    store.runs.finish(run_id, "finished")
+    store.sessions.delete(session_id, store.leases)
