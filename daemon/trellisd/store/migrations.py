@@ -94,7 +94,8 @@ MIGRATIONS: tuple[str, ...] = (
     # instructions (and whether a change to them awaits the next run), and its feed: one
     # numbered entry per commit (a turn started, a step, an event, a turn ended), pointing at
     # the row it committed; a turn's end keeps the outcome it ended with. Existing sessions'
-    # feeds are filled in the order their rows were written.
+    # feeds are filled in the order their rows were written. A turn's children and a run's
+    # feed entries are indexed, so that deleting a session is not quadratic.
     """
     ALTER TABLE session ADD COLUMN forked_from TEXT;
     ALTER TABLE session ADD COLUMN forked_turn TEXT;
@@ -111,6 +112,8 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     ) STRICT;
+    CREATE INDEX feed_by_run ON feed(run_id);
+    CREATE INDEX turn_by_parent ON turn(parent_id);
 
     INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)
     SELECT session_id,
