@@ -124,7 +124,7 @@ async def test_rename_gives_the_session_a_new_title(daemon: Daemon, workspace: P
     assert unknown.code == NOT_FOUND
 
 
-async def test_rename_is_refused_while_another_daemon_writes_the_session(
+async def test_another_daemon_may_fork_but_not_rename_a_session_it_does_not_write(
     spawn: DaemonFactory, workspace: Path
 ) -> None:
     first, second = await spawn(), await spawn()
@@ -135,6 +135,10 @@ async def test_rename_is_refused_while_another_daemon_writes_the_session(
     )
 
     assert refused.code == LEASE_HELD and refused.data["ownerPid"] == first.process.pid
+    # Forking only reads the origin: the other daemon forks it, and writes the fork.
+    fork = await second.call("session/fork", {"sessionId": session["sessionId"], "turnId": None})
+    renamed = await second.call("session/rename", {"sessionId": fork["sessionId"], "title": "x"})
+    assert renamed["title"] == "x" and renamed["forkedFrom"]["sessionId"] == session["sessionId"]
 
 
 async def test_instructions_and_agents_md_reach_the_model_on_every_turn(
