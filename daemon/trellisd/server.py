@@ -284,6 +284,10 @@ class Daemon:
             if not followers:
                 del self.following[session_id]
 
+    def forget(self, session_id: str) -> None:
+        """The session is gone: no window follows it."""
+        self.following.pop(session_id, None)
+
     def followers(self, session_id: str) -> tuple[TrellisServer, ...]:
         return tuple(self.following.get(session_id, ()))
 
@@ -581,6 +585,10 @@ def serve(server: TrellisServer, method: Method[Any]) -> None:
             ) from exc
         if method.follow in ("answer", "live") and isinstance(result, dict):
             return Deferred(functools.partial(_followed, ls, method, result))
+        if method.follow == "leave" and session_id is not None:
+            ls.daemon.unfollow(ls, session_id)
+        if method.follow == "forget" and session_id is not None:
+            ls.daemon.forget(session_id)
         return result
 
     server.feature(method.name)(handler)

@@ -19,5 +19,6 @@ class Method(Generic[P]):
     # Which session the calling window follows from then on (its turns' notifications and
     # approval questions): ``before`` the method runs (a turn it starts), once it ``answer``s
     # (the session named in the answer), or ``live``: as ``answer``, and the answer holds the
-    # text of the session's running turn streamed so far.
-    follow: Literal["before", "answer", "live"] | None = None
+    # text of the session's running turn streamed so far. Or the session is let go of: by the
+    # calling window (``leave``) or by every window (``forget``: it is gone).
+    follow: Literal["before", "answer", "live", "leave", "forget"] | None = None
