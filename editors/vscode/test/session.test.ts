@@ -309,7 +309,7 @@ describe('steering, cancelling, approving', () => {
     await turn;
     assert.ok(pick.disposed, 'the quick pick was closed');
     assert.equal(view.last!.outcome, 'cancelled');
-    assert.match(stripTags(view.last!.body), /write_file withdrawn: the turn ended first/);
+    assert.match(stripTags(view.last!.body), /write_file withdrawn: answered in another window, or the turn ended first/);
     const fs = await import('node:fs');
     assert.equal(fs.existsSync(`${daemon.root}/never.txt`), false);
   });
@@ -357,5 +357,88 @@ describe('steering, cancelling, approving', () => {
     assert.match(stripTags(view.last!.footer), /· (\$[\d.]+|cost unknown)$/);
     const tree = await c.turnTree();
     assert.ok('cost' in tree!.turns[0], 'the stored turn has a cost');
+  });
+});
+
+describe('windows sharing one daemon', () => {
+  /** A second window on the same shared daemon, with a view of its own. */
+  function window(): { c: SessionController; view: RecordingView } {
+    const own = new RecordingView();
+    const c = new SessionController(daemon.client(), daemon.log);
+    c.attachView(own);
+    return { c, view: own };
+  }
+
+  test("a window that reopens a session follows the turn another window runs, and steers it", async () => {
+    daemon.share();
+    const first = controller([
+      { text: 'one two three four', holdAfter: 2, holdFile: daemon.hold('steered') },
+      { text: 'Kept short, as asked.' },
+    ]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('count to four');
+    await waitFor('the first pieces', () => /one two/.test(stripTags(view.last?.body ?? '')));
+
+    const second = window();
+    await second.c.reopenSession(session.sessionId);
+    const drawn = second.view.last!;
+    assert.equal(drawn.prompt, 'count to four');
+    assert.equal(drawn.outcome, 'running');
+    assert.match(stripTags(drawn.body), /^\s*one two\s*$/, 'the text streamed so far, once');
+    assert.equal(second.view.running, true);
+    assert.equal(second.c.isRunning, true);
+
+    await second.c.send('keep it short'); // the input box steers the running turn
+    await waitFor('the steer to be queued', () => /keep it short\s*queued/.test(stripTags(second.view.last!.body)));
+    daemon.release('steered');
+    const result = await running;
+    assert.equal(result?.outcome, 'finished');
+    const followed = await waitFor('the followed turn to end', () => second.view.last?.outcome === 'finished' && second.view.last);
+    assert.match(stripTags(followed.body), /one two three four/);
+    assert.match(stripTags(followed.body), /keep it short\s*delivered at step 2/);
+    assert.match(stripTags(followed.body), /Kept short, as asked\./);
+    assert.match(stripTags(followed.footer), /^finished · scripted · \d+ tokens/);
+    assert.equal(second.view.running, false);
+    assert.equal(second.c.session!.head, result.turnId);
+    assert.match(stripTags(view.last!.body), /keep it short\s*delivered at step 2/, 'the first window sees the steer');
+  });
+
+  test("a window that follows another window's turn cancels it; both show it cancelled", async () => {
+    daemon.share();
+    const first = controller([{ text: 'a b c d e f g h', holdAfter: 3, holdFile: daemon.hold('never') }]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('spell slowly');
+    await waitFor('the first pieces', () => /a b/.test(stripTags(view.last?.body ?? '')));
+    const second = window();
+    await second.c.reopenSession(session.sessionId);
+    assert.equal(second.view.last!.outcome, 'running');
+    await second.c.cancel();
+    const result = await running;
+    assert.equal(result?.outcome, 'cancelled');
+    assert.equal(view.last!.outcome, 'cancelled');
+    await waitFor('the followed turn to show cancelled', () => second.view.last?.outcome === 'cancelled');
+    assert.match(stripTags(second.view.last!.footer), /^cancelled/);
+    assert.equal(second.c.isRunning, false);
+  });
+
+  test('an approval answered in another window closes the question in this one', async () => {
+    daemon.share();
+    const first = controller([
+      { tool: 'write_file', arguments: { path: 'shared.txt', content: 'both saw it' } },
+      { text: 'Written.' },
+    ]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('write a file');
+    const asked = await waitFor('the question in the first window', () => stub.quickPicks[0]);
+    const second = window();
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 0);
+    await second.c.reopenSession(session.sessionId);
+    const result = await running;
+    assert.equal(result?.outcome, 'finished');
+    assert.equal(stub.quickPicks.length, 2, 'the second window was asked too');
+    assert.ok(asked.disposed, "the first window's question was closed");
+    assert.match(stripTags(view.last!.body), /write_file withdrawn: answered in another window/);
+    const fs = await import('node:fs');
+    assert.equal(fs.readFileSync(`${daemon.root}/shared.txt`, 'utf8'), 'both saw it');
   });
 });
