@@ -390,10 +390,11 @@ export class SessionController {
     return session;
   }
 
+  /** The window goes (closed, reloaded): a running turn is left to the daemon, which ends it
+   * with a daemon of this window's own, and runs it on when the store's daemon is shared. */
   dispose(): void {
     this.coalescer.dispose();
     this.exitSubscription.dispose();
-    this.live?.source.cancel();
   }
 
   // what the daemon says while a turn runs

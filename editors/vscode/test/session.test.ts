@@ -403,6 +403,29 @@ describe('windows sharing one daemon', () => {
     assert.match(stripTags(view.last!.body), /keep it short\s*delivered at step 2/, 'the first window sees the steer');
   });
 
+  test('a window closed mid-turn leaves the turn running; reopened, it reattaches and sees the end', async () => {
+    daemon.share();
+    const client = daemon.client();
+    const closing = new SessionController(client, daemon.log);
+    closing.attachView(view);
+    daemon.setScript([{ text: 'still going after the window closed', holdAfter: 2, holdFile: daemon.hold('closed') }]);
+    const session = await closing.openSession(daemon.root);
+    const running = closing.turn('outlive the window');
+    await waitFor('the first pieces', () => /still going/.test(stripTags(view.last?.body ?? '')));
+    closing.dispose(); // the window is reloaded: its extension goes, and its daemon connection
+    await client.stop();
+    await running;
+
+    const reloaded = window();
+    await reloaded.c.reopenSession(session.sessionId);
+    assert.equal(reloaded.view.last!.outcome, 'running', 'the turn runs on in the shared daemon');
+    assert.match(stripTags(reloaded.view.last!.body), /^\s*still going\s*$/);
+    daemon.release('closed');
+    const ended = await waitFor('the turn to end', () => reloaded.view.last?.outcome !== 'running' && reloaded.view.last);
+    assert.equal(ended.outcome, 'finished');
+    assert.match(stripTags(ended.body), /still going after the window closed/);
+  });
+
   test("a window that follows another window's turn cancels it; both show it cancelled", async () => {
     daemon.share();
     const first = controller([{ text: 'a b c d e f g h', holdAfter: 3, holdFile: daemon.hold('never') }]);
