@@ -16,7 +16,7 @@ import attrs
 from .convert import camel
 from .errors import InvalidParams
 from .records import ProviderChoice
-from .rendezvous import PROVIDER_KEY_VARIABLES, db_path, default_db_path
+from .rendezvous import PROVIDER_KEY_VARIABLES
 
 PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
 
@@ -214,4 +214,4 @@ def _limit(env: Mapping[str, str], var: str, kind: type[Any], attr: str) -> Any:
     return value
 
 
-__all__ = ["ProviderSettings", "db_path", "default_db_path", "provider_from_env"]
+__all__ = ["ProviderSettings", "provider_from_env"]

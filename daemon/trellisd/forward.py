@@ -14,16 +14,11 @@ with a line on stderr when the daemon dies, 2 when the window's settings are ref
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
+# The C module, not ``socket``: that one imports enum and selectors at every window's start.
+import _socket
 import os
-import socket
+import select
 import sys
-import threading
-from collections.abc import Mapping
-from pathlib import Path
-from typing import IO, Any, NoReturn
 
 from . import __version__
 from .rendezvous import (
@@ -35,9 +30,24 @@ from .rendezvous import (
     hello,
     read_line,
     runtime_folder,
+    shared_mode,
+    store_file,
 )
 
-STDIN_CHUNK = 256 * 1024
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import IO, Any, NoReturn
+
+TTY_HINT = """\
+trellisd {version}: a coding-agent daemon that editors start and talk to over stdin/stdout
+(JSON-RPC with Content-Length framing). It is waiting for an editor now; Ctrl-D or Ctrl-C
+ends it. To see what it does, run `trellisd demo`; `trellisd --help`
+lists the settings.
+"""
+
+CHUNK = 256 * 1024
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class AttachError(Exception):
@@ -48,11 +58,47 @@ class AttachError(Exception):
         self.code = code
 
 
-def connect(place: Place) -> socket.socket | None:
-    """A connection to the daemon at ``place``, or None when no daemon listens there."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def serve_arguments(args: list[str], env: Mapping[str, str]) -> tuple[str | None, str] | None:
+    """``(--db, --log-level)`` when ``args`` is the plain command line an editor starts to
+    attach (``serve``, ``--db PATH``, ``--log-level LEVEL``, in any order), else None: the
+    full command line's parser takes everything else, ``--help`` and mistakes included."""
+    if not shared_mode(False, env):
+        return None
+    db, level, rest = None, env.get("TRELLISD_LOG", "warning"), list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, equals, value = arg.partition("=")
+        if arg == "serve":
+            continue
+        if name not in ("--db", "--log-level"):
+            return None
+        if not equals:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        if name == "--db":
+            db = value
+        else:
+            level = value
+    return (db, level) if level in LOG_LEVELS else None
+
+
+def attach_command(db: str | None, log_level: str) -> NoReturn:
+    """``trellisd`` as an editor starts it: attach, or one line and exit status 2."""
     try:
-        sock.connect(str(place.socket))
+        store = store_file(db, os.environ)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if sys.stdin.isatty():
+        print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
+    attach(store, os.environ, log_level)
+
+
+def connect(place: Place) -> _socket.socket | None:
+    """A connection to the daemon at ``place``, or None when no daemon listens there."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(place.socket)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
@@ -67,10 +113,8 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
     says so on a pipe, or the pipe closes because it could not start."""
     import subprocess
 
-    place.make_folder()
-    log_path = place.socket.with_suffix(".log")
     read_end, write_end = os.pipe()
-    with open(log_path, "ab") as log_file:
+    with open(place.log, "ab") as log_file:
         try:
             subprocess.Popen(
                 [
@@ -79,7 +123,7 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
                     "trellisd",
                     "daemon",
                     "--db",
-                    str(place.store),
+                    place.store,
                     "--ready-fd",
                     str(write_end),
                     "--log-level",
@@ -98,22 +142,27 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
         said = ready.readline()
     if said != b"ready\n":
         raise AttachError(
-            f"the shared daemon for {place.store} did not start: {_last_line(log_path)}"
+            f"the shared daemon for {place.store} did not start: {_last_line(place.log)}"
         )
 
 
-def _last_line(path: Path) -> str:
+def _last_line(path: str) -> str:
     try:
-        lines = path.read_bytes()[-4096:].decode("utf-8", "replace").strip().splitlines()
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = log.read().decode("utf-8", "replace").strip().splitlines()
     except OSError:
         lines = []
     return lines[-1] if lines else f"see {path}"
 
 
-def reach(place: Place, env: Mapping[str, str], log_level: str) -> socket.socket:
+def reach(place: Place, env: Mapping[str, str], log_level: str) -> _socket.socket:
     """A connection to the store's daemon, started first when none listens. Of forwarders
     started at the same instant, one starts it (under the start lock); the others wait on
     that lock and then find it listening."""
+    import fcntl
+
     sock = connect(place)
     if sock is not None:
         return sock
@@ -129,22 +178,13 @@ def reach(place: Place, env: Mapping[str, str], log_level: str) -> socket.socket
     return sock
 
 
-def handshake(sock: socket.socket, message: bytes) -> tuple[dict[str, Any], bytes]:
-    """Say ``message``; the daemon's answer and what followed it in the same reads."""
-    sock.sendall(message)
-    line, rest = read_line(sock.recv)
-    answer = json.loads(line)
-    if not isinstance(answer, dict):
-        raise ValueError("the daemon's answer was not an object")
-    return answer, rest
-
-
-def attach(store: Path, env: Mapping[str, str], log_level: str) -> NoReturn:
+def attach(store: str, env: Mapping[str, str], log_level: str) -> NoReturn:
     place = Place(store, env)
     for attempt in range(3):
         try:
             sock = reach(place, env, log_level)
-            answer, rest = handshake(sock, hello(env))
+            sock.sendall(hello(env))
+            line, rest = read_line(sock.recv)
             break
         except (EOFError, ConnectionResetError, BrokenPipeError):
             # The daemon was ending (idle) as this window came: start a new one.
@@ -154,52 +194,83 @@ def attach(store: Path, env: Mapping[str, str], log_level: str) -> NoReturn:
             _fail(str(exc), exc.code)
         except (OSError, ValueError) as exc:
             _fail(f"cannot attach to the shared daemon for {store}: {exc}")
-    if not answer.get("ok"):
-        _fail(str(answer.get("error")), int(answer.get("exit", 1)))
-    pump(sock, rest, answer.get("pid"), store)
+    pid = _accepted(line)
+    pump(sock, rest, pid, store)
 
 
-def pump(sock: socket.socket, rest: bytes, pid: Any, store: Path) -> NoReturn:
+def _accepted(line: bytes) -> int:
+    """The daemon's pid from its answer to the hello; a refusal ends the command."""
+    if line.startswith(b'{"ok": true, "pid": ') and line.endswith(b"}"):
+        return int(line[len(b'{"ok": true, "pid": ') : -1])
+    import json
+
+    answer = json.loads(line)
+    _fail(str(answer.get("error")), int(answer.get("exit", 1)))
+
+
+def pump(sock: _socket.socket, rest: bytes, pid: int, store: str) -> NoReturn:
     """Carry stdin to the daemon and its records to stdout until the window ends."""
-    threading.Thread(target=_to_daemon, args=(sock,), daemon=True).start()
-    stdout = sys.stdout.fileno()
+    stdin, stdout, daemon = sys.stdin.fileno(), sys.stdout.fileno(), sock.fileno()
+    poll = select.poll()
+    poll.register(stdin, select.POLLIN)
+    poll.register(daemon, select.POLLIN)
     buf = bytearray(rest)
     while True:
-        while len(buf) >= RECORD_HEADER.size:
-            (size,) = RECORD_HEADER.unpack_from(buf)
-            if size == END:
-                if len(buf) < 2 * RECORD_HEADER.size:
-                    break
-                (length,) = RECORD_HEADER.unpack_from(buf, RECORD_HEADER.size)
-                end = 2 * RECORD_HEADER.size + length
-                if len(buf) < end:
-                    break
-                _ended(json.loads(bytes(buf[2 * RECORD_HEADER.size : end])))
-            if len(buf) < RECORD_HEADER.size + size:
-                break
-            _write_all(stdout, memoryview(buf)[RECORD_HEADER.size : RECORD_HEADER.size + size])
-            del buf[: RECORD_HEADER.size + size]
-        try:
-            chunk = sock.recv(STDIN_CHUNK)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            _fail(
-                f"the shared daemon (pid {pid}) for {store} stopped without a word: it was"
-                " killed or crashed; starting trellisd again starts a new one"
-            )
-        buf += chunk
+        _records(buf, stdout)
+        for fd, _ in poll.poll():
+            if fd == stdin:
+                chunk = _read(stdin)
+                if chunk:
+                    try:
+                        sock.sendall(chunk)
+                        continue
+                    except OSError:
+                        pass  # the daemon is gone: its end is read below
+                poll.unregister(stdin)
+                _shut(sock)
+            else:
+                try:
+                    chunk = sock.recv(CHUNK)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    _records(buf, stdout)
+                    _fail(
+                        f"the shared daemon (pid {pid}) for {store} stopped without a word:"
+                        " it was killed or crashed; starting trellisd again starts a new one"
+                    )
+                buf += chunk
 
 
-def _to_daemon(sock: socket.socket) -> None:
-    stdin = sys.stdin.fileno()
+def _read(fd: int) -> bytes:
     try:
-        while chunk := os.read(stdin, STDIN_CHUNK):
-            sock.sendall(chunk)
+        return os.read(fd, CHUNK)
+    except OSError:
+        return b""
+
+
+def _shut(sock: _socket.socket) -> None:
+    try:
+        sock.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_WR)
+
+
+def _records(buf: bytearray, stdout: int) -> None:
+    """Write the whole records in ``buf`` to ``stdout`` and drop them; end at the end record."""
+    header = RECORD_HEADER.size
+    while len(buf) >= header:
+        (size,) = RECORD_HEADER.unpack_from(buf)
+        if size == END:
+            if len(buf) >= 2 * header:
+                (length,) = RECORD_HEADER.unpack_from(buf, header)
+                if len(buf) >= 2 * header + length:
+                    _ended(bytes(buf[2 * header : 2 * header + length]))
+            return
+        if len(buf) < header + size:
+            return
+        _write_all(stdout, memoryview(buf)[header : header + size])
+        del buf[: header + size]
 
 
 def _write_all(fd: int, data: memoryview) -> None:
@@ -210,11 +281,13 @@ def _write_all(fd: int, data: memoryview) -> None:
         pass  # the editor is gone; the daemon still ends the window
 
 
-def _ended(end: dict[str, Any]) -> NoReturn:
-    code = int(end.get("exit", 1))
+def _ended(body: bytes) -> NoReturn:
+    import json
+
+    end = json.loads(body)
     if end.get("message"):
         print(f"trellisd: {end['message']}", file=sys.stderr, flush=True)
-    os._exit(code)
+    os._exit(int(end.get("exit", 1)))
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -222,8 +295,10 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     os._exit(code)
 
 
-def ask(place: Place, command: str) -> tuple[socket.socket, dict[str, Any]] | None:
+def ask(place: Place, command: str) -> tuple[_socket.socket, dict[str, Any]] | None:
     """``command`` said to the daemon at ``place``; None when none listens there."""
+    import json
+
     try:
         sock = connect(place)
     except AttachError:
@@ -231,7 +306,9 @@ def ask(place: Place, command: str) -> tuple[socket.socket, dict[str, Any]] | No
     if sock is None:
         return None
     try:
-        answer, _ = handshake(sock, hello({}, command))
+        sock.sendall(hello({}, command))
+        line, _ = read_line(sock.recv)
+        answer = json.loads(line)
     except (OSError, EOFError, ValueError):
         sock.close()
         return None
@@ -241,11 +318,12 @@ def ask(place: Place, command: str) -> tuple[socket.socket, dict[str, Any]] | No
 def status(env: Mapping[str, str], out: IO[str]) -> int:
     """Every shared daemon of this user that answers: which store, pid, windows, sessions
     followed and turns running."""
-    folders = {runtime_folder(env), fallback_folder()}
+    folders = {runtime_folder(env), fallback_folder(env)}
     found = 0
     for folder in sorted(folders):
-        for path in sorted(folder.glob("*.sock")) if folder.is_dir() else ():
-            reached = ask(Place.at(path), "status")
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        for name in (n for n in names if n.endswith(".sock")):
+            reached = ask(Place.at(os.path.join(folder, name)), "status")
             if reached is None:
                 continue
             sock, answer = reached
@@ -275,7 +353,7 @@ def _describe(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def stop(store: Path, env: Mapping[str, str], out: IO[str]) -> int:
+def stop(store: str, env: Mapping[str, str], out: IO[str]) -> int:
     """Ask the store's daemon to exit after its running turns; wait until it has."""
     place = Place(store, env)
     reached = ask(place, "stop")
@@ -290,9 +368,11 @@ def stop(store: Path, env: Mapping[str, str], out: IO[str]) -> int:
         file=out,
         flush=True,
     )
-    with contextlib.suppress(OSError):
+    try:
         while sock.recv(4096):
             pass
+    except OSError:
+        pass
     sock.close()
     print("it has exited", file=out)
     return 0

@@ -187,8 +187,10 @@ frames_log = logging.getLogger(f"{__name__}.frames")
 frames_log.addFilter(_ClientMistakes())
 
 
+@functools.cache
 def plain_converter() -> Any:
-    """pygls's converter, but custom methods' params and results stay plain JSON values."""
+    """pygls's converter, but custom methods' params and results stay plain JSON values.
+    Built once (it takes milliseconds) and shared by every window."""
     converter = default_converter()  # type: ignore[no-untyped-call]
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))

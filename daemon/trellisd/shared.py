@@ -20,7 +20,6 @@ import signal
 import socket
 import struct
 from collections.abc import Mapping
-from pathlib import Path
 from typing import IO, Any
 
 from . import __version__, server
@@ -52,7 +51,7 @@ def idle_exit_seconds(env: Mapping[str, str]) -> float:
 
 class SharedDaemon:
     def __init__(self, db_path: str, settings: ProviderSettings, idle_exit: float) -> None:
-        self.place = Place(Path(db_path))
+        self.place = Place(db_path)
         self.daemon = server.Daemon(db_path, settings, shared=True)
         self.daemon.on_change = self._changed
         self.idle_exit = idle_exit
@@ -87,11 +86,11 @@ class SharedDaemon:
     def listen(self) -> socket.socket:
         """Bind the socket (0600), replacing what a daemon that died left there."""
         with contextlib.suppress(FileNotFoundError):
-            self.place.socket.unlink()
+            os.unlink(self.place.socket)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)
         try:
-            listener.bind(str(self.place.socket))
+            listener.bind(self.place.socket)
         finally:
             os.umask(old_umask)
         os.chmod(self.place.socket, 0o600)
@@ -222,8 +221,8 @@ class SharedDaemon:
         return {
             "version": __version__,
             "pid": os.getpid(),
-            "store": str(self.place.store),
-            "socket": str(self.place.socket),
+            "store": self.place.store,
+            "socket": self.place.socket,
             "windows": [{"pid": w.pid} for w in self.daemon.windows],
             "sessions": sorted(self.daemon.following),
             "runningTurns": running,
@@ -269,7 +268,7 @@ class SharedDaemon:
             return
         with contextlib.suppress(OSError):
             if os.stat(self.place.socket).st_ino == self._bound:
-                self.place.socket.unlink()
+                os.unlink(self.place.socket)
         self._listener.close()
         self._listener = None
 

@@ -46,6 +46,7 @@ class Windows:
     def __init__(self, spawn: DaemonFactory, runtime: Path, db: Path) -> None:
         self.spawn, self.runtime, self.db = spawn, runtime, db
         self.daemon_pids: set[int] = set()
+        self.opened: list[Daemon] = []
 
     def env(self, **extra: str) -> dict[str, str]:
         return {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(self.runtime), **extra}
@@ -53,6 +54,7 @@ class Windows:
     async def open(self, **env: str) -> tuple[Daemon, dict[str, Any]]:
         """A new window: its forwarder started and initialized; the daemon's own facts."""
         window = await self.spawn(db=self.db, env=self.env(**env), initialize=False)
+        self.opened.append(window)
         result = await window.client.initialize_session(
             types.InitializeParams(capabilities=types.ClientCapabilities())
         )
@@ -60,7 +62,12 @@ class Windows:
         self.daemon_pids.add(facts["daemon"]["pid"])
         return window, facts
 
-    def stop_daemons(self) -> None:
+    async def close(self) -> None:
+        """Every window still open ends as an editor ends it, then every daemon stops."""
+        for window in self.opened:
+            if window.process.returncode is None:
+                await window.client.shutdown_session()
+                await window.process.wait()
         for pid in self.daemon_pids:
             if alive(pid):
                 os.kill(pid, signal.SIGTERM)
@@ -72,7 +79,7 @@ async def windows(spawn: DaemonFactory, runtime: Path, tmp_path: Path) -> AsyncI
     yield group
     for log in (runtime / "trellisd").glob("*.log"):
         sys.stderr.write(log.read_text())  # shown when the test fails
-    group.stop_daemons()
+    await group.close()
     for pid in group.daemon_pids:
         await eventually(lambda pid=pid: not alive(pid), f"the shared daemon {pid} exits")
 
@@ -361,10 +368,10 @@ async def test_a_window_that_stops_reading_is_dropped_and_slows_no_one(
     windows: Windows, model: ModelServer, workspace: Path
 ) -> None:
     a, facts = await windows.open(TRELLISD_WINDOW_QUEUE="65536")
-    place = Place(windows.db, {"XDG_RUNTIME_DIR": str(windows.runtime)})
+    place = Place(str(windows.db), {"XDG_RUNTIME_DIR": str(windows.runtime)})
     stuck = socket.socket(socket.AF_UNIX)
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    stuck.connect(str(place.socket))
+    stuck.connect(place.socket)
     stuck.sendall(hello({"TRELLISD_PROVIDER": "openai", "TRELLISD_BASE_URL": model.url}))
     assert json.loads(stuck.recv(4096))["ok"] is True
     stuck.sendall(request(1, "session/open", {"root": str(workspace)}))
@@ -416,3 +423,32 @@ async def test_the_daemon_exits_once_no_window_is_left_and_no_turn_runs(
     pid = facts["daemon"]["pid"]
     await eventually(lambda: not alive(pid), "the idle daemon exits")
     assert not list((windows.runtime / "trellisd").glob("*.sock"))
+
+
+async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts_a = await windows.open(TRELLISD_API_KEY="sk-window-a", TRELLISD_MODEL="model-a")
+    b, facts_b = await windows.open(TRELLISD_API_KEY="sk-window-b", TRELLISD_MODEL="model-b")
+    assert facts_a["provider"]["model"] == "model-a" and facts_b["provider"]["model"] == "model-b"
+    session = await open_session(a, workspace)
+    await turn(a, session, "from a")
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    await turn(b, session, "from b")
+    assert [h["authorization"] for h in model.headers] == [
+        "Bearer sk-window-a",
+        "Bearer sk-window-b",
+    ]
+    assert [r["model"] for r in model.requests] == ["model-a", "model-b"]
+    assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
+
+
+async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(
+    windows: Windows, spawn: DaemonFactory, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace)
+    alone = await spawn(db=windows.db)
+    exc = await alone.error("session/turn", {"sessionId": session["sessionId"], "prompt": "x"})
+    assert exc.code == -32030
+    assert str(facts["daemon"]["pid"]) in exc.message

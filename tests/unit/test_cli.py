@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.__main__ import parser
+from trellisd.cli import parser
 
 
 def clean_env(**extra: str) -> dict[str, str]:
