@@ -785,3 +785,47 @@ test("an approval answered in another window closes the question here", function
   idle()
   finish_test()
 end)
+
+test("a turn another window starts in a session open here is drawn and followed", function()
+  local s, fake = start(function() end)
+  local t = running_elsewhere(s, "")
+  t.outcome = "finished" -- the session is open here before the other window's turn
+  vim.cmd("TrellisSessions")
+  wait_text("*finished")
+  local other = vim.tbl_extend("force", {}, t)
+  other.turnId, other.runId, other.parentTurnId = "t-next", "r-next", t.turnId
+  other.prompt, other.outcome = "and now?", "running"
+  s.turns[other.turnId] = other
+  s.sessions[t.sessionId].head = other.turnId
+  t = other
+  -- the first pieces came before this window reopened the session: they are in its answer
+  local reopen = s.methods["session/reopen"]
+  s.methods["session/reopen"] = function(p)
+    return vim.tbl_extend("force", reopen(p), {
+      running = { sessionId = t.sessionId, turnId = t.turnId, runId = t.runId, step = 1, text = "Now " },
+    })
+  end
+  fake.proc.notify("session/token", {
+    sessionId = t.sessionId,
+    turnId = t.turnId,
+    runId = t.runId,
+    step = 1,
+    text = "Now ",
+  })
+  wait_text("### You\nand now?\n\n### trellisd\n\nNow ")
+  eq(true, trellis.current().running)
+  fake.proc.notify("session/token", {
+    sessionId = t.sessionId,
+    turnId = t.turnId,
+    runId = t.runId,
+    step = 1,
+    text = "then.",
+  })
+  t.reply, t.outcome = "Now then.", "finished"
+  step(fake.proc, t, "reply", "Now then.")
+  idle()
+  wait_text("Now then.\n\n*finished · 2 tokens")
+  local _, count = text():gsub("Now ", "")
+  eq(1, count, text())
+  finish_test()
+end)

@@ -94,6 +94,8 @@ export class SessionController {
   /** The client generation the session was opened or reopened under. */
   private attached = -1;
   private keys = 0;
+  /** A reopen is under way to show a turn another window started. */
+  private catchingUp = false;
   private view: ChatSink = NO_VIEW;
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
@@ -472,7 +474,39 @@ export class SessionController {
     live.followed?.settle();
   }
 
+  /** A turn another window started in this session: reopen the session, which draws the turn
+   * as far as it has streamed (the notifications that came meanwhile are in that text), and
+   * follow it from there. */
+  private async catchUp(sessionId: string): Promise<void> {
+    if (this.catchingUp) {
+      return;
+    }
+    this.catchingUp = true;
+    try {
+      const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+      if (this.session?.sessionId !== sessionId || this.live) {
+        return;
+      }
+      this.session = session;
+      this.transcript = history.map(fromHistory);
+      this.postReset();
+      if (running) {
+        this.follow(running);
+      }
+      this.fireSession();
+    } finally {
+      this.catchingUp = false;
+    }
+  }
+
+  private catchUpWith(p: { sessionId: string }): void {
+    if (!this.live && this.session?.sessionId === p.sessionId) {
+      this.catchUp(p.sessionId).catch((error) => this.log.warn(`could not show the turn another window started: ${messageOf(error)}`));
+    }
+  }
+
   private onToken(p: TokenParams): void {
+    this.catchUpWith(p);
     const live = this.liveFor(p);
     if (!live) {
       return;
@@ -483,6 +517,7 @@ export class SessionController {
   }
 
   private onStep(p: StepParams): void {
+    this.catchUpWith(p);
     const live = this.liveFor(p);
     if (!live) {
       return;

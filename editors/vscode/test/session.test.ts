@@ -426,6 +426,23 @@ describe('windows sharing one daemon', () => {
     assert.match(stripTags(ended.body), /still going after the window closed/);
   });
 
+  test('a turn another window starts in a session open here is shown as it runs', async () => {
+    daemon.share();
+    const first = controller([{ text: 'Started elsewhere, seen here.', holdAfter: 2, holdFile: daemon.hold('seen') }]);
+    const session = await first.openSession(daemon.root);
+    const second = window();
+    await second.c.reopenSession(session.sessionId); // open here, nothing running yet
+    assert.equal(second.view.order.length, 0);
+    const running = first.turn('from the first window');
+    const shown = await waitFor('the turn in the second window', () => second.view.last?.outcome === 'running' && second.view.last);
+    assert.equal(shown.prompt, 'from the first window');
+    daemon.release('seen');
+    const result = await running;
+    const ended = await waitFor('the turn to end here too', () => second.view.last?.outcome === 'finished' && second.view.last);
+    assert.equal(stripTags(ended.body).trim(), 'Started elsewhere, seen here.', 'every piece once');
+    assert.equal(second.c.session!.head, result?.turnId);
+  });
+
   test("a window that follows another window's turn cancels it; both show it cancelled", async () => {
     daemon.share();
     const first = controller([{ text: 'a b c d e f g h', holdAfter: 3, holdFile: daemon.hold('never') }]);

@@ -770,9 +770,35 @@ local notifications = {}
 -- The steps after which a turn may have ended (a reply, unless a steer waits for the model).
 local ENDINGS = { reply = true, error = true, cancelled = true }
 
+-- A turn another window started in a session open here: the session is reopened, which
+-- draws the turn as far as it has streamed (the notifications that came meanwhile are in
+-- that text), and the turn is followed from there. The current session stays current.
+local function catch_up(state)
+  if state.catching_up then
+    return
+  end
+  state.catching_up = true
+  local current = M.current
+  daemon.request("session/reopen", { sessionId = state.id }, function(err, result)
+    state.catching_up = nil
+    if err then
+      return
+    end
+    adopt(result)
+    M.current = current
+    local live = compat.value(result.running)
+    if live and not state.running then
+      follow(state, result.history or {}, live)
+    end
+  end)
+end
+
 notifications["session/token"] = function(p)
   local state = M.open[p.sessionId]
   local run = state and state.running
+  if state and not run then
+    catch_up(state)
+  end
   if not run or (run.followed and p.turnId ~= run.turnId) then
     return
   end
@@ -791,6 +817,10 @@ end
 notifications["session/step"] = function(p)
   local state = M.open[p.sessionId]
   if not state then
+    return
+  end
+  if not state.running then
+    catch_up(state)
     return
   end
   local call = compat.value(p.toolCall)
