@@ -664,22 +664,11 @@ test("a turn running in another window is drawn on reopen and followed to its en
   wait_text("### You\ncount for me\n\n### trellisd\n\none two ")
   eq(true, trellis.current().running, "the turn shows as running")
   truthy(not text():find("*running", 1, true), text())
-  fake.proc.notify("session/token", {
-    sessionId = t.sessionId,
-    turnId = t.turnId,
-    runId = t.runId,
-    step = 1,
-    text = "three",
-  })
+  s.token(fake.proc, t, "three")
   wait_text("one two three")
   -- a token of another turn is not this one's
-  fake.proc.notify("session/token", {
-    sessionId = t.sessionId,
-    turnId = "t-other",
-    runId = "r-other",
-    step = 1,
-    text = "NOT THIS",
-  })
+  local other = { sessionId = t.sessionId, turnId = "t-other", runId = "r-other", reply = "" }
+  s.token(fake.proc, other, "NOT THIS")
   t.reply, t.outcome = "one two three", "finished"
   step(fake.proc, t, "reply", "one two three")
   idle()
@@ -805,22 +794,11 @@ test("a turn another window starts in a session open here is drawn and followed"
       running = { sessionId = t.sessionId, turnId = t.turnId, runId = t.runId, step = 1, text = "Now " },
     })
   end
-  fake.proc.notify("session/token", {
-    sessionId = t.sessionId,
-    turnId = t.turnId,
-    runId = t.runId,
-    step = 1,
-    text = "Now ",
-  })
+  s.token(fake.proc, t, "Now ")
+  t.reply = "" -- no step is committed yet: the text so far is in the reopen's answer only
   wait_text("### You\nand now?\n\n### trellisd\n\nNow ")
   eq(true, trellis.current().running)
-  fake.proc.notify("session/token", {
-    sessionId = t.sessionId,
-    turnId = t.turnId,
-    runId = t.runId,
-    step = 1,
-    text = "then.",
-  })
+  s.token(fake.proc, t, "then.")
   t.reply, t.outcome = "Now then.", "finished"
   step(fake.proc, t, "reply", "Now then.")
   idle()
