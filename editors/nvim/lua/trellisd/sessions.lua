@@ -819,8 +819,11 @@ notifications["session/step"] = function(p)
   if not state then
     return
   end
-  if not state.running then
+  local run = state.running
+  if not run then
     catch_up(state)
+    return
+  elseif run.followed and run.turnId ~= p.turnId then
     return
   end
   local call = compat.value(p.toolCall)
@@ -828,8 +831,7 @@ notifications["session/step"] = function(p)
     state.view:block(format.tool_lines(call, p.result))
     check_written(state, call)
   end
-  local run = state.running
-  if run and run.followed and run.turnId == p.turnId and ENDINGS[p.decision] then
+  if run.followed and ENDINGS[p.decision] then
     check_followed(state, run)
   end
 end
