@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -174,6 +175,18 @@ class Editor:
         current: dict[str, Any] | None = self.lua('return require("trellisd").current()')
         return current
 
+    def shared_daemon_pid(self) -> int | None:
+        """The pid of the store's shared daemon this editor's forwarder attached to."""
+        pid: int | None = self.lua(
+            """
+            local server = require("trellisd.daemon").server
+            local caps = server and server.capabilities or {}
+            local d = ((caps.experimental or {}).trellisd or {}).daemon
+            return d and d.shared and d.pid or nil
+            """
+        )
+        return pid
+
     def daemon_pid(self) -> int | None:
         pid = self.lua('return require("trellisd.daemon").pid()')
         if pid:
@@ -262,6 +275,20 @@ class Editor:
                 os.kill(pid, 9)
 
 
+def stop_shared_daemon(pid: int, timeout: float = 30.0) -> None:
+    """Ask a shared daemon to exit (SIGTERM) and wait for it to be gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the shared daemon (pid {pid}) did not exit on SIGTERM")
+
+
 def write_script(path: Path, lines: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
@@ -275,9 +302,12 @@ def start_editor(
     script: list[dict[str, Any]] | None = None,
     setup: dict[str, Any] | None = None,
     workdir: Path | None = None,
+    shared: Path | None = None,
 ) -> Editor:
     """A headless Neovim (-u NONE, the plugin on 'runtimepath'), set up to start the real
-    daemon on the store ``db`` with the scripted model, in the folder ``workdir``."""
+    daemon on the store ``db`` with the scripted model, in the folder ``workdir``: a daemon
+    of its own, or with ``shared`` (a runtime folder) the store's shared daemon, whose socket
+    is in that folder. The test stops the shared daemons it starts (stop_shared_daemon)."""
     import pynvim
 
     home = tmp / "home"
@@ -311,6 +341,8 @@ def start_editor(
         warnings.simplefilter("ignore", DeprecationWarning)
         nvim = pynvim.attach("child", argv=argv)
     daemon_env = {"TRELLISD_PROVIDER": "scripted", "TRELLISD_LOG": "info", "TRELLISD_SHARED": "0"}
+    if shared is not None:
+        daemon_env.update(TRELLISD_SHARED="1", XDG_RUNTIME_DIR=str(shared))
     if script is not None:
         daemon_env["TRELLISD_SCRIPT"] = str(write_script(tmp / "script.jsonl", script))
     options: dict[str, Any] = {

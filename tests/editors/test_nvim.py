@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -487,3 +488,64 @@ def test_an_approval_denied_leaves_the_file_alone(start: Start, tmp_path: Path) 
     assert approvals, "no approval was asked"
     assert "> denied" in text
     assert not (tmp_path / "project" / "denied.txt").exists()
+
+
+# Two editors on one shared daemon: session/reopen's running turn, followed, then cancelled.
+
+
+def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
+    start: Start, tmp_path: Path
+) -> None:
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: a socket's path
+    go = tmp_path / "go"
+    script = [
+        {
+            "text": "Looking at the files first, one by one, carefully.",
+            "holdAfter": 2,
+            "holdFile": str(go),
+            "tool": "list_dir",
+            "arguments": {"path": "."},
+        },
+        {
+            "text": " ".join(f"word{i}" for i in range(200)),
+            "holdAfter": 10,
+            "holdFile": str(tmp_path / "never"),
+        },
+    ]
+    first = start(script=script, shared=runtime)
+    second = start(script=script, shared=runtime)
+    daemons: set[int] = set()
+    try:
+        first.command("Trellis look around")
+        first.wait_text("Looking at")
+        daemons.add(first.shared_daemon_pid() or 0)
+
+        # the second opens the session mid-turn: the prompt and the text streamed so far
+        second.will_pick("")
+        second.command("TrellisSessions")
+        so_far = second.wait_text("### You\nlook around\n\n### trellisd\n\nLooking at")
+        daemons.add(second.shared_daemon_pid() or 0)
+        assert daemons == {first.shared_daemon_pid()} and 0 not in daemons, daemons
+        assert "carefully" not in so_far and "*running" not in so_far, so_far
+        assert second.current()["running"]  # type: ignore[index]
+        assert second.statusline().startswith("trellis: streaming")
+
+        # then the rest, as it streams
+        go.touch()
+        text = second.wait_text("one by one, carefully.", "> tool `list_dir`", "word9")
+        assert text.count("Looking at") == 1, text
+        first.wait_text("word9")
+
+        # the second cancels the first one's turn; both show it cancelled
+        second.command("TrellisCancel")
+        second.wait_idle()
+        first.wait_idle()
+        for editor in (first, second):
+            text = editor.wait_text("*cancelled")
+            assert re.search(r"^\*cancelled · ", text, re.M), text
+            assert "word199" not in text
+    finally:
+        for editor in (first, second):
+            editor.close()
+        for pid in daemons - {0}:
+            fx.stop_shared_daemon(pid)

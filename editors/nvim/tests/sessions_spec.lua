@@ -603,3 +603,207 @@ test("a buffer of a file a step wrote is checked against the disk", function()
   end, nil, "the buffer to show what the step wrote")
   finish_test()
 end)
+
+-- A turn another window started, running in the shared daemon: a session with that turn at
+-- its head, and the reopen answer the daemon gives while it runs.
+local function running_elsewhere(s, text_so_far)
+  local session = s.methods["session/open"]({ root = root, title = "shared" })
+  local t = {
+    n = 0,
+    turnId = "t-elsewhere",
+    runId = "r-elsewhere",
+    sessionId = session.sessionId,
+    parentTurnId = vim.NIL,
+    prompt = "count for me",
+    reply = "",
+    outcome = "running",
+    tokens = { input = 1, output = 1, total = 2, cached = vim.NIL },
+    createdAt = "2026-01-01T00:00:00Z",
+  }
+  s.turns[t.turnId] = t
+  session.head = t.turnId
+  local reopen = s.methods["session/reopen"]
+  s.methods["session/reopen"] = function(p)
+    local result = reopen(p)
+    if t.outcome == "running" then
+      result.running = {
+        sessionId = t.sessionId,
+        turnId = t.turnId,
+        runId = t.runId,
+        step = 1,
+        text = text_so_far,
+      }
+    end
+    return result
+  end
+  vim.ui.select = function(items, _, on_choice)
+    on_choice(items[1], 1)
+  end
+  return t
+end
+
+local function step(proc, t, decision, text)
+  proc.notify("session/step", {
+    sessionId = t.sessionId,
+    turnId = t.turnId,
+    runId = t.runId,
+    step = 1,
+    decision = decision,
+    prompt = t.prompt,
+    text = text,
+    toolCall = vim.NIL,
+    result = vim.NIL,
+    tokens = t.tokens,
+  })
+end
+
+test("a turn running in another window is drawn on reopen and followed to its end", function()
+  local s, fake = start(function() end)
+  local t = running_elsewhere(s, "one two ")
+  vim.cmd("TrellisSessions")
+  wait_text("### You\ncount for me\n\n### trellisd\n\none two ")
+  eq(true, trellis.current().running, "the turn shows as running")
+  truthy(not text():find("*running", 1, true), text())
+  s.token(fake.proc, t, "three")
+  wait_text("one two three")
+  -- a token of another turn is not this one's
+  local other = { sessionId = t.sessionId, turnId = "t-other", runId = "r-other", reply = "" }
+  s.token(fake.proc, other, "NOT THIS")
+  t.reply, t.outcome = "one two three", "finished"
+  step(fake.proc, t, "reply", "one two three")
+  idle()
+  wait_text("one two three\n\n*finished · 2 tokens (in 1, out 1)*")
+  truthy(not text():find("NOT THIS", 1, true), text())
+  eq("trellis: idle", trellis.statusline())
+  finish_test()
+end)
+
+test("a followed turn is steered and cancelled with the usual commands", function()
+  local s, fake
+  local t
+  s, fake = start(function() end, {
+    ["session/steer"] = function(p, proc)
+      proc.notify("session/steered", {
+        sessionId = p.sessionId,
+        turnId = t.turnId,
+        runId = t.runId,
+        step = 2,
+        text = p.text,
+        clientMsgId = p.clientMsgId,
+        delivered = true,
+      })
+      return { turnId = t.turnId, runId = t.runId, queued = true }
+    end,
+    ["session/cancel"] = function(_, proc)
+      t.outcome = "cancelled"
+      step(proc, t, "cancelled", "so far")
+      return { cancelled = true }
+    end,
+  })
+  t = running_elsewhere(s, "so far")
+  vim.cmd("TrellisSessions")
+  wait_text("so far")
+  vim.cmd("TrellisSteer faster please")
+  wait_text("> steer (step 2): faster please")
+  vim.cmd("TrellisCancel")
+  wait_text("*cancelled · 2 tokens")
+  idle()
+  eq(1, #fake.sent("session/cancel"))
+  eq(0, #fake.sent("$/cancelRequest"), "the turn's request is another window's")
+  finish_test()
+end)
+
+test("a reopen between two steps does not draw the committed step twice", function()
+  local s = start(function() end)
+  local t = running_elsewhere(s, "Step one.")
+  t.reply = "Step one."
+  vim.cmd("TrellisSessions")
+  wait_text("### trellisd\n\nStep one.")
+  local view = sessions.current_state().view
+  eq({}, view.pending, "nothing more is to be painted")
+  local _, count = text():gsub("Step one%.", "")
+  eq(1, count, text())
+  finish_test()
+end)
+
+test("an approval answered in another window closes the question here", function()
+  local s, fake
+  local answered = false
+  s, fake = start(function(p, proc, _, t)
+    proc.request("session/requestApproval", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      tool = "write_file",
+      arguments = { path = "notes.txt", content = "hi" },
+      summary = "write 2 bytes to notes.txt",
+    }, function()
+      answered = true
+    end)
+  end)
+  -- a picker in a floating window, as telescope or dressing open one; never answered here
+  local picker
+  vim.ui.select = function(_, _, on_choice)
+    local buf = vim.api.nvim_create_buf(false, true)
+    picker = vim.api.nvim_open_win(buf, true, {
+      relative = "editor",
+      row = 1,
+      col = 1,
+      width = 30,
+      height = 3,
+    })
+    _G.picker_choice = on_choice
+  end
+  vim.cmd("Trellis write a note")
+  wait_for(function()
+    return picker ~= nil
+  end, nil, "the approval question")
+  eq(picker, vim.api.nvim_get_current_win())
+  fake.proc.notify("$/cancelRequest", { id = 1 })
+  wait_for(function()
+    return not vim.api.nvim_win_is_valid(picker)
+  end, nil, "the picker to close")
+  wait_text("> approval withdrawn: answered in another window")
+  eq("trellis: streaming 0 tok", trellis.statusline())
+  _G.picker_choice(nil, nil) -- a picker that reports its closing: no answer goes out
+  eq(false, answered, "a withdrawn question is not answered")
+  eq(0, #vim.tbl_filter(function(m)
+    return m.method == nil and m.id == 1
+  end, fake.received), "no answer was sent")
+  s.finish(s.running.proc, s.running.m, s.running.t)
+  idle()
+  finish_test()
+end)
+
+test("a turn another window starts in a session open here is drawn and followed", function()
+  local s, fake = start(function() end)
+  local t = running_elsewhere(s, "")
+  t.outcome = "finished" -- the session is open here before the other window's turn
+  vim.cmd("TrellisSessions")
+  wait_text("*finished")
+  local other = vim.tbl_extend("force", {}, t)
+  other.turnId, other.runId, other.parentTurnId = "t-next", "r-next", t.turnId
+  other.prompt, other.outcome = "and now?", "running"
+  s.turns[other.turnId] = other
+  s.sessions[t.sessionId].head = other.turnId
+  t = other
+  -- the first pieces came before this window reopened the session: they are in its answer
+  local reopen = s.methods["session/reopen"]
+  s.methods["session/reopen"] = function(p)
+    return vim.tbl_extend("force", reopen(p), {
+      running = { sessionId = t.sessionId, turnId = t.turnId, runId = t.runId, step = 1, text = "Now " },
+    })
+  end
+  s.token(fake.proc, t, "Now ")
+  t.reply = "" -- no step is committed yet: the text so far is in the reopen's answer only
+  wait_text("### You\nand now?\n\n### trellisd\n\nNow ")
+  eq(true, trellis.current().running)
+  s.token(fake.proc, t, "then.")
+  t.reply, t.outcome = "Now then.", "finished"
+  step(fake.proc, t, "reply", "Now then.")
+  idle()
+  wait_text("Now then.\n\n*finished · 2 tokens")
+  local _, count = text():gsub("Now ", "")
+  eq(1, count, text())
+  finish_test()
+end)

@@ -1,7 +1,9 @@
 // The extension in a real VS Code: code-server on 127.0.0.1 with the packaged extension
 // installed, driven in Debian's Chromium by playwright-core as a person would drive it. It
 // starts a session from the command palette, sends prompts and watches the replies stream into
-// the chat view, branches from the turn tree, answers an approval, and saves a screenshot.
+// the chat view, branches from the turn tree, answers an approval, reloads the window while a
+// turn runs (the turn goes on in the store's shared daemon, and the reloaded window reattaches
+// to it), and saves a screenshot.
 // Assertions read the chat webview's DOM and the extension's log file, never pixels.
 //
 // Environment:
@@ -157,6 +159,8 @@ const lines = [
   { text: 'It is a demo project. (Kept short, as you asked.)' },
   // turn 5: held after "1 2 3" until it is cancelled (its hold file is never made)
   { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('never') },
+  // turn 6: held after "r1 r2 r3" until the window has been reloaded and shows it again
+  { text: Array.from({ length: 40 }, (_, i) => `r${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('reloaded') },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -189,8 +193,13 @@ if (!fs.existsSync(vsix)) {
   throw new Error(`${vsix} is missing: run npm run package first`);
 }
 
+// Every window's trellisd attaches to the store's shared daemon, whose socket is in a runtime
+// folder of this run's own (short: a socket's path has room for about 100 bytes).
+const runtime = fs.mkdtempSync(path.join('/tmp', 'rt'));
 const env = {
   ...process.env,
+  TRELLISD_SHARED: '1',
+  XDG_RUNTIME_DIR: runtime,
   TRELLISD_SCRIPT: script,
   TRELLISD_VSCODE_LOG: extensionLog,
   XDG_CONFIG_HOME: path.join(tmp, 'xdg-config'),
@@ -430,6 +439,31 @@ try {
     await page.screenshot({ path: path.join(artifacts, 'steer-and-cancel.png') });
   });
 
+  await check('a window reloaded mid-turn reattaches to the turn, which ran on in the shared daemon', async () => {
+    await send('Count on, even through a reload');
+    const before = chat.locator('section.turn').nth(4);
+    await before.locator('.reply .text', { hasText: 'r3' }).waitFor();
+    await before.locator('.turn-footer', { hasText: /^running/ }).waitFor();
+    await page.reload();
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    // The reloaded window reopens its session: the turn is drawn as far as it has streamed,
+    // still running, and goes on streaming once the model goes on.
+    const turn = chat.locator('section.turn').nth(4);
+    await turn.locator('.prompt', { hasText: 'Count on, even through a reload' }).waitFor({ timeout: 60_000 });
+    await turn.locator('.turn-footer', { hasText: /^running/ }).waitFor();
+    await chat.locator('#send', { hasText: 'Steer' }).waitFor();
+    const text = (await turn.locator('.reply').textContent()) ?? '';
+    if (!/r1 r2 r3/.test(text) || text.includes('r40')) {
+      throw new Error(`the reattached turn shows ${JSON.stringify(text)}`);
+    }
+    await waitForLog(extensionLog, /following turn t-\S+, running in trellisd/);
+    release('reloaded');
+    await turn.locator('.reply .text', { hasText: 'r40' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished · scripted/ }).waitFor();
+    await chat.locator('#send', { hasText: 'Send' }).waitFor();
+    await waitForLog(extensionLog, /turn t-\S+ finished .*\(followed\)/);
+  });
+
   exitCode = 0;
 } catch (error) {
   if (context) {
@@ -456,6 +490,18 @@ try {
       // already gone
     }
   }
+  // The shared daemon outlives the windows: stop it, and wait until it has exited (after its
+  // turns, which a failed check may have left held).
+  for (const name of ['first-reply', 'steer-queued', 'reloaded']) {
+    release(name);
+  }
+  try {
+    execFileSync(which(daemonCommand), [...daemonArgs, 'stop', '--db', settings['trellisd.db']], { env, encoding: 'utf8', timeout: 60_000 });
+  } catch (error) {
+    say(`could not stop the shared daemon: ${error}`);
+    exitCode = 1;
+  }
+  fs.rmSync(runtime, { recursive: true, force: true });
   if (!process.env.E2E_KEEP && exitCode === 0) {
     fs.rmSync(tmp, { recursive: true, force: true });
   } else {

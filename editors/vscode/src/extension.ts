@@ -18,6 +18,8 @@ import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
 
 const API_KEY_SECRET = 'trellisd.apiKey';
+/** The session this workspace has open, reopened when the window is reloaded. */
+const SESSION_KEY = 'trellisd.session';
 
 let client: DaemonClient | undefined;
 
@@ -240,6 +242,18 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);
+  // After a reload the window reattaches to its session, and to the turn still running in the
+  // shared daemon, if one is.
+  const remembered = context.workspaceState.get<string>(SESSION_KEY);
+  context.subscriptions.push(
+    controller.onDidChangeSession((session) => void context.workspaceState.update(SESSION_KEY, session?.sessionId)),
+  );
+  if (remembered) {
+    controller.reopenSession(remembered).then(
+      () => log.info(`reopened session ${remembered}, open in this workspace before`),
+      (error) => log.warn(`could not reopen session ${remembered}: ${messageOf(error)}`),
+    );
+  }
 }
 
 export async function deactivate(): Promise<void> {

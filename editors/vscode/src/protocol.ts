@@ -124,6 +124,15 @@ export interface Turn {
 
 export interface ReopenResult extends Session {
   history: Turn[];
+  /** The session's turn running in the daemon (another window's, say), as far as it has
+   * streamed: the text of its current step so far. Its notifications follow the answer. */
+  running?: RunningTurn;
+}
+
+export interface RunningTurn extends TurnRef {
+  /** The step being streamed; null before its first piece. */
+  step: number | null;
+  text: string;
 }
 
 export interface SessionList {

@@ -18,6 +18,7 @@ import {
   ErrorCode,
   Method,
   ReopenResult,
+  RunningTurn,
   Session,
   SessionList,
   SessionSummary,
@@ -76,7 +77,13 @@ interface LiveTurn {
   turn: TranscriptTurn;
   source: CancellationTokenSource;
   done: Promise<unknown>;
+  /** A turn this window did not start (another window did): followed through its
+   * notifications, with no request of ours to answer when it ends. */
+  followed?: { settle(): void };
 }
+
+/** The steps after which a turn may have ended (a reply, unless a steer waits for the model). */
+const ENDINGS = new Set(['reply', 'error', 'cancelled']);
 
 type Listener<T> = (value: T) => void;
 
@@ -87,6 +94,8 @@ export class SessionController {
   /** The client generation the session was opened or reopened under. */
   private attached = -1;
   private keys = 0;
+  /** A reopen is under way to show a turn another window started. */
+  private catchingUp = false;
   private view: ChatSink = NO_VIEW;
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
@@ -109,6 +118,12 @@ export class SessionController {
     client.setHandlers(this.handlers);
     this.coalescer = new Coalescer((key) => this.draw(key), flushIntervalMs);
     this.exitSubscription = client.onDidExit((exit, wasReady) => {
+      const live = this.live;
+      if (live?.followed) {
+        // Whether the turn goes on without us is the daemon's to say: reopening shows it.
+        live.turn.error = `${lostMessage(exit)}; reopen the session to see how the turn went on`;
+        this.stopFollowing(live, 'interrupted');
+      }
       if (!exit.expected && wasReady && !this.live) {
         void this.showError(lostMessage(exit));
       }
@@ -143,6 +158,7 @@ export class SessionController {
   // sessions
 
   async openSession(root: string, title?: string): Promise<Session> {
+    this.leaveFollowed();
     this.refuseIfRunning('start another session');
     await this.client.start();
     const session = await this.client.request<Session>(Method.open, { root, ...(title ? { title } : {}) });
@@ -152,11 +168,15 @@ export class SessionController {
   }
 
   async reopenSession(sessionId: string): Promise<Session> {
+    this.leaveFollowed();
     this.refuseIfRunning('reopen another session');
     await this.client.start();
-    const { history, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+    const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
     this.adopt(session, history);
     this.log.info(`session ${session.sessionId} reopened with ${history.length} turn(s) on its path`);
+    if (running) {
+      this.follow(running);
+    }
     return session;
   }
 
@@ -315,6 +335,9 @@ export class SessionController {
       if (error instanceof DaemonError && error.code === ErrorCode.notRunning) {
         block.note = 'the turn had ended: sent as a new prompt';
         this.coalescer.mark(live.turn.key);
+        if (live.followed) {
+          await this.checkFollowed(live);
+        }
         await live.done;
         await this.turn(text);
         return;
@@ -342,6 +365,9 @@ export class SessionController {
       if (!result.cancelled) {
         this.log.info('nothing was cancelled: the turn had ended');
       }
+      if (live.followed) {
+        await this.checkFollowed(live);
+      }
     } catch (error) {
       if (error instanceof DaemonError && error.code === ErrorCode.methodNotFound) {
         live.source.cancel(); // a daemon without session/cancel still honours $/cancelRequest
@@ -366,19 +392,121 @@ export class SessionController {
     return session;
   }
 
+  /** The window goes (closed, reloaded): a running turn is left to the daemon, which ends it
+   * with a daemon of this window's own, and runs it on when the store's daemon is shared. */
   dispose(): void {
     this.coalescer.dispose();
     this.exitSubscription.dispose();
-    this.live?.source.cancel();
   }
 
   // what the daemon says while a turn runs
 
-  private liveFor(p: { sessionId: string }): LiveTurn | undefined {
-    return this.live && this.session?.sessionId === p.sessionId ? this.live : undefined;
+  private liveFor(p: { sessionId: string; turnId: string }): LiveTurn | undefined {
+    const live = this.live;
+    if (!live || this.session?.sessionId !== p.sessionId) {
+      return undefined;
+    }
+    // a followed turn is known by its id; another turn's notifications are not its own
+    return live.followed && live.turn.turnId !== p.turnId ? undefined : live;
+  }
+
+  /** Follow a turn of the session running in the daemon that this window did not start:
+   * draw it as far as it has streamed, then let its notifications carry it on. */
+  private follow(running: RunningTurn): void {
+    let turn = this.transcript.find((t) => t.turnId === running.turnId);
+    if (!turn) {
+      turn = { key: running.turnId, turnId: running.turnId, prompt: '', blocks: [], outcome: 'running' };
+      this.transcript.push(turn);
+    }
+    turn.outcome = 'running';
+    turn.error = undefined;
+    // The text so far is the current step's; between two steps it is the last committed
+    // step's, which the stored reply already holds.
+    const stored = turn.blocks.map((b) => (b.kind === 'text' ? b.text : '')).join('');
+    if (running.text && !stored.endsWith(running.text)) {
+      appendText(turn, running.step ?? 1, running.text);
+    }
+    let settle: () => void = () => undefined;
+    const done = new Promise<void>((r) => (settle = r));
+    this.live = { turn, source: new CancellationTokenSource(), done, followed: { settle } };
+    this.log.info(`following turn ${running.turnId}, running in trellisd (started in another window)`);
+    this.postTurn(turn);
+    this.fireRunning();
+  }
+
+  /** Whether the followed turn has ended, as the history says; if so, show how it ended. */
+  private async checkFollowed(live: LiveTurn): Promise<void> {
+    const session = this.session;
+    if (!session || this.live !== live) {
+      return;
+    }
+    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, { sessionId: session.sessionId });
+    const stored = turns.find((t) => t.turnId === live.turn.turnId);
+    if (!stored || stored.outcome === 'running' || this.live !== live) {
+      return;
+    }
+    this.coalescer.flush();
+    finish(live.turn, { ...stored, steps: 0 });
+    if (this.session?.sessionId === session.sessionId) {
+      this.session.head = turns[turns.length - 1]?.turnId ?? this.session.head;
+    }
+    this.log.info(`turn ${stored.turnId} ${footerText(live.turn)} (followed); reply: ${excerpt(stored.reply)}`);
+    this.stopFollowing(live, stored.outcome);
+  }
+
+  /** Stop watching another window's turn (it runs on in the daemon), to open a session. */
+  private leaveFollowed(): void {
+    if (this.live?.followed) {
+      this.stopFollowing(this.live, 'running');
+    }
+  }
+
+  private stopFollowing(live: LiveTurn, outcome: string): void {
+    if (this.live !== live) {
+      return;
+    }
+    live.turn.outcome = outcome;
+    this.live = undefined;
+    live.source.dispose();
+    this.postTurn(live.turn);
+    this.fireRunning();
+    this.fireSession();
+    live.followed?.settle();
+  }
+
+  /** A turn another window started in this session: reopen the session, which draws the turn
+   * as far as it has streamed (the notifications that came meanwhile are in that text), and
+   * follow it from there. */
+  private async catchUp(sessionId: string): Promise<void> {
+    if (this.catchingUp) {
+      return;
+    }
+    this.catchingUp = true;
+    try {
+      const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+      if (this.session?.sessionId !== sessionId || this.live) {
+        return;
+      }
+      this.session = session;
+      this.transcript = history.map(fromHistory);
+      this.postReset();
+      if (running) {
+        this.follow(running);
+      }
+      this.fireSession();
+    } finally {
+      this.catchingUp = false;
+    }
+  }
+
+  private catchUpWith(p: { sessionId: string }): void {
+    if (!this.live && this.session?.sessionId === p.sessionId) {
+      this.catchUp(p.sessionId).catch((error) => this.log.warn(`could not show the turn another window started: ${messageOf(error)}`));
+    }
   }
 
   private onToken(p: TokenParams): void {
+    this.catchUpWith(p);
     const live = this.liveFor(p);
     if (!live) {
       return;
@@ -389,9 +517,13 @@ export class SessionController {
   }
 
   private onStep(p: StepParams): void {
+    this.catchUpWith(p);
     const live = this.liveFor(p);
     if (!live) {
       return;
+    }
+    if (live.followed && ENDINGS.has(p.decision)) {
+      this.checkFollowed(live).catch((error) => this.log.warn(`could not read how the turn ended: ${messageOf(error)}`));
     }
     live.turn.turnId ??= p.turnId;
     if (p.toolCall) {
@@ -522,7 +654,7 @@ export class SessionController {
       return;
     }
     const generation = this.client.generation;
-    const { history, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
+    const { history, running, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
       sessionId: session.sessionId,
     });
     if (this.session?.sessionId !== session.sessionId) {
@@ -538,6 +670,9 @@ export class SessionController {
     this.postReset();
     this.notice('info', 'trellisd was restarted; the session was reopened.');
     this.log.info(`session ${session.sessionId} reopened after trellisd was restarted`);
+    if (running && !this.live) {
+      this.follow(running); // it ran on in the shared daemon
+    }
     this.fireSession();
   }
 

@@ -168,7 +168,7 @@ const STEER_NOTES: Record<SteerState, string> = {
 
 const DECISIONS: Record<ApprovalDecision | 'pending' | 'withdrawn', string> = {
   pending: 'waiting for your answer',
-  withdrawn: 'withdrawn: the turn ended first',
+  withdrawn: 'withdrawn: answered in another window, or the turn ended first',
   allow: 'allowed once',
   allowAlways: 'allowed for this session',
   deny: 'denied',

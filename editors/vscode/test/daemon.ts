@@ -55,6 +55,8 @@ export class TestDaemon {
   readonly log = new MemoryLog();
   /** The scripted model's replies (a JSON-lines file), if set. */
   script?: string;
+  /** Set by share(): the runtime folder where the store's shared daemon has its socket. */
+  private runtime?: string;
   private readonly clients: DaemonClient[] = [];
 
   constructor(script?: ScriptLine[]) {
@@ -83,14 +85,22 @@ export class TestDaemon {
     fs.writeFileSync(this.script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
   }
 
+  /** Clients made from now on attach to the store's one shared daemon, as editor windows do,
+   * instead of each starting a daemon of its own. cleanup() stops it. */
+  share(): void {
+    // short: a Unix socket's path has room for about 100 bytes
+    this.runtime = fs.mkdtempSync(path.join('/tmp', 'rt'));
+  }
+
   client(options: Partial<ClientOptions> = {}): DaemonClient {
     const { command, args } = testCommand();
+    const shared = this.runtime ? { TRELLISD_SHARED: '1', XDG_RUNTIME_DIR: this.runtime } : {};
     const client = new DaemonClient({
       command: () => ({
         command,
         args: [...args, '--db', this.db],
         cwd: this.root,
-        env: { TRELLISD_PROVIDER: 'scripted', TRELLISD_SCRIPT: this.script ?? '', TRELLISD_LOG: 'info' },
+        env: { TRELLISD_PROVIDER: 'scripted', TRELLISD_SCRIPT: this.script ?? '', TRELLISD_LOG: 'info', ...shared },
       }),
       initializationOptions: () => ({}),
       log: this.log,
@@ -102,8 +112,34 @@ export class TestDaemon {
   }
 
   async cleanup(): Promise<void> {
+    const daemons = new Set(this.clients.map((c) => sharedDaemonPid(c)).filter((pid) => pid !== undefined));
     await Promise.all(this.clients.map((c) => c.stop(2000)));
+    for (const pid of daemons) {
+      process.kill(pid, 'SIGTERM');
+      await waitFor(`the shared daemon (pid ${pid}) to exit`, () => !alive(pid), 20_000);
+    }
     fs.rmSync(this.dir, { recursive: true, force: true });
+    if (this.runtime) {
+      fs.rmSync(this.runtime, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The pid of the shared daemon a client attached to, from its initialize answer. */
+function sharedDaemonPid(client: DaemonClient): number | undefined {
+  const experimental = client.initializeResult?.capabilities?.experimental as
+    | { trellisd?: { daemon?: { pid: number; shared: boolean } } }
+    | undefined;
+  const daemon = experimental?.trellisd?.daemon;
+  return daemon?.shared ? daemon.pid : undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 

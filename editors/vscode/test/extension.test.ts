@@ -44,12 +44,22 @@ function resolveChat(): FakeWebview {
   return fake;
 }
 
+function memento() {
+  const values = new Map<string, unknown>();
+  return {
+    get: <T>(key: string): T | undefined => values.get(key) as T | undefined,
+    update: async (key: string, value: unknown) => void (value === undefined ? values.delete(key) : values.set(key, value)),
+    keys: () => [...values.keys()],
+  };
+}
+
 describe('the extension in a stand-in VS Code', () => {
   let daemon: TestDaemon;
   const context = {
     subscriptions: [] as { dispose(): unknown }[],
     extensionUri: Uri.file(root),
     secrets: { get: async () => undefined, store: async () => undefined, delete: async () => undefined },
+    workspaceState: memento(),
     extension: { packageJSON: pkg },
   };
 
@@ -131,6 +141,22 @@ describe('the extension in a stand-in VS Code', () => {
     assert.equal(reopened.session.sessionId, reset.session.sessionId);
     assert.equal(reopened.turns.length, 1);
     assert.deepEqual(stub.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('a reloaded window reopens the session it had open', async () => {
+    const open = context.workspaceState.get<string>('trellisd.session');
+    assert.ok(open, 'the open session is remembered in the workspace');
+    await extension.deactivate();
+    for (const d of context.subscriptions.splice(0)) {
+      d.dispose();
+    }
+    extension.activate(context as any);
+    const chat = resolveChat();
+    chat.send({ type: 'ready' });
+    const reset = await waitFor('the session to be reopened', () =>
+      chat.posted.find((m) => m.type === 'reset' && m.session?.sessionId === open),
+    );
+    assert.equal(reset.turns.length, 1, 'with its turns');
   });
 
   test('a changed setting restarts the daemon at the next action', async () => {

@@ -309,7 +309,7 @@ describe('steering, cancelling, approving', () => {
     await turn;
     assert.ok(pick.disposed, 'the quick pick was closed');
     assert.equal(view.last!.outcome, 'cancelled');
-    assert.match(stripTags(view.last!.body), /write_file withdrawn: the turn ended first/);
+    assert.match(stripTags(view.last!.body), /write_file withdrawn: answered in another window, or the turn ended first/);
     const fs = await import('node:fs');
     assert.equal(fs.existsSync(`${daemon.root}/never.txt`), false);
   });
@@ -357,5 +357,128 @@ describe('steering, cancelling, approving', () => {
     assert.match(stripTags(view.last!.footer), /· (\$[\d.]+|cost unknown)$/);
     const tree = await c.turnTree();
     assert.ok('cost' in tree!.turns[0], 'the stored turn has a cost');
+  });
+});
+
+describe('windows sharing one daemon', () => {
+  /** A second window on the same shared daemon, with a view of its own. */
+  function window(): { c: SessionController; view: RecordingView } {
+    const own = new RecordingView();
+    const c = new SessionController(daemon.client(), daemon.log);
+    c.attachView(own);
+    return { c, view: own };
+  }
+
+  test("a window that reopens a session follows the turn another window runs, and steers it", async () => {
+    daemon.share();
+    const first = controller([
+      { text: 'one two three four', holdAfter: 2, holdFile: daemon.hold('steered') },
+      { text: 'Kept short, as asked.' },
+    ]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('count to four');
+    await waitFor('the first pieces', () => /one two/.test(stripTags(view.last?.body ?? '')));
+
+    const second = window();
+    await second.c.reopenSession(session.sessionId);
+    const drawn = second.view.last!;
+    assert.equal(drawn.prompt, 'count to four');
+    assert.equal(drawn.outcome, 'running');
+    assert.match(stripTags(drawn.body), /^\s*one two\s*$/, 'the text streamed so far, once');
+    assert.equal(second.view.running, true);
+    assert.equal(second.c.isRunning, true);
+
+    await second.c.send('keep it short'); // the input box steers the running turn
+    await waitFor('the steer to be queued', () => /keep it short\s*queued/.test(stripTags(second.view.last!.body)));
+    daemon.release('steered');
+    const result = await running;
+    assert.equal(result?.outcome, 'finished');
+    const followed = await waitFor('the followed turn to end', () => second.view.last?.outcome === 'finished' && second.view.last);
+    assert.match(stripTags(followed.body), /one two three four/);
+    assert.match(stripTags(followed.body), /keep it short\s*delivered at step 2/);
+    assert.match(stripTags(followed.body), /Kept short, as asked\./);
+    assert.match(stripTags(followed.footer), /^finished · scripted · \d+ tokens/);
+    assert.equal(second.view.running, false);
+    assert.equal(second.c.session!.head, result.turnId);
+    assert.match(stripTags(view.last!.body), /keep it short\s*delivered at step 2/, 'the first window sees the steer');
+  });
+
+  test('a window closed mid-turn leaves the turn running; reopened, it reattaches and sees the end', async () => {
+    daemon.share();
+    const client = daemon.client();
+    const closing = new SessionController(client, daemon.log);
+    closing.attachView(view);
+    daemon.setScript([{ text: 'still going after the window closed', holdAfter: 2, holdFile: daemon.hold('closed') }]);
+    const session = await closing.openSession(daemon.root);
+    const running = closing.turn('outlive the window');
+    await waitFor('the first pieces', () => /still going/.test(stripTags(view.last?.body ?? '')));
+    closing.dispose(); // the window is reloaded: its extension goes, and its daemon connection
+    await client.stop();
+    await running;
+
+    const reloaded = window();
+    await reloaded.c.reopenSession(session.sessionId);
+    assert.equal(reloaded.view.last!.outcome, 'running', 'the turn runs on in the shared daemon');
+    assert.match(stripTags(reloaded.view.last!.body), /^\s*still going\s*$/);
+    daemon.release('closed');
+    const ended = await waitFor('the turn to end', () => reloaded.view.last?.outcome !== 'running' && reloaded.view.last);
+    assert.equal(ended.outcome, 'finished');
+    assert.match(stripTags(ended.body), /still going after the window closed/);
+  });
+
+  test('a turn another window starts in a session open here is shown as it runs', async () => {
+    daemon.share();
+    const first = controller([{ text: 'Started elsewhere, seen here.', holdAfter: 2, holdFile: daemon.hold('seen') }]);
+    const session = await first.openSession(daemon.root);
+    const second = window();
+    await second.c.reopenSession(session.sessionId); // open here, nothing running yet
+    assert.equal(second.view.order.length, 0);
+    const running = first.turn('from the first window');
+    const shown = await waitFor('the turn in the second window', () => second.view.last?.outcome === 'running' && second.view.last);
+    assert.equal(shown.prompt, 'from the first window');
+    daemon.release('seen');
+    const result = await running;
+    const ended = await waitFor('the turn to end here too', () => second.view.last?.outcome === 'finished' && second.view.last);
+    assert.equal(stripTags(ended.body).trim(), 'Started elsewhere, seen here.', 'every piece once');
+    assert.equal(second.c.session!.head, result?.turnId);
+  });
+
+  test("a window that follows another window's turn cancels it; both show it cancelled", async () => {
+    daemon.share();
+    const first = controller([{ text: 'a b c d e f g h', holdAfter: 3, holdFile: daemon.hold('never') }]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('spell slowly');
+    await waitFor('the first pieces', () => /a b/.test(stripTags(view.last?.body ?? '')));
+    const second = window();
+    await second.c.reopenSession(session.sessionId);
+    assert.equal(second.view.last!.outcome, 'running');
+    await second.c.cancel();
+    const result = await running;
+    assert.equal(result?.outcome, 'cancelled');
+    assert.equal(view.last!.outcome, 'cancelled');
+    await waitFor('the followed turn to show cancelled', () => second.view.last?.outcome === 'cancelled');
+    assert.match(stripTags(second.view.last!.footer), /^cancelled/);
+    assert.equal(second.c.isRunning, false);
+  });
+
+  test('an approval answered in another window closes the question in this one', async () => {
+    daemon.share();
+    const first = controller([
+      { tool: 'write_file', arguments: { path: 'shared.txt', content: 'both saw it' } },
+      { text: 'Written.' },
+    ]);
+    const session = await first.openSession(daemon.root);
+    const running = first.turn('write a file');
+    const asked = await waitFor('the question in the first window', () => stub.quickPicks[0]);
+    const second = window();
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 0);
+    await second.c.reopenSession(session.sessionId);
+    const result = await running;
+    assert.equal(result?.outcome, 'finished');
+    assert.equal(stub.quickPicks.length, 2, 'the second window was asked too');
+    assert.ok(asked.disposed, "the first window's question was closed");
+    assert.match(stripTags(view.last!.body), /write_file withdrawn: answered in another window/);
+    const fs = await import('node:fs');
+    assert.equal(fs.readFileSync(`${daemon.root}/shared.txt`, 'utf8'), 'both saw it');
   });
 });

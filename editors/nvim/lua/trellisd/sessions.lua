@@ -63,8 +63,8 @@ local function adopt(session)
   return state
 end
 
-local function render(state, turns)
-  state.view:render(View.history_lines(state.session, turns))
+local function render(state, turns, live)
+  state.view:render(View.history_lines(state.session, turns, live))
 end
 
 -- Show a buffer: focus a window of this tab that has it, else open one as configured.
@@ -96,6 +96,57 @@ local function show(state)
   vim.api.nvim_win_set_cursor(0, { count, 0 })
 end
 
+-- A turn of the session that runs in the daemon but was not started here (another window
+-- started it, or this one before the daemon was reattached): drawn from the history (its
+-- prompt, the steps it committed) and the text of its current step streamed so far, then
+-- followed through the notifications until a step that may end it shows, in the history,
+-- that it has ended. Steer and cancel act on it as on a turn started here.
+local function follow(state, history, live)
+  local run = {
+    prompt = "",
+    tokens = 0,
+    step = compat.value(live.step),
+    steers = 0,
+    approval = false,
+    followed = true,
+    turnId = live.turnId,
+  }
+  local reply = ""
+  for _, t in ipairs(history) do
+    if t.turnId == live.turnId then
+      run.prompt = t.prompt
+      reply = compat.value(t.reply) or ""
+    end
+  end
+  state.running = run
+  render(state, history, live.turnId)
+  local text = compat.value(live.text) or ""
+  -- between two steps the text so far is the last committed step's, already in the reply
+  if text ~= "" and reply:sub(-#text) ~= text then
+    state.view:stream(text)
+  end
+  redraw_status()
+end
+
+-- Whether the followed turn has ended, as the history says; if it has, its footer ends it.
+local function check_followed(state, run)
+  daemon.request("session/history", { sessionId = state.id }, function(err, result)
+    if err or state.running ~= run then
+      return
+    end
+    for _, t in ipairs(result.turns or {}) do
+      if t.turnId == run.turnId and t.outcome ~= "running" then
+        state.running = nil
+        state.view:block({ format.footer(t) })
+        state.head = compat.value(result.turns[#result.turns].turnId) or state.head
+        redraw_status()
+        M.send_waiting(state)
+        return
+      end
+    end
+  end)
+end
+
 local function reopen(id, cb)
   daemon.request("session/reopen", { sessionId = id }, function(err, result)
     if err then
@@ -104,7 +155,12 @@ local function reopen(id, cb)
     end
     local state = adopt(result)
     local history = result.history or {}
-    render(state, history)
+    local live = compat.value(result.running)
+    if live and not (state.running and not state.running.followed) then
+      follow(state, history, live)
+    else
+      render(state, history)
+    end
     local last = history[#history]
     if last and last.outcome == "interrupted" and not state.running then
       ui.notify("the last turn was interrupted before it ended: :TrellisResume continues it")
@@ -502,7 +558,10 @@ function M.steer(text)
   daemon.request("session/steer", params, function(err)
     if err then
       run.steers = math.max(0, run.steers - 1)
-      if err.code == Connection.METHOD_NOT_FOUND then
+      if run.followed and err.code == Connection.NOT_RUNNING then
+        ui.warn("the steer was not sent: the turn had ended")
+        check_followed(state, run)
+      elseif err.code == Connection.METHOD_NOT_FOUND then
         ui.error("this trellisd cannot steer a running turn (it has no session/steer): update it")
       else
         ui.error("the steer was refused: " .. err.message)
@@ -530,6 +589,9 @@ function M.cancel()
       ui.error("could not cancel: " .. err.message)
     elseif result and result.cancelled == false then
       ui.warn("nothing to cancel: the turn had already ended")
+    end
+    if run.followed and not err then
+      check_followed(state, run)
     end
   end)
 end
@@ -705,10 +767,39 @@ end
 
 local notifications = {}
 
+-- The steps after which a turn may have ended (a reply, unless a steer waits for the model).
+local ENDINGS = { reply = true, error = true, cancelled = true }
+
+-- A turn another window started in a session open here: the session is reopened, which
+-- draws the turn as far as it has streamed (the notifications that came meanwhile are in
+-- that text), and the turn is followed from there. The current session stays current.
+local function catch_up(state)
+  if state.catching_up then
+    return
+  end
+  state.catching_up = true
+  local current = M.current
+  daemon.request("session/reopen", { sessionId = state.id }, function(err, result)
+    state.catching_up = nil
+    if err then
+      return
+    end
+    adopt(result)
+    M.current = current
+    local live = compat.value(result.running)
+    if live and not state.running then
+      follow(state, result.history or {}, live)
+    end
+  end)
+end
+
 notifications["session/token"] = function(p)
   local state = M.open[p.sessionId]
   local run = state and state.running
-  if not run then
+  if state and not run then
+    catch_up(state)
+  end
+  if not run or (run.followed and p.turnId ~= run.turnId) then
     return
   end
   run.turnId = p.turnId
@@ -728,10 +819,20 @@ notifications["session/step"] = function(p)
   if not state then
     return
   end
+  local run = state.running
+  if not run then
+    catch_up(state)
+    return
+  elseif run.followed and run.turnId ~= p.turnId then
+    return
+  end
   local call = compat.value(p.toolCall)
   if p.decision == "tool" and call then
     state.view:block(format.tool_lines(call, p.result))
     check_written(state, call)
+  end
+  if run.followed and ENDINGS[p.decision] then
+    check_followed(state, run)
   end
 end
 
@@ -799,12 +900,20 @@ requests["session/requestApproval"] = function(p, reply, request)
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
   end
+  -- A question another window answered first (or the turn stopped waiting for) is closed:
+  -- the window a picker opened for it, if it is still open.
+  local before, opened = vim.api.nvim_get_current_win(), nil
   request.on_withdraw = function()
     if run then
       run.approval = false
     end
     if state then
-      state.view:block({ "> approval withdrawn: the turn stopped waiting for an answer" })
+      state.view:block({
+        "> approval withdrawn: answered in another window, or the turn stopped waiting",
+      })
+    end
+    if opened and opened ~= before and vim.api.nvim_win_is_valid(opened) then
+      pcall(vim.api.nvim_win_close, opened, true)
     end
     redraw_status()
   end
@@ -822,6 +931,7 @@ requests["session/requestApproval"] = function(p, reply, request)
     end
     redraw_status()
   end)
+  opened = vim.api.nvim_get_current_win()
 end
 
 daemon.handlers.notifications = notifications

@@ -160,8 +160,9 @@ function View:block(lines)
 end
 
 -- The lines of a conversation from its history, shaped as a live one is painted.
--- session: a Session; turns: its path, first turn to head.
-function View.history_lines(session, turns)
+-- session: a Session; turns: its path, first turn to head; live: the id of a turn still
+-- running, drawn without a footer so that its reply can go on streaming after it.
+function View.history_lines(session, turns, live)
   local lines = {}
   local function block(b)
     if #lines > 0 and lines[#lines] ~= "" then
@@ -181,7 +182,9 @@ function View.history_lines(session, turns)
         lines[#lines + 1] = l
       end
     end
-    block({ format.footer(t) })
+    if t.turnId ~= live then
+      block({ format.footer(t) })
+    end
   end
   return lines
 end
