@@ -531,6 +531,9 @@ class _WireNotifier:
             window.protocol.notify(method, params)
 
     def step(self, turn: TurnRef, step: Step) -> None:
+        running = self.daemon.services.running.get(turn.session_id)
+        if running is not None:
+            running.committed()
         self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:

@@ -454,12 +454,6 @@ async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_le
     assert str(facts["daemon"]["pid"]) in exc.message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="between two steps, session/reopen's running still names the committed step and its"
-    " text (RunningTurn.step/text are reset only by the next step's first piece), which the"
-    " history's reply already holds: a window drawing both shows that step twice",
-)
 async def test_a_reopen_between_two_steps_has_no_text_the_history_already_holds(
     windows: Windows, model: ModelServer, workspace: Path
 ) -> None:

@@ -28,6 +28,10 @@ class RunningTurn:
             self.step, self._pieces = step, []
         self._pieces.append(text)
 
+    def committed(self) -> None:
+        """The step streamed so far is committed (in the history now): nothing streams."""
+        self.step, self._pieces = None, []
+
     def text(self) -> str:
         if len(self._pieces) > 1:
             self._pieces[:] = ["".join(self._pieces)]
