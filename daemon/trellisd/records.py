@@ -65,6 +65,14 @@ class ProviderChoice:
 
 
 @dataclass(frozen=True)
+class ImportedFrom:
+    """Where a session imported with new ids came from: its id in the exported file."""
+
+    session_id: str
+    imported_at: str
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -74,11 +82,31 @@ class Session:
     updated_at: str
     provider: ProviderChoice = field(default_factory=ProviderChoice)
     policy: PolicySpec | None = None
+    imported_from: ImportedFrom | None = None
+
+
+@dataclass(frozen=True)
+class SearchMatch:
+    """Why a session is a hit of a search: the turn that matched (None: its title) and a
+    snippet of the matching text."""
+
+    turn_id: str | None
+    snippet: str
 
 
 @dataclass(frozen=True)
 class SessionSummary:
     session: Session
+    turns: int
+    match: SearchMatch | None = None
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A session written to a file: where, how large, how many turns."""
+
+    path: str
+    bytes: int
     turns: int
 
 

@@ -22,7 +22,7 @@ async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
 
 
 async def session_list(app: Services, p: wire.SessionList) -> Any:
-    page, cursor = await app.sessions.page(p.root, p.limit or wire.LIST_LIMIT, p.cursor)
+    page, cursor = await app.sessions.page(p.root, p.limit or wire.LIST_LIMIT, p.cursor, p.query)
     return wire.session_list(page, cursor)
 
 
@@ -65,6 +65,14 @@ async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
     return wire.session(await app.sessions.takeover(p.session_id))
 
 
+async def session_export(app: Services, p: wire.SessionExport) -> Any:
+    return wire.exported(await app.archive.export(p.session_id, p.path))
+
+
+async def session_import(app: Services, p: wire.SessionImport) -> Any:
+    return wire.session(await app.archive.import_(p.path, p.root, bool(p.as_new)))
+
+
 METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open),
     Method("session/policy", wire.SessionRef, session_policy),
@@ -78,4 +86,6 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/cancel", wire.SessionRef, session_cancel),
     Method("session/resume", wire.SessionResume, session_resume),
     Method("session/takeover", wire.SessionRef, session_takeover),
+    Method("session/export", wire.SessionExport, session_export),
+    Method("session/import", wire.SessionImport, session_import),
 )

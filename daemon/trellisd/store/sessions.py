@@ -12,11 +12,12 @@ import apsw
 from ..convert import structure, unstructure
 from ..errors import InvalidParams, LeaseHeld, NotFound
 from ..policy.layers import PolicySpec
-from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
+from ..records import ImportedFrom, ProviderChoice, Session, SessionSummary, Tokens, Turn
 from .db import Database, now
 
 T = TypeVar("T")
 
+SESSION_COLUMNS = "id, root, title, head, settings, created_at, updated_at, policy, imported_from"
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
            (SELECT coalesce(group_concat(text, ''), '') FROM
@@ -54,7 +55,12 @@ def _session(row: tuple[Any, ...]) -> Session:
         created_at=row[5],
         updated_at=row[6],
         policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
+        imported_from=None if row[8] is None else _imported_from(json.loads(row[8])),
     )
+
+
+def _imported_from(stored: dict[str, str]) -> ImportedFrom:
+    return ImportedFrom(stored["sessionId"], stored["importedAt"])
 
 
 def _turn(row: tuple[Any, ...]) -> Turn:
@@ -111,8 +117,7 @@ class Sessions:
     @staticmethod
     def _get(con: apsw.Connection, session_id: str) -> Session:
         row = con.execute(
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy FROM session"
-            " WHERE id = ?",
+            f"SELECT {SESSION_COLUMNS} FROM session WHERE id = ?",
             (session_id,),
         ).fetchone()
         if row is None:
@@ -132,14 +137,14 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         sql = (
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy,"
+            f"SELECT {SESSION_COLUMNS},"
             " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[8])) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), int(row[9])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
