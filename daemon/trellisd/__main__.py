@@ -1,4 +1,5 @@
-"""The ``trellisd`` command: the daemon on stdio (``serve``, the default) or ``demo``.
+"""The ``trellisd`` command: the daemon on stdio (``serve``, the default), ``demo``, and
+``export`` and ``import`` of a session file for scripts and backups.
 
 Mistakes in the command line or the environment end the command before anything starts, with
 one line on stderr saying what to change and exit code 2.
@@ -52,6 +53,19 @@ lists the settings.
 """
 
 
+EXPORT_DESCRIPTION = """\
+Write a session's whole tree (every turn, run, step and event, its policy) to FILE as one
+self-checking trellisd-session file, atomically: FILE is the whole export or as it was.
+The store is opened directly; no daemon is needed, and a running one goes on.
+"""
+
+IMPORT_DESCRIPTION = """\
+Read a trellisd-session file into the store, all or nothing: a damaged, cut-short or foreign
+file is refused with the line and the check that failed, and leaves nothing behind. A
+session the store already has is refused unless --as-new. Prints the session's id.
+"""
+
+
 class UsageError(Exception):
     """A mistake in the command line or environment: one line, exit code 2."""
 
@@ -85,14 +99,17 @@ def parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
-        usage="%(prog)s [serve | demo] [--db PATH] [--log-level LEVEL] [-h] [--version]",
+        usage="%(prog)s [serve | demo | export | import] [--db PATH] [--log-level LEVEL] [-h]"
+        " [--version]",
     )
     p.add_argument(
         "--version",
         action="version",
         version=f"trellisd {__version__} (protocol {PROTOCOL_VERSION})",
     )
-    commands = p.add_subparsers(title="commands", dest="command", metavar="{serve,demo}")
+    commands = p.add_subparsers(
+        title="commands", dest="command", metavar="{serve,demo,export,import}"
+    )
     commands.default = "serve"
     for name, summary, description, db_default in (
         ("serve", "the daemon on stdin/stdout (the default)", SERVE_DESCRIPTION, SERVE_DB),
@@ -102,8 +119,10 @@ def parser() -> argparse.ArgumentParser:
             DEMO_DESCRIPTION,
             DEMO_DB,
         ),
+        ("export", "write a session to a file", EXPORT_DESCRIPTION, SERVE_DB),
+        ("import", "read a session from a file into the store", IMPORT_DESCRIPTION, SERVE_DB),
     ):
-        commands.add_parser(
+        command = commands.add_parser(
             name,
             prog=f"trellisd {name}",
             help=summary,
@@ -111,6 +130,19 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
             parents=[_shared_options(defaults=False, db_default=db_default)],
         )
+        if name == "export":
+            command.add_argument("session_id", metavar="SESSION_ID")
+            command.add_argument("file", metavar="FILE", help="the file to write")
+        elif name == "import":
+            command.add_argument("file", metavar="FILE", help="a trellisd-session file")
+            command.add_argument(
+                "--root", metavar="DIR", help="the session's folder here, instead of the file's"
+            )
+            command.add_argument(
+                "--as-new",
+                action="store_true",
+                help="new ids for the session, its turns and runs (a copy beside the original)",
+            )
     return p
 
 
@@ -179,6 +211,9 @@ def run(argv: list[str] | None) -> None:
 
             sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
         path = store_path(args.db, os.environ)
+        if args.command in ("export", "import"):
+            print(archive_command(args, path))
+            sys.exit(0)
     except UsageError as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -188,6 +223,41 @@ def run(argv: list[str] | None) -> None:
 
     server = build_server(str(path), settings)
     server.start_io()
+
+
+def archive_command(args: argparse.Namespace, db: Path) -> str:
+    """``trellisd export`` or ``import`` on the store at ``db``, opened here: the same
+    service as ``session/export`` and ``session/import``. The one-line summary, or a
+    ``UsageError`` saying what went wrong."""
+    import asyncio
+
+    from .errors import TrellisError
+    from .processes import pid_alive
+    from .services.archive import ArchiveService
+    from .store.facade import AsyncStore
+
+    async def run_it() -> str:
+        store = await AsyncStore.open(db, pid_alive)
+        try:
+            archive = ArchiveService(store)
+            if args.command == "export":
+                done = await archive.export(args.session_id, os.path.abspath(args.file))
+                return (
+                    f"exported session {args.session_id}: {done.turns} turns,"
+                    f" {done.bytes} bytes to {done.path}"
+                )
+            root = None if args.root is None else os.path.abspath(args.root)
+            session = await archive.import_(os.path.abspath(args.file), root, args.as_new)
+            origin = session.imported_from
+            copy = f" as a copy of {origin.session_id}" if origin else ""
+            return f"imported session {session.session_id}{copy} over {session.root}"
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run_it())
+    except TrellisError as exc:
+        raise UsageError(exc.message) from exc
 
 
 if __name__ == "__main__":

@@ -436,8 +436,8 @@ class _Import:
     def taken(self, table: str, column: str, value: str, what: str) -> None:
         if self.con.execute(f"SELECT 1 FROM {table} WHERE {column} = ?", (value,)).fetchone():
             raise Conflict(
-                f"{what} {value} is already in this store: import the file with asNew to keep"
-                " both as separate sessions",
+                f"{what} {value} is already in this store: import it with asNew (trellisd import"
+                " --as-new) to keep both as separate sessions",
                 **{camel(f"{what}_id"): value},
                 path=self.lines.path,
             )
