@@ -51,11 +51,16 @@ VERSION = 1
 READS = (1,)
 """The versions this trellisd reads."""
 
-MAX_HEADER_BYTES = 64 * 1024
-MAX_LINE_BYTES = 64 * 1024 * 1024
-MAX_FILE_BYTES = 8 * 1024 * 1024 * 1024
-"""A line or a file larger than these is refused before it is read further: the file is
-untrusted input, and reading it takes memory for one line at a time."""
+
+@attrs.frozen
+class Limits:
+    """A line or a file larger than these is refused before it is read further: the file is
+    untrusted input, and reading it takes memory for one line at a time."""
+
+    header: int = 64 * 1024
+    line: int = 64 * 1024 * 1024
+    file: int = 8 * 1024 * 1024 * 1024
+
 
 INTERRUPTED_ON_EXPORT = "the turn was running when its session was exported"
 
@@ -255,8 +260,8 @@ class _Lines:
     """The file's records, each checked for size and JSON, and its end line checked against
     what came before it (count and digest)."""
 
-    def __init__(self, source: IO[bytes], path: str) -> None:
-        self.source, self.path = source, path
+    def __init__(self, source: IO[bytes], path: str, limits: Limits) -> None:
+        self.source, self.path, self.limits = source, path, limits
         self.number, self.total, self.digest = 0, 0, hashlib.sha256()
 
     def refuse(self, check: str, problem: str, line: int | None = None) -> Refused:
@@ -271,7 +276,7 @@ class _Lines:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while True:
-            limit = MAX_HEADER_BYTES if self.number == 0 else MAX_LINE_BYTES
+            limit = self.limits.header if self.number == 0 else self.limits.line
             raw = self.source.readline(limit + 1)
             if not raw:
                 raise self.refuse(
@@ -295,9 +300,9 @@ class _Lines:
         if len(raw) > limit:
             if foreign:
                 raise self.refuse("format", "this is not a trellisd session file")
-            raise self.refuse("size", f"the line is longer than {limit // 2**20} MiB")
-        if self.total > MAX_FILE_BYTES:
-            raise self.refuse("size", f"the file is larger than {MAX_FILE_BYTES // 2**30} GiB")
+            raise self.refuse("size", f"the line is longer than {_size(limit)}")
+        if self.total > self.limits.file:
+            raise self.refuse("size", f"the file is larger than {_size(self.limits.file)}")
         if not raw.endswith(b"\n"):
             raise self.refuse("truncated", "the line is cut short: the file is truncated")
         try:
@@ -604,12 +609,20 @@ def read(
     root: str | None,
     as_new: bool,
     imported_at: str,
+    limits: Limits = Limits(),
 ) -> str:
     """Import the session file ``source`` (named ``path`` in refusals) in one transaction;
     returns the session's id in this store. ``Refused`` for a file that is not a whole,
     undamaged session file; ``Conflict`` for a session the store has (unless ``as_new``)."""
     with db.write() as con:
-        return _Import(con, _Lines(source, path), root, as_new, imported_at).run()
+        return _Import(con, _Lines(source, path, limits), root, as_new, imported_at).run()
+
+
+def _size(limit: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if limit >= scale:
+            return f"{limit / scale:g} {unit}"
+    return f"{limit} bytes"
 
 
 def _snake(name: str) -> str:
