@@ -92,26 +92,24 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 6: search over titles, prompts and replies (FTS5), kept by triggers; and where an
     # imported session came from. A session's title is the row -session.rowid, a turn's
-    # prompt and reply the row turn.rowid, so each trigger reaches its row by rowid.
+    # prompt and reply the row turn.rowid, so each trigger reaches its row by rowid. Prefixes
+    # of 2 and 3 characters are indexed: a word being typed is searched as a prefix.
     """
     ALTER TABLE session ADD COLUMN imported_from TEXT;
 
     CREATE VIRTUAL TABLE search USING fts5(
-        session_id UNINDEXED, turn_id UNINDEXED, title, prompt, reply,
-        tokenize = 'unicode61 remove_diacritics 2'
+        title, prompt, reply, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3'
     );
-    INSERT INTO search(rowid, session_id, turn_id, title, prompt, reply)
-        SELECT -rowid, id, NULL, title, '', '' FROM session;
-    INSERT INTO search(rowid, session_id, turn_id, title, prompt, reply)
-        SELECT t.rowid, t.session_id, t.id, '', t.prompt,
+    INSERT INTO search(rowid, title, prompt, reply) SELECT -rowid, title, '', '' FROM session;
+    INSERT INTO search(rowid, title, prompt, reply)
+        SELECT t.rowid, '', t.prompt,
                (SELECT coalesce(group_concat(text, ''), '') FROM
                    (SELECT s.text FROM run r JOIN step s ON s.run_id = r.id
                     WHERE r.turn_id = t.id ORDER BY s.n))
         FROM turn t;
 
     CREATE TRIGGER search_session_insert AFTER INSERT ON session BEGIN
-        INSERT INTO search(rowid, session_id, turn_id, title, prompt, reply)
-            VALUES (-new.rowid, new.id, NULL, new.title, '', '');
+        INSERT INTO search(rowid, title, prompt, reply) VALUES (-new.rowid, new.title, '', '');
     END;
     CREATE TRIGGER search_session_title AFTER UPDATE OF title ON session BEGIN
         UPDATE search SET title = new.title WHERE rowid = -new.rowid;
@@ -120,8 +118,7 @@ MIGRATIONS: tuple[str, ...] = (
         DELETE FROM search WHERE rowid = -old.rowid;
     END;
     CREATE TRIGGER search_turn_insert AFTER INSERT ON turn BEGIN
-        INSERT INTO search(rowid, session_id, turn_id, title, prompt, reply)
-            VALUES (new.rowid, new.session_id, new.id, '', new.prompt, '');
+        INSERT INTO search(rowid, title, prompt, reply) VALUES (new.rowid, '', new.prompt, '');
     END;
     CREATE TRIGGER search_turn_delete AFTER DELETE ON turn BEGIN
         DELETE FROM search WHERE rowid = old.rowid;

@@ -147,3 +147,13 @@ def test_a_search_over_a_store_opened_again_finds_the_same(
 ) -> None:
     open_session(title="persisted")
     assert found(open_store(), "persisted") == ["persisted"]
+
+
+def test_of_a_word_found_everywhere_the_newest_turns_are_ranked(
+    store: Store, open_session: OpenSession, take_turn: TakeTurn
+) -> None:
+    for n in range(4):
+        take_turn(open_session(title=f"session {n}").session_id, "the build again")
+    assert sorted(found(store, "build")) == [f"session {n}" for n in range(4)]
+    newest = store.search.page("build", None, 10, None, depth=2)[0]
+    assert sorted(s.session.title for s in newest) == ["session 2", "session 3"]
