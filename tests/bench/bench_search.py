@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,42 +96,49 @@ def fill(db: Path, sessions: int, turns: int) -> dict[str, str]:
     }
 
 
-def in_store(db: Path, queries: dict[str, str], rounds: int) -> dict[str, tuple[float, float, int]]:
-    store = Store(db, pid_alive)
+Timings = dict[str, tuple[float, float, int]]  # query: median, max (seconds), hits
+
+
+async def timed(
+    search: Callable[[str], Awaitable[int]], queries: dict[str, str], rounds: int
+) -> Timings:
     out = {}
-    try:
-        for name, query in queries.items():
-            times = []
-            for _ in range(rounds):
-                started = time.perf_counter()
-                page, _ = store.search.page(query, None, 50, None)
-                times.append(time.perf_counter() - started)
-            out[name] = (statistics.median(times), max(times), len(page))
-    finally:
-        store.close()
+    for name, query in queries.items():
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            hits = await search(query)
+            times.append(time.perf_counter() - started)
+        out[name] = (statistics.median(times), max(times), hits)
     return out
 
 
-async def over_the_wire(
-    db: Path, queries: dict[str, str], rounds: int
-) -> dict[str, tuple[float, float]]:
+async def in_store(db: Path, queries: dict[str, str], rounds: int) -> Timings:
+    store = Store(db, pid_alive)
+
+    async def search(query: str) -> int:
+        return len(store.search.page(query, None, 50, None)[0])
+
+    try:
+        return await timed(search, queries, rounds)
+    finally:
+        store.close()
+
+
+async def over_the_wire(db: Path, queries: dict[str, str], rounds: int) -> Timings:
     env = {"PYTHONPATH": str(REPO / "daemon")}
     for name in [n for n in os.environ if n.startswith("TRELLISD_")]:
         del os.environ[name]
     client = await DaemonClient.spawn("--db", str(db), env=env)
     await client.initialize()
-    out = {}
+
+    async def search(query: str) -> int:
+        return len((await client.request("session/list", {"query": query}))["sessions"])
+
     try:
-        for name, query in queries.items():
-            times = []
-            for _ in range(rounds):
-                started = time.perf_counter()
-                await client.request("session/list", {"query": query})
-                times.append(time.perf_counter() - started)
-            out[name] = (statistics.median(times), max(times))
+        return await timed(search, queries, rounds)
     finally:
         await client.close()
-    return out
 
 
 def main() -> None:
@@ -147,12 +155,12 @@ def main() -> None:
             f"filled {args.sessions:,} sessions of {args.turns} turns in"
             f" {time.perf_counter() - started:.1f} s ({db.stat().st_size / 2**20:.0f} MiB)"
         )
-        store_times = in_store(db, queries, args.rounds)
+        store_times = asyncio.run(in_store(db, queries, args.rounds))
         wire_times = asyncio.run(over_the_wire(db, queries, args.rounds))
         print(f"{'query':34} {'hits':>5} {'store median/max ms':>20} {'wire median/max ms':>20}")
         for name, query in queries.items():
             median, worst, hits = store_times[name]
-            wire_median, wire_worst = wire_times[name]
+            wire_median, wire_worst, _ = wire_times[name]
             print(
                 f"{name + ' ' + repr(query):34} {hits:5d}"
                 f" {median * 1000:11.1f} / {worst * 1000:6.1f}"
