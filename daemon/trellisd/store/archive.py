@@ -26,6 +26,7 @@ when this store has that column, and skips records of a type it does not know.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -196,14 +197,14 @@ def _rows(con: apsw.Connection, sql: str, args: tuple[Any, ...]) -> Iterator[dic
 def _record(table: str, row: dict[str, Any]) -> dict[str, Any]:
     """A store row as a file record: fields camelCase, JSON columns as JSON, token counts as
     one ``tokens`` object; private and implied columns left out."""
-    renamed, left_out = _RENAMED[table], _PRIVATE.get(table, set()) | _IMPLIED.get(table, set())
     out: dict[str, Any] = {"type": table}
     for column, value in row.items():
-        if column in left_out or column in _TOKENS:
+        field = _field(table, column)
+        if field is None:
             continue
         if column in _JSON and value is not None:
             value = json.loads(value)
-        out[renamed.get(column, camel(column))] = value
+        out[field] = value
     if table == "step":
         out["tokens"] = {
             "input": row["input_tokens"],
@@ -213,6 +214,15 @@ def _record(table: str, row: dict[str, Any]) -> dict[str, Any]:
     if table == "session" and out.get("importedFrom") is None:
         out.pop("importedFrom", None)
     return out
+
+
+@functools.cache
+def _field(table: str, column: str) -> str | None:
+    """The file's name for a column (None: left out of the file)."""
+    left_out = _PRIVATE.get(table, set()) | _IMPLIED.get(table, set())
+    if column in left_out or column in _TOKENS:
+        return None
+    return _RENAMED[table].get(column, camel(column))
 
 
 def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> int:
