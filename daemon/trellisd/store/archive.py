@@ -433,14 +433,15 @@ class _Import:
     def insert(self, table: str, values: dict[str, Any], raw: dict[str, Any]) -> None:
         """Insert ``values`` (columns) and the fields of ``raw`` this version does not know
         but this store keeps (a column another trellisd version added)."""
-        known = set(_RENAMED[table].values()) | {camel(c) for c in values} | {"type", "tokens"}
-        left_out = _PRIVATE.get(table, set()) | set(values)
+        known = _known(table, tuple(values))
         for field, value in raw.items():
+            if field in known:
+                continue
             column = _snake(field)
             if (
-                field not in known
-                and column in self.columns[table]
-                and column not in left_out
+                column in self.columns[table]
+                and column not in values
+                and column not in _PRIVATE.get(table, ())
                 and (value is None or isinstance(value, str | int | float))
             ):
                 values[column] = value
@@ -635,6 +636,13 @@ def _size(limit: int) -> str:
     return f"{limit} bytes"
 
 
+@functools.cache
+def _known(table: str, columns: tuple[str, ...]) -> frozenset[str]:
+    """The fields of a record this version reads into ``columns``."""
+    return frozenset(_RENAMED[table].values()) | {camel(c) for c in columns} | {"type", "tokens"}
+
+
+@functools.cache
 def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
