@@ -7,10 +7,8 @@ Read once from the environment (and the command line), then overridden by the ed
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,6 +16,7 @@ import attrs
 from .convert import camel
 from .errors import InvalidParams
 from .records import ProviderChoice
+from .rendezvous import PROVIDER_KEY_VARIABLES
 
 PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
 
@@ -32,11 +31,9 @@ DEFAULT_MODELS = {
     "anthropic": "claude-sonnet-4-5",
     "scripted": "scripted",
 }
-KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-}
+KEY_VARIABLES = dict(
+    zip(("openai", "anthropic", "openrouter"), PROVIDER_KEY_VARIABLES, strict=True)
+)
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BUDGET = 60.0
@@ -79,6 +76,9 @@ class ProviderSettings:
     max_retries: int = DEFAULT_MAX_RETRIES
     retry_budget: float = DEFAULT_RETRY_BUDGET
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    # The provider keys of the environment these settings were read from (a window's, in the
+    # shared daemon): a session that picks another provider takes its key from there.
+    keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def effective_model(self) -> str | None:
@@ -126,14 +126,12 @@ class ProviderSettings:
                 max_retries=self.max_retries,
                 retry_budget=self.retry_budget,
                 read_timeout=self.read_timeout,
+                keys=self.keys,
             )
             if name in KEY_VARIABLES and "api_key" not in changes:
                 var = KEY_VARIABLES[name]
-                base = dataclasses.replace(
-                    base,
-                    api_key=os.environ.get(var),
-                    key_source=var if os.environ.get(var) else None,
-                )
+                found = dict(self.keys).get(var)
+                base = dataclasses.replace(base, api_key=found, key_source=var if found else None)
             changes = {k: v for k, v in changes.items() if k != "name"}
         if "api_key" in changes:
             changes["key_source"] = f"{where}.apiKey"
@@ -174,8 +172,9 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
         else:
             if script:
                 name = "scripted"
+    keys = tuple((var, env[var]) for var in KEY_VARIABLES.values() if env.get(var))
     if name is None:
-        return ProviderSettings(script=script, **transport)
+        return ProviderSettings(script=script, keys=keys, **transport)
     if name not in PROVIDERS:
         raise ValueError(f"TRELLISD_PROVIDER must be one of {', '.join(PROVIDERS)}, not {name!r}")
     if key is None and name in KEY_VARIABLES and env.get(KEY_VARIABLES[name]):
@@ -191,6 +190,7 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
         script=script,
         temperature=_number(env, "TRELLISD_TEMPERATURE", float),
         max_tokens=_number(env, "TRELLISD_MAX_TOKENS", int),
+        keys=keys,
         **transport,
     )
 
@@ -214,14 +214,4 @@ def _limit(env: Mapping[str, str], var: str, kind: type[Any], attr: str) -> Any:
     return value
 
 
-def default_db_path(env: Mapping[str, str]) -> Path:
-    data = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "trellisd" / "trellisd.db"
-
-
-def db_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
-    if cli_value:
-        return Path(cli_value).expanduser()
-    if env.get("TRELLISD_DB"):
-        return Path(env["TRELLISD_DB"]).expanduser()
-    return default_db_path(env)
+__all__ = ["ProviderSettings", "provider_from_env"]

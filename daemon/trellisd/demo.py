@@ -139,7 +139,7 @@ async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> in
     print(f"store:    {store}\nfolder:   {workspace} (removed at the end)")
 
     async def start() -> DaemonClient:
-        client = await DaemonClient.spawn("--db", store, env=env)
+        client = await DaemonClient.spawn("--db", store, "--standalone", env=env)
         clients.append(client)
         client.on_notification = t.on_notification
         client.on_request = t.on_request

@@ -9,13 +9,14 @@ the process with LSP's exit code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import logging
 import os
 import sys
-import threading
 import uuid
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, cast
 
 import attrs
@@ -35,10 +36,11 @@ from . import PROTOCOL_VERSION, __version__, services, wire
 from .agent.steering import Steer
 from .config import InitializationOptions, ProviderSettings
 from .convert import structure
-from .errors import StoreError, TrellisError
+from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
 from .records import Step, TurnRef
 from .services import Services
+from .services.settings import WindowSettings, use_window
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, Decision
 
@@ -110,6 +112,13 @@ class TrellisProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: Any | None = None
+    ) -> None:
+        if isinstance(result, Deferred):
+            result = result.complete()
+        super()._send_response(msg_id, result, error)
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
         self, params: types.InitializeParams
@@ -119,6 +128,7 @@ class TrellisProtocol(LanguageServerProtocol):
             "trellisd": {
                 "protocolVersion": PROTOCOL_VERSION,
                 "provider": self._server.settings.describe(),
+                "daemon": {"pid": os.getpid(), "shared": self._server.daemon.shared},
             }
         }
         return result
@@ -177,27 +187,44 @@ frames_log = logging.getLogger(f"{__name__}.frames")
 frames_log.addFilter(_ClientMistakes())
 
 
+@functools.cache
 def plain_converter() -> Any:
-    """pygls's converter, but custom methods' params and results stay plain JSON values."""
+    """pygls's converter, but custom methods' params and results stay plain JSON values.
+    Built once (it takes milliseconds) and shared by every window."""
     converter = default_converter()  # type: ignore[no-untyped-call]
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
     return converter
 
 
-class TrellisServer(LanguageServer):
-    protocol: TrellisProtocol
+class Deferred:
+    """An answer completed at the instant it is written: what it holds of a live turn (the text
+    streamed so far) and the window's following that turn are taken together, so no piece of
+    the turn is both in the answer and in a notification after it, or in neither."""
 
-    def __init__(self, db_path: str, settings: ProviderSettings) -> None:
-        super().__init__(
-            "trellisd",
-            __version__,
-            protocol_cls=TrellisProtocol,
-            converter_factory=plain_converter,
-            text_document_sync_kind=types.TextDocumentSyncKind.None_,
-        )
+    def __init__(self, complete: Callable[[], Any]) -> None:
+        self.complete = complete
+
+
+class Daemon:
+    """One store's services and the windows attached to them: one window (stdin and stdout) in
+    standalone mode, any number over the shared daemon's socket.
+
+    A window follows the sessions it opened, reopened or ran a turn in: it gets their turns'
+    notifications and their approval questions. A turn belongs to the daemon, not to the
+    window that started it; in standalone mode the daemon ends with its one window.
+    """
+
+    def __init__(self, db_path: str, settings: ProviderSettings, shared: bool = False) -> None:
         self.db_path = db_path
         self.settings = settings
+        self.shared = shared
+        self.windows: set[TrellisServer] = set()
+        self.following: dict[str, set[TrellisServer]] = {}
+        self.approvals: dict[str, list[_Approval]] = {}
+        self.notifier = _WireNotifier(self)
+        # Called when a window leaves or a turn ends (the shared daemon's idle exit).
+        self.on_change: Callable[[], None] | None = None
         self._services: Services | None = None
         self._store_error: StoreError | None = None
         self._opening: asyncio.Future[None] | None = None
@@ -217,43 +244,79 @@ class TrellisServer(LanguageServer):
 
     async def _open_store(self) -> None:
         try:
-            self._services = await services.start(self.db_path, self.settings, _WireNotifier(self))
+            self._services = await services.start(self.db_path, self.settings, self.notifier)
+            self._services.running.on_end = self._changed
         except StoreError as exc:
             log.error("%s", exc.message)
             self._store_error = exc
 
-    def configure(self, options: InitializationOptions) -> None:
-        """Lay ``initializationOptions`` over the settings, for the turns that start later."""
-        self.settings = self.settings.merged(options, "initializationOptions")
-        if self._services is not None:
-            self._services.defaults.provider = self.settings
+    def running_turns(self) -> int:
+        return 0 if self._services is None else len(self._services.running)
 
-    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve stdin until ``exit`` or end of input; either way, end like ``exit``.
+    def running_sessions(self) -> list[dict[str, str]]:
+        if self._services is None:
+            return []
+        return [wire.turn_ref(r.ref) for r in self._services.running]
 
-        Frames are read and written by ``transport``; a closed stdout drops what is sent
-        afterwards, so what the daemon records never depends on the editor being there.
-        """
-        self._stop_event = threading.Event()
-        self.writer = FrameWriter(sys.stdout.fileno())
-        self.protocol.set_writer(self.writer)
+    def idle(self) -> bool:
+        return not self.windows and not self.running_turns()
 
-        async def serve() -> None:
-            reader = FrameReader(sys.stdin.fileno())
-            while (frame := await reader.read()) is not None:
-                if isinstance(frame, BadFrame):
-                    frames_log.debug("%s", frame.message)
-                    self._answer_unidentified(frame.code, frame.message)
-                    continue
-                try:
-                    message = loads(frame.text, object_hook=self.protocol.structure_message)
-                    self.protocol.handle_message(message)
-                except Exception as exc:  # answered by report_server_error, never fatal
-                    self.report_server_error(exc, JsonRpcException)
-            log.info("end of input: the editor closed the connection")
-            await self.exit(0 if self.protocol._shutdown else 1)
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
-        asyncio.run(serve())
+    def follow(self, window: TrellisServer, session_id: str) -> None:
+        """``window`` follows ``session_id`` from now on; it is asked the approvals the
+        session's turn is waiting on."""
+        if window not in self.windows:
+            return
+        followers = self.following.setdefault(session_id, set())
+        if window in followers:
+            return
+        followers.add(window)
+        for approval in self.approvals.get(session_id, ()):
+            approval.ask(window)
+
+    def unfollow(self, window: TrellisServer, session_id: str) -> None:
+        followers = self.following.get(session_id)
+        if followers is not None:
+            followers.discard(window)
+            if not followers:
+                del self.following[session_id]
+
+    def followers(self, session_id: str) -> tuple[TrellisServer, ...]:
+        return tuple(self.following.get(session_id, ()))
+
+    def live(self, session_id: str) -> dict[str, Any] | None:
+        """The session's running turn as a window that reopens it draws it: its ids, its step
+        and the text of that step streamed so far."""
+        running = None if self._services is None else self._services.running.get(session_id)
+        if running is None:
+            return None
+        return {**wire.turn_ref(running.ref), "step": running.step, "text": running.text()}
+
+    async def serve_window(self, window: TrellisServer, reader: FrameReader) -> int:
+        """Serve one window's frames until it sends ``exit`` or its input ends; the exit code
+        LSP gives that end. Its requests run in its own settings."""
+        self.windows.add(window)
+        use_window(window.defaults)
+        try:
+            return await window.serve(reader)
+        finally:
+            self.detach(window)
+
+    def detach(self, window: TrellisServer) -> None:
+        """The window is gone: it follows nothing, and its unanswered approval questions
+        wait for the other windows. Its turns run on."""
+        if window not in self.windows:
+            return
+        self.windows.discard(window)
+        for session_id in [s for s, ws in self.following.items() if window in ws]:
+            self.unfollow(window, session_id)
+        for approvals in self.approvals.values():
+            for approval in approvals:
+                approval.forget(window)
+        self._changed()
 
     async def exit(self, code: int) -> None:
         """Stop the running turns (they record ``cancelled``), answer the requests in
@@ -267,7 +330,8 @@ class TrellisServer(LanguageServer):
             self._services.running.cancel_all()
         pending = [
             cast("asyncio.Future[Any]", f)
-            for f in self.protocol._request_futures.values()
+            for window in self.windows
+            for f in window.protocol._request_futures.values()
             if isinstance(f, asyncio.Future) and not f.done()
         ]
         if pending:
@@ -275,9 +339,86 @@ class TrellisServer(LanguageServer):
         await asyncio.sleep(0)  # let the last answers be written
         if self._services is not None:
             await self._services.close()
-        await asyncio.to_thread(self.writer.close)
+        for window in list(self.windows):
+            await window.close()
         logging.shutdown()
         os._exit(code)
+
+
+class TrellisServer(LanguageServer):
+    """One window: a connection from an editor, with its own settings."""
+
+    protocol: TrellisProtocol
+
+    def __init__(
+        self, daemon: Daemon, settings: ProviderSettings, writer: FrameWriter, peer: str
+    ) -> None:
+        super().__init__(
+            "trellisd",
+            __version__,
+            protocol_cls=TrellisProtocol,
+            converter_factory=plain_converter,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+        )
+        self.daemon = daemon
+        self.settings = settings
+        self.defaults = WindowSettings(settings)
+        self.peer = peer
+        self.writer = writer
+        self.protocol.set_writer(writer)
+        self.pid: int | None = None  # the forwarder's, for a window of the shared daemon
+        self._reading: asyncio.Task[None] | None = None
+        self._exit_code: int | None = None
+
+    @property
+    def services(self) -> Services:
+        return self.daemon.services
+
+    async def open_store(self) -> None:
+        await self.daemon.open_store()
+
+    def configure(self, options: InitializationOptions) -> None:
+        """Lay ``initializationOptions`` over the window's settings, for the turns it starts
+        later."""
+        self.settings = self.settings.merged(options, "initializationOptions")
+        self.defaults.provider = self.settings
+
+    async def serve(self, reader: FrameReader) -> int:
+        self._reading = asyncio.ensure_future(self._read(reader))
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reading
+        reader.close()
+        if self._exit_code is None:
+            log.info("end of input: %s closed the connection", self.peer)
+            return 0 if self.protocol._shutdown else 1
+        return self._exit_code
+
+    async def _read(self, reader: FrameReader) -> None:
+        while (frame := await reader.read()) is not None:
+            if isinstance(frame, BadFrame):
+                frames_log.debug("%s", frame.message)
+                self._answer_unidentified(frame.code, frame.message)
+                continue
+            try:
+                message = loads(frame.text, object_hook=self.protocol.structure_message)
+                self.protocol.handle_message(message)
+            except Exception as exc:  # answered by report_server_error, never fatal
+                self.report_server_error(exc, JsonRpcException)
+
+    async def exit(self, code: int) -> None:
+        """LSP ``exit``: the window ends with ``code``; in standalone mode so does the
+        daemon."""
+        if not self.daemon.shared:
+            await self.daemon.exit(code)
+            return
+        self._exit_code = code
+        if self._reading is not None:
+            self._reading.cancel()
+
+    async def close(self, final: bytes = b"") -> None:
+        """Write what is queued and then ``final`` (the end of a shared daemon's window), and
+        stop writing."""
+        await asyncio.to_thread(self.writer.close, 5.0, final)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, _Unservable) and error.msg_id is None:
@@ -308,9 +449,57 @@ class TrellisServer(LanguageServer):
         )
 
 
+class _Approval:
+    """A question a turn waits on, asked of every window that follows its session; the first
+    answer decides, and the others' questions are withdrawn."""
+
+    def __init__(self, turn: TurnRef, request: dict[str, Any]) -> None:
+        self.turn, self.request = turn, request
+        self.decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        self.asked: dict[TrellisServer, tuple[str, asyncio.Future[Any]]] = {}
+
+    def ask(self, window: TrellisServer) -> None:
+        if self.decided.done() or window in self.asked:
+            return
+        msg_id = f"approval-{uuid.uuid4().hex}"
+        answer = window.protocol.send_request_async(
+            "session/requestApproval", {**wire.turn_ref(self.turn), **self.request}, msg_id=msg_id
+        )
+        self.asked[window] = (msg_id, answer)
+        answer.add_done_callback(functools.partial(self._answered, window))
+
+    def _answered(self, window: TrellisServer, answer: asyncio.Future[Any]) -> None:
+        if answer.cancelled() or self.decided.done():
+            return
+        self.asked.pop(window, None)
+        error = answer.exception()
+        if error is not None:
+            log.warning("the editor could not answer an approval: %s", error)
+            self.decided.set_result(Decision.DENY)
+            return
+        result = answer.result()
+        decision = result.get("decision") if isinstance(result, dict) else None
+        self.decided.set_result(Decision(decision) if decision in ANSWERS else Decision.DENY)
+
+    def forget(self, window: TrellisServer) -> None:
+        """``window`` is gone: its question will not be answered."""
+        entry = self.asked.pop(window, None)
+        if entry is not None:
+            window.protocol._request_futures.pop(entry[0], None)
+            entry[1].cancel()
+
+    def withdraw(self) -> None:
+        """Tell every window still asked that the question no longer needs an answer."""
+        for window, (msg_id, answer) in list(self.asked.items()):
+            window.protocol._request_futures.pop(msg_id, None)
+            answer.cancel()
+            window.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        self.asked.clear()
+
+
 class _WireNotifier:
-    def __init__(self, server: TrellisServer) -> None:
-        self.server = server
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
         self._token_prefixes: dict[tuple[str, int], bytes] = {}
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
@@ -327,52 +516,61 @@ class _WireNotifier:
                 + params.encode()
                 + b', "text": '
             )
-        self.server.writer.stream(key, prefix, text, b"}}")
+        running = self.daemon.services.running.get(turn.session_id)
+        if running is not None:
+            running.streamed(step, text)
+        for window in self.daemon.followers(turn.session_id):
+            window.writer.stream(key, prefix, text, b"}}")
+
+    def _notify(self, turn: TurnRef, method: str, params: dict[str, Any]) -> None:
+        for window in self.daemon.followers(turn.session_id):
+            window.protocol.notify(method, params)
 
     def step(self, turn: TurnRef, step: Step) -> None:
-        self.server.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
+        self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
-        msg_id = f"approval-{uuid.uuid4().hex}"
+        approval = _Approval(turn, request)
+        waiting = self.daemon.approvals.setdefault(turn.session_id, [])
+        waiting.append(approval)
+        for window in self.daemon.followers(turn.session_id):
+            approval.ask(window)
         try:
-            answer = await asyncio.wait_for(
-                self.server.protocol.send_request_async(
-                    "session/requestApproval", {**wire.turn_ref(turn), **request}, msg_id=msg_id
-                ),
-                APPROVAL_TIMEOUT_SECONDS,
+            return await asyncio.wait_for(
+                asyncio.shield(approval.decided), APPROVAL_TIMEOUT_SECONDS
             )
-        except asyncio.CancelledError:
-            self._withdraw(msg_id)  # the turn was cancelled while it waited
-            raise
         except TimeoutError:
-            self._withdraw(msg_id)
             return Decision.TIMEOUT
-        except JsonRpcException as exc:
-            log.warning("the editor could not answer an approval: %s", exc)
-            return Decision.DENY
-        decision = answer.get("decision") if isinstance(answer, dict) else None
-        return Decision(decision) if decision in ANSWERS else Decision.DENY
-
-    def _withdraw(self, msg_id: str) -> None:
-        """Tell the editor a question no longer needs an answer."""
-        self.server.protocol._request_futures.pop(msg_id, None)
-        self.server.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        finally:
+            waiting.remove(approval)
+            if not waiting:
+                self.daemon.approvals.pop(turn.session_id, None)
+            approval.withdraw()
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
-        self.server.protocol.notify(
+        self._notify(
+            turn,
             "session/steered",
             {**wire.turn_ref(turn), "step": step, **steer.detail(), "delivered": delivered},
         )
 
 
 def serve(server: TrellisServer, method: Method[Any]) -> None:
-    """Register ``method``: its params structured once, a ``TrellisError`` as its code."""
+    """Register ``method``: its params structured once, a ``TrellisError`` as its code, and
+    the window following the session the method says it follows."""
 
     async def handler(ls: TrellisServer, raw: Any) -> Any:
+        session_id: str | None = None
         try:
             await ls.open_store()
-            return await method.serve(ls.services, wire.parse(method.params, raw))
+            params = wire.parse(method.params, raw)
+            session_id = getattr(params, "session_id", None)
+            if method.follow == "before" and session_id is not None:
+                ls.daemon.follow(ls, session_id)
+            result = await method.serve(ls.services, params)
         except TrellisError as exc:
+            if method.follow == "before" and session_id is not None and isinstance(exc, NotFound):
+                ls.daemon.unfollow(ls, session_id)
             raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         except (JsonRpcException, asyncio.CancelledError):
             raise
@@ -381,13 +579,28 @@ def serve(server: TrellisServer, method: Method[Any]) -> None:
             raise JsonRpcException(
                 f"{method.name} failed inside trellisd: {exc}", code=-32603
             ) from exc
+        if method.follow in ("answer", "live") and isinstance(result, dict):
+            return Deferred(functools.partial(_followed, ls, method, result))
+        return result
 
     server.feature(method.name)(handler)
 
 
-def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
-    server = TrellisServer(db_path, settings)
+def _followed(window: TrellisServer, method: Method[Any], result: dict[str, Any]) -> Any:
+    """The answer of a method that makes the window follow its session, completed as it is
+    written: from this instant on the window gets the session's notifications."""
+    session_id = result.get("sessionId")
+    if not isinstance(session_id, str):
+        return result
+    window.daemon.follow(window, session_id)
+    if method.follow == "live":
+        live = window.daemon.live(session_id)
+        if live is not None:
+            return {**result, "running": live}
+    return result
 
+
+def register(server: TrellisServer) -> TrellisServer:
     @server.feature(types.INITIALIZE)
     async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
         raw = params.initialization_options
@@ -401,3 +614,25 @@ def build_server(db_path: str, settings: ProviderSettings) -> TrellisServer:
     for method in METHODS:
         serve(server, method)
     return server
+
+
+def window(
+    daemon: Daemon, settings: ProviderSettings, writer: FrameWriter, peer: str
+) -> TrellisServer:
+    """A window of ``daemon``: an editor's connection, served with ``settings``."""
+    return register(TrellisServer(daemon, settings, writer, peer))
+
+
+def serve_stdio(db_path: str, settings: ProviderSettings) -> None:
+    """Standalone mode: one daemon, one window on stdin and stdout, until ``exit`` or the end
+    of input; either way, end like ``exit``. A closed stdout drops what is sent afterwards,
+    so what the daemon records never depends on the editor being there."""
+    daemon = Daemon(db_path, settings)
+
+    async def run() -> None:
+        editor = window(daemon, settings, FrameWriter(sys.stdout.fileno()), "the editor")
+        code = await daemon.serve_window(editor, FrameReader(sys.stdin.fileno()))
+        daemon.windows.add(editor)  # its writer is flushed at exit
+        await daemon.exit(code)
+
+    asyncio.run(run())

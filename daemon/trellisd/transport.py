@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 8 * 1024
 READ_CHUNK = 256 * 1024
+# A stream's pieces are joined into one frame up to this size, then a new frame starts.
+STREAM_FRAME_BYTES = 64 * 1024
 
 INVALID_REQUEST = -32600
 PARSE_ERROR = -32700
@@ -61,10 +63,10 @@ class BadFrame:
 class FrameReader:
     """Frames from ``fd``, one ``read()`` at a time; ``None`` at the end of input."""
 
-    def __init__(self, fd: int, max_frame: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, fd: int, max_frame: int = MAX_FRAME_BYTES, initial: bytes = b"") -> None:
         self.fd = fd
         self.max_frame = max_frame
-        self._buf = bytearray()
+        self._buf = bytearray(initial)
         self._eof = False
         self._resync = False
         self._executor = concurrent.futures.ThreadPoolExecutor(1, "trellisd-stdin")
@@ -186,17 +188,34 @@ class _Stream:
     prefix: bytes
     suffix: bytes
     parts: list[str] = field(default_factory=list)
+    size: int = 0
 
     def body(self) -> bytes:
         return self.prefix + json.dumps("".join(self.parts)).encode() + self.suffix
 
 
 class FrameWriter:
-    """Frames to ``fd``, written in order on the writer's own thread."""
+    """Frames to ``fd``, written in order on the writer's own thread.
 
-    def __init__(self, fd: int) -> None:
+    ``wrap`` turns each frame into the bytes written (the shared daemon's records); with
+    ``limit``, a reader that lets more than ``limit`` bytes wait behind the next frame is
+    given up on: ``overflow`` is called once and nothing more is queued.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        wrap: Callable[[bytes], bytes] | None = None,
+        limit: int | None = None,
+        overflow: Callable[[], None] | None = None,
+    ) -> None:
         self.fd = fd
+        self._wrap = wrap
+        self._limit = limit
+        self._overflow = overflow
         self._queue: deque[bytes | _Stream] = deque()
+        self._queued = 0
+        self._final = b""
         self._cond = threading.Condition()
         self._busy = False
         self._closing = False
@@ -219,11 +238,15 @@ class FrameWriter:
             if self.broken or self._closing:
                 return
             last = self._queue[-1] if self._queue else None
-            if isinstance(last, _Stream) and last.key == key:
+            if isinstance(last, _Stream) and last.key == key and last.size < STREAM_FRAME_BYTES:
                 last.parts.append(text)
-                return
-            self._queue.append(_Stream(key, prefix, suffix, [text]))
-            self._cond.notify()
+                last.size += len(text)
+                grown = len(text)
+            else:
+                grown = len(prefix) + len(text) + len(suffix)
+                self._queue.append(_Stream(key, prefix, suffix, [text], grown))
+                self._cond.notify()
+            self._grew(grown)
 
     def _put(self, item: bytes) -> None:
         with self._cond:
@@ -231,6 +254,22 @@ class FrameWriter:
                 return
             self._queue.append(item)
             self._cond.notify()
+            self._grew(len(item))
+
+    def _grew(self, size: int) -> None:
+        """Count ``size`` more bytes waiting; past the limit, give the reader up."""
+        self._queued += size
+        if self._limit is None or len(self._queue) < 2:
+            return  # one frame, however large, is an answer being read
+        first = self._queue[0]
+        behind = self._queued - (len(first) if isinstance(first, bytes) else first.size)
+        if behind > self._limit:
+            self.broken = True
+            self._queue.clear()
+            self._queued = 0
+            self._cond.notify_all()
+            if self._overflow is not None:
+                self._overflow()
 
     def drain(self, timeout: float) -> bool:
         """Wait until everything sent so far is written (or writing broke); False on timeout."""
@@ -239,9 +278,10 @@ class FrameWriter:
                 lambda: self.broken or (not self._queue and not self._busy), timeout
             )
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Write what is queued, then stop the writer thread."""
+    def close(self, timeout: float = 5.0, final: bytes = b"") -> None:
+        """Write what is queued and then ``final`` (as it is), then stop the writer thread."""
         with self._cond:
+            self._final = final
             self._closing = True
             self._cond.notify_all()
         self._thread.join(timeout)
@@ -253,10 +293,16 @@ class FrameWriter:
                 self._cond.notify_all()
                 self._cond.wait_for(lambda: self._queue or self._closing)
                 if not self._queue:
+                    final, self._final = self._final, b""
+                    if final and not self.broken:
+                        self._write_all(final)
                     return
                 item = self._queue.popleft()
+                self._queued -= len(item) if isinstance(item, bytes) else item.size
                 self._busy = True
             frame = item if isinstance(item, bytes) else self._frame(item)
+            if self._wrap is not None:
+                frame = self._wrap(frame)
             if not self._write_all(frame):
                 with self._cond:
                     self.broken = True

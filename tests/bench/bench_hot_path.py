@@ -158,7 +158,9 @@ class Trellisd(Client):
         }
 
     async def start(self, root: Path) -> None:
-        self.client = await self.spawn("--db", str(self.scratch / "store.db"), env=self.env())
+        self.client = await self.spawn(
+            "--db", str(self.scratch / "store.db"), "--standalone", env=self.env()
+        )
         self.client.on_notification = self.on_notification
         await self.client.initialize()
         self.session = (await self.client.request("session/open", {"root": str(root)}))["sessionId"]
@@ -381,7 +383,9 @@ async def history(
         check=True,
     )
     session = built.stdout.split()[-1]
-    client = await DaemonClient.spawn("--db", str(db), env={"PYTHONPATH": str(daemon)})
+    client = await DaemonClient.spawn(
+        "--db", str(db), "--standalone", env={"PYTHONPATH": str(daemon)}
+    )
     await client.initialize()
     whole = {"sessionId": session}
     page = {"sessionId": session, "limit": PAGE}

@@ -1,5 +1,6 @@
-"""How long an editor waits for the daemon: from spawning ``python -m trellisd --db <tmp>`` to
-the answer to ``initialize`` (which opens, and on first use migrates, the store).
+"""How long an editor waits for a daemon of its own: from spawning ``python -m trellisd --db
+<tmp> --standalone`` to the answer to ``initialize`` (which opens, and on first use migrates,
+the store). ``bench_attach.py`` measures attaching to the shared daemon.
 
     python tests/bench/bench_startup.py [--runs 10] [--warmup 1] [--fresh]
 
@@ -34,7 +35,7 @@ def child_env() -> dict[str, str]:
 async def one_start(db: Path, env: dict[str, str]) -> float:
     """Seconds from spawn to the ``initialize`` answer; the daemon is shut down after."""
     started = time.perf_counter()
-    client = await DaemonClient.spawn("--db", str(db), env=env)
+    client = await DaemonClient.spawn("--db", str(db), "--standalone", env=env)
     await client.request(
         "initialize",
         {"processId": os.getpid(), "rootUri": None, "capabilities": {}},

@@ -66,7 +66,7 @@ async def one_turn(server: ModelServer, scratch: Path, pieces: int) -> None:
     }
     workspace = scratch / "workspace"
     workspace.mkdir()
-    client = await DaemonClient.spawn("--db", str(scratch / "store.db"), env=env)
+    client = await DaemonClient.spawn("--db", str(scratch / "store.db"), "--standalone", env=env)
     tokens = Tokens()
     client.on_notification = tokens.on_notification
     await client.initialize()

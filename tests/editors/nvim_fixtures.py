@@ -310,7 +310,7 @@ def start_editor(
         # pynvim asks asyncio for a child watcher, deprecated from Python 3.12 on
         warnings.simplefilter("ignore", DeprecationWarning)
         nvim = pynvim.attach("child", argv=argv)
-    daemon_env = {"TRELLISD_PROVIDER": "scripted", "TRELLISD_LOG": "info"}
+    daemon_env = {"TRELLISD_PROVIDER": "scripted", "TRELLISD_LOG": "info", "TRELLISD_SHARED": "0"}
     if script is not None:
         daemon_env["TRELLISD_SCRIPT"] = str(write_script(tmp / "script.jsonl", script))
     options: dict[str, Any] = {

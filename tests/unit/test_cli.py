@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.__main__ import parser
+from trellisd.cli import parser
 
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRELLISD_")}
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
         env.pop(key, None)
-    return {**env, **extra}
+    return {**env, "TRELLISD_SHARED": "0", **extra}
 
 
 def trellisd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -74,18 +74,18 @@ async def session_import(app: Services, p: wire.SessionImport) -> Any:
 
 
 METHODS: tuple[Method[Any], ...] = (
-    Method("session/open", wire.SessionOpen, session_open),
+    Method("session/open", wire.SessionOpen, session_open, follow="answer"),
     Method("session/policy", wire.SessionRef, session_policy),
-    Method("session/reopen", wire.SessionReopen, session_reopen),
+    Method("session/reopen", wire.SessionReopen, session_reopen, follow="live"),
     Method("session/list", wire.SessionList, session_list),
     Method("session/history", wire.SessionPage, session_history),
     Method("session/turns", wire.SessionPage, session_turns),
-    Method("session/turn", wire.SessionTurn, session_turn),
+    Method("session/turn", wire.SessionTurn, session_turn, follow="before"),
     Method("session/branch", wire.SessionBranch, session_branch),
     Method("session/steer", wire.SessionSteer, session_steer),
     Method("session/cancel", wire.SessionRef, session_cancel),
-    Method("session/resume", wire.SessionResume, session_resume),
-    Method("session/takeover", wire.SessionRef, session_takeover),
+    Method("session/resume", wire.SessionResume, session_resume, follow="before"),
+    Method("session/takeover", wire.SessionRef, session_takeover, follow="answer"),
     Method("session/export", wire.SessionExport, session_export),
     Method("session/import", wire.SessionImport, session_import),
 )

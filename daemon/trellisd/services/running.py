@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +18,32 @@ class RunningTurn:
     task: asyncio.Task[Any] | None
     inbox: SteerInbox = field(default_factory=SteerInbox)
     cancelled_by_request: bool = False
+    # The step being streamed and its text so far, for a window that reopens the session
+    # mid-turn: kept in memory only, a step's text at most.
+    step: int | None = None
+    _pieces: list[str] = field(default_factory=list)
+
+    def streamed(self, step: int, text: str) -> None:
+        if step != self.step:
+            self.step, self._pieces = step, []
+        self._pieces.append(text)
+
+    def text(self) -> str:
+        if len(self._pieces) > 1:
+            self._pieces[:] = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
 
 
 class Running:
     def __init__(self) -> None:
         self._turns: dict[str, RunningTurn] = {}
+        self.on_end: Callable[[], None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def __iter__(self) -> Iterator[RunningTurn]:
+        return iter(list(self._turns.values()))
 
     def get(self, session_id: str) -> RunningTurn | None:
         return self._turns.get(session_id)
@@ -32,6 +54,8 @@ class Running:
 
     def end(self, session_id: str) -> None:
         self._turns.pop(session_id, None)
+        if self.on_end is not None:
+            self.on_end()
 
     def refuse(self, session_id: str, what: str) -> None:
         """``Conflict`` when the session has a running turn: the user must wait or cancel."""

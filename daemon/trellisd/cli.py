@@ -1,0 +1,305 @@
+"""The ``trellisd`` command line, whole: an editor's connection to the store's shared daemon
+(``serve``, the default; ``--standalone`` for a daemon of its own), the shared daemon itself, its
+``status`` and ``stop``, the ``demo``, and ``export`` and ``import`` of a session file for
+scripts and backups.
+
+Mistakes in the command line or the environment end the command before anything starts, with
+one line on stderr saying what to change and exit code 2. (``__main__`` serves the plain
+command line an editor starts without importing this module.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import PROTOCOL_VERSION, __version__
+from .rendezvous import shared_mode, store_file
+
+if TYPE_CHECKING:
+    from .config import ProviderSettings
+
+DESCRIPTION = """\
+trellisd: a coding-agent daemon that editors start over stdio and talk to in JSON-RPC
+(LSP base protocol framing). It keeps durable, branchable conversations in one SQLite file.
+
+environment:
+  TRELLISD_DB          the store (default $XDG_DATA_HOME/trellisd/trellisd.db)
+  TRELLISD_PROVIDER    openai | anthropic | openrouter | scripted
+  TRELLISD_BASE_URL    the provider's endpoint (OpenAI style ends in /v1)
+  TRELLISD_API_KEY     the provider's key (else OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)
+  TRELLISD_MODEL       the model name
+  TRELLISD_SCRIPT      JSON-lines replies for the scripted provider
+  TRELLISD_LOG         log level on stderr (default warning)
+  TRELLISD_HEARTBEAT   seconds between the daemon's heartbeats in the store (default 2)
+  TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
+  TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
+                       exits (default 600)
+"""
+
+SERVE_DESCRIPTION = """\
+Serve the trellisd protocol on stdin/stdout until the editor sends exit or closes stdin.
+An editor starts this; a person in a terminal wants `trellisd demo`.
+
+Every window of a user is served by one shared daemon per store, which this command attaches
+to (starting it in the background when none runs): windows share live sessions, and a turn
+goes on when the window that started it closes. --standalone (or TRELLISD_SHARED=0) serves
+this window from a daemon of its own, in this process, as long as the editor is connected.
+"""
+
+DAEMON_DESCRIPTION = """\
+The shared daemon of a store, serving windows over a Unix socket under $XDG_RUNTIME_DIR/trellisd.
+`trellisd` starts it when a window needs it; it exits by itself after TRELLISD_IDLE_EXIT seconds
+with no window and no turn running.
+"""
+
+STATUS_DESCRIPTION = """\
+Which shared daemon serves which store: its pid, its windows, the sessions they follow and the
+turns running.
+"""
+
+STOP_DESCRIPTION = """\
+Ask the store's shared daemon to exit once its running turns have ended, and wait until it
+has. Its windows are told; starting trellisd again starts a new daemon.
+"""
+
+DEMO_DESCRIPTION = """\
+A tour of trellisd, offline, in a few seconds: it starts a real daemon process and drives it
+over the protocol as an editor would. A built-in scripted model reads a file, asks to edit it
+(the tour approves), takes a steer, is cancelled, branches, and a second daemon process
+reopens the session. The folder it works in is removed at the end. Exit status 1 if any
+claim the tour checks did not hold.
+"""
+
+
+EXPORT_DESCRIPTION = """\
+Write a session's whole tree (every turn, run, step and event, its policy) to FILE as one
+self-checking trellisd-session file, atomically: FILE is the whole export or as it was.
+The store is opened directly; no daemon is needed, and a running one goes on.
+"""
+
+IMPORT_DESCRIPTION = """\
+Read a trellisd-session file into the store, all or nothing: a damaged, cut-short or foreign
+file is refused with the line and the check that failed, and leaves nothing behind. A
+session the store already has is refused unless --as-new. Prints the session's id.
+"""
+
+
+class UsageError(Exception):
+    """A mistake in the command line or environment: one line, exit code 2."""
+
+
+SERVE_DB = "(default: $TRELLISD_DB, else $XDG_DATA_HOME/trellisd/trellisd.db)"
+DEMO_DB = "(default: a file in the tour's temporary folder, removed at the end)"
+
+
+def _shared_options(defaults: bool, db_default: str) -> argparse.ArgumentParser:
+    """--db and --log-level, accepted before and after the command. The command's own copy
+    has no defaults, so it does not override a value given before the command."""
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument(
+        "--db",
+        metavar="PATH",
+        default=None if defaults else argparse.SUPPRESS,
+        help=f"the SQLite store; created on first use with its parent folders {db_default}",
+    )
+    shared.add_argument(
+        "--log-level",
+        default=os.environ.get("TRELLISD_LOG", "warning") if defaults else argparse.SUPPRESS,
+        choices=("debug", "info", "warning", "error"),
+        help="how much the daemon logs to stderr (never stdout; default warning)",
+    )
+    return shared
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trellisd",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
+        usage=(
+            "%(prog)s [serve | status | stop | demo | export | import] [--db PATH]"
+            " [--log-level LEVEL]"
+            " [--standalone] [-h] [--version]"
+        ),
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"trellisd {__version__} (protocol {PROTOCOL_VERSION})",
+    )
+    standalone = "serve this window from a daemon of its own, in this process"
+    p.add_argument("--standalone", action="store_true", help=standalone)
+    commands = p.add_subparsers(
+        title="commands", dest="command", metavar="{serve,status,stop,demo,export,import}"
+    )
+    commands.default = "serve"
+    for name, summary, description, db_default in (
+        ("serve", "the daemon on stdin/stdout (the default)", SERVE_DESCRIPTION, SERVE_DB),
+        ("daemon", argparse.SUPPRESS, DAEMON_DESCRIPTION, SERVE_DB),
+        ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
+        ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
+        (
+            "demo",
+            "a tour of trellisd: a daemon driven over the protocol, offline",
+            DEMO_DESCRIPTION,
+            DEMO_DB,
+        ),
+        ("export", "write a session to a file", EXPORT_DESCRIPTION, SERVE_DB),
+        ("import", "read a session from a file into the store", IMPORT_DESCRIPTION, SERVE_DB),
+    ):
+        command = commands.add_parser(
+            name,
+            prog=f"trellisd {name}",
+            help=summary,
+            description=description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            parents=[_shared_options(defaults=False, db_default=db_default)],
+        )
+        if name == "serve":
+            command.add_argument(
+                "--standalone", action="store_true", default=argparse.SUPPRESS, help=standalone
+            )
+        if name == "daemon":
+            command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+        if name == "export":
+            command.add_argument("session_id", metavar="SESSION_ID")
+            command.add_argument("file", metavar="FILE", help="the file to write")
+        if name == "import":
+            command.add_argument("file", metavar="FILE", help="a trellisd-session file")
+            command.add_argument(
+                "--root", metavar="DIR", help="the session's folder here, instead of the file's"
+            )
+            command.add_argument(
+                "--as-new",
+                action="store_true",
+                help="new ids for the session, its turns and runs (a copy beside the original)",
+            )
+    return p
+
+
+def store_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
+    """The store the daemon will open, refused at once when it cannot be a database file."""
+    try:
+        return Path(store_file(cli_value, env))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def environment_settings(env: Mapping[str, str]) -> ProviderSettings:
+    from .config import provider_from_env
+
+    try:
+        return provider_from_env(env)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def configure_logging(level: str) -> None:
+    import logging
+
+    class _NotSqliteLog(logging.Filter):
+        """SQLite's own log lines (``SQLITE_LOG: ...``) repeat what the store error then says
+        in words; they are shown at debug level only."""
+
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not hasattr(record, "sqlite_code")
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=level.upper(),
+        format="trellisd %(levelname)s %(name)s: %(message)s",
+    )
+    if level != "debug":
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_NotSqliteLog())
+        # pygls logs every error answer with its traceback; the answer itself says enough.
+        logging.getLogger("pygls").setLevel(logging.CRITICAL)
+
+
+def run(argv: list[str] | None) -> None:
+    args = parser().parse_args(argv)
+    try:
+        if args.command in ("status", "stop"):
+            from . import forward
+
+            if args.command == "status":
+                sys.exit(forward.status(os.environ, sys.stdout))
+            sys.exit(forward.stop(str(store_path(args.db, os.environ)), os.environ, sys.stdout))
+        if args.command == "serve" and shared_mode(args.standalone, os.environ):
+            path = store_path(args.db, os.environ)
+            from .forward import TTY_HINT, attach
+
+            if sys.stdin.isatty():
+                print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
+
+            attach(str(path), os.environ, args.log_level)
+        configure_logging(args.log_level)
+        settings = environment_settings(os.environ)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
+        path = store_path(args.db, os.environ)
+        if args.command in ("export", "import"):
+            print(archive_command(args, path))
+            sys.exit(0)
+        if args.command == "daemon":
+            from .shared import idle_exit_seconds
+
+            idle_exit = idle_exit_seconds(os.environ)
+    except (UsageError, ValueError) as exc:
+        print(f"trellisd: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if args.command == "daemon":
+        from .shared import serve_shared
+
+        serve_shared(str(path), settings, args.ready_fd, idle_exit)
+        return
+    if sys.stdin.isatty():
+        from .forward import TTY_HINT
+
+        print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
+    from .server import serve_stdio
+
+    serve_stdio(str(path), settings)
+
+
+def archive_command(args: argparse.Namespace, db: Path) -> str:
+    """``trellisd export`` or ``import`` on the store at ``db``, opened here: the same
+    service as ``session/export`` and ``session/import``. The one-line summary, or a
+    ``UsageError`` saying what went wrong."""
+    import asyncio
+
+    from .errors import TrellisError
+    from .processes import pid_alive
+    from .services.archive import ArchiveService
+    from .store.facade import AsyncStore
+
+    async def run_it() -> str:
+        store = await AsyncStore.open(db, pid_alive)
+        try:
+            archive = ArchiveService(store)
+            if args.command == "export":
+                done = await archive.export(args.session_id, os.path.abspath(args.file))
+                return (
+                    f"exported session {args.session_id}: {done.turns} turns,"
+                    f" {done.bytes} bytes to {done.path}"
+                )
+            root = None if args.root is None else os.path.abspath(args.root)
+            session = await archive.import_(os.path.abspath(args.file), root, args.as_new)
+            origin = session.imported_from
+            copy = f" as a copy of {origin.session_id}" if origin else ""
+            return f"imported session {session.session_id}{copy} over {session.root}"
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run_it())
+    except TrellisError as exc:
+        raise UsageError(exc.message) from exc

@@ -1,0 +1,378 @@
+"""What the ``trellisd`` command does by default: attach the editor to the shared daemon of its
+store, starting that daemon when none runs, and carry the editor's stdio to it and back.
+
+Standard library only, so that attaching costs an interpreter's start and a connection: the
+daemon's own imports (pygls, the store, the providers) are paid once, by the shared daemon.
+
+    attach     the editor's stdin to the daemon as it is; the daemon's records to stdout
+    status     which daemon serves which store: pid, windows, sessions, running turns
+    stop       ask the store's daemon to exit once its running turns have ended
+
+Exit status: what the daemon's end record says (LSP's 0 after shutdown and exit, else 1), 1
+with a line on stderr when the daemon dies, 2 when the window's settings are refused.
+"""
+
+from __future__ import annotations
+
+# The C module, not ``socket``: that one imports enum and selectors at every window's start.
+import _socket
+import os
+import select
+import sys
+
+from . import __version__
+from .rendezvous import (
+    END,
+    RECORD_HEADER,
+    Place,
+    daemon_environment,
+    fallback_folder,
+    hello,
+    read_line,
+    runtime_folder,
+    shared_mode,
+    store_file,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import IO, Any, NoReturn
+
+TTY_HINT = """\
+trellisd {version}: a coding-agent daemon that editors start and talk to over stdin/stdout
+(JSON-RPC with Content-Length framing). It is waiting for an editor now; Ctrl-D or Ctrl-C
+ends it. To see what it does, run `trellisd demo`; `trellisd --help`
+lists the settings.
+"""
+
+CHUNK = 256 * 1024
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class AttachError(Exception):
+    """The window could not attach: one line for stderr, and the exit status."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def serve_arguments(args: list[str], env: Mapping[str, str]) -> tuple[str | None, str] | None:
+    """``(--db, --log-level)`` when ``args`` is the plain command line an editor starts to
+    attach (``serve``, ``--db PATH``, ``--log-level LEVEL``, in any order), else None: the
+    full command line's parser takes everything else, ``--help`` and mistakes included."""
+    if not shared_mode(False, env):
+        return None
+    db, level, rest = None, env.get("TRELLISD_LOG", "warning"), list(args)
+    while rest:
+        arg = rest.pop(0)
+        name, equals, value = arg.partition("=")
+        if arg == "serve":
+            continue
+        if name not in ("--db", "--log-level"):
+            return None
+        if not equals:
+            if not rest:
+                return None
+            value = rest.pop(0)
+        if name == "--db":
+            db = value
+        else:
+            level = value
+    return (db, level) if level in LOG_LEVELS else None
+
+
+def attach_command(db: str | None, log_level: str) -> NoReturn:
+    """``trellisd`` as an editor starts it: attach, or one line and exit status 2."""
+    try:
+        store = store_file(db, os.environ)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    if sys.stdin.isatty():
+        print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
+    attach(store, os.environ, log_level)
+
+
+def connect(place: Place) -> _socket.socket | None:
+    """A connection to the daemon at ``place``, or None when no daemon listens there."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(place.socket)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except OSError as exc:
+        sock.close()
+        raise AttachError(f"cannot reach the shared daemon at {place.socket}: {exc}") from exc
+    return sock
+
+
+def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
+    """Start the store's shared daemon in the background and wait until it listens: it
+    says so on a pipe, or the pipe closes because it could not start."""
+    import subprocess
+
+    read_end, write_end = os.pipe()
+    with open(place.log, "ab") as log_file:
+        try:
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "trellisd",
+                    "daemon",
+                    "--db",
+                    place.store,
+                    "--ready-fd",
+                    str(write_end),
+                    "--log-level",
+                    log_level,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+                pass_fds=(write_end,),
+                start_new_session=True,
+                env=daemon_environment(env),
+            )
+        finally:
+            os.close(write_end)
+    with os.fdopen(read_end, "rb") as ready:
+        said = ready.readline()
+    if said != b"ready\n":
+        raise AttachError(
+            f"the shared daemon for {place.store} did not start: {_last_line(place.log)}"
+        )
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            lines = log.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else f"see {path}"
+
+
+def reach(place: Place, env: Mapping[str, str], log_level: str) -> _socket.socket:
+    """A connection to the store's daemon, started first when none listens. Of forwarders
+    started at the same instant, one starts it (under the start lock); the others wait on
+    that lock and then find it listening."""
+    import fcntl
+
+    sock = connect(place)
+    if sock is not None:
+        return sock
+    place.make_folder()
+    with open(place.start_lock, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sock = connect(place)
+        if sock is None:
+            start_daemon(place, env, log_level)
+            sock = connect(place)
+    if sock is None:
+        raise AttachError(f"the shared daemon for {place.store} started but does not listen")
+    return sock
+
+
+def attach(store: str, env: Mapping[str, str], log_level: str) -> NoReturn:
+    place = Place(store, env)
+    for attempt in range(3):
+        try:
+            sock = reach(place, env, log_level)
+            sock.sendall(hello(env))
+            line, rest = read_line(sock.recv)
+            break
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            # The daemon was ending (idle) as this window came: start a new one.
+            if attempt == 2:
+                _fail(f"the shared daemon for {store} closed every connection")
+        except AttachError as exc:
+            _fail(str(exc), exc.code)
+        except (OSError, ValueError) as exc:
+            _fail(f"cannot attach to the shared daemon for {store}: {exc}")
+    pid = _accepted(line)
+    pump(sock, rest, pid, store)
+
+
+def _accepted(line: bytes) -> int:
+    """The daemon's pid from its answer to the hello; a refusal ends the command."""
+    if line.startswith(b'{"ok": true, "pid": ') and line.endswith(b"}"):
+        return int(line[len(b'{"ok": true, "pid": ') : -1])
+    import json
+
+    answer = json.loads(line)
+    _fail(str(answer.get("error")), int(answer.get("exit", 1)))
+
+
+def pump(sock: _socket.socket, rest: bytes, pid: int, store: str) -> NoReturn:
+    """Carry stdin to the daemon and its records to stdout until the window ends."""
+    stdin, stdout, daemon = sys.stdin.fileno(), sys.stdout.fileno(), sock.fileno()
+    poll = select.poll()
+    poll.register(stdin, select.POLLIN)
+    poll.register(daemon, select.POLLIN)
+    buf = bytearray(rest)
+    while True:
+        _records(buf, stdout)
+        for fd, _ in poll.poll():
+            if fd == stdin:
+                chunk = _read(stdin)
+                if chunk:
+                    try:
+                        sock.sendall(chunk)
+                        continue
+                    except OSError:
+                        pass  # the daemon is gone: its end is read below
+                poll.unregister(stdin)
+                _shut(sock)
+            else:
+                try:
+                    chunk = sock.recv(CHUNK)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    _records(buf, stdout)
+                    _fail(
+                        f"the shared daemon (pid {pid}) for {store} stopped without a word:"
+                        " it was killed or crashed; starting trellisd again starts a new one"
+                    )
+                buf += chunk
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, CHUNK)
+    except OSError:
+        return b""
+
+
+def _shut(sock: _socket.socket) -> None:
+    try:
+        sock.shutdown(_socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def _records(buf: bytearray, stdout: int) -> None:
+    """Write the whole records in ``buf`` to ``stdout`` and drop them; end at the end record."""
+    header = RECORD_HEADER.size
+    while len(buf) >= header:
+        (size,) = RECORD_HEADER.unpack_from(buf)
+        if size == END:
+            if len(buf) >= 2 * header:
+                (length,) = RECORD_HEADER.unpack_from(buf, header)
+                if len(buf) >= 2 * header + length:
+                    _ended(bytes(buf[2 * header : 2 * header + length]))
+            return
+        if len(buf) < header + size:
+            return
+        _write_all(stdout, memoryview(buf)[header : header + size])
+        del buf[: header + size]
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the editor is gone; the daemon still ends the window
+
+
+def _ended(body: bytes) -> NoReturn:
+    import json
+
+    end = json.loads(body)
+    if end.get("message"):
+        print(f"trellisd: {end['message']}", file=sys.stderr, flush=True)
+    os._exit(int(end.get("exit", 1)))
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    print(f"trellisd: {message}", file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def ask(place: Place, command: str) -> tuple[_socket.socket, dict[str, Any]] | None:
+    """``command`` said to the daemon at ``place``; None when none listens there."""
+    import json
+
+    try:
+        sock = connect(place)
+    except AttachError:
+        return None
+    if sock is None:
+        return None
+    try:
+        sock.sendall(hello({}, command))
+        line, _ = read_line(sock.recv)
+        answer = json.loads(line)
+    except (OSError, EOFError, ValueError):
+        sock.close()
+        return None
+    return sock, answer
+
+
+def status(env: Mapping[str, str], out: IO[str]) -> int:
+    """Every shared daemon of this user that answers: which store, pid, windows, sessions
+    followed and turns running."""
+    folders = {runtime_folder(env), fallback_folder(env)}
+    found = 0
+    for folder in sorted(folders):
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        for name in (n for n in names if n.endswith(".sock")):
+            reached = ask(Place.at(os.path.join(folder, name)), "status")
+            if reached is None:
+                continue
+            sock, answer = reached
+            sock.close()
+            found += 1
+            print(_describe(answer), file=out)
+    if not found:
+        print(f"no shared trellisd daemon is running (version {__version__})", file=out)
+    return 0
+
+
+def _describe(answer: dict[str, Any]) -> str:
+    windows = answer.get("windows", [])
+    turns = answer.get("runningTurns", [])
+    lines = [
+        f"{answer.get('store')}",
+        f"  daemon   pid {answer.get('pid')}, trellisd {answer.get('version')},"
+        f" socket {answer.get('socket')}",
+        f"  windows  {len(windows)}"
+        + (": " + ", ".join(f"pid {w.get('pid')}" for w in windows) if windows else ""),
+        f"  sessions {len(answer.get('sessions', []))} followed",
+        f"  turns    {len(turns)} running"
+        + (": " + ", ".join(f"{t['sessionId']}/{t['turnId']}" for t in turns) if turns else ""),
+    ]
+    if answer.get("stopping"):
+        lines.append("  stopping once its running turns end")
+    return "\n".join(lines)
+
+
+def stop(store: str, env: Mapping[str, str], out: IO[str]) -> int:
+    """Ask the store's daemon to exit after its running turns; wait until it has."""
+    place = Place(store, env)
+    reached = ask(place, "stop")
+    if reached is None:
+        print(f"no shared trellisd daemon serves {place.store}", file=out)
+        return 0
+    sock, answer = reached
+    turns = len(answer.get("runningTurns", []))
+    print(
+        f"asked the shared daemon (pid {answer.get('pid')}) to exit"
+        + (f" after its {turns} running turn(s)" if turns else ""),
+        file=out,
+        flush=True,
+    )
+    try:
+        while sock.recv(4096):
+            pass
+    except OSError:
+        pass
+    sock.close()
+    print("it has exited", file=out)
+    return 0

@@ -1,0 +1,293 @@
+"""The shared daemon: one per store and user, serving every window that attaches over its Unix
+socket (see ``rendezvous`` for where it listens and what is said there).
+
+Only the user who runs it may attach: the folder is 0700, the socket 0600, and each
+connection's peer is checked (``SO_PEERCRED``) before anything is read from it. It exits by
+itself ``TRELLISD_IDLE_EXIT`` seconds (default 600) after its last window left and its last
+turn ended, when ``trellisd stop`` asks once its turns have ended, and at SIGTERM (its running
+turns record ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+from collections.abc import Mapping
+from typing import IO, Any
+
+from . import __version__, server
+from .config import ProviderSettings, provider_from_env
+from .rendezvous import Place, end_record, read_line, record
+from .transport import FrameReader, FrameWriter
+
+log = logging.getLogger(__name__)
+
+IDLE_EXIT_SECONDS = 600.0
+WINDOW_QUEUE_BYTES = 32 * 1024 * 1024
+HELLO_SECONDS = 30.0
+STARTUP_GRACE_SECONDS = 30.0
+_PEERCRED = struct.Struct("3i")
+
+
+def idle_exit_seconds(env: Mapping[str, str]) -> float:
+    raw = env.get("TRELLISD_IDLE_EXIT", "").strip()
+    if not raw:
+        return IDLE_EXIT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"TRELLISD_IDLE_EXIT must be a number of seconds, not {raw!r}") from None
+    if seconds < 0:
+        raise ValueError(f"TRELLISD_IDLE_EXIT must be zero or more seconds, not {raw!r}")
+    return seconds
+
+
+class SharedDaemon:
+    def __init__(self, db_path: str, settings: ProviderSettings, idle_exit: float) -> None:
+        self.place = Place(db_path)
+        self.daemon = server.Daemon(db_path, settings, shared=True)
+        self.daemon.on_change = self._changed
+        self.idle_exit = idle_exit
+        self.window_queue = int(os.environ.get("TRELLISD_WINDOW_QUEUE") or WINDOW_QUEUE_BYTES)
+        self.stopping = False
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._listener: socket.socket | None = None
+        self._bound: int | None = None  # the socket file's inode, to unlink only our own
+        self._life: IO[str] | None = None
+        self._stop_waiters: list[socket.socket] = []
+        self._exited = asyncio.Event()
+
+    def claim(self) -> None:
+        """Hold the store's life lock, or say which daemon already serves it."""
+        self.place.make_folder()
+        life = open(self.place.life_lock, "a+")  # noqa: SIM115 - held for the daemon's life
+        try:
+            fcntl.flock(life, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            life.seek(0)
+            pid = life.read().strip() or "?"
+            life.close()
+            raise SystemExit(
+                f"trellisd: a shared daemon (pid {pid}) already serves {self.place.store}"
+            ) from None
+        life.seek(0)
+        life.truncate()
+        life.write(f"{os.getpid()}\n")
+        life.flush()
+        self._life = life
+
+    def listen(self) -> socket.socket:
+        """Bind the socket (0600), replacing what a daemon that died left there."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.place.socket)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(self.place.socket)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.place.socket, 0o600)
+        self._bound = os.stat(self.place.socket).st_ino
+        listener.listen(128)
+        listener.setblocking(False)
+        self._listener = listener
+        return listener
+
+    async def run(self, ready_fd: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(self.exit_now()))
+        listener = self.listen()
+        await self.daemon.open_store()
+        if ready_fd is not None:
+            os.write(ready_fd, b"ready\n")
+            os.close(ready_fd)
+        log.info("serving %s at %s", self.place.store, self.place.socket)
+        # The window that started this daemon connects next; one that never does (its
+        # editor died in between) leaves a daemon that exits after the grace.
+        self._arm_idle(max(self.idle_exit, STARTUP_GRACE_SECONDS))
+        while not self.stopping:
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError:
+                break  # the listener was closed: stopping
+            asyncio.ensure_future(self.welcome(conn))
+        await self._exited.wait()
+
+    async def welcome(self, conn: socket.socket) -> None:
+        """A new connection: its peer checked, its first line read, then served."""
+        pid, uid, _ = _PEERCRED.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        )
+        if uid != os.getuid():
+            log.warning(
+                "refused a connection from uid %d (pid %d): not this daemon's user", uid, pid
+            )
+            conn.close()
+            return
+        conn.setblocking(True)
+        conn.settimeout(HELLO_SECONDS)
+        try:
+            line, rest = await asyncio.to_thread(read_line, conn.recv)
+            said = json.loads(line)
+            if not isinstance(said, dict):
+                raise ValueError("the first line was not a JSON object")
+        except (OSError, EOFError, ValueError) as exc:
+            log.info("dropped a connection from pid %d before it said hello: %s", pid, exc)
+            conn.close()
+            return
+        conn.settimeout(None)
+        command = said.get("command")
+        if said.get("trellisd") != __version__:
+            self._answer(conn, {"ok": False, "error": f"this daemon is trellisd {__version__}"})
+            conn.close()
+        elif command == "status":
+            self._answer(conn, self.status())
+            conn.close()
+        elif command == "stop":
+            self._answer(conn, {"ok": True, **self.status()})
+            self._stop_waiters.append(conn)
+            self.stop()
+        elif command == "attach":
+            await self.attach(conn, rest, said, pid)
+        else:
+            self._answer(conn, {"ok": False, "error": f"unknown command {command!r}"})
+            conn.close()
+
+    @staticmethod
+    def _answer(conn: socket.socket, answer: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            conn.sendall(json.dumps(answer).encode() + b"\n")
+
+    async def attach(
+        self, conn: socket.socket, rest: bytes, said: dict[str, Any], pid: int
+    ) -> None:
+        """Serve a window until it ends; its turns run on."""
+        env = said.get("env")
+        try:
+            if not isinstance(env, dict):
+                raise ValueError("a window must hand over its environment as an object")
+            settings = provider_from_env({str(k): str(v) for k, v in env.items()})
+        except ValueError as exc:
+            self._answer(conn, {"ok": False, "error": str(exc), "exit": 2})
+            conn.close()
+            return
+        if self.stopping:
+            self._answer(conn, {"ok": False, "error": "the shared daemon is stopping"})
+            conn.close()
+            return
+        self._answer(conn, {"ok": True, "pid": os.getpid()})
+        self._cancel_idle()
+        peer = f"window pid {pid}"
+        writer = FrameWriter(
+            conn.fileno(),
+            wrap=record,
+            limit=self.window_queue,
+            overflow=lambda: self._later(self._drop, window, conn),
+        )
+        window = server.window(self.daemon, settings, writer, peer)
+        window.pid = pid
+        log.info("%s attached", peer)
+        code = await self.daemon.serve_window(window, FrameReader(conn.fileno(), initial=rest))
+        log.info("%s detached (exit %d)", peer, code)
+        await window.close(end_record(code, None))
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+        conn.close()
+
+    @staticmethod
+    def _later(fn: Any, *args: Any) -> None:
+        asyncio.get_running_loop().call_soon(fn, *args)
+
+    def _drop(self, window: server.TrellisServer, conn: socket.socket) -> None:
+        """A window that stopped reading: given up on, so it slows no one else."""
+        log.warning(
+            "dropped %s: it stopped reading and more than %d bytes waited for it",
+            window.peer,
+            self.window_queue,
+        )
+        self.daemon.detach(window)
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+
+    def status(self) -> dict[str, Any]:
+        running = self.daemon.running_sessions()
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "store": self.place.store,
+            "socket": self.place.socket,
+            "windows": [{"pid": w.pid} for w in self.daemon.windows],
+            "sessions": sorted(self.daemon.following),
+            "runningTurns": running,
+            "stopping": self.stopping,
+        }
+
+    def _changed(self) -> None:
+        """A window left or a turn ended: stopping and no turn runs, exit; no window and no
+        turn, exit after the idle time unless a window comes first."""
+        if self.stopping:
+            if not self.daemon.running_turns():
+                asyncio.ensure_future(self.exit_now())
+            return
+        if self.daemon.idle():
+            self._arm_idle(self.idle_exit)
+
+    def _arm_idle(self, seconds: float) -> None:
+        self._cancel_idle()
+        self._idle_timer = asyncio.get_running_loop().call_later(
+            seconds, lambda: asyncio.ensure_future(self._idle_over())
+        )
+
+    async def _idle_over(self) -> None:
+        if self.daemon.idle():
+            log.info("no window for %g s and no turn running: exiting", self.idle_exit)
+            await self.exit_now()
+
+    def _cancel_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def stop(self) -> None:
+        """``trellisd stop``: take no new window, and exit once no turn runs."""
+        self.stopping = True
+        self._close_listener()
+        if not self.daemon.running_turns():
+            asyncio.ensure_future(self.exit_now())
+
+    def _close_listener(self) -> None:
+        """New windows find no daemon here from now on (and start a new one)."""
+        if self._listener is None:
+            return
+        with contextlib.suppress(OSError):
+            if os.stat(self.place.socket).st_ino == self._bound:
+                os.unlink(self.place.socket)
+        self._listener.close()
+        self._listener = None
+
+    async def exit_now(self) -> None:
+        self.stopping = True
+        self._close_listener()
+        for window in list(self.daemon.windows):
+            await window.close(end_record(1, "the shared daemon was stopped"))
+        self._exited.set()
+        await self.daemon.exit(0)
+
+
+def serve_shared(
+    db_path: str, settings: ProviderSettings, ready_fd: int | None, idle_exit: float
+) -> None:
+    daemon = SharedDaemon(db_path, settings, idle_exit)
+    daemon.claim()
+
+    async def run() -> None:
+        await daemon.run(ready_fd)
+
+    asyncio.run(run())

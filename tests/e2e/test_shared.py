@@ -1,0 +1,454 @@
+"""Every window of a user on one shared daemon per store: each editor connection is a
+``trellisd`` forwarder process over real pipes, attached to the daemon over its Unix socket.
+Windows follow, steer and cancel each other's live turns, a turn outlives the window that
+started it, and an approval is asked of every window that follows the session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+
+from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.test_steer_cancel import LONG, held_after, tokens
+from tests.fixtures.environment import hermetic_env
+from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import SAFETY_NET, alive, eventually
+from trellisd.rendezvous import Place, hello
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A runtime folder of the test's own, short enough for a socket path."""
+    folder = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class Windows:
+    """Editor windows of one user, each a ``trellisd`` forwarder, on one store."""
+
+    def __init__(self, spawn: DaemonFactory, runtime: Path, db: Path) -> None:
+        self.spawn, self.runtime, self.db = spawn, runtime, db
+        self.daemon_pids: set[int] = set()
+        self.opened: list[Daemon] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(self.runtime), **extra}
+
+    async def open(self, **env: str) -> tuple[Daemon, dict[str, Any]]:
+        """A new window: its forwarder started and initialized; the daemon's own facts."""
+        window = await self.spawn(db=self.db, env=self.env(**env), initialize=False)
+        self.opened.append(window)
+        result = await window.client.initialize_session(
+            types.InitializeParams(capabilities=types.ClientCapabilities())
+        )
+        facts = result.capabilities.experimental["trellisd"]
+        self.daemon_pids.add(facts["daemon"]["pid"])
+        return window, facts
+
+    async def close(self) -> None:
+        """Every window still open ends as an editor ends it, then every daemon stops."""
+        for window in self.opened:
+            if window.process.returncode is None:
+                await window.client.shutdown_session()
+                await window.process.wait()
+        for pid in self.daemon_pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGTERM)
+
+
+@pytest_asyncio.fixture
+async def windows(spawn: DaemonFactory, runtime: Path, tmp_path: Path) -> AsyncIterator[Windows]:
+    group = Windows(spawn, runtime, tmp_path / "store" / "trellisd.db")
+    yield group
+    for log in (runtime / "trellisd").glob("*.log"):
+        sys.stderr.write(log.read_text())  # shown when the test fails
+    await group.close()
+    for pid in group.daemon_pids:
+        await eventually(lambda pid=pid: not alive(pid), f"the shared daemon {pid} exits")
+
+
+def followed(window: Daemon, method: str) -> list[dict[str, Any]]:
+    return [m["params"] for m in window.protocol.received if m.get("method") == method]
+
+
+def streamed(window: Daemon, run_id: str) -> str:
+    return "".join(t["text"] for t in window.tokens if t["runId"] == run_id)
+
+
+async def test_windows_attach_to_one_daemon_that_outlives_them(windows: Windows) -> None:
+    a, facts_a = await windows.open()
+    b, facts_b = await windows.open()
+    assert facts_a["daemon"] == facts_b["daemon"]
+    assert facts_a["daemon"]["shared"] is True
+    assert a.process.pid != b.process.pid != facts_a["daemon"]["pid"]
+    await a.client.shutdown_session()
+    assert await a.process.wait() == 0  # LSP's exit code, through the forwarder
+    assert alive(facts_a["daemon"]["pid"])
+    await b.call("session/list", {})
+
+
+async def test_a_second_window_follows_steers_and_cancels_a_running_turn(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    held = held_after(model, 5)
+    model.reply("Steered onto the new course.")
+    running = asyncio.ensure_future(turn(a, session, "a long story"))
+    await tokens(a, 5)
+
+    reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    live = reopened["running"]
+    assert live["step"] == 1 and live["text"] == " ".join(LONG.split()[:5]) + " "
+    receipt = await b.call(
+        "session/steer", {"sessionId": session["sessionId"], "text": "change course"}
+    )
+    assert receipt["queued"] is True
+    held.release()
+    result = await running
+
+    assert result["outcome"] == "finished"
+    assert result["reply"] == LONG + "Steered onto the new course."
+    # B drew the whole turn: the text before it came, then every piece after.
+    assert live["text"] + streamed(b, live["runId"]) == streamed(a, live["runId"])
+    for window in (a, b):
+        steered = followed(window, "session/steered")
+        assert [s["text"] for s in steered] == ["change course"]
+        assert [s["delivered"] for s in steered] == [True]
+        replies = [s for s in followed(window, "session/step") if s["decision"] == "reply"]
+        assert replies[-1]["runId"] == result["runId"]
+
+    model.reply(LONG, hold=threading.Event(), hold_at=3)
+    again = asyncio.ensure_future(turn(a, session, "another"))
+    await eventually(
+        lambda: any(t["runId"] != result["runId"] for t in a.tokens), "the next turn streams"
+    )
+    cancelled = await b.call("session/cancel", {"sessionId": session["sessionId"]})
+    assert cancelled["cancelled"] is True
+    assert (await again)["outcome"] == "cancelled"
+
+
+async def test_a_turn_goes_on_when_its_window_closes(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    session = await open_session(a, workspace)
+    held = held_after(model, 3)
+    asyncio.ensure_future(turn(a, session, "keep going without me"))
+    await tokens(a, 3)
+    a.process.kill()  # the editor is killed mid-turn: its forwarder goes
+    await a.process.wait()
+
+    b, _ = await windows.open()
+    reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert reopened["running"]["text"] == " ".join(LONG.split()[:3]) + " "
+    held.release()
+    await eventually(
+        lambda: any(s["decision"] == "reply" for s in followed(b, "session/step")),
+        "the turn ends in the window that reopened it",
+    )
+    history = (await b.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
+    assert history[-1]["outcome"] == "finished" and history[-1]["reply"] == LONG
+
+
+async def test_an_approval_is_asked_of_every_window_and_the_first_answer_wins(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    asked_a: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def a_never_answers(ls: Any, params: dict[str, Any]) -> dict[str, str]:
+        asked_a.set_result(params)
+        await asyncio.Event().wait()
+        return {"decision": "deny"}
+
+    asked_b: list[dict[str, Any]] = []
+
+    async def b_allows(ls: Any, params: dict[str, Any]) -> dict[str, str]:
+        asked_b.append(params)
+        await asked_a  # both were asked before either answers
+        return {"decision": "allow"}
+
+    a.client.feature("session/requestApproval")(a_never_answers)
+    b.client.feature("session/requestApproval")(b_allows)
+    session = await open_session(a, workspace, policy={"approval": "ask"})
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": "ok.txt", "content": "x"}}]
+    )
+    model.reply("Written.")
+    result = await turn(a, session, "write it")
+
+    assert result["outcome"] == "finished"
+    assert (workspace / "ok.txt").read_text() == "x"
+    assert asked_b and (await asked_a)["tool"] == "write_file"
+    withdrawn = [m for m in a.protocol.received if m.get("method") == types.CANCEL_REQUEST]
+    assert len(withdrawn) == 1
+
+
+async def test_an_approval_waits_for_a_window_that_opens_the_session_later(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    session = await open_session(a, workspace, policy={"approval": "ask"})
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": "late.txt", "content": "y"}}]
+    )
+    model.reply("Done.")
+    asked: asyncio.Event = asyncio.Event()
+
+    def a_goes(ls: Any, params: dict[str, Any]) -> dict[str, str]:
+        asked.set()
+        a.process.kill()
+        return {"decision": "deny"}
+
+    a.client.feature("session/requestApproval")(a_goes)
+    asyncio.ensure_future(turn(a, session, "write late"))
+    await asyncio.wait_for(asked.wait(), SAFETY_NET)
+    await a.process.wait()
+
+    b, _ = await windows.open()
+    b.client.feature("session/requestApproval")(lambda ls, params: {"decision": "allow"})
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    await eventually(lambda: (workspace / "late.txt").exists(), "the window that came allows it")
+
+
+async def test_twenty_windows_run_turns_at_once_with_nothing_crossed(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    opened = await asyncio.gather(*(windows.open() for _ in range(20)))
+    assert len({facts["daemon"]["pid"] for _, facts in opened}) == 1
+    sessions = [await open_session(w, workspace, title=f"w{i}") for i, (w, _) in enumerate(opened)]
+    results = await asyncio.gather(
+        *(
+            turn(w, s, f"window {i} speaking")
+            for i, ((w, _), s) in enumerate(zip(opened, sessions, strict=True))
+        )
+    )
+    for i, ((window, _), result) in enumerate(zip(opened, results, strict=True)):
+        assert result["reply"] == f"echo: window {i} speaking"
+        assert {t["sessionId"] for t in window.tokens} == {sessions[i]["sessionId"]}
+        assert streamed(window, result["runId"]) == result["reply"]
+
+
+async def test_two_forwarders_started_at_once_start_one_daemon(
+    windows: Windows, runtime: Path
+) -> None:
+    opened = await asyncio.gather(*(windows.open() for _ in range(4)))
+    assert len({facts["daemon"]["pid"] for _, facts in opened}) == 1
+    assert len(list((runtime / "trellisd").glob("*.sock"))) == 1
+
+
+async def test_a_killed_daemon_ends_its_windows_with_a_reason_and_a_new_one_starts(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace)
+    held_after(model, 2)
+    asyncio.ensure_future(turn(a, session, "interrupted soon"))
+    await tokens(a, 2)
+    os.kill(facts["daemon"]["pid"], signal.SIGKILL)
+    assert await a.process.wait() == 1
+    model.clear()
+
+    b, again = await windows.open()
+    assert again["daemon"]["pid"] != facts["daemon"]["pid"]
+    history = (await b.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
+    assert history[-1]["outcome"] == "interrupted"
+
+
+def forwarder(runtime: Path, db: Path, home: Path, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trellisd", "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=hermetic_env(home, TRELLISD_SHARED="1", XDG_RUNTIME_DIR=str(runtime), **env),
+    )
+
+
+def test_a_window_with_a_bad_setting_is_refused_in_one_line(runtime: Path, tmp_path: Path) -> None:
+    proc = forwarder(runtime, tmp_path / "t.db", tmp_path / "home", TRELLISD_PROVIDER="bogus")
+    _, err = proc.communicate(timeout=SAFETY_NET)
+    assert proc.returncode == 2
+    assert err.decode().splitlines() == [
+        "trellisd: TRELLISD_PROVIDER must be one of openai, anthropic, openrouter, scripted,"
+        " not 'bogus'"
+    ]
+    good = forwarder(runtime, tmp_path / "t.db", tmp_path / "home")
+    good.communicate(b"", timeout=SAFETY_NET)
+    assert good.returncode == 1  # input ended with no shutdown: LSP's 1
+    status = subprocess.run(
+        [sys.executable, "-m", "trellisd", "stop", "--db", str(tmp_path / "t.db")],
+        env=hermetic_env(tmp_path / "home", XDG_RUNTIME_DIR=str(runtime)),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert "it has exited" in status.stdout
+
+
+async def test_another_user_is_refused_before_anything_is_served(
+    windows: Windows, runtime: Path
+) -> None:
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to connect as another user")
+    a, facts = await windows.open()
+    place = next((runtime / "trellisd").glob("*.sock"))
+    assert (runtime / "trellisd").stat().st_mode & 0o777 == 0o700
+    assert place.stat().st_mode & 0o777 == 0o600
+    # Even with the folder and socket opened to everyone, the daemon checks who connects.
+    os.chmod(runtime, 0o755)
+    os.chmod(runtime / "trellisd", 0o755)
+    os.chmod(place, 0o777)
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode())\n"
+        "print(repr(s.recv(1000)))\n"
+    )
+    said = hello({}, "status").decode()
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            probe,
+            str(place),
+            said,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert done.stdout.strip() in ("b''", ""), done.stdout
+    assert str(facts["daemon"]["pid"]) not in done.stdout
+    await a.call("session/list", {})  # and the daemon serves its user as before
+
+
+def request(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())
+
+
+def answer(sock: socket.socket) -> dict[str, Any]:
+    """The next record from the shared daemon, holding one answer frame."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = sock.recv(65536)
+        assert chunk, "the daemon closed the window"
+        data += chunk
+    frame = data[4 : 4 + int.from_bytes(data[:4], "big")]
+    message: dict[str, Any] = json.loads(frame.split(b"\r\n\r\n", 1)[1])
+    return message
+
+
+async def test_a_window_that_stops_reading_is_dropped_and_slows_no_one(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open(TRELLISD_WINDOW_QUEUE="65536")
+    place = Place(str(windows.db), {"XDG_RUNTIME_DIR": str(windows.runtime)})
+    stuck = socket.socket(socket.AF_UNIX)
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.connect(place.socket)
+    stuck.sendall(hello({"TRELLISD_PROVIDER": "openai", "TRELLISD_BASE_URL": model.url}))
+    assert json.loads(stuck.recv(4096))["ok"] is True
+    stuck.sendall(request(1, "session/open", {"root": str(workspace)}))
+    session = answer(stuck)["result"]
+    huge = " ".join(f"w{i}" for i in range(200_000))
+    model.reply(huge, pieces=2000)
+    stuck.sendall(request(2, "session/turn", {"sessionId": session["sessionId"], "prompt": "go"}))
+    # The stuck window reads no more. Its turn runs to its end, and the daemon serves the
+    # other window all along.
+
+    async def ended() -> bool:
+        turns = (await a.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
+        return bool(turns) and turns[-1]["outcome"] == "finished"
+
+    await eventually(ended, "the stuck window's turn ends")
+    history = await a.call("session/history", {"sessionId": session["sessionId"]})
+    assert history["turns"][-1]["reply"] == huge
+    assert alive(facts["daemon"]["pid"])
+    log = next((windows.runtime / "trellisd").glob("*.log")).read_text()
+    assert "stopped reading" in log
+    stuck.close()
+
+
+async def test_the_daemon_exits_when_idle(windows: Windows) -> None:
+    a, facts = await windows.open()
+    await a.client.shutdown_session()
+    await a.process.wait()
+    # The daemon started with the first window's environment; the test asks it to stop
+    # by the same path a person would.
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "trellisd",
+        "status",
+        env=hermetic_env(windows.db.parent / "h", XDG_RUNTIME_DIR=str(windows.runtime)),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await done.communicate()
+    assert f"pid {facts['daemon']['pid']}" in out.decode()
+    assert "windows  0" in out.decode()
+
+
+async def test_the_daemon_exits_once_no_window_is_left_and_no_turn_runs(
+    windows: Windows,
+) -> None:
+    a, facts = await windows.open(TRELLISD_IDLE_EXIT="0")
+    await a.client.shutdown_session()
+    await a.process.wait()
+    pid = facts["daemon"]["pid"]
+    await eventually(lambda: not alive(pid), "the idle daemon exits")
+    assert not list((windows.runtime / "trellisd").glob("*.sock"))
+
+
+async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts_a = await windows.open(TRELLISD_API_KEY="sk-window-a", TRELLISD_MODEL="model-a")
+    b, facts_b = await windows.open(TRELLISD_API_KEY="sk-window-b", TRELLISD_MODEL="model-b")
+    assert facts_a["provider"]["model"] == "model-a" and facts_b["provider"]["model"] == "model-b"
+    session = await open_session(a, workspace)
+    await turn(a, session, "from a")
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    await turn(b, session, "from b")
+    assert [h["authorization"] for h in model.headers] == [
+        "Bearer sk-window-a",
+        "Bearer sk-window-b",
+    ]
+    assert [r["model"] for r in model.requests] == ["model-a", "model-b"]
+    assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
+
+
+async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(
+    windows: Windows, spawn: DaemonFactory, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace)
+    alone = await spawn(db=windows.db)
+    exc = await alone.error("session/turn", {"sessionId": session["sessionId"], "prompt": "x"})
+    assert exc.code == -32030
+    assert str(facts["daemon"]["pid"]) in exc.message
