@@ -74,6 +74,14 @@ class ForkedFrom:
 
 
 @dataclass(frozen=True)
+class ImportedFrom:
+    """Where a session imported with new ids came from: its id in the exported file."""
+
+    session_id: str
+    imported_at: str
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -85,11 +93,31 @@ class Session:
     policy: PolicySpec | None = None
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
+    imported_from: ImportedFrom | None = None
+
+
+@dataclass(frozen=True)
+class SearchMatch:
+    """Why a session is a hit of a search: the turn that matched (None: its title) and a
+    snippet of the matching text."""
+
+    turn_id: str | None
+    snippet: str
 
 
 @dataclass(frozen=True)
 class SessionSummary:
     session: Session
+    turns: int
+    match: SearchMatch | None = None
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A session written to a file: where, how large, how many turns."""
+
+    path: str
+    bytes: int
     turns: int
 
 
