@@ -47,6 +47,18 @@ from ..vocabulary import Outcome
 from .db import Database, new_id, now
 
 FORMAT = "trellisd-session"
+
+
+def untrusted_policy(policy: PolicySpec) -> PolicySpec:
+    """A file's policy as it may come into this store: its rules, but not what its author
+    let run unasked (an approval mode, grants), which this store's user has not given."""
+    return attrs.evolve(policy, approval=None, grants=())
+
+
+def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
+    """A file's choice of model without its endpoint: a base URL from a file would receive
+    this machine's key at the session's next turn."""
+    return attrs.evolve(provider, base_url=None)
 VERSION = 1
 READS = (1,)
 """The versions this trellisd reads."""
@@ -473,10 +485,12 @@ class _Import:
                 "root": self.root or record.root,
                 "title": record.title,
                 "head": self.head,
-                "settings": json.dumps(unstructure(record.provider)),
+                "settings": json.dumps(unstructure(untrusted_provider(record.provider))),
                 "created_at": record.created_at,
                 "updated_at": self.imported_at,
-                "policy": None if record.policy is None else json.dumps(unstructure(record.policy)),
+                "policy": None
+                if record.policy is None
+                else json.dumps(unstructure(untrusted_policy(record.policy))),
                 "imported_from": None
                 if imported_from is None
                 else json.dumps(
