@@ -5,6 +5,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- sessions  SessionService   open, reopen, list, history, branch, take over
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
     +-- runs      RunService       a run's summary, steps and events
+    +-- changes   ChangeService    change sets, diffs, restoring and reverting files
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..providers import make_provider
 from ..providers.base import Provider
 from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
+from .changes import ChangeService
 from .policies import Policies
 from .running import Running
 from .runs import RunService
@@ -45,8 +47,11 @@ class Services:
         self.defaults = Defaults(settings)
         self.running = Running()
         policies = Policies()
-        self.sessions = SessionService(store, self.defaults, self.running, policies)
-        self.turns = TurnService(store, self.defaults, self.running, policies, notifier, providers)
+        self.changes = ChangeService(store, self.running, policies, store.folder / "git")
+        self.sessions = SessionService(store, self.defaults, self.running, policies, self.changes)
+        self.turns = TurnService(
+            store, self.defaults, self.running, policies, notifier, providers, self.changes
+        )
         self.runs = RunService(store)
         self._heartbeat: asyncio.Task[None] | None = None
 
