@@ -289,7 +289,8 @@ async def test_an_approval_for_a_write_carries_the_diff_against_the_file_on_disk
         python("print('no diff for a command')"),
     )
     assert asked[0]["diff"] == (
-        "--- a/README.md\n+++ b/README.md\n@@ -1,2 +1,2 @@\n # demo project\n-second line\n+line two\n"
+        "--- a/README.md\n+++ b/README.md\n@@ -1,2 +1,2 @@\n"
+        " # demo project\n-second line\n+line two\n"
     )
     # The second approval is against the file as the first call left it.
     assert "-line two\n" in asked[1]["diff"] and "+replaced\n" in asked[1]["diff"]
