@@ -73,6 +73,9 @@ class GitTree:
             index,
             ref,
         )
+        self._neutral: tuple[str, ...] = ()
+        """The filter drivers emptied, as the configuration named them at the last snapshot
+        (``write-tree`` runs filters too, on entries whose stat data is stale)."""
 
     @classmethod
     def find(cls, root: Path, state_dir: Path, session_id: str) -> GitTree | None:
@@ -100,8 +103,8 @@ class GitTree:
         """The work tree under the session root now, as a tree object's id."""
         if not self.index.exists() and (self.git_dir / "index").is_file():
             shutil.copyfile(self.git_dir / "index", self.index)
-        filters = _filters(self.root, _environment(self.index))
-        self._git(["add", "-A", "--ignore-errors", "--", "."], filters)
+        self._neutral = _filters(self.root, _environment(self.index))
+        self._git(["add", "-A", "--ignore-errors", "--", "."])
         tree = self._git(["write-tree"]).decode().strip()
         self._git(["update-ref", "--no-deref", self.ref, tree])
         return tree
@@ -134,7 +137,7 @@ class GitTree:
         if blob is None:
             return ABSENT
         with subprocess.Popen(
-            ["git", *_options(), "cat-file", "blob", blob],
+            ["git", *_options(self._neutral), "cat-file", "blob", blob],
             cwd=self.root,
             env=_environment(self.index),
             stdin=subprocess.DEVNULL,
@@ -148,8 +151,8 @@ class GitTree:
             raise GitError(f"git could not read the blob {blob}")
         return content
 
-    def _git(self, args: list[str], extra: tuple[str, ...] = ()) -> bytes:
-        return _run(self.root, _environment(self.index), args, extra)
+    def _git(self, args: list[str]) -> bytes:
+        return _run(self.root, _environment(self.index), args, self._neutral)
 
 
 def _options(extra: tuple[str, ...] = ()) -> list[str]:
