@@ -24,8 +24,10 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from .content import ABSENT, CHUNK_BYTES, Content
 
@@ -99,14 +101,16 @@ class GitTree:
         index = state_dir / f"{key}.index"
         return cls(root, git_dir, prefix, index, f"refs/trellisd/{session_id}")
 
-    def snapshot(self) -> str:
-        """The work tree under the session root now, as a tree object's id."""
+    def snapshot(self, keep: bool = False) -> str:
+        """The work tree under the session root now, as a tree object's id; ``keep`` points
+        the private ref at it, so that no ``git gc`` prunes it while a command runs."""
         if not self.index.exists() and (self.git_dir / "index").is_file():
             shutil.copyfile(self.git_dir / "index", self.index)
         self._neutral = _filters(self.root, _environment(self.index))
         self._git(["add", "-A", "--ignore-errors", "--", "."])
         tree = self._git(["write-tree"]).decode().strip()
-        self._git(["update-ref", "--no-deref", self.ref, tree])
+        if keep:
+            self._git(["update-ref", "--no-deref", self.ref, tree])
         return tree
 
     def changes(self, before: str, after: str) -> list[Change]:
@@ -132,27 +136,58 @@ class GitTree:
                 found.append(Change(path, was, now))
         return found
 
-    def content(self, blob: str | None) -> Content:
-        """A blob's content, read a chunk at a time."""
-        if blob is None:
-            return ABSENT
+    def contents(self, changes: list[Change]) -> list[tuple[str, Content, Content]]:
+        """Each change's path with its contents before and after, read by one
+        ``git cat-file --batch``, a chunk at a time."""
+        if not changes:
+            return []
         with subprocess.Popen(
-            ["git", *_options(self._neutral), "cat-file", "blob", blob],
+            ["git", *_options(self._neutral), "cat-file", "--batch"],
             cwd=self.root,
             env=_environment(self.index),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         ) as process:
-            assert process.stdout is not None
-            stdout = process.stdout
-            content = Content.read(iter(lambda: stdout.read(CHUNK_BYTES), b""))
-        if process.returncode != 0:
-            raise GitError(f"git could not read the blob {blob}")
-        return content
+            assert process.stdin is not None and process.stdout is not None
+            reader = _BlobReader(process.stdin, process.stdout)
+            try:
+                return [(c.path, reader.read(c.before), reader.read(c.after)) for c in changes]
+            finally:
+                process.stdin.close()
 
     def _git(self, args: list[str]) -> bytes:
         return _run(self.root, _environment(self.index), args, self._neutral)
+
+
+class _BlobReader:
+    """Blobs asked of a running ``git cat-file --batch``, one at a time."""
+
+    def __init__(self, ask: IO[bytes], answers: IO[bytes]) -> None:
+        self.ask, self.answers = ask, answers
+
+    def read(self, blob: str | None) -> Content:
+        if blob is None:
+            return ABSENT
+        self.ask.write(blob.encode() + b"\n")
+        self.ask.flush()
+        header = self.answers.readline().split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise GitError(f"git could not read the blob {blob}")
+        left = int(header[2])
+
+        def chunks() -> Iterator[bytes]:
+            nonlocal left
+            while left > 0:
+                chunk = self.answers.read(min(CHUNK_BYTES, left))
+                if not chunk:
+                    raise GitError(f"git stopped in the middle of the blob {blob}")
+                left -= len(chunk)
+                yield chunk
+
+        content = Content.read(chunks())
+        self.answers.read(1)  # the newline after the blob
+        return content
 
 
 def _options(extra: tuple[str, ...] = ()) -> list[str]:

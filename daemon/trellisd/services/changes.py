@@ -237,7 +237,7 @@ class Watch:
             finally:
                 await asyncio.shield(self._file_after(action.target, before, step))
         elif action.kind == "exec" and (git := await self._tree()) is not None:
-            tree = await self._snapshot(git)
+            tree = await self._snapshot(git, keep=True)
             try:
                 yield
             finally:
@@ -253,9 +253,9 @@ class Watch:
             )
         return self._git if isinstance(self._git, GitTree) else None
 
-    async def _snapshot(self, git: GitTree) -> str | None:
+    async def _snapshot(self, git: GitTree, keep: bool = False) -> str | None:
         try:
-            return await asyncio.to_thread(git.snapshot)
+            return await asyncio.to_thread(git.snapshot, keep)
         except (GitError, OSError) as exc:
             log.warning("the work tree could not be snapshot; this command is not tracked: %s", exc)
             return None
@@ -271,14 +271,8 @@ class Watch:
         if after is None:
             return
 
-        def contents() -> list[tuple[str, Content, Content]]:
-            return [
-                (c.path, git.content(c.before), git.content(c.after))
-                for c in git.changes(tree, after)
-            ]
-
         try:
-            files = await asyncio.to_thread(contents)
+            files = await asyncio.to_thread(lambda: git.contents(git.changes(tree, after)))
         except (GitError, OSError) as exc:
             log.warning("what a command changed could not be read: %s", exc)
             return

@@ -23,21 +23,21 @@ def test_a_snapshot_pair_shows_what_changed_and_the_users_state_is_untouched(
     before = user_state(repo)
     tree = GitTree.find(repo, tmp_path / "state", "s-1")
     assert tree is not None
-    first = tree.snapshot()
+    first = tree.snapshot(keep=True)
     (repo / "a.txt").write_text("A\n")
     (repo / "sub" / "b.txt").unlink()
     (repo / "new.txt").write_text("new\n")
     second = tree.snapshot()
-    found = {c.path: c for c in tree.changes(first, second)}
+    found = {path: (was, now) for path, was, now in tree.contents(tree.changes(first, second))}
     assert sorted(found) == ["a.txt", "new.txt", "sub/b.txt"]
-    assert tree.content(found["a.txt"].before).data == b"a\n"
-    assert tree.content(found["a.txt"].after).data == b"A\n"
-    assert tree.content(found["sub/b.txt"].after).kind == Kind.ABSENT
+    assert (found["a.txt"][0].data, found["a.txt"][1].data) == (b"a\n", b"A\n")
+    assert found["sub/b.txt"][1].kind == Kind.ABSENT
+    assert found["new.txt"][0].kind == Kind.ABSENT
     after = user_state(repo)
     assert {k: v for k, v in after.items() if k != "status"} == {
         k: v for k, v in before.items() if k != "status"
     }
-    assert git(repo, "rev-parse", "refs/trellisd/s-1").strip() == second
+    assert git(repo, "rev-parse", "refs/trellisd/s-1").strip() == first
     assert not (repo / ".git" / "logs" / "refs" / "trellisd").exists()
 
 
@@ -81,7 +81,6 @@ def test_what_the_repository_configures_to_run_never_runs(repo: Path, tmp_path: 
     assert tree is not None
     first = tree.snapshot()
     (repo / "a.txt").write_text("changed\n")
-    changed = tree.changes(first, tree.snapshot())
-    assert [c.path for c in changed] == ["a.txt"]
-    assert tree.content(changed[0].after).data == b"changed\n"
+    changed = tree.contents(tree.changes(first, tree.snapshot()))
+    assert [(path, now.data) for path, _, now in changed] == [("a.txt", b"changed\n")]
     assert not marker.exists()
