@@ -259,6 +259,50 @@ test("an approval is asked with vim.ui.select and answered with the choice", fun
   finish_test()
 end)
 
+test("an approval for a write shows its diff with the diff filetype until it is answered", function()
+  local shown, decision
+  local s
+  s = start(function(p, proc, m, t)
+    proc.request("session/requestApproval", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      tool = "edit_file",
+      arguments = { path = "a.txt", old = "one", new = "two" },
+      summary = "edit_file wants to write a.txt",
+      diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n",
+    }, function(answer)
+      decision = answer.result.decision
+      s.finish(proc, m, t)
+    end)
+  end)
+  local function diff_windows()
+    local found = {}
+    for _, win in ipairs(vim.api.nvim_list_wins()) do
+      local buf = vim.api.nvim_win_get_buf(win)
+      if vim.bo[buf].filetype == "diff" then
+        table.insert(found, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+      end
+    end
+    return found
+  end
+  vim.ui.select = function(items, _, on_choice)
+    shown = diff_windows()
+    vim.defer_fn(function()
+      on_choice(items[1], 1)
+    end, 50)
+  end
+  vim.cmd("Trellis change a")
+  wait_for(function()
+    return shown
+  end, nil, "the approval question")
+  eq({ { "--- a/a.txt", "+++ b/a.txt", "@@ -1 +1 @@", "-one", "+two" } }, shown)
+  idle()
+  eq("allow", decision)
+  eq({}, diff_windows())
+  finish_test()
+end)
+
 test("a dismissed approval question denies", function()
   local decision
   local s

@@ -774,6 +774,40 @@ local DECISIONS = {
   { label = "Deny", decision = "deny", said = "denied" },
 }
 
+--- A floating window beside the approval question showing what a write would change
+--- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
+local function show_diff(diff)
+  if type(diff) ~= "string" or diff == "" then
+    return nil
+  end
+  local lines = vim.split(diff, "\n", { plain = true })
+  if lines[#lines] == "" then
+    table.remove(lines)
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].filetype = "diff"
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].bufhidden = "wipe"
+  local width = math.max(20, math.min(vim.o.columns - 4, 100))
+  local height = math.max(1, math.min(#lines, vim.o.lines - 6))
+  return vim.api.nvim_open_win(buf, false, {
+    relative = "editor",
+    row = 1,
+    col = math.max(0, vim.o.columns - width - 2),
+    width = width,
+    height = height,
+    style = "minimal",
+    border = "single",
+  })
+end
+
+local function close_diff(win)
+  if win and vim.api.nvim_win_is_valid(win) then
+    vim.api.nvim_win_close(win, true)
+  end
+end
+
 requests["session/requestApproval"] = function(p, reply, request)
   local state = M.open[p.sessionId]
   local run = state and state.running
@@ -799,7 +833,9 @@ requests["session/requestApproval"] = function(p, reply, request)
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
   end
+  local diff_win = show_diff(compat.value(p.diff))
   request.on_withdraw = function()
+    close_diff(diff_win)
     if run then
       run.approval = false
     end
@@ -809,6 +845,7 @@ requests["session/requestApproval"] = function(p, reply, request)
     redraw_status()
   end
   ui.select(labels, { prompt = prompt, kind = "trellisd.approval" }, function(_, index)
+    close_diff(diff_win)
     if request.withdrawn then
       return
     end
