@@ -295,3 +295,24 @@ async def test_an_approval_for_a_write_carries_the_diff_against_the_file_on_disk
     # The second approval is against the file as the first call left it.
     assert "-line two\n" in asked[1]["diff"] and "+replaced\n" in asked[1]["diff"]
     assert "diff" not in asked[2]
+
+
+async def test_changes_of_unknown_turns_and_of_another_sessions_turn_are_refused(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(daemon, workspace, policy=OPEN)
+    other = await open_session(daemon, workspace, policy=OPEN)
+    theirs = await agent_turn(daemon, model, other, write("a.txt", "a\n"))
+    unknown = await daemon.error("turn/changes", {"turnId": "t-nope"})
+    assert unknown.code == -32010 and unknown.data == {"turnId": "t-nope"}
+    foreign = await daemon.error(
+        "session/changes",
+        {"sessionId": session["sessionId"], "from": None, "to": theirs["turnId"]},
+    )
+    assert foreign.code == -32602 and foreign.data["turnId"] == theirs["turnId"]
+    branch = await daemon.error(
+        "session/branch",
+        {"sessionId": session["sessionId"], "turnId": "t-nope", "restoreFiles": True},
+    )
+    assert branch.code == -32010
+    assert (workspace / "a.txt").read_text() == "a\n"

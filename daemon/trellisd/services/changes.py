@@ -116,6 +116,9 @@ class ChangeService:
         return restored
 
     async def _between(self, session_id: str, a: str | None, b: str | None) -> Plan:
+        for turn_id in (a, b):
+            if turn_id is not None:  # NotFound, or InvalidParams for another session's turn
+                await self.store.sessions.turn(session_id, turn_id)
         path_a = {t.turn_id for t in await self.store.sessions.history_to(session_id, a)}
         path_b = {t.turn_id for t in await self.store.sessions.history_to(session_id, b)}
         changes_a = await self.store.changes.of_turns(sorted(path_a))
