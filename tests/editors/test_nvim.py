@@ -129,7 +129,7 @@ def test_branch_shows_the_new_path(start: Start) -> None:
         ed.wait_text(f"### You\n{prompt}")
         ed.wait_idle()
 
-    ed.will_pick("first question")
+    ed.will_pick("first question", "Leave the files")
     ed.command("TrellisBranch")
     text = ed.wait_for(
         lambda: "third question" not in (t := ed.text()) and t,
@@ -137,7 +137,8 @@ def test_branch_shows_the_new_path(start: Start) -> None:
     )
     assert "### You\nfirst question" in text
     assert "second question" not in text
-    picker = ed.asked()[-1]
+    picker = ed.asked()[-2]
+    assert ed.asked()[-1]["prompt"] == "branch: restore the files the turns changed?"
     assert picker["items"] == [
         "◇ (start: an empty conversation)",
         "● first question",
@@ -164,13 +165,13 @@ def test_branch_shows_the_new_path(start: Start) -> None:
     ]
 
     # branching back to the left branch: the picker shows it as left, the buffer follows
-    ed.will_pick("third question")
+    ed.will_pick("third question", "Leave the files")
     ed.command("TrellisBranch")
     ed.wait_for(
         lambda: "third question" in ed.text() and "a different" not in ed.text(),
         "the conversation to show the old branch again",
     )
-    assert "└─ ○ second question" in ed.asked()[-1]["items"]
+    assert "└─ ○ second question" in ed.asked()[-2]["items"]
 
 
 def test_a_session_reopened_from_the_list_shows_its_earlier_turns(

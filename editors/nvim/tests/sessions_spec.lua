@@ -473,6 +473,10 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
   end
   local shown
   vim.ui.select = function(items, opts, on_choice)
+    if opts.kind == "trellisd.restore" then
+      on_choice(items[2], 2) -- leave the files as they are
+      return
+    end
     shown = vim.tbl_map(opts.format_item, items)
     on_choice(items[2], 2)
   end
@@ -495,6 +499,52 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
     "└─ ○ two",
     "   ○ three",
   }, vim.api.nvim_buf_get_lines(0, 4, -1, false))
+  finish_test()
+end)
+
+test("branch asks whether to restore files, and to overwrite the ones a person changed", function()
+  local s
+  s = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  local sent = {}
+  local branch = s.methods["session/branch"]
+  s.methods["session/branch"] = function(p, proc, m)
+    table.insert(sent, { restoreFiles = p.restoreFiles, force = p.force })
+    if p.restoreFiles and not p.force then
+      return nil,
+        {
+          code = -32020,
+          message = "1 file(s) changed since the agent last wrote them: a.txt",
+          data = { paths = { "a.txt" } },
+        }
+    end
+    local session = branch(p, proc, m)
+    return vim.tbl_extend("force", session, { files = { restored = { "a.txt" }, skipped = {} } })
+  end
+  for _, prompt in ipairs({ "one", "two" }) do
+    vim.cmd("Trellis " .. prompt)
+    idle()
+  end
+  local asked = {}
+  vim.ui.select = function(items, opts, on_choice)
+    if opts.kind == "trellisd.restore" then
+      table.insert(asked, opts.prompt)
+      on_choice(items[1], 1) -- restore; then overwrite
+      return
+    end
+    on_choice(items[2], 2)
+  end
+  vim.cmd("TrellisBranch")
+  wait_for(function()
+    return not text():find("re: two", 1, true)
+  end, nil, "the new path")
+  eq({
+    "branch: restore the files the turns changed?",
+    "changed since the agent wrote them: a.txt",
+  }, asked)
+  eq({ { restoreFiles = true, force = false }, { restoreFiles = true, force = true } }, sent)
   finish_test()
 end)
 

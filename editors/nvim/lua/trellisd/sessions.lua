@@ -539,15 +539,35 @@ local function branch_to(state, turn_id, cb)
     ui.warn("a turn is running: wait for it to end or :TrellisCancel it before you branch")
     return
   end
-  daemon.request(
-    "session/branch",
-    { sessionId = state.id, turnId = turn_id or vim.NIL },
-    function(err, session)
+  local function send(restore, force)
+    daemon.request("session/branch", {
+      sessionId = state.id,
+      turnId = turn_id or vim.NIL,
+      restoreFiles = restore,
+      force = force,
+    }, function(err, session)
+      if err and restore and not force and err.code == Connection.CONFLICT and err.data then
+        local paths = type(err.data.paths) == "table" and err.data.paths or {}
+        ui.select({ "Overwrite them", "Cancel the branch" }, {
+          prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+          kind = "trellisd.restore",
+        }, function(_, index)
+          if index == 1 then
+            send(true, true)
+          end
+        end)
+        return
+      end
       if err then
         ui.error("could not branch: " .. err.message)
         return
       end
+      local files = session.files
+      session.files = nil
       adopt(session)
+      if files then
+        vim.cmd("checktime") -- buffers of restored files reload
+      end
       daemon.request("session/history", { sessionId = state.id }, function(e, result)
         if e then
           ui.error("could not read the new path: " .. e.message)
@@ -555,17 +575,28 @@ local function branch_to(state, turn_id, cb)
         end
         render(state, result.turns)
         local last = result.turns[#result.turns]
+        local restored = files and (" (" .. #files.restored .. " file(s) restored)") or ""
         ui.notify(
-          last
+          (
+            last
               and ("branched: the next prompt follows “" .. format.one_line(last.prompt, 40) .. "”")
             or "branched: the next prompt starts the conversation afresh"
+          ) .. restored
         )
         if cb then
           cb(state)
         end
       end)
+    end)
+  end
+  ui.select({ "Restore the files as they were there", "Leave the files as they are" }, {
+    prompt = "branch: restore the files the turns changed?",
+    kind = "trellisd.restore",
+  }, function(_, index)
+    if index then
+      send(index == 1, false)
     end
-  )
+  end)
 end
 
 local function with_tree(state, cb)
