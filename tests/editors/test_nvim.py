@@ -345,6 +345,39 @@ def test_a_buffer_of_a_file_the_model_wrote_shows_what_it_wrote(
     )
 
 
+def test_the_changes_view_shows_the_last_turns_diff_and_r_reverts_it(
+    start: Start, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("old line\n")
+    ed = start(
+        script=[
+            {"tool": "edit_file", "arguments": {"path": "notes.txt", "old": "old", "new": "new"}},
+            {"text": "The note is changed."},
+        ]
+    )
+    ed.will_pick("Allow once")
+    ed.command("Trellis change the note")
+    ed.wait_text("The note is changed.")
+    ed.wait_idle()
+    assert (project / "notes.txt").read_text() == "new line\n"
+
+    ed.command("TrellisChanges")
+    lines = ed.wait_for(lambda: ed.buffer_named("/changes"), "the changes buffer")
+    assert lines == [
+        "--- a/notes.txt",
+        "+++ b/notes.txt",
+        "@@ -1 +1 @@",
+        "-old line",
+        "+new line",
+    ]
+    ed.command("normal R")
+    ed.wait_for(
+        lambda: (project / "notes.txt").read_text() == "old line\n", "the turn to be reverted"
+    )
+
+
 def test_a_missing_daemon_command_is_explained(start: Start) -> None:
     ed = start(setup={"cmd": ["/nonexistent/bin/trellisd"]})
     ed.command("Trellis hello")

@@ -548,6 +548,58 @@ test("branch asks whether to restore files, and to overwrite the ones a person c
   finish_test()
 end)
 
+test(":TrellisChanges shows the last turn's diffs; R reverts it, overwriting when told", function()
+  local s
+  s = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  local reverted = {}
+  s.methods["turn/changes"] = function(p)
+    eq(s.sessions[next(s.sessions)].head, p.turnId, "the last turn's changes")
+    return {
+      files = {
+        { path = "a.txt", status = "modified", diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n" },
+        { path = "i.png", status = "added", diff = "", binary = true },
+      },
+    }
+  end
+  s.methods["turn/revert"] = function(p)
+    table.insert(reverted, p.force)
+    if not p.force then
+      return nil, { code = -32020, message = "conflict", data = { paths = { "a.txt" } } }
+    end
+    return { turnId = p.turnId, restored = { "a.txt" }, skipped = {} }
+  end
+  vim.cmd("Trellis change a")
+  idle()
+  vim.cmd("TrellisChanges")
+  wait_for(function()
+    return vim.api.nvim_buf_get_name(0):find("/changes$")
+  end, nil, "the changes buffer")
+  eq("diff", vim.bo.filetype)
+  eq({
+    "--- a/a.txt",
+    "+++ b/a.txt",
+    "@@ -1 +1 @@",
+    "-a",
+    "+b",
+    "# i.png added (binary)",
+  }, vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  local asked
+  vim.ui.select = function(items, opts, on_choice)
+    asked = opts.prompt
+    on_choice(items[1], 1)
+  end
+  vim.api.nvim_feedkeys("R", "x", false)
+  wait_for(function()
+    return #reverted == 2
+  end, nil, "the forced revert")
+  eq("changed since the agent wrote them: a.txt", asked)
+  eq({ false, true }, reverted)
+  finish_test()
+end)
+
 test("a session another daemon writes can be taken over, and the prompt goes through", function()
   local s, fake
   local held = true

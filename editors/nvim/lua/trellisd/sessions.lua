@@ -699,6 +699,85 @@ function M.branch_at_cursor(buf)
 end
 
 -- :TrellisLog
+--- The lines of a change list (turn/changes): each file's diff, or a line for a binary or
+--- too large file, whose content is not kept.
+local function change_lines(files)
+  local lines = {}
+  for _, f in ipairs(files) do
+    if f.diff ~= "" then
+      vim.list_extend(lines, vim.split(f.diff:gsub("\n$", ""), "\n", { plain = true }))
+    else
+      local why = f.binary and "binary" or "too large to keep"
+      table.insert(lines, "# " .. f.path .. " " .. f.status .. " (" .. why .. ")")
+    end
+  end
+  if #lines == 0 then
+    lines = { "# the turn changed no file" }
+  end
+  return lines
+end
+
+local function revert(state, turn_id, force)
+  daemon.request("turn/revert", { turnId = turn_id, force = force }, function(err, result)
+    if err and not force and err.code == Connection.CONFLICT and err.data then
+      local paths = type(err.data.paths) == "table" and err.data.paths or {}
+      ui.select({ "Overwrite them", "Cancel the revert" }, {
+        prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+        kind = "trellisd.restore",
+      }, function(_, index)
+        if index == 1 then
+          revert(state, turn_id, true)
+        end
+      end)
+      return
+    end
+    if err then
+      ui.error("could not revert: " .. err.message)
+      return
+    end
+    vim.cmd("checktime") -- buffers of reverted files reload
+    ui.notify("reverted: " .. #result.restored .. " file(s) put back")
+  end)
+end
+
+-- :TrellisChanges
+function M.changes()
+  local state = need_current("show the changes of")
+  if not state then
+    return
+  end
+  local turn_id = state.head
+  if not turn_id or turn_id == vim.NIL then
+    ui.warn("the conversation has no turn yet")
+    return
+  end
+  with_daemon(function()
+    daemon.request("turn/changes", { turnId = turn_id }, function(err, result)
+      if err then
+        ui.error("could not read the changes: " .. err.message)
+        return
+      end
+      local name = "trellis://" .. state.id .. "/changes"
+      local buf = vim.fn.bufnr(name)
+      if buf < 0 then
+        buf = vim.api.nvim_create_buf(true, true)
+        vim.api.nvim_buf_set_name(buf, name)
+        vim.bo[buf].buftype = "nofile"
+        vim.bo[buf].bufhidden = "hide"
+        vim.bo[buf].swapfile = false
+        vim.bo[buf].filetype = "diff"
+      end
+      vim.keymap.set("n", "R", function()
+        revert(state, turn_id, false)
+      end, { buffer = buf, desc = "Revert this turn's changes" })
+      vim.bo[buf].modifiable = true
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, change_lines(result.files or {}))
+      vim.bo[buf].modifiable = false
+      show_buffer(buf, "horizontal")
+    end)
+  end)
+end
+
 function M.open_log()
   local path = daemon.log_path()
   if vim.fn.filereadable(path) == 0 then
