@@ -12,6 +12,7 @@ import { daemonCommand, initializationOptions, readSettings } from './config';
 import { messageOf } from './errors';
 import { ChannelLog } from './log';
 import type { Turn } from './protocol';
+import { contentProvider, SCHEME } from './proposed';
 import { SessionController } from './session';
 import { SessionItem, sessionItems } from './sessionPicker';
 import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
@@ -177,6 +178,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.createTreeView('trellisd.turns', { treeDataProvider: tree, showCollapseAll: true }),
     controller.onDidChangeSession(() => void tree.refresh()),
     controller.onDidChangeRunning((running) => void vscodeapi.setContext('trellisd.running', running)),
+    vscodeapi.registerTextDocumentContentProvider(SCHEME, contentProvider),
     vscodeapi.registerCommand('trellisd.startSession', act('start a session', startSession)),
     vscodeapi.registerCommand('trellisd.reopenSession', act('reopen a session', reopenSession)),
     vscodeapi.registerCommand(

@@ -192,6 +192,8 @@ export interface ApprovalParams extends TurnRef {
   tool: string;
   arguments: Record<string, unknown>;
   summary: string;
+  /** write_file and edit_file: the unified diff against the file on disk now. */
+  diff?: string;
 }
 
 /** The answers an editor may give to session/requestApproval, as the schema lists them. */

@@ -8,6 +8,7 @@
 import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
 
 import { askApproval, argumentsLine } from './approval';
+import { showProposed } from './proposed';
 import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
 import { Coalescer } from './coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from './errors';
@@ -463,6 +464,9 @@ export class SessionController {
       this.coalescer.flush();
     }
     this.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})`);
+    if (p.diff && this.session) {
+      showProposed(this.session.root, p.diff).catch((e) => this.log.info(`could not show the diff: ${e}`));
+    }
     const decision = await askApproval(p, token);
     // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
     block.decision = token.isCancellationRequested ? 'withdrawn' : decision;

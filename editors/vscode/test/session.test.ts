@@ -4,11 +4,12 @@ import * as assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 
+import { contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
 import { RecordingView, ScriptLine, stripTags, TestDaemon, waitFor } from './daemon';
-import { stub } from './vscode-stub';
+import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
 let view: RecordingView;
@@ -284,6 +285,26 @@ describe('steering, cancelling, approving', () => {
       assert.ok(daemon.log.has(/approval asked: write_file \{"path":"notes.txt"/));
     });
   }
+
+  test('an approval for an edit opens the diff editor beside it: the file as it is and as it would be', async () => {
+    const fs = await import('node:fs');
+    fs.writeFileSync(`${daemon.root}/notes.txt`, 'first line\nold line\n');
+    const c = controller([
+      { tool: 'edit_file', arguments: { path: 'notes.txt', old: 'old', new: 'new' } },
+      { text: 'Edited.' },
+    ]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Deny'), 50);
+    await c.openSession(daemon.root);
+    await c.turn('edit the note');
+    const opened = stub.executed.find((e) => e.id === 'vscode.diff');
+    assert.ok(opened, 'the diff editor was opened');
+    const [left, right, title] = opened.args as [Uri, Uri, string];
+    assert.equal(left.scheme, 'file');
+    assert.ok(left.fsPath.endsWith('/notes.txt'), left.fsPath);
+    assert.equal(contentProvider.provideTextDocumentContent(right), 'first line\nnew line\n');
+    assert.match(title, /^notes\.txt: /);
+    assert.equal(fs.readFileSync(`${daemon.root}/notes.txt`, 'utf8'), 'first line\nold line\n');
+  });
 
   test('"Allow for this session" is not asked again for the same action', async () => {
     const c = controller([
