@@ -2,12 +2,14 @@
  * What a write that asks for approval would make of its file, in VS Code's diff editor beside
  * the approval. The daemon sends the unified diff against the file on disk (`diff` of
  * session/requestApproval); the proposed text is that diff applied to the file, served under the
- * `trellisd-proposed` scheme by a content provider that `extension.ts` registers.
+ * `trellisd-proposed` scheme by a content provider that `extension.ts` registers. A turn's change
+ * list is shown the same way, as a read-only `.diff` document.
  */
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
+import type { FileChange } from './protocol';
 import * as vscodeapi from './vscodeapi';
 
 export const SCHEME = 'trellisd-proposed';
@@ -90,4 +92,22 @@ export async function showProposed(root: string, diff: string): Promise<void> {
     preserveFocus: true,
     viewColumn: vscodeapi.besideColumn(),
   });
+}
+
+/** A turn's change list as one unified diff; a binary or too large file is named only. */
+export function changesText(files: FileChange[]): string {
+  if (!files.length) {
+    return '# the turn changed no file\n';
+  }
+  return files
+    .map((f) => f.diff || `# ${f.path} ${f.status} (${f.binary ? 'binary' : 'too large to keep'})\n`)
+    .join('');
+}
+
+/** Open a turn's changes as a read-only diff document. */
+export async function showChanges(turnId: string, files: FileChange[]): Promise<void> {
+  shown += 1;
+  const key = `/${shown}/changes of ${turnId}.diff`;
+  texts.set(key, changesText(files));
+  await vscodeapi.executeCommand('vscode.open', vscodeapi.uri(SCHEME, key), { preview: true });
 }

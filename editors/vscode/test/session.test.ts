@@ -4,7 +4,7 @@ import * as assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 
-import { contentProvider } from '../src/proposed';
+import { changesText, contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
@@ -304,6 +304,40 @@ describe('steering, cancelling, approving', () => {
     assert.equal(contentProvider.provideTextDocumentContent(right), 'first line\nnew line\n');
     assert.match(title, /^notes\.txt: /);
     assert.equal(fs.readFileSync(`${daemon.root}/notes.txt`, 'utf8'), 'first line\nold line\n');
+  });
+
+  test("a turn's changes, its revert, and a branch that restores files, asking before overwriting", async () => {
+    const fs = await import('node:fs');
+    const c = controller([
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'agent\n' } },
+      { text: 'Written.' },
+    ]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 20);
+    await c.openSession(daemon.root);
+    const result = await c.turn('write a');
+    const turnId = result!.turnId;
+    const changes = await c.changes(turnId);
+    assert.deepEqual(
+      changes.map((f) => [f.path, f.status]),
+      [['a.txt', 'added']],
+    );
+    assert.match(changesText(changes), /^--- \/dev\/null\n\+\+\+ b\/a\.txt\n@@ -0,0 \+1 @@\n\+agent\n$/);
+
+    fs.writeFileSync(`${daemon.root}/a.txt`, 'a person\'s edit\n');
+    stub.answerMessage = () => undefined; // keep the person's edit
+    assert.equal(await c.revert(turnId), undefined);
+    assert.match(stub.messages.at(-1)!.message, /changed since the agent wrote them: a\.txt/);
+    assert.equal(fs.readFileSync(`${daemon.root}/a.txt`, 'utf8'), "a person's edit\n");
+
+    stub.answerMessage = () => 'Overwrite';
+    const back = await c.branch(null, true);
+    assert.equal(back.head, null);
+    assert.equal(fs.existsSync(`${daemon.root}/a.txt`), false);
+    await c.branch(turnId, true);
+    assert.equal(fs.readFileSync(`${daemon.root}/a.txt`, 'utf8'), 'agent\n');
+    const reverted = await c.revert(turnId);
+    assert.deepEqual(reverted, { restored: ['a.txt'], skipped: [], turnId });
+    assert.equal(fs.existsSync(`${daemon.root}/a.txt`), false);
   });
 
   test('"Allow for this session" is not asked again for the same action', async () => {
