@@ -123,6 +123,7 @@ def _make() -> cattrs.Converter:
         int,
         _strict(int, "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     )
+    c.register_structure_hook(bool, _strict(bool, "a boolean", lambda v: isinstance(v, bool)))
     c.register_structure_hook(
         float,
         _strict(

@@ -207,3 +207,32 @@ class TurnResult:
     steps: int
     error: str | None
     model: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """How one file differs between two moments: ``status`` ``added``, ``modified`` or
+    ``deleted``, with a unified diff (empty for a binary or too large file)."""
+
+    path: str
+    status: str
+    diff: str
+    binary: bool = False
+    too_large: bool = False
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file a restore left as it was, and why (``binary``, ``tooLarge``: its content was
+    not kept; ``policy``: the session's policy refuses writing it)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a restore (``session/branch`` with ``restoreFiles``, ``turn/revert``) did."""
+
+    restored: list[str]
+    skipped: list[Skipped]

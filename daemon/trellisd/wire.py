@@ -22,7 +22,9 @@ from .records import (
     Event,
     Exported,
     FeedEntry,
+    FileChange,
     ProviderChoice,
+    Restored,
     RunSummary,
     Session,
     SessionSummary,
@@ -173,6 +175,28 @@ class SessionTurn:
 class SessionBranch:
     session_id: str
     turn_id: str | None  # required, but null: before the first turn
+    restore_files: bool = False
+    force: bool = False
+
+
+@attrs.frozen
+class SessionChanges:
+    """``from`` and ``to``: turns of the session, or null for before the first turn."""
+
+    session_id: str
+    from_: str | None
+    to: str | None
+
+
+@attrs.frozen
+class TurnChanges:
+    turn_id: str
+
+
+@attrs.frozen
+class TurnRevert:
+    turn_id: str
+    force: bool = False
 
 
 @attrs.frozen
@@ -392,3 +416,31 @@ def steer_receipt(ref: TurnRef, new: bool) -> dict[str, Any]:
 
 def cancelled(ref: TurnRef | None) -> dict[str, Any]:
     return {"cancelled": False} if ref is None else {"cancelled": True, **turn_ref(ref)}
+
+
+def file_change(value: FileChange) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": value.path, "status": value.status, "diff": value.diff}
+    if value.binary:
+        out["binary"] = True
+    if value.too_large:
+        out["tooLarge"] = True
+    return out
+
+
+def file_changes(values: list[FileChange]) -> dict[str, Any]:
+    return {"files": [file_change(f) for f in values]}
+
+
+def restored(value: Restored) -> dict[str, Any]:
+    return {
+        "restored": value.restored,
+        "skipped": [{"path": s.path, "reason": s.reason} for s in value.skipped],
+    }
+
+
+def branched(value: Session, files: Restored | None) -> dict[str, Any]:
+    """The session with its new head; ``files`` when the branch restored them."""
+    out = session(value)
+    if files is not None:
+        out["files"] = restored(files)
+    return out

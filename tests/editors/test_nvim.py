@@ -130,7 +130,7 @@ def test_branch_shows_the_new_path(start: Start) -> None:
         ed.wait_text(f"### You\n{prompt}")
         ed.wait_idle()
 
-    ed.will_pick("first question")
+    ed.will_pick("first question", "Leave the files")
     ed.command("TrellisBranch")
     text = ed.wait_for(
         lambda: "third question" not in (t := ed.text()) and t,
@@ -138,7 +138,8 @@ def test_branch_shows_the_new_path(start: Start) -> None:
     )
     assert "### You\nfirst question" in text
     assert "second question" not in text
-    picker = ed.asked()[-1]
+    picker = ed.asked()[-2]
+    assert ed.asked()[-1]["prompt"] == "branch: restore the files the turns changed?"
     assert picker["items"] == [
         "◇ (start: an empty conversation)",
         "● first question",
@@ -165,13 +166,13 @@ def test_branch_shows_the_new_path(start: Start) -> None:
     ]
 
     # branching back to the left branch: the picker shows it as left, the buffer follows
-    ed.will_pick("third question")
+    ed.will_pick("third question", "Leave the files")
     ed.command("TrellisBranch")
     ed.wait_for(
         lambda: "third question" in ed.text() and "a different" not in ed.text(),
         "the conversation to show the old branch again",
     )
-    assert "└─ ○ second question" in ed.asked()[-1]["items"]
+    assert "└─ ○ second question" in ed.asked()[-2]["items"]
 
 
 def test_a_session_reopened_from_the_list_shows_its_earlier_turns(
@@ -342,6 +343,39 @@ def test_a_buffer_of_a_file_the_model_wrote_shows_what_it_wrote(
     ed.wait_for(
         lambda: ed.lua(f"return vim.api.nvim_buf_get_lines({notes}, 0, -1, false)") == ["new line"],
         "the notes.txt buffer to show the model's edit",
+    )
+
+
+def test_the_changes_view_shows_the_last_turns_diff_and_r_reverts_it(
+    start: Start, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("old line\n")
+    ed = start(
+        script=[
+            {"tool": "edit_file", "arguments": {"path": "notes.txt", "old": "old", "new": "new"}},
+            {"text": "The note is changed."},
+        ]
+    )
+    ed.will_pick("Allow once")
+    ed.command("Trellis change the note")
+    ed.wait_text("The note is changed.")
+    ed.wait_idle()
+    assert (project / "notes.txt").read_text() == "new line\n"
+
+    ed.command("TrellisChanges")
+    lines = ed.wait_for(lambda: ed.buffer_named("/changes"), "the changes buffer")
+    assert lines == [
+        "--- a/notes.txt",
+        "+++ b/notes.txt",
+        "@@ -1 +1 @@",
+        "-old line",
+        "+new line",
+    ]
+    ed.command("normal R")
+    ed.wait_for(
+        lambda: (project / "notes.txt").read_text() == "old line\n", "the turn to be reverted"
     )
 
 

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -89,6 +90,12 @@ class ToolGate(Protocol):
     async def admit(self, call: ToolCall, action: Action, step: int) -> str | None: ...
 
 
+class ChangeWatch(Protocol):
+    """Watches what a tool call changes in the workspace, around the call's work."""
+
+    def around(self, action: Action, step: int) -> AbstractAsyncContextManager[None]: ...
+
+
 class Check(Protocol):
     """A bounded turn's check, run whenever the model stops calling tools."""
 
@@ -120,6 +127,7 @@ class TurnPlan:
     first_step: int = 1
     gate: ToolGate | None = None
     check: Check | None = None
+    watch: ChangeWatch | None = None
 
 
 @dataclass
@@ -275,7 +283,10 @@ async def _run_tool(tool: Tool | None, call: ToolCall, plan: TurnPlan, step: int
             refusal = await plan.gate.admit(call, action, step)
             if refusal is not None:
                 return refusal
-        return await tool.run(call.arguments, plan.context)
+        if plan.watch is None:
+            return await tool.run(call.arguments, plan.context)
+        async with plan.watch.around(action, step):
+            return await tool.run(call.arguments, plan.context)
     except ToolFailure as exc:
         return f"error: {exc}"
     except OSError as exc:

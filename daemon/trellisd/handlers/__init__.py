@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import run, session
+from . import run, session, turn
 from .base import Method
 
-METHODS: tuple[Method[Any], ...] = (*session.METHODS, *run.METHODS)
+METHODS: tuple[Method[Any], ...] = (*session.METHODS, *run.METHODS, *turn.METHODS)
 
 __all__ = ["METHODS", "Method"]

@@ -47,7 +47,13 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
 
 
 async def session_branch(app: Services, p: wire.SessionBranch) -> Any:
-    return wire.session(await app.sessions.branch(p.session_id, p.turn_id))
+    return wire.branched(
+        *await app.sessions.branch(p.session_id, p.turn_id, p.restore_files, p.force)
+    )
+
+
+async def session_changes(app: Services, p: wire.SessionChanges) -> Any:
+    return wire.file_changes(await app.changes.between(p.session_id, p.from_, p.to))
 
 
 async def session_steer(app: Services, p: wire.SessionSteer) -> Any:
@@ -111,6 +117,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/turns", wire.SessionPage, session_turns),
     Method("session/turn", wire.SessionTurn, session_turn, follow="before"),
     Method("session/branch", wire.SessionBranch, session_branch),
+    Method("session/changes", wire.SessionChanges, session_changes),
     Method("session/steer", wire.SessionSteer, session_steer),
     Method("session/cancel", wire.SessionRef, session_cancel),
     Method("session/resume", wire.SessionResume, session_resume, follow="before"),

@@ -7,6 +7,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
     +-- runs      RunService       a run's summary, steps and events
     +-- archive   ArchiveService   a session exported to a file, imported from one
+    +-- changes   ChangeService    change sets, diffs, restoring and reverting files
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..providers.base import Provider
 from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
+from .changes import ChangeService
 from .policies import Policies
 from .running import Running
 from .runs import RunService
@@ -48,8 +50,11 @@ class Services:
         self.defaults = Defaults(settings)
         self.running = Running()
         policies = Policies()
-        self.sessions = SessionService(store, self.defaults, self.running, policies)
-        self.turns = TurnService(store, self.defaults, self.running, policies, notifier, providers)
+        self.changes = ChangeService(store, self.running, policies, store.folder / "git")
+        self.sessions = SessionService(store, self.defaults, self.running, policies, self.changes)
+        self.turns = TurnService(
+            store, self.defaults, self.running, policies, notifier, providers, self.changes
+        )
         self.runs = RunService(store)
         self.archive = ArchiveService(store)
         self._heartbeat: asyncio.Task[None] | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import unicodedata
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,12 +57,19 @@ class Notifier(Protocol):
 
 
 class Gate:
-    """The session's policy in front of every tool call; asks the editor when it says ask."""
+    """The session's policy in front of every tool call; asks the editor when it says ask,
+    with the diff ``preview`` gives for a call that writes a file."""
 
     def __init__(
-        self, store: AsyncStore, policies: Policies, notifier: Notifier, ref: TurnRef
+        self,
+        store: AsyncStore,
+        policies: Policies,
+        notifier: Notifier,
+        ref: TurnRef,
+        preview: Callable[[ToolCall], Awaitable[str | None]] | None = None,
     ) -> None:
         self.store, self.policies, self.notifier, self.ref = store, policies, notifier, ref
+        self.preview = preview
 
     async def _refusal(
         self,
@@ -89,9 +97,13 @@ class Gate:
             return f"refused by the session's policy: {verdict.reason}"
         if verdict.ruling == "ask":
             summary = summary_line(f"{call.name} wants to {action.kind} {action.target}")
-            decision = await self.notifier.ask_approval(
-                self.ref, {"tool": call.name, "arguments": call.arguments, "summary": summary}
+            request = {"tool": call.name, "arguments": call.arguments, "summary": summary}
+            diff = (
+                None if self.preview is None or action.kind != "write" else await self.preview(call)
             )
+            if diff is not None:
+                request["diff"] = diff
+            decision = await self.notifier.ask_approval(self.ref, request)
             await self.store.runs.add_event(
                 self.ref.run_id,
                 "approval",

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
-from ..records import FeedEntry, ProviderChoice, Session, SessionSummary, Turn
+from ..records import FeedEntry, ProviderChoice, Restored, Session, SessionSummary, Turn
 from ..store.facade import AsyncStore
+from .changes import ChangeService
 from .policies import Policies, load
 from .running import Running
 from .settings import Defaults
@@ -21,9 +22,15 @@ log = logging.getLogger(__name__)
 
 class SessionService:
     def __init__(
-        self, store: AsyncStore, defaults: Defaults, running: Running, policies: Policies
+        self,
+        store: AsyncStore,
+        defaults: Defaults,
+        running: Running,
+        policies: Policies,
+        changes: ChangeService,
     ) -> None:
         self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
+        self.changes = changes
 
     async def open(
         self,
@@ -90,9 +97,18 @@ class SessionService:
     ) -> tuple[list[Turn], str | None]:
         return await self.store.sessions.turns_page(session_id, limit, cursor)
 
-    async def branch(self, session_id: str, turn_id: str | None) -> Session:
+    async def branch(
+        self, session_id: str, turn_id: str | None, restore_files: bool = False, force: bool = False
+    ) -> tuple[Session, Restored | None]:
+        """Move the head to ``turn_id``; with ``restore_files``, first put every file the
+        turns between the old head and the new one changed as it is at the new head."""
         self.running.refuse(session_id, "branch")
-        return await self.store.sessions.branch(session_id, turn_id)
+        if not restore_files:
+            return await self.store.sessions.branch(session_id, turn_id), None
+        await self.store.leases.claim(session_id)
+        session = await self.store.sessions.get(session_id)
+        restored = await self.changes.restore(session, session.head, turn_id, force)
+        return await self.store.sessions.branch(session_id, turn_id), restored
 
     async def feed(
         self, session_id: str, after: int, limit: int

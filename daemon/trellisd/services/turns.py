@@ -26,6 +26,7 @@ from ..records import ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
+from .changes import ChangeService, approval_diff
 from .policies import Policies
 from .running import Running, RunningTurn
 from .seams import Check, Gate, Notifier, Recorder, Sink
@@ -60,8 +61,10 @@ class TurnService:
         policies: Policies,
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
+        changes: ChangeService | None = None,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
+        self.changes = changes
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
@@ -234,12 +237,20 @@ class TurnService:
             return TurnEnd(Outcome.ERROR, str(exc))
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
+        context = ToolContext(root, may_read=policy.may_read)
         plan = TurnPlan(
             messages=start.messages,
             provider=provider,
             tools=default_tools(),
-            context=ToolContext(root, may_read=policy.may_read),
-            gate=Gate(self.store, self.policies, self.notifier, ref),
+            context=context,
+            gate=Gate(
+                self.store,
+                self.policies,
+                self.notifier,
+                ref,
+                lambda call: approval_diff(call, context),
+            ),
+            watch=None if self.changes is None else self.changes.watch(ref, context),
             check=None if start.verify is None else Check(self.store, ref, root, *start.verify),
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,

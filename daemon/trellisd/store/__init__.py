@@ -1,10 +1,12 @@
-"""The durable store: one SQLite file (WAL) holding sessions, turns, runs, steps and events."""
+"""The durable store: one SQLite file (WAL) holding sessions, turns, runs, steps, events
+and change sets."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from .changes import Changes
 from .db import Database
 from .leases import Leases
 from .runs import Runs
@@ -21,6 +23,7 @@ class Store:
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)
         self.search = Search(self.db)
+        self.changes = Changes(self.db, self.leases)
 
     def close(self) -> None:
         self.db.close()

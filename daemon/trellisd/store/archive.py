@@ -59,6 +59,8 @@ def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
     """A file's choice of model without its endpoint: a base URL from a file would receive
     this machine's key at the session's next turn."""
     return attrs.evolve(provider, base_url=None)
+
+
 VERSION = 1
 READS = (1,)
 """The versions this trellisd reads."""

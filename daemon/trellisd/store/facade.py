@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..changes.content import Content
 from ..errors import TrellisError
 from ..policy.layers import PolicySpec
 from ..records import (
@@ -27,6 +28,7 @@ from ..records import (
     Turn,
 )
 from . import Store, archive
+from .changes import Recorded, TurnRun
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -177,6 +179,25 @@ class AsyncRuns:
         return await self._run(self._store.runs.events_page, run_id, after, limit)
 
 
+class AsyncChanges:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def record(
+        self, run_id: str, step: int | None, source: str, files: list[tuple[str, Content, Content]]
+    ) -> None:
+        await self._run(self._store.changes.record, run_id, step, source, files)
+
+    async def turn_run(self, turn_id: str) -> TurnRun:
+        return await self._run(self._store.changes.turn_run, turn_id)
+
+    async def of_turns(self, turn_ids: list[str]) -> list[Recorded]:
+        return await self._run(self._store.changes.of_turns, turn_ids)
+
+    async def load(self, content: Content) -> Content:
+        return await self._run(self._store.changes.load, content)
+
+
 class AsyncLeases:
     def __init__(self, store: Store, thread: _Thread) -> None:
         self._store, self._run = store, thread
@@ -207,6 +228,12 @@ class AsyncStore:
         self.sessions = AsyncSessions(store, self._thread)
         self.runs = AsyncRuns(store, self._thread)
         self.leases = AsyncLeases(store, self._thread)
+        self.changes = AsyncChanges(store, self._thread)
+
+    @property
+    def folder(self) -> Path:
+        """The folder the store's file is in: the daemon's own."""
+        return self._store.db.path.parent
 
     @classmethod
     async def open(cls, path: str | Path, alive: Callable[[int], bool]) -> AsyncStore:

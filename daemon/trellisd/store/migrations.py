@@ -181,4 +181,32 @@ MIGRATIONS: tuple[str, ...] = (
                            WHERE r.id = old.run_id);
     END;
     """,
+    # 8: change sets. ``blob``: text contents, once each by SHA-256, zlib-compressed, whole or
+    # as a line delta against ``base`` (another blob). ``change``: a file a step changed, with
+    # its content before and after (the SHA-256 and size of every side; the text in ``blob``).
+    """
+    CREATE TABLE blob (
+        sha256 TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        base TEXT REFERENCES blob(sha256),
+        depth INTEGER NOT NULL,
+        data BLOB NOT NULL
+    ) STRICT;
+
+    CREATE TABLE change (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES run(id),
+        step INTEGER,
+        path TEXT NOT NULL,
+        source TEXT NOT NULL,
+        before_kind TEXT NOT NULL,
+        before_sha256 TEXT,
+        before_size INTEGER NOT NULL,
+        after_kind TEXT NOT NULL,
+        after_sha256 TEXT,
+        after_size INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX change_by_run ON change(run_id, id);
+    """,
 )

@@ -357,8 +357,9 @@ class Sessions:
             return self._get(con, session_id)
 
     def delete(self, session_id: str, writer: Writer) -> None:
-        """Remove the session and all it owns (its turns, runs, steps, events, feed and
-        lease), unless another live daemon is its writer (``LeaseHeld``)."""
+        """Remove the session and all it owns (its turns, runs, steps, events, feed, change
+        sets and the file contents no other session's refer to, and its lease), unless
+        another live daemon is its writer (``LeaseHeld``)."""
         with self.db.write() as con:
             self._get(con, session_id)
             writer.acquire(con, session_id)
@@ -378,9 +379,25 @@ class Sessions:
             con.execute("DELETE FROM feed WHERE session_id = ?", (session_id,))
             con.execute(f"DELETE FROM event WHERE run_id IN ({runs})", (session_id,))
             con.execute(f"DELETE FROM step WHERE run_id IN ({runs})", (session_id,))
+            con.execute(f"DELETE FROM change WHERE run_id IN ({runs})", (session_id,))
             con.execute(f"DELETE FROM run WHERE id IN ({runs})", (session_id,))
             con.execute("DELETE FROM turn WHERE session_id = ?", (session_id,))
             con.execute("DELETE FROM session WHERE id = ?", (session_id,))
+            _drop_unused_contents(con)
+
+
+def _drop_unused_contents(con: apsw.Connection) -> None:
+    """Remove the file contents no change set refers to any more (another session's may
+    still: contents are kept once for all), and the delta bases only they needed."""
+    while True:
+        con.execute(
+            "DELETE FROM blob WHERE sha256 NOT IN"
+            " (SELECT before_sha256 FROM change WHERE before_sha256 IS NOT NULL"
+            "  UNION SELECT after_sha256 FROM change WHERE after_sha256 IS NOT NULL"
+            "  UNION SELECT base FROM blob WHERE base IS NOT NULL)"
+        )
+        if not con.changes():
+            return
 
 
 def _encode(kind: str, value: str | int) -> str:

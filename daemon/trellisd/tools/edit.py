@@ -99,6 +99,42 @@ def _replace(parent: int, name: str, data: bytes, shown: str) -> None:
         os.fsync(parent)
 
 
+def remove_file(path: Path, context: ToolContext) -> None:
+    """Remove the file ``path`` (a real path from ``context.resolve``) through descriptors,
+    as ``atomic_write`` writes: a file already gone is no error."""
+    if path == context.real_root:
+        raise ToolFailure("the session root itself cannot be removed as a file")
+    try:
+        parent = context.folder(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    try:
+        if stat.S_ISDIR(os.stat(path.name, dir_fd=parent, follow_symlinks=False).st_mode):
+            raise ToolFailure(f"{context.relative(path)} is a folder")
+        os.unlink(path.name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(parent)
+
+
+def proposed(
+    tool: str, arguments: dict[str, Any], context: ToolContext
+) -> tuple[Path, bytes] | None:
+    """What ``write_file`` or ``edit_file`` would write with these arguments, and where;
+    None for another tool, or an edit that would fail (it is then not shown)."""
+    try:
+        if tool == WriteFile.name:
+            path, content = WriteFile()._arguments(arguments, context)
+            return path, content.encode("utf-8")
+        if tool == EditFile.name:
+            path, data, _ = EditFile()._replace(arguments, context)
+            return path, data
+    except (ToolFailure, OSError):
+        return None
+    return None
+
+
 @attrs.frozen
 class WriteFileArguments:
     path: str = args.path()
@@ -180,6 +216,12 @@ class EditFile:
         return context.resolve(given.path), given.old, given.new
 
     def _edit(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        path, data, line = self._replace(arguments, context)
+        atomic_write(path, data, context)
+        return f"edited {context.relative(path)}: replaced the snippet at line {line}"
+
+    def _replace(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, bytes, int]:
+        """The file, its content with the snippet replaced, and the snippet's line."""
         path, old, new = self._arguments(arguments, context)
         shown = context.relative(path)
         if not context.readable(shown):
@@ -216,5 +258,4 @@ class EditFile:
             )
         at = text.index(old)
         line = text.count("\n", 0, at) + 1
-        atomic_write(path, (text[:at] + new + text[at + len(old) :]).encode("utf-8"), context)
-        return f"edited {shown}: replaced the snippet at line {line}"
+        return path, (text[:at] + new + text[at + len(old) :]).encode("utf-8"), line

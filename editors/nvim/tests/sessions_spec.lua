@@ -259,6 +259,50 @@ test("an approval is asked with vim.ui.select and answered with the choice", fun
   finish_test()
 end)
 
+test("an approval for a write shows its diff with the diff filetype until it is answered", function()
+  local shown, decision
+  local s
+  s = start(function(p, proc, m, t)
+    proc.request("session/requestApproval", {
+      sessionId = p.sessionId,
+      turnId = t.turnId,
+      runId = t.runId,
+      tool = "edit_file",
+      arguments = { path = "a.txt", old = "one", new = "two" },
+      summary = "edit_file wants to write a.txt",
+      diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n",
+    }, function(answer)
+      decision = answer.result.decision
+      s.finish(proc, m, t)
+    end)
+  end)
+  local function diff_windows()
+    local found = {}
+    for _, win in ipairs(vim.api.nvim_list_wins()) do
+      local buf = vim.api.nvim_win_get_buf(win)
+      if vim.bo[buf].filetype == "diff" then
+        table.insert(found, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+      end
+    end
+    return found
+  end
+  vim.ui.select = function(items, _, on_choice)
+    shown = diff_windows()
+    vim.defer_fn(function()
+      on_choice(items[1], 1)
+    end, 50)
+  end
+  vim.cmd("Trellis change a")
+  wait_for(function()
+    return shown
+  end, nil, "the approval question")
+  eq({ { "--- a/a.txt", "+++ b/a.txt", "@@ -1 +1 @@", "-one", "+two" } }, shown)
+  idle()
+  eq("allow", decision)
+  eq({}, diff_windows())
+  finish_test()
+end)
+
 test("a dismissed approval question denies", function()
   local decision
   local s
@@ -429,6 +473,10 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
   end
   local shown
   vim.ui.select = function(items, opts, on_choice)
+    if opts.kind == "trellisd.restore" then
+      on_choice(items[2], 2) -- leave the files as they are
+      return
+    end
     shown = vim.tbl_map(opts.format_item, items)
     on_choice(items[2], 2)
   end
@@ -451,6 +499,104 @@ test("branch: the picker shows the tree, the buffer then shows the new path", fu
     "└─ ○ two",
     "   ○ three",
   }, vim.api.nvim_buf_get_lines(0, 4, -1, false))
+  finish_test()
+end)
+
+test("branch asks whether to restore files, and to overwrite the ones a person changed", function()
+  local s
+  s = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  local sent = {}
+  local branch = s.methods["session/branch"]
+  s.methods["session/branch"] = function(p, proc, m)
+    table.insert(sent, { restoreFiles = p.restoreFiles, force = p.force })
+    if p.restoreFiles and not p.force then
+      return nil,
+        {
+          code = -32020,
+          message = "1 file(s) changed since the agent last wrote them: a.txt",
+          data = { paths = { "a.txt" } },
+        }
+    end
+    local session = branch(p, proc, m)
+    return vim.tbl_extend("force", session, { files = { restored = { "a.txt" }, skipped = {} } })
+  end
+  for _, prompt in ipairs({ "one", "two" }) do
+    vim.cmd("Trellis " .. prompt)
+    idle()
+  end
+  local asked = {}
+  vim.ui.select = function(items, opts, on_choice)
+    if opts.kind == "trellisd.restore" then
+      table.insert(asked, opts.prompt)
+      on_choice(items[1], 1) -- restore; then overwrite
+      return
+    end
+    on_choice(items[2], 2)
+  end
+  vim.cmd("TrellisBranch")
+  wait_for(function()
+    return not text():find("re: two", 1, true)
+  end, nil, "the new path")
+  eq({
+    "branch: restore the files the turns changed?",
+    "changed since the agent wrote them: a.txt",
+  }, asked)
+  eq({ { restoreFiles = true, force = false }, { restoreFiles = true, force = true } }, sent)
+  finish_test()
+end)
+
+test(":TrellisChanges shows the last turn's diffs; R reverts it, overwriting when told", function()
+  local s
+  s = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  local reverted = {}
+  s.methods["turn/changes"] = function(p)
+    eq(s.sessions[next(s.sessions)].head, p.turnId, "the last turn's changes")
+    return {
+      files = {
+        { path = "a.txt", status = "modified", diff = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n" },
+        { path = "i.png", status = "added", diff = "", binary = true },
+      },
+    }
+  end
+  s.methods["turn/revert"] = function(p)
+    table.insert(reverted, p.force)
+    if not p.force then
+      return nil, { code = -32020, message = "conflict", data = { paths = { "a.txt" } } }
+    end
+    return { turnId = p.turnId, restored = { "a.txt" }, skipped = {} }
+  end
+  vim.cmd("Trellis change a")
+  idle()
+  vim.cmd("TrellisChanges")
+  wait_for(function()
+    return vim.api.nvim_buf_get_name(0):find("/changes$")
+  end, nil, "the changes buffer")
+  eq("diff", vim.bo.filetype)
+  eq({
+    "--- a/a.txt",
+    "+++ b/a.txt",
+    "@@ -1 +1 @@",
+    "-a",
+    "+b",
+    "# i.png added (binary)",
+  }, vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  local asked
+  vim.ui.select = function(items, opts, on_choice)
+    asked = opts.prompt
+    on_choice(items[1], 1)
+  end
+  vim.api.nvim_feedkeys("R", "x", false)
+  wait_for(function()
+    return #reverted == 2
+  end, nil, "the forced revert")
+  eq("changed since the agent wrote them: a.txt", asked)
+  eq({ false, true }, reverted)
   finish_test()
 end)
 

@@ -358,6 +358,9 @@ try {
     await page.locator('.monaco-list-row', { hasText: 'And then?' }).locator('.label-description', { hasText: 'head' }).waitFor();
     await first.hover();
     await first.locator('.action-label[aria-label="Branch here"]').click();
+    const restore = page.locator('.quick-input-widget');
+    await restore.locator('.quick-input-title', { hasText: 'restore the files too?' }).waitFor({ timeout: 30_000 });
+    await restore.locator('.monaco-list-row', { hasText: 'Leave the files as they are' }).click();
     await waitForLog(extensionLog, /branched: head is now t-/);
     await page.locator('.monaco-list-row', { hasText: 'What is in this folder?' }).locator('.label-description', { hasText: 'head' }).waitFor();
     await page.locator('.monaco-list-row', { hasText: 'And then?' }).locator('.label-description', { hasText: 'abandoned' }).waitFor();
@@ -376,6 +379,8 @@ try {
       throw new Error(`the arguments are not shown: ${placeholder}`);
     }
     await chat.locator('.approval', { hasText: 'waiting for your answer' }).waitFor();
+    // the diff editor beside the question: the file as it is, and as the write would leave it
+    await page.locator('.tab', { hasText: 'notes.txt: what the write would change' }).waitFor({ timeout: 30_000 });
     await page.screenshot({ path: path.join(artifacts, 'approval.png') });
     await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
     const turn = chat.locator('section.turn').nth(1);

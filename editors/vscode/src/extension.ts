@@ -12,6 +12,7 @@ import { daemonCommand, initializationOptions, readSettings } from './config';
 import { messageOf } from './errors';
 import { ChannelLog } from './log';
 import type { Turn } from './protocol';
+import { contentProvider, SCHEME, showChanges } from './proposed';
 import { SessionController } from './session';
 import { SessionItem, sessionItems } from './sessionPicker';
 import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
@@ -108,9 +109,23 @@ export function activate(context: vscode.ExtensionContext): void {
     await controller.send(text);
   };
 
+  /** The branch command asks whether the files go back too. */
+  const branchTo = async (turnId: string | null) => {
+    const choice = await vscodeapi.showQuickPick(
+      [
+        { label: 'Restore the files', description: 'put the files the turns changed back as they were there', restore: true },
+        { label: 'Leave the files as they are', description: 'move the conversation only', restore: false },
+      ],
+      { title: 'trellisd: branch: restore the files too?' },
+    );
+    if (choice) {
+      await controller.branch(turnId, choice.restore);
+    }
+  };
+
   const branchHere = async (node?: TreeNode) => {
     if (node?.kind === 'turn') {
-      await controller.branch(node.turn.turnId);
+      await branchTo(node.turn.turnId);
       return;
     }
     const tree = await controller.turnTree();
@@ -132,7 +147,28 @@ export function activate(context: vscode.ExtensionContext): void {
       matchOnDetail: true,
     });
     if (picked) {
-      await controller.branch(picked.turnId);
+      await branchTo(picked.turnId);
+    }
+  };
+
+  /** The turn a command is about: the tree item it was run on, else the head. */
+  const turnOf = (node?: TreeNode): string => {
+    const turnId = node?.kind === 'turn' ? node.turn.turnId : controller.session?.head;
+    if (!turnId) {
+      throw new Error('no turn to show: the conversation has no turn yet');
+    }
+    return turnId;
+  };
+
+  const showTurnChanges = async (node?: TreeNode) => {
+    const turnId = turnOf(node);
+    await showChanges(turnId, await controller.changes(turnId));
+  };
+
+  const revertTurn = async (node?: TreeNode) => {
+    const result = await controller.revert(turnOf(node));
+    if (result) {
+      void vscodeapi.showInformationMessage(`trellisd: ${result.restored.length} file(s) put back`);
     }
   };
 
@@ -179,6 +215,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.createTreeView('trellisd.turns', { treeDataProvider: tree, showCollapseAll: true }),
     controller.onDidChangeSession(() => void tree.refresh()),
     controller.onDidChangeRunning((running) => void vscodeapi.setContext('trellisd.running', running)),
+    vscodeapi.registerTextDocumentContentProvider(SCHEME, contentProvider),
     vscodeapi.registerCommand('trellisd.startSession', act('start a session', startSession)),
     vscodeapi.registerCommand('trellisd.reopenSession', act('reopen a session', reopenSession)),
     vscodeapi.registerCommand(
@@ -197,6 +234,8 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.registerCommand('trellisd.cancelTurn', act('cancel the turn', () => controller.cancel())),
     vscodeapi.registerCommand('trellisd.branchHere', act('branch', branchHere)),
     vscodeapi.registerCommand('trellisd.resumeTurn', act('resume the turn', resumeTurn)),
+    vscodeapi.registerCommand('trellisd.showChanges', act('show the changes', showTurnChanges)),
+    vscodeapi.registerCommand('trellisd.revertTurn', act('revert the turn', revertTurn)),
     vscodeapi.registerCommand('trellisd.takeOver', act('take the session over', () => controller.takeover())),
     vscodeapi.registerCommand('trellisd.refreshTurns', () => tree.refresh()),
     vscodeapi.registerCommand('trellisd.showLog', showLog),

@@ -23,6 +23,8 @@ export const Method = {
   cancel: 'session/cancel',
   resume: 'session/resume',
   takeover: 'session/takeover',
+  turnChanges: 'turn/changes',
+  revert: 'turn/revert',
   // daemon -> editor
   token: 'session/token',
   step: 'session/step',
@@ -201,6 +203,23 @@ export interface ApprovalParams extends TurnRef {
   tool: string;
   arguments: Record<string, unknown>;
   summary: string;
+  /** write_file and edit_file: the unified diff against the file on disk now. */
+  diff?: string;
+}
+
+/** How one file differs (turn/changes): a unified diff, empty for a binary or too large file. */
+export interface FileChange {
+  path: string;
+  status: 'added' | 'modified' | 'deleted';
+  diff: string;
+  binary?: boolean;
+  tooLarge?: boolean;
+}
+
+/** What a restore did (session/branch with restoreFiles, turn/revert). */
+export interface Restored {
+  restored: string[];
+  skipped: { path: string; reason: string }[];
 }
 
 /** The answers an editor may give to session/requestApproval, as the schema lists them. */

@@ -8,6 +8,7 @@
 import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
 
 import { askApproval, argumentsLine } from './approval';
+import { showProposed } from './proposed';
 import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
 import { Coalescer } from './coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from './errors';
@@ -16,8 +17,10 @@ import {
   ApprovalResult,
   CancelResult,
   ErrorCode,
+  FileChange,
   Method,
   ReopenResult,
+  Restored,
   RunningTurn,
   Session,
   SessionList,
@@ -378,11 +381,25 @@ export class SessionController {
   }
 
   /** Move the head: the next turn follows turnId (null: starts over from nothing). */
-  async branch(turnId: string | null): Promise<Session> {
+  /** Move the head; with `restoreFiles`, also put the files back as they were at `turnId`. */
+  async branch(turnId: string | null, restoreFiles = false): Promise<Session> {
     const current = this.requireSession();
     this.refuseIfRunning('branch');
     await this.ensureAttached();
-    const session = await this.client.request<Session>(Method.branch, { sessionId: current.sessionId, turnId });
+    const session = await this.overwriting((force) =>
+      this.client.request<Session & { files?: Restored }>(Method.branch, {
+        sessionId: current.sessionId,
+        turnId,
+        ...(restoreFiles ? { restoreFiles, force } : {}),
+      }),
+    );
+    if (!session) {
+      return current;
+    }
+    if (session.files) {
+      this.log.info(`branch restored ${session.files.restored.length} file(s)`);
+      delete session.files;
+    }
     const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, { sessionId: session.sessionId });
     this.session = session;
     this.transcript = turns.map(fromHistory);
@@ -390,6 +407,41 @@ export class SessionController {
     this.fireSession();
     this.log.info(`session ${session.sessionId} branched: head is now ${turnId ?? 'before the first turn'}`);
     return session;
+  }
+
+  /** What a turn changed in the files. */
+  async changes(turnId: string): Promise<FileChange[]> {
+    await this.ensureAttached();
+    return (await this.client.request<{ files: FileChange[] }>(Method.turnChanges, { turnId })).files;
+  }
+
+  /** Undo one turn's changes to the files; undefined when the user kept a conflicting file. */
+  async revert(turnId: string): Promise<Restored | undefined> {
+    this.requireSession();
+    this.refuseIfRunning('revert a turn');
+    await this.ensureAttached();
+    const result = await this.overwriting((force) => this.client.request<Restored>(Method.revert, { turnId, force }));
+    if (result) {
+      this.log.info(`turn ${turnId} reverted: ${result.restored.length} file(s) put back`);
+    }
+    return result;
+  }
+
+  /** Run a restore; when files a person changed are in the way, name them and ask before forcing. */
+  private async overwriting<T>(run: (force: boolean) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run(false);
+    } catch (e) {
+      const paths = (e instanceof DaemonError && e.code === ErrorCode.conflict && (e.data as { paths?: unknown })?.paths) || undefined;
+      if (!Array.isArray(paths)) {
+        throw e;
+      }
+      const answer = await vscodeapi.showWarningMessage(
+        `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`,
+        'Overwrite',
+      );
+      return answer === 'Overwrite' ? run(true) : undefined;
+    }
   }
 
   /** The window goes (closed, reloaded): a running turn is left to the daemon, which ends it
@@ -595,6 +647,9 @@ export class SessionController {
       this.coalescer.flush();
     }
     this.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})`);
+    if (p.diff && this.session) {
+      showProposed(this.session.root, p.diff).catch((e) => this.log.info(`could not show the diff: ${e}`));
+    }
     const decision = await askApproval(p, token);
     // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
     block.decision = token.isCancellationRequested ? 'withdrawn' : decision;

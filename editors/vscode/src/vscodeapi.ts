@@ -82,3 +82,22 @@ export function withProgress<R>(title: string, task: () => Promise<R>): Thenable
     () => task(),
   );
 }
+
+export function registerTextDocumentContentProvider(
+  scheme: string,
+  provider: vscode.TextDocumentContentProvider,
+): Disposable {
+  return vscode.workspace.registerTextDocumentContentProvider(scheme, provider);
+}
+
+export function uri(scheme: string, path: string): vscode.Uri {
+  return vscode.Uri.from({ scheme, path });
+}
+
+export function fileUri(path: string): vscode.Uri {
+  return vscode.Uri.file(path);
+}
+
+export function besideColumn(): vscode.ViewColumn {
+  return vscode.ViewColumn.Beside;
+}

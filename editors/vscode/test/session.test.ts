@@ -4,11 +4,12 @@ import * as assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 
+import { changesText, contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
 import { RecordingView, ScriptLine, stripTags, TestDaemon, waitFor } from './daemon';
-import { stub } from './vscode-stub';
+import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
 let view: RecordingView;
@@ -284,6 +285,60 @@ describe('steering, cancelling, approving', () => {
       assert.ok(daemon.log.has(/approval asked: write_file \{"path":"notes.txt"/));
     });
   }
+
+  test('an approval for an edit opens the diff editor beside it: the file as it is and as it would be', async () => {
+    const fs = await import('node:fs');
+    fs.writeFileSync(`${daemon.root}/notes.txt`, 'first line\nold line\n');
+    const c = controller([
+      { tool: 'edit_file', arguments: { path: 'notes.txt', old: 'old', new: 'new' } },
+      { text: 'Edited.' },
+    ]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Deny'), 50);
+    await c.openSession(daemon.root);
+    await c.turn('edit the note');
+    const opened = stub.executed.find((e) => e.id === 'vscode.diff');
+    assert.ok(opened, 'the diff editor was opened');
+    const [left, right, title] = opened.args as [Uri, Uri, string];
+    assert.equal(left.scheme, 'file');
+    assert.ok(left.fsPath.endsWith('/notes.txt'), left.fsPath);
+    assert.equal(contentProvider.provideTextDocumentContent(right), 'first line\nnew line\n');
+    assert.match(title, /^notes\.txt: /);
+    assert.equal(fs.readFileSync(`${daemon.root}/notes.txt`, 'utf8'), 'first line\nold line\n');
+  });
+
+  test("a turn's changes, its revert, and a branch that restores files, asking before overwriting", async () => {
+    const fs = await import('node:fs');
+    const c = controller([
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'agent\n' } },
+      { text: 'Written.' },
+    ]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 20);
+    await c.openSession(daemon.root);
+    const result = await c.turn('write a');
+    const turnId = result!.turnId;
+    const changes = await c.changes(turnId);
+    assert.deepEqual(
+      changes.map((f) => [f.path, f.status]),
+      [['a.txt', 'added']],
+    );
+    assert.match(changesText(changes), /^--- \/dev\/null\n\+\+\+ b\/a\.txt\n@@ -0,0 \+1 @@\n\+agent\n$/);
+
+    fs.writeFileSync(`${daemon.root}/a.txt`, 'a person\'s edit\n');
+    stub.answerMessage = () => undefined; // keep the person's edit
+    assert.equal(await c.revert(turnId), undefined);
+    assert.match(stub.messages.at(-1)!.message, /changed since the agent wrote them: a\.txt/);
+    assert.equal(fs.readFileSync(`${daemon.root}/a.txt`, 'utf8'), "a person's edit\n");
+
+    stub.answerMessage = () => 'Overwrite';
+    const back = await c.branch(null, true);
+    assert.equal(back.head, null);
+    assert.equal(fs.existsSync(`${daemon.root}/a.txt`), false);
+    await c.branch(turnId, true);
+    assert.equal(fs.readFileSync(`${daemon.root}/a.txt`, 'utf8'), 'agent\n');
+    const reverted = await c.revert(turnId);
+    assert.deepEqual(reverted, { restored: ['a.txt'], skipped: [], turnId });
+    assert.equal(fs.existsSync(`${daemon.root}/a.txt`), false);
+  });
 
   test('"Allow for this session" is not asked again for the same action', async () => {
     const c = controller([

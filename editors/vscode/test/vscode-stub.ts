@@ -67,6 +67,9 @@ export class Uri {
   static file(p: string): Uri {
     return new Uri('file', p);
   }
+  static from(parts: { scheme: string; path: string }): Uri {
+    return new Uri(parts.scheme, parts.path);
+  }
   static joinPath(base: Uri, ...parts: string[]): Uri {
     return new Uri(base.scheme, path.join(base.fsPath, ...parts));
   }
@@ -76,6 +79,10 @@ export class Uri {
   toString(): string {
     return `${this.scheme}://${this.fsPath}`;
   }
+}
+
+export enum ViewColumn {
+  Beside = -2,
 }
 
 export class CancellationTokenSource {
@@ -151,6 +158,8 @@ export const stub = {
   quickPicks: [] as QuickPick<QuickPickItem>[],
   output: [] as string[],
   commands: new Map<string, (...args: any[]) => unknown>(),
+  executed: [] as { id: string; args: unknown[] }[],
+  contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): string }>(),
   context: new Map<string, unknown>(),
   config: new Map<string, unknown>(),
   folders: [] as { uri: Uri; name: string; index: number }[],
@@ -165,6 +174,8 @@ export const stub = {
     this.quickPicks = [];
     this.output = [];
     this.commands.clear();
+    this.executed = [];
+    this.contentProviders.clear();
     this.context.clear();
     this.config.clear();
     this.folders = [];
@@ -223,6 +234,7 @@ export const commands = {
     return new Disposable(() => stub.commands.delete(id));
   },
   executeCommand: async (id: string, ...args: unknown[]): Promise<unknown> => {
+    stub.executed.push({ id, args });
     if (id === 'setContext') {
       stub.context.set(String(args[0]), args[1]);
       return undefined;
@@ -241,6 +253,13 @@ export const workspace = {
     return stub.folders.length ? stub.folders : undefined;
   },
   onDidChangeConfiguration: configurationChanged.event,
+  registerTextDocumentContentProvider: (
+    scheme: string,
+    provider: { provideTextDocumentContent(uri: Uri): string },
+  ): Disposable => {
+    stub.contentProviders.set(scheme, provider);
+    return new Disposable(() => stub.contentProviders.delete(scheme));
+  },
 };
 
 /** Change a setting as the Settings editor would, firing onDidChangeConfiguration. */

@@ -22,6 +22,7 @@ Connection.__index = Connection
 Connection.LOST = -32099
 Connection.METHOD_NOT_FOUND = -32601
 Connection.REQUEST_CANCELLED = -32800
+Connection.CONFLICT = -32020
 Connection.NOT_RUNNING = -32021
 Connection.LEASE_HELD = -32030
 

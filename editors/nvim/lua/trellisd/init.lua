@@ -71,6 +71,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisChanges",
+    0,
+    "Show what the last turn changed in the files; R reverts it",
+    function()
+      M.changes()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -117,6 +125,10 @@ end
 
 function M.resume()
   sessions().resume()
+end
+
+function M.changes()
+  sessions().changes()
 end
 
 function M.branch()

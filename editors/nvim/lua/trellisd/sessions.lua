@@ -601,15 +601,35 @@ local function branch_to(state, turn_id, cb)
     ui.warn("a turn is running: wait for it to end or :TrellisCancel it before you branch")
     return
   end
-  daemon.request(
-    "session/branch",
-    { sessionId = state.id, turnId = turn_id or vim.NIL },
-    function(err, session)
+  local function send(restore, force)
+    daemon.request("session/branch", {
+      sessionId = state.id,
+      turnId = turn_id or vim.NIL,
+      restoreFiles = restore,
+      force = force,
+    }, function(err, session)
+      if err and restore and not force and err.code == Connection.CONFLICT and err.data then
+        local paths = type(err.data.paths) == "table" and err.data.paths or {}
+        ui.select({ "Overwrite them", "Cancel the branch" }, {
+          prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+          kind = "trellisd.restore",
+        }, function(_, index)
+          if index == 1 then
+            send(true, true)
+          end
+        end)
+        return
+      end
       if err then
         ui.error("could not branch: " .. err.message)
         return
       end
+      local files = session.files
+      session.files = nil
       adopt(session)
+      if files then
+        vim.cmd("checktime") -- buffers of restored files reload
+      end
       daemon.request("session/history", { sessionId = state.id }, function(e, result)
         if e then
           ui.error("could not read the new path: " .. e.message)
@@ -617,17 +637,28 @@ local function branch_to(state, turn_id, cb)
         end
         render(state, result.turns)
         local last = result.turns[#result.turns]
+        local restored = files and (" (" .. #files.restored .. " file(s) restored)") or ""
         ui.notify(
-          last
+          (
+            last
               and ("branched: the next prompt follows “" .. format.one_line(last.prompt, 40) .. "”")
             or "branched: the next prompt starts the conversation afresh"
+          ) .. restored
         )
         if cb then
           cb(state)
         end
       end)
+    end)
+  end
+  ui.select({ "Restore the files as they were there", "Leave the files as they are" }, {
+    prompt = "branch: restore the files the turns changed?",
+    kind = "trellisd.restore",
+  }, function(_, index)
+    if index then
+      send(index == 1, false)
     end
-  )
+  end)
 end
 
 local function with_tree(state, cb)
@@ -730,6 +761,85 @@ function M.branch_at_cursor(buf)
 end
 
 -- :TrellisLog
+--- The lines of a change list (turn/changes): each file's diff, or a line for a binary or
+--- too large file, whose content is not kept.
+local function change_lines(files)
+  local lines = {}
+  for _, f in ipairs(files) do
+    if f.diff ~= "" then
+      vim.list_extend(lines, vim.split(f.diff:gsub("\n$", ""), "\n", { plain = true }))
+    else
+      local why = f.binary and "binary" or "too large to keep"
+      table.insert(lines, "# " .. f.path .. " " .. f.status .. " (" .. why .. ")")
+    end
+  end
+  if #lines == 0 then
+    lines = { "# the turn changed no file" }
+  end
+  return lines
+end
+
+local function revert(state, turn_id, force)
+  daemon.request("turn/revert", { turnId = turn_id, force = force }, function(err, result)
+    if err and not force and err.code == Connection.CONFLICT and err.data then
+      local paths = type(err.data.paths) == "table" and err.data.paths or {}
+      ui.select({ "Overwrite them", "Cancel the revert" }, {
+        prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+        kind = "trellisd.restore",
+      }, function(_, index)
+        if index == 1 then
+          revert(state, turn_id, true)
+        end
+      end)
+      return
+    end
+    if err then
+      ui.error("could not revert: " .. err.message)
+      return
+    end
+    vim.cmd("checktime") -- buffers of reverted files reload
+    ui.notify("reverted: " .. #result.restored .. " file(s) put back")
+  end)
+end
+
+-- :TrellisChanges
+function M.changes()
+  local state = need_current("show the changes of")
+  if not state then
+    return
+  end
+  local turn_id = state.head
+  if not turn_id or turn_id == vim.NIL then
+    ui.warn("the conversation has no turn yet")
+    return
+  end
+  with_daemon(function()
+    daemon.request("turn/changes", { turnId = turn_id }, function(err, result)
+      if err then
+        ui.error("could not read the changes: " .. err.message)
+        return
+      end
+      local name = "trellis://" .. state.id .. "/changes"
+      local buf = vim.fn.bufnr(name)
+      if buf < 0 then
+        buf = vim.api.nvim_create_buf(true, true)
+        vim.api.nvim_buf_set_name(buf, name)
+        vim.bo[buf].buftype = "nofile"
+        vim.bo[buf].bufhidden = "hide"
+        vim.bo[buf].swapfile = false
+        vim.bo[buf].filetype = "diff"
+      end
+      vim.keymap.set("n", "R", function()
+        revert(state, turn_id, false)
+      end, { buffer = buf, desc = "Revert this turn's changes" })
+      vim.bo[buf].modifiable = true
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, change_lines(result.files or {}))
+      vim.bo[buf].modifiable = false
+      show_buffer(buf, "horizontal")
+    end)
+  end)
+end
+
 function M.open_log()
   local path = daemon.log_path()
   if vim.fn.filereadable(path) == 0 then
@@ -875,6 +985,40 @@ local DECISIONS = {
   { label = "Deny", decision = "deny", said = "denied" },
 }
 
+--- A floating window beside the approval question showing what a write would change
+--- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
+local function show_diff(diff)
+  if type(diff) ~= "string" or diff == "" then
+    return nil
+  end
+  local lines = vim.split(diff, "\n", { plain = true })
+  if lines[#lines] == "" then
+    table.remove(lines)
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].filetype = "diff"
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].bufhidden = "wipe"
+  local width = math.max(20, math.min(vim.o.columns - 4, 100))
+  local height = math.max(1, math.min(#lines, vim.o.lines - 6))
+  return vim.api.nvim_open_win(buf, false, {
+    relative = "editor",
+    row = 1,
+    col = math.max(0, vim.o.columns - width - 2),
+    width = width,
+    height = height,
+    style = "minimal",
+    border = "single",
+  })
+end
+
+local function close_diff(win)
+  if win and vim.api.nvim_win_is_valid(win) then
+    vim.api.nvim_win_close(win, true)
+  end
+end
+
 requests["session/requestApproval"] = function(p, reply, request)
   local state = M.open[p.sessionId]
   local run = state and state.running
@@ -900,10 +1044,12 @@ requests["session/requestApproval"] = function(p, reply, request)
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
   end
+  local diff_win = show_diff(compat.value(p.diff))
   -- A question another window answered first (or the turn stopped waiting for) is closed:
   -- the window a picker opened for it, if it is still open.
   local before, opened = vim.api.nvim_get_current_win(), nil
   request.on_withdraw = function()
+    close_diff(diff_win)
     if run then
       run.approval = false
     end
@@ -912,12 +1058,13 @@ requests["session/requestApproval"] = function(p, reply, request)
         "> approval withdrawn: answered in another window, or the turn stopped waiting",
       })
     end
-    if opened and opened ~= before and vim.api.nvim_win_is_valid(opened) then
+    if opened and opened ~= before and opened ~= diff_win and vim.api.nvim_win_is_valid(opened) then
       pcall(vim.api.nvim_win_close, opened, true)
     end
     redraw_status()
   end
   ui.select(labels, { prompt = prompt, kind = "trellisd.approval" }, function(_, index)
+    close_diff(diff_win)
     if request.withdrawn then
       return
     end

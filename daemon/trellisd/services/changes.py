@@ -1,0 +1,290 @@
+"""Change sets: what each turn changed in the workspace, the net change between two turns,
+and putting files back (branching with ``restoreFiles``, reverting one turn).
+
+While a turn runs, ``Watch`` sits around each tool call: for ``write_file`` and
+``edit_file`` it reads the file before and after; in a git work tree, for ``run_command``
+it snapshots the work tree before and after (``changes.git``). Outside git only the file
+tools are tracked. A tracking failure is logged and never fails the tool.
+
+Putting files back never overwrites a person's edit: each file must be as the agent left it
+(the state the change sets say it has at the head, or after the reverted turn); otherwise
+nothing is done and the answer is ``Conflict`` with ``data.paths``, unless ``force``.
+Writes go through the tools' own helpers: no symlink followed, nothing outside the root, and
+paths the session's policy refuses to write are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from ..changes import ABSENT, Content, GitTree, Kind, read_content, unified_diff
+from ..changes.git import GitError
+from ..errors import Conflict, TrellisError
+from ..records import FileChange, Restored, Session, Skipped, ToolCall, TurnRef
+from ..store.changes import Recorded
+from ..store.facade import AsyncStore
+from ..tools.base import Action, ToolContext, ToolFailure
+from ..tools.edit import atomic_write, proposed, remove_file
+from .policies import Policies
+from .running import Running
+
+log = logging.getLogger(__name__)
+
+Plan = dict[str, tuple[Content, Content]]
+"""For each path: the content it should have now, and the content to put there."""
+
+
+def _net(changes: Iterable[Recorded]) -> Plan:
+    """Each path's first ``before`` and last ``after``."""
+    out: Plan = {}
+    for c in changes:
+        first = out.get(c.path, (c.before, c.after))[0]
+        out[c.path] = (first, c.after)
+    return out
+
+
+def _state(changes: list[Recorded], path: str, fallback: list[Recorded]) -> Content:
+    """``path`` as ``changes`` left it; if they never touched it, as it was before
+    ``fallback`` first did."""
+    for c in reversed(changes):
+        if c.path == path:
+            return c.after
+    return next(c.before for c in fallback if c.path == path)
+
+
+class ChangeService:
+    def __init__(
+        self, store: AsyncStore, running: Running, policies: Policies, state_dir: Path
+    ) -> None:
+        self.store, self.running, self.policies = store, running, policies
+        self.state_dir = state_dir
+
+    def watch(self, ref: TurnRef, context: ToolContext) -> Watch:
+        return Watch(self.store, ref, context, self.state_dir)
+
+    async def turn(self, turn_id: str) -> list[FileChange]:
+        """What the turn's own steps changed (not a later revert of them)."""
+        changes = await self.store.changes.of_turns([turn_id])
+        if not changes:
+            await self.store.changes.turn_run(turn_id)  # NotFound for an unknown turn
+        return await self._listed(_net(c for c in changes if c.source != "revert"))
+
+    async def between(
+        self, session_id: str, from_turn: str | None, to_turn: str | None
+    ) -> list[FileChange]:
+        return await self._listed(await self._between(session_id, from_turn, to_turn))
+
+    async def restore(
+        self, session: Session, head: str | None, target: str | None, force: bool
+    ) -> Restored:
+        """Put every file the turns between ``head`` and ``target`` changed as it is at
+        ``target``. Call before the head moves (a ``Conflict`` leaves everything as it was)."""
+        plan = await self._between(session.session_id, head, target)
+        restored, _ = await self._put_back(session, plan, force)
+        return restored
+
+    async def revert(self, turn_id: str, force: bool) -> Restored:
+        """Undo one turn's changes alone; recorded as changes (``revert``) and an event
+        (``reverted``) of that turn's run."""
+        turn = await self.store.changes.turn_run(turn_id)
+        self.running.refuse(turn.session_id, "revert a turn")
+        await self.store.leases.claim(turn.session_id)
+        session = await self.store.sessions.get(turn.session_id)
+        own = [c for c in await self.store.changes.of_turns([turn_id]) if c.source != "revert"]
+        plan = {path: (after, before) for path, (before, after) in _net(own).items()}
+        restored, found = await self._put_back(session, plan, force)
+        await self.store.changes.record(
+            turn.run_id,
+            None,
+            "revert",
+            [(path, found[path], plan[path][1]) for path in restored.restored],
+        )
+        await self.store.runs.add_event(
+            turn.run_id,
+            "reverted",
+            None,
+            {
+                "files": restored.restored,
+                "skipped": [{"path": s.path, "reason": s.reason} for s in restored.skipped],
+                "force": force,
+            },
+        )
+        return restored
+
+    async def _between(self, session_id: str, a: str | None, b: str | None) -> Plan:
+        for turn_id in (a, b):
+            if turn_id is not None:  # NotFound, or InvalidParams for another session's turn
+                await self.store.sessions.turn(session_id, turn_id)
+        path_a = {t.turn_id for t in await self.store.sessions.history_to(session_id, a)}
+        path_b = {t.turn_id for t in await self.store.sessions.history_to(session_id, b)}
+        changes_a = await self.store.changes.of_turns(sorted(path_a))
+        changes_b = await self.store.changes.of_turns(sorted(path_b))
+        apart = path_a ^ path_b
+        touched = sorted({c.path for c in (*changes_a, *changes_b) if c.turn_id in apart})
+        plan: Plan = {}
+        for path in touched:
+            at_a = _state(changes_a, path, changes_b)
+            at_b = _state(changes_b, path, changes_a)
+            if not at_a.same(at_b):
+                plan[path] = (at_a, at_b)
+        return plan
+
+    async def _listed(self, plan: Plan) -> list[FileChange]:
+        out = []
+        for path, (before, after) in sorted(plan.items()):
+            if before.same(after):
+                continue
+            before, after = (
+                await self.store.changes.load(before),
+                await self.store.changes.load(after),
+            )
+            kinds = (before.kind, after.kind)
+            out.append(
+                FileChange(
+                    path,
+                    "added"
+                    if before.kind == Kind.ABSENT
+                    else "deleted"
+                    if after.kind == Kind.ABSENT
+                    else "modified",
+                    await asyncio.to_thread(unified_diff, path, before, after),
+                    binary=Kind.BINARY in kinds,
+                    too_large=Kind.TOO_LARGE in kinds,
+                )
+            )
+        return out
+
+    async def _put_back(
+        self, session: Session, plan: Plan, force: bool
+    ) -> tuple[Restored, dict[str, Content]]:
+        """Check every file, then write them; answers what was done and what each restored
+        file held before."""
+        context = ToolContext(Path(session.root))
+        found: dict[str, Content] = {}
+        conflicts = []
+        for path, (expected, _) in sorted(plan.items()):
+            now = await asyncio.to_thread(read_content, context, path)
+            found[path] = now if now is not None else ABSENT
+            if now is None or not now.same(expected):
+                conflicts.append(path)
+        if conflicts and not force:
+            raise Conflict(
+                f"{len(conflicts)} file(s) changed since the agent last wrote them:"
+                f" {', '.join(conflicts[:5])}{' …' if len(conflicts) > 5 else ''};"
+                " nothing was restored (force: true overwrites them)",
+                paths=conflicts,
+            )
+        policy = await self.policies.of(session)
+        restored: list[str] = []
+        skipped: list[Skipped] = []
+        for path, (_, wanted) in sorted(plan.items()):
+            wanted = await self.store.changes.load(wanted)
+            if not wanted.restorable:
+                skipped.append(Skipped(path, wanted.kind.value))
+            elif policy.check(Action("write", path)).ruling == "refuse":
+                skipped.append(Skipped(path, "policy"))
+            elif found[path].same(wanted):
+                continue
+            else:
+                try:
+                    await asyncio.to_thread(_put, context, path, wanted)
+                except (ToolFailure, OSError) as exc:
+                    log.warning("could not restore %s: %s", path, exc)
+                    skipped.append(Skipped(path, "unwritable"))
+                    continue
+                restored.append(path)
+        return Restored(restored, skipped), found
+
+
+def _put(context: ToolContext, path: str, content: Content) -> None:
+    real = context.resolve(path)
+    if content.kind == Kind.ABSENT:
+        remove_file(real, context)
+    else:
+        atomic_write(real, content.data or b"", context)
+
+
+async def approval_diff(call: ToolCall, context: ToolContext) -> str | None:
+    """The unified diff of what ``write_file`` or ``edit_file`` would write against the file
+    on disk now; None for other tools and for edits that would fail."""
+
+    def compute() -> str | None:
+        found = proposed(call.name, call.arguments, context)
+        if found is None:
+            return None
+        path, data = found
+        relative = context.relative(path)
+        before = read_content(context, relative)
+        return unified_diff(relative, before or ABSENT, Content.of(data))
+
+    return await asyncio.to_thread(compute)
+
+
+class Watch:
+    """Records what each of a turn's tool calls changed in the workspace."""
+
+    def __init__(self, store: AsyncStore, ref: TurnRef, context: ToolContext, state: Path) -> None:
+        self.store, self.ref, self.context, self.state = store, ref, context, state
+        self._git: GitTree | None | bool = False  # False: not looked for yet
+
+    @asynccontextmanager
+    async def around(self, action: Action, step: int) -> AsyncIterator[None]:
+        if action.kind == "write":
+            before = await asyncio.to_thread(read_content, self.context, action.target)
+            try:
+                yield
+            finally:
+                await asyncio.shield(self._file_after(action.target, before, step))
+        elif action.kind == "exec" and (git := await self._tree()) is not None:
+            tree = await self._snapshot(git, keep=True)
+            try:
+                yield
+            finally:
+                if tree is not None:
+                    await asyncio.shield(self._tree_after(git, tree, step))
+        else:
+            yield
+
+    async def _tree(self) -> GitTree | None:
+        if self._git is False:
+            self._git = await asyncio.to_thread(
+                GitTree.find, self.context.real_root, self.state, self.ref.session_id
+            )
+        return self._git if isinstance(self._git, GitTree) else None
+
+    async def _snapshot(self, git: GitTree, keep: bool = False) -> str | None:
+        try:
+            return await asyncio.to_thread(git.snapshot, keep)
+        except (GitError, OSError) as exc:
+            log.warning("the work tree could not be snapshot; this command is not tracked: %s", exc)
+            return None
+
+    async def _file_after(self, path: str, before: Content | None, step: int) -> None:
+        after = await asyncio.to_thread(read_content, self.context, path)
+        if before is None or after is None or before.same(after):
+            return
+        await self._record(step, "tool", [(path, before, after)])
+
+    async def _tree_after(self, git: GitTree, tree: str, step: int) -> None:
+        after = await self._snapshot(git)
+        if after is None:
+            return
+
+        try:
+            files = await asyncio.to_thread(lambda: git.contents(git.changes(tree, after)))
+        except (GitError, OSError) as exc:
+            log.warning("what a command changed could not be read: %s", exc)
+            return
+        await self._record(step, "command", files)
+
+    async def _record(
+        self, step: int, source: str, files: list[tuple[str, Content, Content]]
+    ) -> None:
+        try:
+            await self.store.changes.record(self.ref.run_id, step, source, files)
+        except TrellisError as exc:
+            log.warning("a change set could not be recorded: %s", exc.message)
