@@ -23,6 +23,11 @@ export const Method = {
   cancel: 'session/cancel',
   resume: 'session/resume',
   takeover: 'session/takeover',
+  fork: 'session/fork',
+  rename: 'session/rename',
+  delete: 'session/delete',
+  export: 'session/export',
+  import: 'session/import',
   // daemon -> editor
   token: 'session/token',
   step: 'session/step',
@@ -99,9 +104,32 @@ export interface Session {
   createdAt: string;
   updatedAt: string;
   provider: ProviderChoice;
+  /** The session and turn this session was forked from (session/fork); kept for good. */
+  forkedFrom?: ForkedFrom | null;
+  /** The session this one was imported from as a copy (session/import with asNew). */
+  importedFrom?: string | Record<string, unknown> | null;
+}
+
+export interface ForkedFrom {
+  sessionId: string;
+  /** null: forked before the first turn. */
+  turnId: string | null;
 }
 
 export interface SessionSummary extends Session {
+  turns: number;
+  /** With session/list {query}: the turn that matched and a snippet of its text. */
+  match?: SearchMatch | null;
+}
+
+export interface SearchMatch {
+  turnId: string | null;
+  snippet: string;
+}
+
+export interface ExportResult {
+  path: string;
+  bytes: number;
   turns: number;
 }
 
