@@ -65,6 +65,15 @@ class ProviderChoice:
 
 
 @dataclass(frozen=True)
+class ForkedFrom:
+    """Where a fork started: the session it was forked from and the turn its history ends
+    at (None: it was forked empty)."""
+
+    session_id: str
+    turn_id: str | None
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -74,6 +83,8 @@ class Session:
     updated_at: str
     provider: ProviderChoice = field(default_factory=ProviderChoice)
     policy: PolicySpec | None = None
+    forked_from: ForkedFrom | None = None
+    instructions: str | None = None  # the session's standing instructions to the model
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,25 @@ class Event:
     step: int | None
     detail: dict[str, Any]
     created_at: str
+
+
+@dataclass(frozen=True)
+class FeedEntry:
+    """One commit in a session's feed, by its sequence number: a turn started (``prompt``,
+    ``parent_turn_id``), a step (``step``), an event (``event``) or a turn ended
+    (``outcome``, ``error``)."""
+
+    seq: int
+    kind: str
+    turn_id: str
+    run_id: str
+    created_at: str
+    prompt: str | None = None
+    parent_turn_id: str | None = None
+    step: Step | None = None
+    event: Event | None = None
+    outcome: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""The protocol's words, each defined once: a turn's outcomes, a step's kinds, the user's
-decisions on an approval, and the error codes.
+"""The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
+a session's feed entries, the user's decisions on an approval, and the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
-``Decision`` and ``Error.code``); ``python -m trellisd.vocabulary`` writes them there, and the
-tests check the schema, the TypeScript and the Lua copies against these.
+``FeedKind``, ``Decision`` and ``Error.code``); ``python -m trellisd.vocabulary`` writes them
+there, and the tests check the schema, the TypeScript and the Lua copies against these.
 """
 
 from __future__ import annotations
@@ -46,6 +46,15 @@ class Decision(StrEnum):
     TIMEOUT = "timeout"
 
 
+class FeedKind(StrEnum):
+    """What an entry of a session's feed (``session/events``) records."""
+
+    TURN_STARTED = "turnStarted"
+    STEP = "step"
+    EVENT = "event"
+    TURN_ENDED = "turnEnded"
+
+
 ANSWERS = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.DENY)
 """The decisions an editor may send; ``timeout`` is the daemon's own."""
 
@@ -72,6 +81,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["Outcome"]["enum"] = [o.value for o in Outcome]
     defs["StepKind"]["enum"] = [k.value for k in StepKind]
     defs["Decision"]["enum"] = [d.value for d in Decision]
+    defs["FeedKind"]["enum"] = [k.value for k in FeedKind]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]
     answer["properties"]["decision"]["enum"] = [d.value for d in ANSWERS]
     defs["Error"]["properties"]["code"]["enum"] = [c.value for c in ErrorCode]

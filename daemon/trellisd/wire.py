@@ -9,6 +9,7 @@ typed requests.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any, TypeVar
 
 import attrs
@@ -19,6 +20,7 @@ from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
     Event,
+    FeedEntry,
     ProviderChoice,
     RunSummary,
     Session,
@@ -29,15 +31,23 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .vocabulary import FeedKind
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 LIST_LIMIT = 50
+EVENTS_LIMIT = 200
 MAX_STEPS = 10_000
 
 
 def parse(cls: type[R], raw: Any) -> R:
-    """A request's params as its typed request; ``[]`` (Lua's ``{}``) counts as none."""
+    """A request's params as its typed request; ``[]`` (Lua's ``{}``) counts as none. Keys
+    the request does not have are ignored, and named in a debug log line."""
+    if isinstance(raw, dict) and attrs.has(cls):
+        unknown = sorted(set(raw) - {camel(a.name) for a in attrs.fields(cls)})
+        if unknown:
+            log.debug("ignored params that %s does not have: %s", cls.__name__, ", ".join(unknown))
     return structure(None if raw == [] else raw, cls)
 
 
@@ -57,6 +67,7 @@ class SessionOpen:
     title: str | None = None
     provider: ProviderChoice | None = None
     policy: PolicySpec | None = None
+    instructions: str | None = None
 
 
 @attrs.frozen
@@ -150,6 +161,51 @@ class SessionBranch:
 
 
 @attrs.frozen
+class SessionFork:
+    session_id: str
+    turn_id: str | None  # required, but null: an empty fork
+
+
+@attrs.frozen
+class SessionRename:
+    session_id: str
+    title: str
+
+    def __attrs_post_init__(self) -> None:
+        _nonempty("title", self.title)
+
+
+@attrs.frozen
+class SessionInstructions:
+    session_id: str
+    instructions: str | None  # required, but null (or empty): none
+
+
+@attrs.frozen
+class After:
+    """Entries numbered after ``after``, ``limit`` at most: ``session/events`` and
+    ``run/events`` page this way."""
+
+    after: int | None = attrs.field(default=None, kw_only=True)
+    limit: int | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        _within("after", self.after, 0, 2**62)
+        _within("limit", self.limit, 1, 1000)
+
+    @property
+    def paged(self) -> bool:
+        return self.after is not None or self.limit is not None
+
+
+@attrs.frozen
+class SessionEvents(After):
+    """``session/events``: the session's feed, ``EVENTS_LIMIT`` entries unless ``limit``."""
+
+    session_id: str
+
+
+@attrs.frozen
 class SessionSteer:
     session_id: str
     text: str
@@ -168,6 +224,13 @@ class SessionResume:
 @attrs.frozen
 class RunRef:
     """The params of every ``run/*`` request."""
+
+    run_id: str
+
+
+@attrs.frozen
+class RunEvents(After):
+    """``run/events``: all the run's events unless paged."""
 
     run_id: str
 
@@ -239,6 +302,42 @@ def step(value: Step) -> dict[str, Any]:
 def event(value: Event) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     return out
+
+
+def events(values: list[Event]) -> dict[str, Any]:
+    return {"events": [event(e) for e in values]}
+
+
+def events_page(values: list[Event], after: int | None) -> dict[str, Any]:
+    """A page of ``run/events``: ``next`` is the ``after`` that reads on, or None when these
+    are all the events recorded so far."""
+    return {**events(values), "next": after}
+
+
+def feed_entry(value: FeedEntry) -> dict[str, Any]:
+    """One entry of ``session/events``, with only the fields of its kind."""
+    out: dict[str, Any] = {
+        "seq": value.seq,
+        "kind": value.kind,
+        "turnId": value.turn_id,
+        "runId": value.run_id,
+        "createdAt": value.created_at,
+    }
+    if value.kind == FeedKind.TURN_STARTED:
+        out |= {"prompt": value.prompt, "parentTurnId": value.parent_turn_id}
+    elif value.step is not None:
+        out["step"] = step(value.step)
+    elif value.event is not None:
+        out["event"] = event(value.event)
+    elif value.kind == FeedKind.TURN_ENDED:
+        out["outcome"] = value.outcome
+        if value.error is not None:
+            out["error"] = value.error
+    return out
+
+
+def feed(values: list[FeedEntry], after: int | None) -> dict[str, Any]:
+    return {"events": [feed_entry(e) for e in values], "next": after}
 
 
 def run_summary(value: RunSummary) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""What the model sees: the session's path from its first turn to the head, then the prompt."""
+"""What the model sees: the system message (the daemon's prompt, then the turn's standing
+instructions), the session's path from its first turn to the head, then the prompt."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ SYSTEM_PROMPT = (
 )
 
 
-def conversation(root: str, path: list[Turn], prompt: str) -> list[Message]:
-    messages = [Message("system", SYSTEM_PROMPT.format(root=root))]
+def conversation(
+    root: str, path: list[Turn], prompt: str, instructions: str | None = None
+) -> list[Message]:
+    system = SYSTEM_PROMPT.format(root=root)
+    if instructions:
+        system += "\n\n" + instructions
+    messages = [Message("system", system)]
     for turn in path:
         messages.append(Message("user", turn.prompt))
         messages.append(Message("assistant", turn.reply or f"(no reply: the turn {turn.outcome})"))

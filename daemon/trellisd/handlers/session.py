@@ -10,7 +10,9 @@ from .base import Method
 
 
 async def session_open(app: Services, p: wire.SessionOpen) -> Any:
-    return wire.session(await app.sessions.open(p.root, p.title, p.provider, p.policy))
+    return wire.session(
+        await app.sessions.open(p.root, p.title, p.provider, p.policy, p.instructions)
+    )
 
 
 async def session_policy(app: Services, p: wire.SessionRef) -> Any:
@@ -65,6 +67,33 @@ async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
     return wire.session(await app.sessions.takeover(p.session_id))
 
 
+async def session_fork(app: Services, p: wire.SessionFork) -> Any:
+    return wire.session(await app.sessions.fork(p.session_id, p.turn_id))
+
+
+async def session_rename(app: Services, p: wire.SessionRename) -> Any:
+    return wire.session(await app.sessions.rename(p.session_id, p.title))
+
+
+async def session_instructions(app: Services, p: wire.SessionInstructions) -> Any:
+    return wire.session(await app.sessions.instruct(p.session_id, p.instructions))
+
+
+async def session_close(app: Services, p: wire.SessionRef) -> Any:
+    await app.sessions.close(p.session_id)
+    return {"sessionId": p.session_id, "closed": True}
+
+
+async def session_delete(app: Services, p: wire.SessionRef) -> Any:
+    await app.sessions.delete(p.session_id)
+    return {"sessionId": p.session_id, "deleted": True}
+
+
+async def session_events(app: Services, p: wire.SessionEvents) -> Any:
+    limit = p.limit or wire.EVENTS_LIMIT
+    return wire.feed(*await app.sessions.feed(p.session_id, p.after or 0, limit))
+
+
 METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open),
     Method("session/policy", wire.SessionRef, session_policy),
@@ -78,4 +107,10 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/cancel", wire.SessionRef, session_cancel),
     Method("session/resume", wire.SessionResume, session_resume),
     Method("session/takeover", wire.SessionRef, session_takeover),
+    Method("session/fork", wire.SessionFork, session_fork),
+    Method("session/rename", wire.SessionRename, session_rename),
+    Method("session/instructions", wire.SessionInstructions, session_instructions),
+    Method("session/close", wire.SessionRef, session_close),
+    Method("session/delete", wire.SessionRef, session_delete),
+    Method("session/events", wire.SessionEvents, session_events),
 )

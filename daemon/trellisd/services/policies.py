@@ -24,6 +24,10 @@ class Policies:
     def remember(self, session_id: str, policy: Policy) -> None:
         self._by_session[session_id] = policy
 
+    def forget(self, session_id: str) -> None:
+        """The session was closed or deleted: read its policy afresh if it is used again."""
+        self._by_session.pop(session_id, None)
+
     async def of(self, session: Session) -> Policy:
         """The session's effective policy, read from its root the first time."""
         policy = self._by_session.get(session.session_id)

@@ -18,3 +18,10 @@ class RunService:
 
     async def events(self, run_id: str) -> list[Event]:
         return await self.store.runs.events(run_id)
+
+    async def events_page(
+        self, run_id: str, after: int, limit: int
+    ) -> tuple[list[Event], int | None]:
+        """The run's events after ``after``, ``limit`` at most (-1: all), and the ``after``
+        that reads on when more are recorded already."""
+        return await self.store.runs.events_page(run_id, after, limit)

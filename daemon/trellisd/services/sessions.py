@@ -1,4 +1,5 @@
-"""Sessions: opening, reading back, listing, branching and taking over."""
+"""Sessions: opening, reading back, listing, branching, taking over, and a session's life
+after that: forking, renaming, instructing, closing and deleting it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
-from ..records import ProviderChoice, Session, SessionSummary, Turn
+from ..records import FeedEntry, ProviderChoice, Session, SessionSummary, Turn
 from ..store.facade import AsyncStore
 from .policies import Policies, load
 from .running import Running
@@ -30,6 +31,7 @@ class SessionService:
         title: str | None,
         provider: ProviderChoice | None,
         policy: PolicySpec | None,
+        instructions: str | None = None,
     ) -> Session:
         folder = _folder(root)
         if not folder.is_absolute():
@@ -40,7 +42,7 @@ class SessionService:
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
         effective = await asyncio.to_thread(load, folder.resolve(), policy)
         session = await self.store.sessions.create(
-            str(folder.resolve()), title or "", choice, policy
+            str(folder.resolve()), title or "", choice, policy, instructions or None
         )
         self.policies.remember(session.session_id, effective)
         return session
@@ -92,6 +94,40 @@ class SessionService:
     async def branch(self, session_id: str, turn_id: str | None) -> Session:
         self.running.refuse(session_id, "branch")
         return await self.store.sessions.branch(session_id, turn_id)
+
+    async def feed(
+        self, session_id: str, after: int, limit: int
+    ) -> tuple[list[FeedEntry], int | None]:
+        """What the session committed after entry ``after``, in order, ``limit`` at most,
+        and the ``after`` that reads on when more are committed already."""
+        return await self.store.sessions.feed(session_id, after, limit)
+
+    async def fork(self, session_id: str, turn_id: str | None) -> Session:
+        """A new session whose history is the path from the first turn of ``session_id`` to
+        ``turn_id`` (None: empty), copied so that it owns it, and which names its origin
+        (``forked_from``). The origin is only read: it may be running another turn."""
+        return await self.store.sessions.fork(session_id, turn_id)
+
+    async def rename(self, session_id: str, title: str) -> Session:
+        return await self.store.sessions.rename(session_id, title)
+
+    async def instruct(self, session_id: str, instructions: str | None) -> Session:
+        """New standing instructions (None or empty: none), sent from the next turn on,
+        which records them."""
+        return await self.store.sessions.instruct(session_id, instructions or None)
+
+    async def close(self, session_id: str) -> None:
+        """Let go of the session: its lease and what this daemon keeps of it (its policy
+        with the grants given). Reopening it later works as for any other session."""
+        self.running.refuse(session_id, "close it")
+        await self.store.leases.release(session_id)
+        self.policies.forget(session_id)
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session and all it owns, here and in every daemon on the store."""
+        self.running.refuse(session_id, "delete it")
+        await self.store.sessions.delete(session_id)
+        self.policies.forget(session_id)
 
 
 def _folder(root: str) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.context import conversation, replay
+from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
@@ -47,6 +48,7 @@ class _Start:
     max_steps: int | None = None
     verify: tuple[list[str], int] | None = None
     first_step: int = 1
+    instruction_files: tuple[InstructionFile, ...] = ()
 
 
 class TurnService:
@@ -90,13 +92,22 @@ class TurnService:
         session = await self.store.sessions.get(session_id)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
+        told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
         turn_id, run_id, _ = await self.store.runs.begin(
             session_id, prompt, settings.effective_model
         )
         ref = TurnRef(session_id, turn_id, run_id)
-        messages = conversation(session.root, path, prompt)
-        return await self._run(_Start(session, ref, settings, messages, prompt, max_steps, verify))
+        messages = conversation(session.root, path, prompt, told.text)
+        return await self._run(
+            _Start(session, ref, settings, messages, prompt, max_steps, verify, 1, told.files)
+        )
+
+    async def _instructions(self, session: Session) -> Instructions:
+        """The session's standing instructions with the root's AGENTS.md, read now."""
+        policy = await self.policies.of(session)
+        context = ToolContext(Path(session.root), may_read=policy.may_read)
+        return await asyncio.to_thread(gather, session.instructions, context)
 
     async def resume(self, session_id: str, turn_id: str) -> TurnResult:
         """Continue a turn that stopped before it ended (``interrupted`` by a crash, or
@@ -114,6 +125,7 @@ class TurnService:
             )
         path = await self.store.sessions.history_to(session_id, turn.parent_turn_id)
         steps = await self.store.runs.steps(turn.run_id)
+        told = await self._instructions(session)
         self.running.refuse(session_id, "resume a turn")
         await self.store.runs.resume(turn.run_id)
         removed = await asyncio.to_thread(remove_leftover_writes, Path(session.root))
@@ -126,9 +138,17 @@ class TurnService:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
-        messages = conversation(session.root, path, turn.prompt) + replay(steps)
+        messages = conversation(session.root, path, turn.prompt, told.text) + replay(steps)
         return await self._run(
-            _Start(session, ref, settings, messages, turn.prompt, first_step=first)
+            _Start(
+                session,
+                ref,
+                settings,
+                messages,
+                turn.prompt,
+                first_step=first,
+                instruction_files=told.files,
+            )
         )
 
     async def steer(
@@ -162,7 +182,9 @@ class TurnService:
         running = self.running.start(ref)
         end = TurnEnd(Outcome.ERROR)
         try:
-            await self.store.runs.add_event(ref.run_id, "model", None, start.settings.describe())
+            model = start.settings.describe()
+            model["instructionFiles"] = [f.detail() for f in start.instruction_files]
+            await self.store.runs.add_event(ref.run_id, "model", None, model)
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)

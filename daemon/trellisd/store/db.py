@@ -25,6 +25,7 @@ import stat
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,6 +46,10 @@ _CONNECTION_PRACTICES = [
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 def now() -> str:

@@ -16,7 +16,16 @@ from typing import Any, TypeVar
 
 from ..errors import TrellisError
 from ..policy.layers import PolicySpec
-from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
+from ..records import (
+    Event,
+    FeedEntry,
+    ProviderChoice,
+    RunSummary,
+    Session,
+    SessionSummary,
+    Step,
+    Turn,
+)
 from . import Store
 
 log = logging.getLogger(__name__)
@@ -36,7 +45,12 @@ class AsyncSessions:
         self._store, self._run = store, thread
 
     async def create(
-        self, root: str, title: str, provider: ProviderChoice, policy: PolicySpec | None
+        self,
+        root: str,
+        title: str,
+        provider: ProviderChoice,
+        policy: PolicySpec | None,
+        instructions: str | None = None,
     ) -> Session:
         """A new session over ``root``, written by this daemon."""
         return await self._run(
@@ -46,6 +60,7 @@ class AsyncSessions:
             provider,
             self._store.leases.daemon_id,
             policy,
+            instructions,
         )
 
     async def get(self, session_id: str) -> Session:
@@ -86,6 +101,26 @@ class AsyncSessions:
     async def branch(self, session_id: str, turn_id: str | None) -> Session:
         return await self._run(self._store.sessions.branch, session_id, turn_id, self._store.leases)
 
+    async def fork(self, session_id: str, turn_id: str | None) -> Session:
+        """A new session, written by this daemon, holding a copy of the path to ``turn_id``."""
+        return await self._run(self._store.sessions.fork, session_id, turn_id, self._store.leases)
+
+    async def rename(self, session_id: str, title: str) -> Session:
+        return await self._run(self._store.sessions.rename, session_id, title, self._store.leases)
+
+    async def instruct(self, session_id: str, instructions: str | None) -> Session:
+        return await self._run(
+            self._store.sessions.instruct, session_id, instructions, self._store.leases
+        )
+
+    async def delete(self, session_id: str) -> None:
+        await self._run(self._store.sessions.delete, session_id, self._store.leases)
+
+    async def feed(
+        self, session_id: str, after: int, limit: int
+    ) -> tuple[list[FeedEntry], int | None]:
+        return await self._run(self._store.sessions.feed, session_id, after, limit)
+
 
 class AsyncRuns:
     def __init__(self, store: Store, thread: _Thread) -> None:
@@ -122,6 +157,11 @@ class AsyncRuns:
     async def events(self, run_id: str) -> list[Event]:
         return await self._run(self._store.runs.events, run_id)
 
+    async def events_page(
+        self, run_id: str, after: int, limit: int
+    ) -> tuple[list[Event], int | None]:
+        return await self._run(self._store.runs.events_page, run_id, after, limit)
+
 
 class AsyncLeases:
     def __init__(self, store: Store, thread: _Thread) -> None:
@@ -139,6 +179,9 @@ class AsyncLeases:
 
     async def take(self, session_id: str) -> int | None:
         return await self._run(self._store.leases.take, session_id)
+
+    async def release(self, session_id: str) -> None:
+        await self._run(self._store.leases.release, session_id)
 
 
 class AsyncStore:

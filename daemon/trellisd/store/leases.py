@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 import apsw
 
 from ..errors import LeaseHeld
-from .db import Database, now
-from .sessions import Sessions, new_id
+from .db import Database, new_id, now
+from .sessions import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,18 @@ class Leases:
     def claim(self, session_id: str) -> None:
         with self.db.write() as con:
             self.acquire(con, session_id)
+
+    def release(self, session_id: str) -> None:
+        """Stop being the session's writer (if this daemon is): the next daemon to write it
+        takes the lease without waiting for this one to exit."""
+        if self.db.read_only:
+            return
+        with self.db.write() as con:
+            Sessions._get(con, session_id)
+            con.execute(
+                "UPDATE session SET owner = NULL WHERE id = ? AND owner = ?",
+                (session_id, self.daemon_id),
+            )
 
     def take(self, session_id: str) -> int | None:
         """Take the lease whoever holds it; returns the previous writer's pid, if any."""

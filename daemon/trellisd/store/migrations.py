@@ -90,4 +90,49 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE daemon ADD COLUMN boot_id TEXT;
     ALTER TABLE daemon ADD COLUMN process_start INTEGER;
     """,
+    # 6: a session's lineage (the session and turn it was forked from), its standing
+    # instructions (and whether a change to them awaits the next run), and its feed: one
+    # numbered entry per commit (a turn started, a step, an event, a turn ended), pointing at
+    # the row it committed; a turn's end keeps the outcome it ended with. Existing sessions'
+    # feeds are filled in the order their rows were written. A turn's children and a run's
+    # feed entries are indexed, so that deleting a session is not quadratic.
+    """
+    ALTER TABLE session ADD COLUMN forked_from TEXT;
+    ALTER TABLE session ADD COLUMN forked_turn TEXT;
+    ALTER TABLE session ADD COLUMN instructions TEXT;
+    ALTER TABLE session ADD COLUMN instructions_changed INTEGER NOT NULL DEFAULT 0;
+
+    CREATE TABLE feed (
+        session_id TEXT NOT NULL REFERENCES session(id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        run_id TEXT NOT NULL REFERENCES run(id),
+        n INTEGER,
+        detail TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) STRICT;
+    CREATE INDEX feed_by_run ON feed(run_id);
+    CREATE INDEX turn_by_parent ON turn(parent_id);
+
+    INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)
+    SELECT session_id,
+           row_number() OVER (PARTITION BY session_id ORDER BY created_at, rank, n),
+           kind, run_id, n, detail, created_at
+    FROM (
+        SELECT t.session_id, 'turnStarted' AS kind, r.id AS run_id, NULL AS n,
+               NULL AS detail, t.created_at, 0 AS rank
+        FROM turn t JOIN run r ON r.turn_id = t.id
+        UNION ALL
+        SELECT t.session_id, 'step', s.run_id, s.n, NULL, s.created_at, 1
+        FROM step s JOIN run r ON r.id = s.run_id JOIN turn t ON t.id = r.turn_id
+        UNION ALL
+        SELECT t.session_id, 'event', e.run_id, e.seq, NULL, e.created_at, 1
+        FROM event e JOIN run r ON r.id = e.run_id JOIN turn t ON t.id = r.turn_id
+        UNION ALL
+        SELECT t.session_id, 'turnEnded', r.id, NULL,
+               json_object('outcome', r.outcome, 'error', r.error), r.ended_at, 2
+        FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.ended_at IS NOT NULL
+    );
+    """,
 )

@@ -9,26 +9,15 @@ from typing import Any
 import apsw
 
 from ..errors import NotFound
-from ..records import Event, RunSummary, Step, Tokens, ToolCall
-from ..vocabulary import Outcome
-from .db import Database, now
+from ..records import Event, RunSummary, Step, Tokens
+from ..vocabulary import FeedKind, Outcome
+from . import feed
+from .db import Database, new_id, now
 from .leases import Leases
-from .sessions import Sessions, new_id
+from .rows import EVENT_COLUMNS, STEP_COLUMNS, event_of, step_of
+from .sessions import Sessions
 
 RUNNING = Outcome.RUNNING
-
-
-def _step(row: tuple[Any, ...]) -> Step:
-    call = json.loads(row[4]) if row[4] is not None else None
-    return Step(
-        step=row[0],
-        decision=row[1],
-        prompt=row[2],
-        text=row[3],
-        tool_call=ToolCall(**call) if call else None,
-        result=row[5],
-        tokens=Tokens(row[6], row[7], row[8]),
-    )
 
 
 def _title(prompt: str) -> str:
@@ -67,12 +56,28 @@ class Runs:
                 " title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
                 (turn_id, stamp, _title(prompt), session_id),
             )
+            feed.append(con, session_id, FeedKind.TURN_STARTED, run_id, at=stamp)
+            self._record_instructions(con, session_id, run_id)
         return turn_id, run_id, parent
+
+    def _record_instructions(self, con: apsw.Connection, session_id: str, run_id: str) -> None:
+        """The run's first event records the session's instructions when they changed
+        (``session/instructions``) since its last run began."""
+        row = con.execute(
+            "SELECT instructions FROM session WHERE id = ? AND instructions_changed = 1",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            return
+        self._insert_event(con, session_id, run_id, "instructions", None, {"instructions": row[0]})
+        con.execute("UPDATE session SET instructions_changed = 0 WHERE id = ?", (session_id,))
 
     def add_step(self, run_id: str, step: Step) -> None:
         call = step.tool_call
         with self.db.write() as con:
-            self.leases.holds(con, self._session_of(con, run_id))
+            session_id = self._session_of(con, run_id)
+            self.leases.holds(con, session_id)
+            stamp = now()
             con.execute(
                 "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
                 " input_tokens, output_tokens, cached_tokens, created_at)"
@@ -90,23 +95,37 @@ class Runs:
                     step.tokens.input,
                     step.tokens.output,
                     step.tokens.cached,
-                    now(),
+                    stamp,
                 ),
             )
+            feed.append(con, session_id, FeedKind.STEP, run_id, step.step, at=stamp)
 
     def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
         with self.db.write() as con:
-            self.leases.holds(con, self._session_of(con, run_id))
-            row = con.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            assert row is not None  # an aggregate always answers one row
-            seq = int(row[0])
-            con.execute(
-                "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, seq, kind, step, json.dumps(detail), now()),
-            )
+            session_id = self._session_of(con, run_id)
+            self.leases.holds(con, session_id)
+            return self._insert_event(con, session_id, run_id, kind, step, detail)
+
+    @staticmethod
+    def _insert_event(
+        con: apsw.Connection,
+        session_id: str,
+        run_id: str,
+        kind: str,
+        step: int | None,
+        detail: dict[str, Any],
+    ) -> int:
+        row = con.execute(
+            "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        assert row is not None  # an aggregate always answers one row
+        seq, stamp = int(row[0]), now()
+        con.execute(
+            "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, seq, kind, step, json.dumps(detail), stamp),
+        )
+        feed.append(con, session_id, FeedKind.EVENT, run_id, seq, at=stamp)
         return seq
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
@@ -118,11 +137,20 @@ class Runs:
     def _write_ends(self) -> None:
         with self.db.write() as con:
             for run_id, (outcome, error, at) in self._ends.items():
-                con.execute(
-                    "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
-                    (outcome, error, at, run_id),
-                )
+                self._end(con, run_id, outcome, error, at)
         self._ends.clear()
+
+    @staticmethod
+    def _end(con: apsw.Connection, run_id: str, outcome: str, error: str | None, at: str) -> None:
+        """Inside a write transaction: the run ends (unless its session was deleted)."""
+        con.execute(
+            "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
+            (outcome, error, at, run_id),
+        )
+        if con.changes():
+            session_id = Runs._session_of(con, run_id)
+            end = {"outcome": outcome, "error": error}
+            feed.append(con, session_id, FeedKind.TURN_ENDED, run_id, detail=end, at=at)
 
     def resume(self, run_id: str) -> None:
         """An interrupted run runs again, under this daemon."""
@@ -154,10 +182,8 @@ class Runs:
                 if daemon_id in gone or daemon_id not in known
             ]
             for run_id in stopped:
-                con.execute(
-                    "UPDATE run SET outcome = 'interrupted', error = ?, ended_at = ? WHERE id = ?",
-                    ("the daemon running this turn stopped before it ended", now(), run_id),
-                )
+                why = "the daemon running this turn stopped before it ended"
+                self._end(con, run_id, Outcome.INTERRUPTED, why, now())
             for daemon_id in gone:
                 con.execute("DELETE FROM daemon WHERE id = ?", (daemon_id,))
         return stopped
@@ -186,38 +212,35 @@ class Runs:
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown run {run_id}", runId=run_id)
-        steps = [_step(s) for s in Runs._step_rows(con, run_id)]
+        steps = [step_of(s) for s in Runs._step_rows(con, run_id)]
         tokens = sum((s.tokens for s in steps), Tokens())
         return RunSummary(row[0], row[1], row[2], row[3], row[4], tokens, len(steps))
 
     def steps(self, run_id: str) -> list[Step]:
         with self.db.read() as con:
             self._summary(con, run_id)
-            return [_step(row) for row in self._step_rows(con, run_id)]
+            return [step_of(row) for row in self._step_rows(con, run_id)]
 
     @staticmethod
     def _step_rows(con: apsw.Connection, run_id: str) -> list[tuple[Any, ...]]:
         return con.execute(
-            "SELECT n, decision, prompt, text, tool_call, result, input_tokens, output_tokens,"
-            " cached_tokens FROM step WHERE run_id = ? ORDER BY n",
+            f"SELECT {STEP_COLUMNS} FROM step WHERE run_id = ? ORDER BY n",
             (run_id,),
         ).fetchall()
 
     def events(self, run_id: str) -> list[Event]:
+        return self.events_page(run_id, 0, -1)[0]
+
+    def events_page(self, run_id: str, after: int, limit: int) -> tuple[list[Event], int | None]:
+        """The run's events numbered after ``after``, at most ``limit`` (-1: all), and the
+        number to read on from when more are recorded already, else None."""
         with self.db.read() as con:
             self._summary(con, run_id)
             rows: list[tuple[Any, ...]] = con.execute(
-                "SELECT seq, kind, step, detail, created_at FROM event"
-                " WHERE run_id = ? ORDER BY seq",
-                (run_id,),
+                f"SELECT {EVENT_COLUMNS} FROM event WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (run_id, after, -1 if limit < 0 else limit + 1),
             ).fetchall()
-        return [
-            Event(
-                int(seq),
-                str(kind),
-                None if step is None else int(step),
-                json.loads(str(detail)),
-                str(at),
-            )
-            for seq, kind, step, detail, at in rows
-        ]
+        events = [event_of(row) for row in rows[: len(rows) if limit < 0 else limit]]
+        more = 0 <= limit < len(rows)
+        return events, events[-1].seq if more else None

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from typing import Any, Protocol, TypeVar
 
 import apsw
 
 from ..convert import structure, unstructure
-from ..errors import InvalidParams, LeaseHeld, NotFound
+from ..errors import Conflict, InvalidParams, LeaseHeld, NotFound
 from ..policy.layers import PolicySpec
-from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
-from .db import Database, now
+from ..records import FeedEntry, ForkedFrom, ProviderChoice, Session, SessionSummary, Tokens, Turn
+from ..vocabulary import Outcome
+from . import feed, forks
+from .db import Database, new_id, now
 
 T = TypeVar("T")
 
@@ -37,11 +38,15 @@ _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id
 class Writer(Protocol):
     """The session's lease, taken inside a write transaction (``Leases``)."""
 
+    daemon_id: str
+
     def acquire(self, con: apsw.Connection, session_id: str) -> None: ...
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+_SESSION_COLUMNS = (
+    "id, root, title, head, settings, created_at, updated_at, policy, forked_from, forked_turn,"
+    " instructions"
+)
 
 
 def _session(row: tuple[Any, ...]) -> Session:
@@ -54,6 +59,8 @@ def _session(row: tuple[Any, ...]) -> Session:
         created_at=row[5],
         updated_at=row[6],
         policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
+        forked_from=None if row[8] is None else ForkedFrom(row[8], row[9]),
+        instructions=row[10],
     )
 
 
@@ -84,13 +91,16 @@ class Sessions:
         provider: ProviderChoice,
         owner: str,
         policy: PolicySpec | None = None,
+        instructions: str | None = None,
     ) -> Session:
         stamp = now()
-        session = Session(new_id("s"), root, title, None, stamp, stamp, provider, policy)
+        session = Session(
+            new_id("s"), root, title, None, stamp, stamp, provider, policy, None, instructions
+        )
         with self.db.write() as con:
             con.execute(
                 "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
-                " owner, policy) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                " owner, policy, instructions) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
                 (
                     session.session_id,
                     root,
@@ -100,6 +110,7 @@ class Sessions:
                     stamp,
                     owner,
                     None if policy is None else json.dumps(unstructure(policy)),
+                    instructions,
                 ),
             )
         return session
@@ -111,9 +122,7 @@ class Sessions:
     @staticmethod
     def _get(con: apsw.Connection, session_id: str) -> Session:
         row = con.execute(
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy FROM session"
-            " WHERE id = ?",
-            (session_id,),
+            f"SELECT {_SESSION_COLUMNS} FROM session WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
@@ -132,14 +141,14 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         sql = (
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy,"
+            f"SELECT {_SESSION_COLUMNS},"
             " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[8])) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), int(row[11])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
@@ -287,6 +296,77 @@ class Sessions:
                 (turn_id, now(), session_id),
             )
             return self._get(con, session_id)
+
+    def feed(self, session_id: str, after: int, limit: int) -> tuple[list[FeedEntry], int | None]:
+        """The session's feed after entry ``after``, ``limit`` entries at most."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            return feed.page(con, session_id, after, limit)
+
+    def fork(self, session_id: str, turn_id: str | None, writer: Writer) -> Session:
+        """A new session, written by ``writer``, holding a copy of the path from the first
+        turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
+        model choice, policy and instructions; the origin is only read."""
+        stamp, fork_id = now(), new_id("s")
+        with self.db.write() as con:
+            self._get(con, session_id)
+            if turn_id is not None:
+                self._turn(con, session_id, turn_id)
+            con.execute(
+                "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
+                " owner, policy, instructions, forked_from, forked_turn)"
+                " SELECT ?, root, title, NULL, settings, ?, ?, ?, policy, instructions, id, ?"
+                " FROM session WHERE id = ?",
+                (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
+            )
+            head = forks.copy_path(con, self._path(con, turn_id), fork_id)
+            con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
+            return self._get(con, fork_id)
+
+    def rename(self, session_id: str, title: str, writer: Writer) -> Session:
+        return self._change(session_id, writer, "title = ?", title)
+
+    def instruct(self, session_id: str, instructions: str | None, writer: Writer) -> Session:
+        """New standing instructions; the session's next run records them (an event)."""
+        return self._change(
+            session_id, writer, "instructions = ?, instructions_changed = 1", instructions
+        )
+
+    def _change(self, session_id: str, writer: Writer, assignments: str, value: Any) -> Session:
+        with self.db.write() as con:
+            self._get(con, session_id)
+            writer.acquire(con, session_id)
+            con.execute(
+                f"UPDATE session SET {assignments}, updated_at = ? WHERE id = ?",
+                (value, now(), session_id),
+            )
+            return self._get(con, session_id)
+
+    def delete(self, session_id: str, writer: Writer) -> None:
+        """Remove the session and all it owns (its turns, runs, steps, events, feed and
+        lease), unless another live daemon is its writer (``LeaseHeld``)."""
+        with self.db.write() as con:
+            self._get(con, session_id)
+            writer.acquire(con, session_id)
+            running = con.execute(
+                "SELECT t.id FROM run r JOIN turn t ON t.id = r.turn_id"
+                " WHERE t.session_id = ? AND r.outcome = ? AND r.daemon_id = ?",
+                (session_id, Outcome.RUNNING, writer.daemon_id),
+            ).fetchone()
+            if running is not None:  # begun here, though its loop may not have started yet
+                raise Conflict(
+                    f"session {session_id} has a running turn {running[0]};"
+                    " wait for it to end or cancel it before you delete it",
+                    sessionId=session_id,
+                    turnId=running[0],
+                )
+            runs = "SELECT r.id FROM run r JOIN turn t ON t.id = r.turn_id WHERE t.session_id = ?"
+            con.execute("DELETE FROM feed WHERE session_id = ?", (session_id,))
+            con.execute(f"DELETE FROM event WHERE run_id IN ({runs})", (session_id,))
+            con.execute(f"DELETE FROM step WHERE run_id IN ({runs})", (session_id,))
+            con.execute(f"DELETE FROM run WHERE id IN ({runs})", (session_id,))
+            con.execute("DELETE FROM turn WHERE session_id = ?", (session_id,))
+            con.execute("DELETE FROM session WHERE id = ?", (session_id,))
 
 
 def _encode(kind: str, value: str | int) -> str:

@@ -5,106 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
+from tests.fixtures.fake_services import Editor, Model
 from trellisd import services
 from trellisd.agent.steering import Steer
 from trellisd.config import ProviderSettings
 from trellisd.policy import LayerSpec, PolicySpec
-from trellisd.providers.base import ModelRequest, ProviderEvent, Stop, TextDelta, ToolCallRequested
-from trellisd.records import ProviderChoice, Step, Tokens, ToolCall, TurnRef
+from trellisd.records import ProviderChoice, Step, Tokens, ToolCall
 from trellisd.services import Services
 from trellisd.vocabulary import Decision, Outcome, StepKind
 
 
-class Model:
-    """A provider that plays one reply per call; a reply may wait for an event first."""
-
-    name = "fake"
-    model = "fake-model"
-
-    def __init__(self) -> None:
-        self.replies: list[tuple[str, list[ToolCall], asyncio.Event | None]] = []
-        self.requests: list[ModelRequest] = []
-        self.waiting = asyncio.Event()
-        self.closed = False
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-    def reply(self, text: str, *calls: ToolCall, hold: asyncio.Event | None = None) -> None:
-        self.replies.append((text, list(calls), hold))
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        self.requests.append(request)
-        text, calls, hold = self.replies.pop(0) if self.replies else ("ok", [], None)
-        if hold is not None:
-            self.waiting.set()
-            await hold.wait()
-        if text:
-            yield TextDelta(text)
-        for call in calls:
-            yield ToolCallRequested(call)
-        yield Stop("tool_calls" if calls else "stop")
-
-
-class Editor:
-    """The editor's side: what it was told, and its answers to approvals, in order."""
-
-    def __init__(self) -> None:
-        self.decisions: list[Decision] = []
-        self.asked: list[dict[str, Any]] = []
-        self.steps: list[Step] = []
-        self.returned: list[Steer] = []
-
-    def token(self, turn: TurnRef, step: int, text: str) -> None:
-        pass
-
-    def step(self, turn: TurnRef, step: Step) -> None:
-        self.steps.append(step)
-
-    def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
-        if not delivered:
-            self.returned.append(steer)
-
-    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
-        self.asked.append(request)
-        return self.decisions.pop(0)
-
-
 def write(path: str, content: str = "x") -> ToolCall:
     return ToolCall(f"call-{path}", "write_file", {"path": path, "content": content})
-
-
-@pytest.fixture
-def model() -> Model:
-    return Model()
-
-
-@pytest.fixture
-def editor() -> Editor:
-    return Editor()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "root"
-    folder.mkdir()
-    yield folder
-
-
-@pytest_asyncio.fixture
-async def app(tmp_path: Path, model: Model, editor: Editor) -> AsyncIterator[Services]:
-    started = await services.start(
-        tmp_path / "store.db", ProviderSettings(name="openai"), editor, lambda s: model
-    )
-    yield started
-    await started.close()
 
 
 async def events(app: Services, run_id: str, kind: str) -> list[dict[str, Any]]:

@@ -1,0 +1,96 @@
+"""A session's feed: one numbered entry per commit, in the order they were committed.
+
+Each write that commits part of a turn (its start, a step, an event, its end) appends an
+entry in the same transaction, numbered from 1 within the session. An entry points at the
+row it committed; a turn's end keeps the outcome it ended with, since a resumed run ends
+again. A reader sees exactly the committed prefix: an entry and its row commit together.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+
+from ..records import FeedEntry
+from ..vocabulary import FeedKind
+from .db import now
+from .rows import event_of, step_of
+
+
+def append(
+    con: apsw.Connection,
+    session_id: str,
+    kind: FeedKind,
+    run_id: str,
+    n: int | None = None,
+    detail: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> int:
+    """Inside a write transaction: the session's next entry; returns its number. ``n``: the
+    step's number or the event's sequence number within the run."""
+    row = con.execute(
+        "SELECT coalesce(max(seq), 0) + 1 FROM feed WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    assert row is not None  # an aggregate always answers one row
+    seq = int(row[0])
+    con.execute(
+        "INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            seq,
+            kind,
+            run_id,
+            n,
+            None if detail is None else json.dumps(detail),
+            at or now(),
+        ),
+    )
+    return seq
+
+
+_ENTRY_SELECT = """
+    SELECT f.seq, f.kind, t.id, f.run_id, f.created_at, f.detail, t.prompt, t.parent_id,
+           s.n, s.decision, s.prompt, s.text, s.tool_call, s.result,
+           s.input_tokens, s.output_tokens, s.cached_tokens,
+           e.seq, e.kind, e.step, e.detail, e.created_at
+    FROM feed f
+    JOIN run r ON r.id = f.run_id
+    JOIN turn t ON t.id = r.turn_id
+    LEFT JOIN step s ON f.kind = 'step' AND s.run_id = f.run_id AND s.n = f.n
+    LEFT JOIN event e ON f.kind = 'event' AND e.run_id = f.run_id AND e.seq = f.n
+"""
+
+
+def page(
+    con: apsw.Connection, session_id: str, after: int, limit: int
+) -> tuple[list[FeedEntry], int | None]:
+    """The session's entries numbered after ``after``, at most ``limit``, and the number to
+    read on from (the last one given) when more are committed already, else None."""
+    rows: list[tuple[Any, ...]] = con.execute(
+        _ENTRY_SELECT + " WHERE f.session_id = ? AND f.seq > ? ORDER BY f.seq LIMIT ?",
+        (session_id, after, limit + 1),
+    ).fetchall()
+    entries = []
+    for row in rows[:limit]:
+        seq, kind, turn_id, run_id, at, detail = row[:6]
+        end = json.loads(detail) if detail is not None else {}
+        entries.append(
+            FeedEntry(
+                seq=int(seq),
+                kind=str(kind),
+                turn_id=str(turn_id),
+                run_id=str(run_id),
+                created_at=str(at),
+                prompt=row[6] if kind == FeedKind.TURN_STARTED else None,
+                parent_turn_id=row[7] if kind == FeedKind.TURN_STARTED else None,
+                step=step_of(row[8:17]) if kind == FeedKind.STEP else None,
+                event=event_of(row[17:22]) if kind == FeedKind.EVENT else None,
+                outcome=end.get("outcome"),
+                error=end.get("error"),
+            )
+        )
+    more = len(rows) > limit
+    return entries, entries[-1].seq if more else None

@@ -1,0 +1,329 @@
+"""A session's life over real pipes: fork, rename, instructions, close, delete, and the
+session's feed of commits, with their error cases."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import eventually
+
+CONFLICT, NOT_FOUND, INVALID, LEASE_HELD = -32020, -32010, -32602, -32030
+
+
+async def prompts(daemon: Daemon, session_id: str) -> list[str]:
+    history = await daemon.call("session/history", {"sessionId": session_id})
+    return [t["prompt"] for t in history["turns"]]
+
+
+async def test_a_fork_goes_on_from_a_turn_and_leaves_its_origin_alone(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    origin = await open_session(daemon, workspace, title="the first line")
+    one = await turn(daemon, origin, "one")
+    two = await turn(daemon, origin, "two")
+    await turn(daemon, origin, "three")
+
+    fork = await daemon.call(
+        "session/fork", {"sessionId": origin["sessionId"], "turnId": two["turnId"]}
+    )
+
+    assert fork["sessionId"] != origin["sessionId"]
+    assert fork["forkedFrom"] == {"sessionId": origin["sessionId"], "turnId": two["turnId"]}
+    assert fork["title"] == "the first line" and fork["root"] == origin["root"]
+    assert await prompts(daemon, fork["sessionId"]) == ["one", "two"]
+    model.reply("forked reply")
+    await turn(daemon, fork, "two and a half")
+    assert model.user_messages() == ["one", "two", "two and a half"]
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "assistant"]
+    assert sent == ["echo: one", "echo: two"]
+    assert await prompts(daemon, origin["sessionId"]) == ["one", "two", "three"]
+
+    empty = await daemon.call("session/fork", {"sessionId": origin["sessionId"], "turnId": None})
+    assert empty["head"] is None and empty["forkedFrom"]["turnId"] is None
+    await turn(daemon, empty, "afresh")
+    assert model.user_messages() == ["afresh"]
+
+    # The lineage is shown by session/list and by a reopen in another process.
+    listed = (await daemon.call("session/list", {}))["sessions"]
+    lineage = {s["sessionId"]: s["forkedFrom"] for s in listed}
+    assert lineage[fork["sessionId"]] == fork["forkedFrom"]
+    assert lineage[origin["sessionId"]] is None
+    reopened = await daemon.call("session/reopen", {"sessionId": fork["sessionId"]})
+    assert reopened["forkedFrom"] == fork["forkedFrom"]
+    assert one["turnId"] not in {t["turnId"] for t in reopened["history"]}
+
+
+async def test_a_fork_stays_whole_when_its_origin_is_deleted(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn()
+    origin = await open_session(daemon, workspace)
+    await turn(daemon, origin, "one")
+    two = await turn(daemon, origin, "two")
+    fork = await daemon.call(
+        "session/fork", {"sessionId": origin["sessionId"], "turnId": two["turnId"]}
+    )
+
+    await daemon.call("session/delete", {"sessionId": origin["sessionId"]})
+    await daemon.client.shutdown_session()
+
+    other = await spawn()
+    reopened = await other.call("session/reopen", {"sessionId": fork["sessionId"]})
+    assert [t["prompt"] for t in reopened["history"]] == ["one", "two"]
+    assert [t["reply"] for t in reopened["history"]] == ["echo: one", "echo: two"]
+    assert reopened["forkedFrom"]["sessionId"] == origin["sessionId"]
+    await turn(other, reopened, "three")
+    assert model.user_messages() == ["one", "two", "three"]
+
+
+async def test_fork_errors(daemon: Daemon, model: ModelServer, workspace: Path) -> None:
+    a = await open_session(daemon, workspace)
+    b = await open_session(daemon, workspace)
+    in_b = await turn(daemon, b, "b's turn")
+
+    unknown = await daemon.error("session/fork", {"sessionId": "s-nope", "turnId": None})
+    assert unknown.code == NOT_FOUND and unknown.data["sessionId"] == "s-nope"
+    other = await daemon.error(
+        "session/fork", {"sessionId": a["sessionId"], "turnId": in_b["turnId"]}
+    )
+    assert other.code == INVALID and other.data["turnId"] == in_b["turnId"]
+    missing = await daemon.error("session/fork", {"sessionId": a["sessionId"]})
+    assert missing.code == INVALID and missing.data["field"] == "turnId"
+
+    held = model.reply("slow", hold=threading.Event())
+    running = asyncio.ensure_future(turn(daemon, a, "a long one"))
+    await asyncio.to_thread(held.served.wait, 60)
+    head = (await daemon.call("session/reopen", {"sessionId": a["sessionId"]}))["head"]
+    busy = await daemon.error("session/fork", {"sessionId": a["sessionId"], "turnId": head})
+    assert busy.code == CONFLICT and busy.data["turnId"] == head
+    # A fork from a finished turn works while the origin runs another.
+    earlier = await daemon.call("session/fork", {"sessionId": a["sessionId"], "turnId": None})
+    assert earlier["forkedFrom"]["sessionId"] == a["sessionId"]
+    held.release()
+    assert (await running)["outcome"] == "finished"
+
+
+async def test_rename_gives_the_session_a_new_title(daemon: Daemon, workspace: Path) -> None:
+    session = await open_session(daemon, workspace, title="old")
+
+    renamed = await daemon.call(
+        "session/rename", {"sessionId": session["sessionId"], "title": "new name"}
+    )
+
+    assert renamed["title"] == "new name"
+    listed = (await daemon.call("session/list", {}))["sessions"]
+    assert [s["title"] for s in listed] == ["new name"]
+    blank = await daemon.error("session/rename", {"sessionId": session["sessionId"], "title": " "})
+    assert blank.code == INVALID and blank.data["field"] == "title"
+    unknown = await daemon.error("session/rename", {"sessionId": "s-nope", "title": "x"})
+    assert unknown.code == NOT_FOUND
+
+
+async def test_another_daemon_may_fork_but_not_rename_a_session_it_does_not_write(
+    spawn: DaemonFactory, workspace: Path
+) -> None:
+    first, second = await spawn(), await spawn()
+    session = await open_session(first, workspace, title="mine")
+
+    refused = await second.error(
+        "session/rename", {"sessionId": session["sessionId"], "title": "x"}
+    )
+
+    assert refused.code == LEASE_HELD and refused.data["ownerPid"] == first.process.pid
+    # Forking only reads the origin: the other daemon forks it, and writes the fork.
+    fork = await second.call("session/fork", {"sessionId": session["sessionId"], "turnId": None})
+    renamed = await second.call("session/rename", {"sessionId": fork["sessionId"], "title": "x"})
+    assert renamed["title"] == "x" and renamed["forkedFrom"]["sessionId"] == session["sessionId"]
+
+
+async def test_instructions_and_agents_md_reach_the_model_on_every_turn(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(
+        daemon, workspace, instructions="Answer in French.", colour="ignored"
+    )
+    assert session["instructions"] == "Answer in French."
+    (workspace / "AGENTS.md").write_text("Run make test before you say you are done.\n")
+
+    first = await turn(daemon, session, "one")
+    system = model.requests[-1]["messages"][0]
+    assert system["role"] == "system"
+    assert "Answer in French." in system["content"]
+    assert "Run make test before you say you are done." in system["content"]
+    events = (await daemon.call("run/events", {"runId": first["runId"]}))["events"]
+    model_event = next(e for e in events if e["kind"] == "model")
+    assert [f["path"] for f in model_event["detail"]["instructionFiles"]] == ["AGENTS.md"]
+
+    changed = await daemon.call(
+        "session/instructions", {"sessionId": session["sessionId"], "instructions": "Be brief."}
+    )
+    assert changed["instructions"] == "Be brief."
+    second = await turn(daemon, session, "two")
+    assert "Be brief." in model.requests[-1]["messages"][0]["content"]
+    assert "French" not in model.requests[-1]["messages"][0]["content"]
+    events = (await daemon.call("run/events", {"runId": second["runId"]}))["events"]
+    assert events[0]["kind"] == "instructions"
+    assert events[0]["detail"] == {"instructions": "Be brief."}
+
+    cleared = await daemon.call(
+        "session/instructions", {"sessionId": session["sessionId"], "instructions": None}
+    )
+    assert cleared["instructions"] is None
+    missing = await daemon.error("session/instructions", {"sessionId": session["sessionId"]})
+    assert missing.code == INVALID and missing.data["field"] == "instructions"
+    unknown = await daemon.error(
+        "session/instructions", {"sessionId": "s-nope", "instructions": "x"}
+    )
+    assert unknown.code == NOT_FOUND
+
+
+async def test_close_lets_another_daemon_write_and_reopen_works_after(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    first, second = await spawn(), await spawn()
+    session = await open_session(first, workspace)
+    await turn(first, session, "one")
+    held = await second.error("session/turn", {"sessionId": session["sessionId"], "prompt": "x"})
+    assert held.code == LEASE_HELD
+
+    closed = await first.call("session/close", {"sessionId": session["sessionId"]})
+
+    assert closed == {"sessionId": session["sessionId"], "closed": True}
+    await turn(second, session, "two")
+    assert model.user_messages() == ["one", "two"]
+    await second.call("session/close", {"sessionId": session["sessionId"]})
+    reopened = await first.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert [t["prompt"] for t in reopened["history"]] == ["one", "two"]
+    await turn(first, session, "three")
+    unknown = await first.error("session/close", {"sessionId": "s-nope"})
+    assert unknown.code == NOT_FOUND
+
+
+async def test_close_and_delete_are_refused_while_a_turn_runs(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(daemon, workspace)
+    held = model.reply("slow", hold=threading.Event())
+    running = asyncio.ensure_future(turn(daemon, session, "a long one"))
+    await asyncio.to_thread(held.served.wait, 60)
+
+    for method in ("session/close", "session/delete"):
+        refused = await daemon.error(method, {"sessionId": session["sessionId"]})
+        assert refused.code == CONFLICT and refused.data["sessionId"] == session["sessionId"]
+
+    held.release()
+    assert (await running)["outcome"] == "finished"
+    assert await prompts(daemon, session["sessionId"]) == ["a long one"]
+
+
+async def test_a_deleted_session_never_comes_back_in_any_daemon(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    first, second = await spawn(), await spawn()
+    doomed = await open_session(first, workspace, title="doomed")
+    kept = await open_session(first, workspace, title="kept")
+    await turn(first, doomed, "one")
+    await turn(first, kept, "kept one")
+
+    refused = await second.error("session/delete", {"sessionId": doomed["sessionId"]})
+    assert refused.code == LEASE_HELD and refused.data["ownerPid"] == first.process.pid
+    assert f"pid {first.process.pid}" in refused.message
+
+    deleted = await first.call("session/delete", {"sessionId": doomed["sessionId"]})
+
+    assert deleted == {"sessionId": doomed["sessionId"], "deleted": True}
+    third = await spawn()
+    for daemon in (first, second, third):
+        listed = (await daemon.call("session/list", {}))["sessions"]
+        assert [s["title"] for s in listed] == ["kept"]
+        gone = await daemon.error("session/reopen", {"sessionId": doomed["sessionId"]})
+        assert gone.code == NOT_FOUND and gone.data["sessionId"] == doomed["sessionId"]
+        again = await daemon.error("session/delete", {"sessionId": doomed["sessionId"]})
+        assert again.code == NOT_FOUND
+    await turn(first, kept, "kept two")
+    assert model.user_messages() == ["kept one", "kept two"]
+
+
+async def test_a_reader_in_another_process_sees_only_the_committed_prefix(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    writer, reader = await spawn(), await spawn()
+    session = await open_session(writer, workspace)
+    sid = session["sessionId"]
+    result0 = (await turn(writer, session, "first"))["turnId"]
+    model.reply("Looking. ", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
+    held = model.reply("It holds a README.", hold=threading.Event(), hold_at=1)
+    running = asyncio.ensure_future(turn(writer, session, "what is here?"))
+
+    async def feed(after: int = 0) -> list[dict]:
+        page = await reader.call("session/events", {"sessionId": sid, "after": after})
+        assert page["next"] is None
+        return page["events"]
+
+    async def running_step_committed() -> list[dict] | None:
+        got = await feed()
+        return got if any(e["kind"] == "step" and e["turnId"] != result0 for e in got) else None
+
+    # The reader polls until the running turn's first step is committed; the model holds
+    # the second step, so that is all there is to see.
+    seen = await eventually(running_step_committed, "the reader sees the running turn's step")
+    assert [e["kind"] for e in seen] == [
+        "turnStarted",
+        "event",
+        "step",
+        "turnEnded",  # the first turn
+        "turnStarted",
+        "event",
+        "step",  # the running one, so far
+    ]
+    assert [e["seq"] for e in seen] == list(range(1, 8))
+    assert seen[4]["prompt"] == "what is here?" and seen[6]["step"]["decision"] == "tool"
+    assert await feed(7) == []
+
+    held.release()
+    result = await running
+    rest = await eventually(lambda: feed(7), "the reader sees the turn end")
+    final = await feed()
+    assert final[:7] == seen and final[7:] == rest
+    assert [e["kind"] for e in rest] == ["step", "turnEnded"]
+    assert rest[-1]["outcome"] == "finished" and rest[-1]["runId"] == result["runId"]
+
+    # A page at a time.
+    first = await reader.call("session/events", {"sessionId": sid, "limit": 4})
+    second = await reader.call("session/events", {"sessionId": sid, "after": first["next"]})
+    assert first["next"] == 4 and second["next"] is None
+    assert first["events"] + second["events"] == final
+    unknown = await reader.error("session/events", {"sessionId": "s-nope"})
+    assert unknown.code == NOT_FOUND
+    bad = await reader.error("session/events", {"sessionId": sid, "limit": 0})
+    assert bad.code == INVALID and bad.data["field"] == "limit"
+
+
+async def test_run_events_come_a_page_at_a_time(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(daemon, workspace)
+    sid = session["sessionId"]
+    await daemon.call("session/instructions", {"sessionId": sid, "instructions": "Be brief."})
+    run = (await turn(daemon, session, "one"))["runId"]
+    everything = await daemon.call("run/events", {"runId": run})
+    assert [e["kind"] for e in everything["events"]] == ["instructions", "model"]
+    assert "next" not in everything
+
+    first = await daemon.call("run/events", {"runId": run, "limit": 1})
+    rest = await daemon.call("run/events", {"runId": run, "after": first["next"], "limit": 5})
+    assert first == {"events": everything["events"][:1], "next": 1}
+    assert rest == {"events": everything["events"][1:], "next": None}
+    assert await daemon.call("run/events", {"runId": run, "after": 2}) == {
+        "events": [],
+        "next": None,
+    }
+    bad = await daemon.error("run/events", {"runId": run, "after": -1})
+    assert bad.code == INVALID and bad.data["field"] == "after"
+    unknown = await daemon.error("run/events", {"runId": "r-nope", "limit": 1})
+    assert unknown.code == NOT_FOUND
