@@ -139,6 +139,6 @@ test("a session's lineage, in words", function()
 end)
 
 test("an export is offered under the session's title", function()
-  eq("fix-the-parser.trellis", format.export_name({ sessionId = "s-1", title = "Fix the parser!" }))
-  eq("s-1.trellis", format.export_name({ sessionId = "s-1", title = "" }))
+  eq("fix-the-parser.trellisd", format.export_name({ sessionId = "s-1", title = "Fix the parser!" }))
+  eq("s-1.trellisd", format.export_name({ sessionId = "s-1", title = "" }))
 end)

@@ -32,6 +32,15 @@ local function store(turn)
     end
     return out
   end
+  -- Copies of a path of turns, under new ids, become the session's path.
+  local function copy_path(turns, session)
+    for _, t in ipairs(turns) do
+      local copy = vim.tbl_extend("force", t, { turnId = id("t"), sessionId = session.sessionId })
+      copy.n, copy.parentTurnId = s.n, session.head
+      s.turns[copy.turnId] = copy
+      session.head = copy.turnId
+    end
+  end
   s.methods = {
     ["session/open"] = function(p)
       local sid = id("s")
@@ -98,12 +107,7 @@ local function store(turn)
         table.insert(chain, 1, s.turns[cursor])
         cursor = s.turns[cursor].parentTurnId
       end
-      for _, t in ipairs(chain) do
-        local copy = vim.tbl_extend("force", t, { turnId = id("t"), sessionId = fork.sessionId })
-        copy.n, copy.parentTurnId = s.n, fork.head
-        s.turns[copy.turnId] = copy
-        fork.head = copy.turnId
-      end
+      copy_path(chain, fork)
       return fork
     end,
     ["session/rename"] = function(p)
@@ -136,13 +140,8 @@ local function store(turn)
           }
       end
       local new = s.methods["session/open"]({ root = old.root, title = old.title })
-      new.importedFrom = old.sessionId
-      for _, t in ipairs(file.turns) do
-        local copy = vim.tbl_extend("force", t, { turnId = id("t"), sessionId = new.sessionId })
-        copy.n, copy.parentTurnId = s.n, new.head
-        s.turns[copy.turnId] = copy
-        new.head = copy.turnId
-      end
+      new.importedFrom = { sessionId = old.sessionId, importedAt = "2026-01-02T00:00:00Z" }
+      copy_path(file.turns, new)
       return new
     end,
     ["session/turn"] = function(p, proc, m)
@@ -825,7 +824,7 @@ test("export then import: a path prompt each; a session already here imports as 
   vim.cmd("Trellis keep this")
   idle()
   local first = trellis.current()
-  local file = vim.fn.tempname() .. ".trellis"
+  local file = vim.fn.tempname() .. ".trellisd"
   local default
   vim.ui.input = function(opts, on_confirm)
     default = opts.default
@@ -835,7 +834,7 @@ test("export then import: a path prompt each; a session already here imports as 
   wait_for(function()
     return vim.fn.filereadable(file) == 1
   end, nil, "the export")
-  eq(vim.fn.getcwd() .. "/keep-this.trellis", default)
+  eq(vim.fn.getcwd() .. "/keep-this.trellisd", default)
   eq({ sessionId = first.sessionId, path = file }, fake.sent("session/export")[1].params)
   local asked = answer_select("as a copy")
   vim.cmd("TrellisImport " .. vim.fn.fnameescape(file))

@@ -106,8 +106,8 @@ export interface Session {
   provider: ProviderChoice;
   /** The session and turn this session was forked from (session/fork); kept for good. */
   forkedFrom?: ForkedFrom | null;
-  /** The session this one was imported from as a copy (session/import with asNew). */
-  importedFrom?: string | Record<string, unknown> | null;
+  /** Where a session imported as a copy (session/import with asNew) came from. */
+  importedFrom?: { sessionId: string; importedAt: string } | null;
 }
 
 export interface ForkedFrom {

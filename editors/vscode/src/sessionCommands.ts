@@ -16,7 +16,7 @@ import { firstLine, TreeNode } from './turnTree';
 import * as vscodeapi from './vscodeapi';
 
 /** The extension an exported session is saved with. */
-export const EXPORT_EXTENSION = 'trellis';
+export const EXPORT_EXTENSION = 'trellisd';
 const EXPORT_FILTERS = { 'trellisd sessions': [EXPORT_EXTENSION], 'All files': ['*'] };
 
 /** The turn a command acts on: the tree's node it was run on, else one the user picks. */
@@ -40,7 +40,7 @@ export async function pickTurn(controller: SessionController, title: string, nod
   return vscodeapi.showQuickPick(items, { title, matchOnDescription: true, matchOnDetail: true });
 }
 
-/** A file name from a session's title: "Fix the parser" -> "fix-the-parser.trellis". */
+/** A file name from a session's title: "Fix the parser" -> "fix-the-parser.trellisd". */
 export function exportFileName(title: string, sessionId: string): string {
   const slug = title
     .toLowerCase()

@@ -33,7 +33,7 @@ describe("a session's lineage", () => {
     const empty = session({ forkedFrom: { sessionId: 's-1', turnId: null } });
     assert.equal(lineageText(empty, { title: '', turnNumber: 0 }), 'forked from “an untitled session” before its first turn');
     assert.equal(lineageText(session()), undefined);
-    assert.equal(lineageText(session({ importedFrom: 's-9' })), 'imported as a copy');
+    assert.equal(lineageText(session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z' } })), 'imported as a copy');
   });
 
   test("a turn's number is its place on the path from the first turn, whatever the branches", () => {
@@ -104,8 +104,8 @@ describe('search results and exports', () => {
   });
 
   test("an export's file is named after the session's title", () => {
-    assert.equal(exportFileName('Fix the parser: frames!', 's-1'), 'fix-the-parser-frames.trellis');
-    assert.equal(exportFileName('  ', 's-1'), 's-1.trellis');
-    assert.equal(exportFileName('Ünïcode títle', 's-1'), 'ünïcode-títle.trellis');
+    assert.equal(exportFileName('Fix the parser: frames!', 's-1'), 'fix-the-parser-frames.trellisd');
+    assert.equal(exportFileName('  ', 's-1'), 's-1.trellisd');
+    assert.equal(exportFileName('Ünïcode títle', 's-1'), 'ünïcode-títle.trellisd');
   });
 });

@@ -290,14 +290,14 @@ function M.lineage(session, origin)
   return nil
 end
 
--- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellis".
+-- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellisd".
 function M.export_name(session)
   local slug = tostring(compat.value(session.title) or ""):lower():gsub("[^%w]+", "-")
   slug = slug:gsub("^%-+", ""):sub(1, 60):gsub("%-+$", "")
   if slug == "" then
     slug = tostring(session.sessionId)
   end
-  return slug .. ".trellis"
+  return slug .. ".trellisd"
 end
 
 return M

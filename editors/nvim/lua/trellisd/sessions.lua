@@ -775,14 +775,22 @@ function M.tree()
   end)
 end
 
-function M.branch_at_cursor(buf)
+-- The session of a tree buffer and the entry under the cursor, or nil.
+local function entry_at_cursor(buf)
   local info = tree_buffers[buf]
   if not info then
-    return
+    return nil
   end
   local entry = info.entries[vim.api.nvim_win_get_cursor(0)[1] - info.offset]
   local state = M.open[info.id]
-  if not entry or not state then
+  if entry and state then
+    return state, entry
+  end
+end
+
+function M.branch_at_cursor(buf)
+  local state, entry = entry_at_cursor(buf)
+  if not state then
     return
   end
   branch_to(state, entry.turn and entry.turn.turnId, function()
@@ -839,13 +847,8 @@ function M.fork()
 end
 
 function M.fork_at_cursor(buf)
-  local info = tree_buffers[buf]
-  if not info then
-    return
-  end
-  local entry = info.entries[vim.api.nvim_win_get_cursor(0)[1] - info.offset]
-  local state = M.open[info.id]
-  if entry and state then
+  local state, entry = entry_at_cursor(buf)
+  if state then
     fork_at(state, entry.turn and entry.turn.turnId)
   end
 end
