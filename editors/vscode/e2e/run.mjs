@@ -440,13 +440,19 @@ try {
   // --- the session's life: fork, rename, export and import, search, delete ---
 
   const header = async (selector, text) => chat.locator(selector, { hasText: text }).waitFor();
-  const pathInput = async (file) => {
+  const pathInput = async (file, button) => {
     // The file dialogs of a remote window ask for a path in a quick input.
+    // Its completion would extend a path typed key by key: the path is put in at once.
+    // It first lists the folder it starts in (the project's): only then does it keep a path put
+    // in, rather than replace it with its own.
     const input = page.locator('.quick-input-widget input.input');
-    await input.waitFor({ state: 'visible' });
-    await input.press('Control+a');
-    await page.keyboard.type(file, { delay: 5 });
-    await input.press('Enter');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'README.md' }).waitFor();
+    await input.fill(file);
+    const value = await input.inputValue();
+    if (value !== file) {
+      throw new Error(`the file dialog holds ${value}, not ${file}`);
+    }
+    await page.locator('.quick-input-widget .monaco-button', { hasText: button }).first().click();
   };
   const exported = path.join(tmp, 'exported.trellisd');
 
@@ -475,7 +481,7 @@ try {
 
   await check('export: "trellisd: Export Session…" writes the file picked in the save dialog', async () => {
     await palette('trellisd: Export Session…');
-    await pathInput(exported);
+    await pathInput(exported, /^(OK|Export)$/);
     await page.locator('.notification-toast', { hasText: /trellisd: exported \d+ turns? .* to .*exported\.trellisd/ }).waitFor();
     if (!fs.existsSync(exported)) {
       throw new Error(`${exported} was not written`);
@@ -485,7 +491,7 @@ try {
   await check('import: "trellisd: Import Session…" of a session already here offers a copy, then shows it', async () => {
     const title = (await chat.locator('#session-title').textContent()) ?? '';
     await palette('trellisd: Import Session…');
-    await pathInput(exported);
+    await pathInput(exported, /^(OK|Import)$/);
     const toast = page.locator('.notification-toast', { hasText: 'already in this store' });
     await toast.locator('.monaco-button', { hasText: 'Import as a Copy' }).click();
     await header('#session-lineage', 'imported as a copy');
@@ -500,9 +506,11 @@ try {
     await page.keyboard.type('demo project', { delay: 20 });
     const hit = page.locator('.quick-input-list .monaco-list-row', { hasText: '«demo»' }).first();
     await hit.waitFor();
-    const rows = await page.locator('.quick-input-list .monaco-list-row').count();
-    if (rows !== 1) {
-      throw new Error(`${rows} sessions listed for "demo project"; expected the one whose turn says it`);
+    // Every hit is a session one of whose turns says it (the original, and its imported copy
+    // when the copy was made of it); the others are not listed.
+    const rows = await page.locator('.quick-input-list .monaco-list-row').allTextContents();
+    if (!rows.every((r) => r.includes('«demo» «project»'))) {
+      throw new Error(`sessions listed for "demo project" that do not say it: ${rows.join(' | ')}`);
     }
     await hit.click();
     await header('#session-title', 'What is in this folder?');
