@@ -255,7 +255,7 @@ async def test_a_reader_in_another_process_sees_only_the_committed_prefix(
     writer, reader = await spawn(), await spawn()
     session = await open_session(writer, workspace)
     sid = session["sessionId"]
-    result0 = (await turn(writer, session, "first"))["turnId"]
+    first_turn = (await turn(writer, session, "first"))["turnId"]
     model.reply("Looking. ", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
     held = model.reply("It holds a README.", hold=threading.Event(), hold_at=1)
     running = asyncio.ensure_future(turn(writer, session, "what is here?"))
@@ -267,7 +267,7 @@ async def test_a_reader_in_another_process_sees_only_the_committed_prefix(
 
     async def running_step_committed() -> list[dict] | None:
         got = await feed()
-        return got if any(e["kind"] == "step" and e["turnId"] != result0 for e in got) else None
+        return got if any(e["kind"] == "step" and e["turnId"] != first_turn for e in got) else None
 
     # The reader polls until the running turn's first step is committed; the model holds
     # the second step, so that is all there is to see.

@@ -2,7 +2,8 @@
 async store. ``start`` builds the store and the services, in one place, at start-up.
 
     Services
-    +-- sessions  SessionService   open, reopen, list, history, branch, take over
+    +-- sessions  SessionService   open, reopen, list, history, branch, take over, fork,
+                                   rename, instruct, close, delete, the feed
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
     +-- runs      RunService       a run's summary, steps and events
 """

@@ -2,78 +2,77 @@
 
 The fork's turns, runs, steps, events and feed are copies under new ids, so the fork needs
 nothing of its origin (which may be deleted later) and the origin is left as it was. The
-fork's feed numbers the copied commits from 1, in the order the origin committed them.
+fork's feed numbers the copied commits from 1, in the order the origin committed them. The
+copy is a handful of set-wise statements through a temporary map of old ids to new ones, so
+a long path costs little more than reading it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import apsw
 
 from ..errors import Conflict
-from ..records import Turn
 from ..vocabulary import Outcome
-from .db import new_id, now
+from .db import new_id
+
+_COPY = (
+    "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
+    " SELECT m.new_turn, :fork, p.new_turn, t.prompt, t.created_at"
+    " FROM fork_map m JOIN turn t ON t.id = m.old_turn"
+    " LEFT JOIN fork_map p ON p.old_turn = t.parent_id",
+    "INSERT INTO run(id, turn_id, outcome, error, pid, started_at, ended_at, daemon_id, model)"
+    " SELECT m.new_run, m.new_turn, r.outcome, r.error, r.pid, r.started_at, r.ended_at,"
+    " r.daemon_id, r.model FROM fork_map m JOIN run r ON r.id = m.old_run",
+    "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result, input_tokens,"
+    " output_tokens, cached_tokens, created_at)"
+    " SELECT m.new_run, s.n, s.decision, s.prompt, s.text, s.tool_call, s.result,"
+    " s.input_tokens, s.output_tokens, s.cached_tokens, s.created_at"
+    " FROM fork_map m JOIN step s ON s.run_id = m.old_run",
+    "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
+    " SELECT m.new_run, e.seq, e.kind, e.step, e.detail, e.created_at"
+    " FROM fork_map m JOIN event e ON e.run_id = m.old_run",
+    "INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)"
+    " SELECT :fork, row_number() OVER (ORDER BY f.seq), f.kind, m.new_run, f.n, f.detail,"
+    " f.created_at FROM fork_map m JOIN feed f ON f.run_id = m.old_run"
+    " WHERE f.session_id = :origin",
+)
 
 
-def copy_path(con: apsw.Connection, path: list[Turn], fork_id: str) -> str | None:
-    """Inside a write transaction: copy ``path`` (oldest first) into session ``fork_id``;
-    returns the copy of its last turn (the fork's head), None for an empty path. A turn
-    still running is refused: its run is not whole yet."""
-    runs: dict[str, str] = {}
-    parent: str | None = None
-    for turn in path:
-        if turn.outcome == Outcome.RUNNING:
-            raise Conflict(
-                f"turn {turn.turn_id} is still running; fork from it once it has ended",
-                sessionId=turn.session_id,
-                turnId=turn.turn_id,
-            )
-        turn_id, run_id = new_id("t"), new_id("r")
-        con.execute(
-            "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
-            " SELECT ?, ?, ?, prompt, created_at FROM turn WHERE id = ?",
-            (turn_id, fork_id, parent, turn.turn_id),
-        )
-        con.execute(
-            "INSERT INTO run(id, turn_id, outcome, error, pid, started_at, ended_at, daemon_id,"
-            " model) SELECT ?, ?, outcome, error, pid, started_at, ended_at, daemon_id, model"
-            " FROM run WHERE id = ?",
-            (run_id, turn_id, turn.run_id),
-        )
-        con.execute(
-            "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
-            " input_tokens, output_tokens, cached_tokens, created_at)"
-            " SELECT ?, n, decision, prompt, text, tool_call, result, input_tokens,"
-            " output_tokens, cached_tokens, created_at FROM step WHERE run_id = ?",
-            (run_id, turn.run_id),
-        )
-        con.execute(
-            "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
-            " SELECT ?, seq, kind, step, detail, created_at FROM event WHERE run_id = ?",
-            (run_id, turn.run_id),
-        )
-        runs[turn.run_id] = run_id
-        parent = turn_id
-    _copy_feed(con, path[0].session_id if path else "", runs, fork_id)
-    return parent
-
-
-def _copy_feed(con: apsw.Connection, origin_id: str, runs: dict[str, str], fork_id: str) -> None:
-    if not runs:
-        return
-    marks = ",".join("?" * len(runs))
-    rows: list[tuple[Any, ...]] = con.execute(
-        "SELECT kind, run_id, n, detail, created_at FROM feed"
-        f" WHERE session_id = ? AND run_id IN ({marks}) ORDER BY seq",
-        (origin_id, *runs),
+def copy_path(
+    con: apsw.Connection, origin_id: str, turn_id: str | None, fork_id: str
+) -> str | None:
+    """Inside a write transaction: copy the path from the first turn of ``origin_id`` to
+    ``turn_id`` into session ``fork_id``; returns the copy of ``turn_id`` (the fork's head),
+    None for an empty path. A turn still running is refused: its run is not whole yet."""
+    if turn_id is None:
+        return None
+    path = con.execute(
+        "WITH RECURSIVE path(id, parent) AS ("
+        "  SELECT id, parent_id FROM turn WHERE id = ? UNION ALL"
+        "  SELECT turn.id, turn.parent_id FROM path JOIN turn ON turn.id = path.parent)"
+        " SELECT path.id, run.id, run.outcome FROM path JOIN run ON run.turn_id = path.id",
+        (turn_id,),
     ).fetchall()
-    con.executemany(
-        "INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (fork_id, seq, kind, runs[run_id], n, detail, at or now())
-            for seq, (kind, run_id, n, detail, at) in enumerate(rows, 1)
-        ],
+    for turn, _, outcome in path:
+        if outcome == Outcome.RUNNING:
+            raise Conflict(
+                f"turn {turn} is still running; fork from it once it has ended",
+                sessionId=origin_id,
+                turnId=turn,
+            )
+    ids = {turn: new_id("t") for turn, _, _ in path}
+    con.execute(
+        "CREATE TEMP TABLE fork_map (old_turn TEXT PRIMARY KEY, new_turn TEXT NOT NULL,"
+        " old_run TEXT NOT NULL UNIQUE, new_run TEXT NOT NULL)"
     )
+    try:
+        con.executemany(
+            "INSERT INTO fork_map VALUES (?, ?, ?, ?)",
+            [(turn, ids[turn], run, new_id("r")) for turn, run, _ in path],
+        )
+        names = {"fork": fork_id, "origin": origin_id}
+        for statement in _COPY:
+            con.execute(statement, names)
+    finally:
+        con.execute("DROP TABLE temp.fork_map")
+    return ids[turn_id]

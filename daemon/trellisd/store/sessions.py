@@ -319,7 +319,7 @@ class Sessions:
                 " FROM session WHERE id = ?",
                 (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
             )
-            head = forks.copy_path(con, self._path(con, turn_id), fork_id)
+            head = forks.copy_path(con, session_id, turn_id, fork_id)
             con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
             return self._get(con, fork_id)
 
