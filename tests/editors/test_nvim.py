@@ -583,3 +583,135 @@ def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
             editor.close()
         for pid in daemons - {0}:
             fx.stop_shared_daemon(pid)
+# The session's life: fork, rename, delete, export and import, search.
+
+
+def ask(ed: fx.Editor, *prompts: str) -> None:
+    for prompt in prompts:
+        ed.command(f"Trellis {prompt}")
+        ed.wait_text(f"### You\n{prompt}")
+        ed.wait_idle()
+
+
+def test_a_fork_opens_in_its_own_buffer_and_says_where_it_came_from(start: Start) -> None:
+    ed = start()
+    ask(ed, "first question", "second question", "third question")
+    origin = ed.current()
+    assert origin
+
+    ed.will_pick("● second question")
+    ed.command("TrellisFork")
+    ed.wait_for(
+        lambda: (c := ed.current()) and c["sessionId"] != origin["sessionId"], "the fork to open"
+    )
+    fork = ed.current()
+    assert fork
+    lines = ed.wait_for(
+        lambda: (ls := ed.conversation())[2:3] == ["forked from “first question” at turn 2"] and ls,
+        "the fork's lineage in its header",
+    )
+    assert lines[0] == "# first question"
+    name = ed.lua("return vim.api.nvim_buf_get_name(require('trellisd').current().buf)")
+    assert name == f"trellis://{fork['sessionId']}"
+    assert ed.lua("return vim.api.nvim_get_current_buf()") == fork["buf"]
+    text = ed.text()
+    assert "### You\nsecond question" in text and "third question" not in text
+    origin_text = "\n".join(
+        ed.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", origin["buf"])
+    )
+    assert "### You\nthird question" in origin_text, "the origin's buffer is untouched"
+
+    # the fork's next turn sends the model the path to the forked turn, and nothing after
+    ask(ed, "fourth question")
+    reply = section(ed.text(), "fourth question")
+    assert "first question" in reply and "second question" in reply
+    assert "third question" not in reply
+
+    # the list says which session is a fork, and of what
+    ed.command("TrellisSessions")
+    ed.wait_for(lambda: any(a.get("kind") == "trellisd.session" for a in ed.asked()), "the list")
+    items = ed.asked()[-1]["items"]
+    assert any(i.endswith("· forked from “first question”") for i in items), items
+
+
+def test_rename_and_delete_with_a_confirmation(start: Start) -> None:
+    ed = start()
+    ask(ed, "a session to keep")
+    ed.command("TrellisRename kept under a new name")
+    ed.wait_for(lambda: ed.conversation()[:1] == ["# kept under a new name"], "the new title")
+    ed.command("TrellisNew doomed")
+    ed.wait_text("# doomed")
+    ask(ed, "soon gone")
+    doomed = ed.current()
+    assert doomed
+
+    ed.will_pick("doomed", "Keep it")
+    ed.command("TrellisDelete")
+    ed.wait_for(lambda: len(ed.asked()) == 2, "the confirmation")
+    assert ed.asked()[-1]["prompt"] == (
+        "Delete “doomed” and all its turns for good? (its forks are kept)"
+    )
+    assert ed.current() == doomed, "kept when the answer is no"
+
+    ed.will_pick("doomed", "Delete it")
+    ed.command("TrellisDelete")
+    ed.wait_note("deleted: doomed")
+    assert ed.current() is None
+    assert not ed.lua("return vim.api.nvim_buf_is_valid(...)", doomed["buf"])
+
+    # gone from the store: another editor lists only the one kept, under its new name
+    other = start()
+    other.command("TrellisSessions")
+    other.wait_for(lambda: other.asked(), "the list")
+    items = other.asked()[-1]["items"]
+    assert len(items) == 1 and items[0].startswith("kept under a new name · "), items
+
+
+def test_export_then_import_into_another_store_and_again_as_a_copy(
+    start: Start, tmp_path: Path
+) -> None:
+    ed = start()
+    ask(ed, "worth keeping", "and its follow-up")
+    exported = tmp_path / "kept.trellisd"
+    ed.will_type(str(exported))
+    ed.command("TrellisExport")
+    note = ed.wait_note("exported 2 turns")
+    assert note.endswith(f"to {exported}"), note
+    assert exported.is_file()
+    original = ed.text()
+
+    other = start(db=tmp_path / "other" / "trellisd.db")
+    other.command(f"TrellisImport {exported}")
+    other.wait_note("imported: worth keeping")
+    assert other.text() == original, "the same conversation, in the other store"
+
+    other.will_pick("as a copy")
+    other.command(f"TrellisImport {exported}")
+    other.wait_for(lambda: "imported as a copy" in other.text(), "the copy")
+    asked = other.asked()[-1]
+    assert "is already in this store" in asked["prompt"], asked
+    copy = other.current()
+    assert copy and copy["sessionId"] != ed.current()["sessionId"]  # type: ignore[index]
+    assert "### You\nand its follow-up" in other.text()
+
+
+def test_sessions_are_searched_by_the_words_of_their_turns(start: Start) -> None:
+    ed = start()
+    ask(ed, "how does the tokenizer split words")
+    ed.command("TrellisNew gardening")
+    ed.wait_text("# gardening")
+    ask(ed, "when to plant tulips")
+    ed.command("TrellisNew cooking")
+    ed.wait_text("# cooking")
+
+    ed.will_pick("tulips")
+    ed.command("TrellisSessions tulips")
+    ed.wait_text("### You\nwhen to plant tulips")
+    asked = ed.asked()[-1]
+    assert asked["prompt"] == "Sessions matching “tulips”:"
+    assert len(asked["items"]) == 1, asked
+    assert asked["items"][0].startswith("gardening · ")
+    assert "«tulips»" in asked["items"][0], asked
+
+    ed.command("TrellisSessions nothing-like-this")
+    ed.wait_note("no session matches “nothing-like-this”")

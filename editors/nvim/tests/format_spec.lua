@@ -106,3 +106,39 @@ test("one_line cuts by characters, not bytes", function()
   eq("ééé…", format.one_line("ééééé", 4))
   eq("éééé", format.one_line("éééé", 4))
 end)
+
+test("a fork in the list names its origin; a search hit ends with what matched", function()
+  local now = format.parse_time("2026-12-02T18:15:00Z")
+  local fork = {
+    sessionId = "s-2",
+    title = "try again",
+    root = "/srv/x",
+    turns = 2,
+    updatedAt = "2026-12-02T18:15:00Z",
+    forkedFrom = { sessionId = "s-1", turnId = "t-1" },
+    match = { turnId = "t-1", snippet = "the [parser]\n  reads" },
+  }
+  eq(
+    "try again · /srv/x · 2 turns · just now · forked from “fix it” — the [parser] reads",
+    format.session_item(fork, now, "/home/me", { ["s-1"] = "fix it" })
+  )
+  fork.match = vim.NIL
+  eq("try again · /srv/x · 2 turns · just now · a fork", format.session_item(fork, now, "/home/me"))
+end)
+
+test("a session's lineage, in words", function()
+  local fork = { forkedFrom = { sessionId = "s-1", turnId = "t-3" } }
+  eq("forked from “fix it” at turn 3", format.lineage(fork, { title = "fix it", turn = 3 }))
+  eq("forked from a session that was deleted", format.lineage(fork, nil))
+  eq(
+    "forked from “an untitled session” before its first turn",
+    format.lineage({ forkedFrom = { sessionId = "s-1", turnId = vim.NIL } }, { title = "", turn = 0 })
+  )
+  eq("imported as a copy", format.lineage({ forkedFrom = vim.NIL, importedFrom = "s-9" }))
+  eq(nil, format.lineage({ title = "plain" }))
+end)
+
+test("an export is offered under the session's title", function()
+  eq("fix-the-parser.trellisd", format.export_name({ sessionId = "s-1", title = "Fix the parser!" }))
+  eq("s-1.trellisd", format.export_name({ sessionId = "s-1", title = "" }))
+end)

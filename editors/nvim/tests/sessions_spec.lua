@@ -32,6 +32,15 @@ local function store(turn)
     end
     return out
   end
+  -- Copies of a path of turns, under new ids, become the session's path.
+  local function copy_path(turns, session)
+    for _, t in ipairs(turns) do
+      local copy = vim.tbl_extend("force", t, { turnId = id("t"), sessionId = session.sessionId })
+      copy.n, copy.parentTurnId = s.n, session.head
+      s.turns[copy.turnId] = copy
+      session.head = copy.turnId
+    end
+  end
   s.methods = {
     ["session/open"] = function(p)
       local sid = id("s")
@@ -68,12 +77,72 @@ local function store(turn)
       s.sessions[p.sessionId].head = p.turnId
       return s.sessions[p.sessionId]
     end,
-    ["session/list"] = function()
+    ["session/list"] = function(p)
       local out = {}
       for _, x in pairs(s.sessions) do
-        out[#out + 1] = vim.tbl_extend("force", x, { turns = #path(x.sessionId) })
+        local hit = vim.tbl_extend("force", x, { turns = #path(x.sessionId) })
+        if p.query then
+          hit.match = nil
+          for _, t in ipairs(path(x.sessionId)) do
+            if t.reply:find(p.query, 1, true) then
+              hit.match = { turnId = t.turnId, snippet = "…" .. t.reply .. "…" }
+            end
+          end
+        end
+        if not p.query or hit.match then
+          out[#out + 1] = hit
+        end
       end
+      table.sort(out, function(a, b)
+        return a.sessionId < b.sessionId
+      end)
       return { sessions = out }
+    end,
+    ["session/fork"] = function(p)
+      local origin = s.sessions[p.sessionId]
+      local fork = s.methods["session/open"]({ root = origin.root, title = origin.title })
+      fork.forkedFrom = { sessionId = p.sessionId, turnId = p.turnId }
+      local cursor, chain = p.turnId, {}
+      while cursor ~= vim.NIL and cursor ~= nil do
+        table.insert(chain, 1, s.turns[cursor])
+        cursor = s.turns[cursor].parentTurnId
+      end
+      copy_path(chain, fork)
+      return fork
+    end,
+    ["session/rename"] = function(p)
+      s.sessions[p.sessionId].title = p.title
+      return s.sessions[p.sessionId]
+    end,
+    ["session/delete"] = function(p)
+      s.sessions[p.sessionId] = nil
+      for tid, t in pairs(s.turns) do
+        if t.sessionId == p.sessionId then
+          s.turns[tid] = nil
+        end
+      end
+      return vim.NIL
+    end,
+    ["session/export"] = function(p)
+      local body = vim.fn.json_encode({ session = s.sessions[p.sessionId], turns = path(p.sessionId) })
+      vim.fn.writefile({ body }, p.path)
+      return { path = p.path, bytes = #body + 1, turns = #path(p.sessionId) }
+    end,
+    ["session/import"] = function(p)
+      local file = vim.fn.json_decode(table.concat(vim.fn.readfile(p.path), "\n"))
+      local old = file.session
+      if s.sessions[old.sessionId] and not p.asNew then
+        return nil,
+          {
+            code = -32020,
+            message = "session " .. old.sessionId .. " is already in the store",
+            data = { sessionId = old.sessionId },
+          }
+      end
+      local new = s.methods["session/open"]({ root = old.root, title = old.title })
+      new.importedFrom = { sessionId = old.sessionId, importedAt = "2026-01-02T00:00:00Z" }
+      copy_path(file.turns, new)
+      return new
     end,
     ["session/turn"] = function(p, proc, m)
       local session = s.sessions[p.sessionId]
@@ -951,5 +1020,195 @@ test("a turn another window starts in a session open here is drawn and followed"
   wait_text("Now then.\n\n*finished · 2 tokens")
   local _, count = text():gsub("Now ", "")
   eq(1, count, text())
+-- The session's life: fork, rename, delete, export and import, search.
+
+local function echo_store()
+  local s, fake
+  s, fake = start(function(p, proc, m, t)
+    s.token(proc, t, "re: " .. p.prompt)
+    s.finish(proc, m, t)
+  end)
+  return s, fake
+end
+
+local function answer_select(...)
+  local picks = { ... }
+  local asked = {}
+  vim.ui.select = function(items, opts, on_choice)
+    local shown = vim.tbl_map(opts.format_item or tostring, items)
+    asked[#asked + 1] = { prompt = opts.prompt, items = shown }
+    local want = table.remove(picks, 1)
+    for i, item in ipairs(shown) do
+      if want and item:find(want, 1, true) then
+        return on_choice(items[i], i)
+      end
+    end
+    on_choice(nil, nil)
+  end
+  return asked
+end
+
+test("fork: a new session from the picked turn, in its own buffer, saying where it came from", function()
+  local s, fake = echo_store()
+  for _, prompt in ipairs({ "one", "two", "three" }) do
+    vim.cmd("Trellis " .. prompt)
+    idle()
+  end
+  local origin = trellis.current()
+  local asked = answer_select("● two")
+  vim.cmd("TrellisFork")
+  wait_for(function()
+    return trellis.current().sessionId ~= origin.sessionId
+  end, nil, "the fork to open: " .. vim.inspect(notes))
+  local fork = trellis.current()
+  eq("trellis://" .. fork.sessionId, vim.api.nvim_buf_get_name(fork.buf))
+  eq(vim.api.nvim_get_current_buf(), fork.buf, "the fork is shown")
+  wait_text("forked from “one” at turn 2")
+  eq("forked from “one” at turn 2", lines()[3])
+  truthy(text():find("re: two", 1, true) and not text():find("three", 1, true), text())
+  eq("● three  ← head", asked[1].items[4])
+  local sent = fake.sent("session/fork")[1].params
+  eq({ origin.sessionId, s.turns[sent.turnId].prompt }, { sent.sessionId, "two" })
+  -- the origin's buffer is as it was
+  local before = table.concat(vim.api.nvim_buf_get_lines(origin.buf, 0, -1, false), "\n")
+  truthy(before:find("re: three", 1, true), before)
+  -- the fork goes on from "two"
+  vim.cmd("Trellis four")
+  idle()
+  truthy(text():find("re: four", 1, true), text())
+  finish_test()
+end)
+
+test("fork from the tree buffer: f on a turn; before the first turn, an empty fork", function()
+  echo_store()
+  vim.cmd("Trellis one")
+  idle()
+  local origin = trellis.current()
+  vim.cmd("TrellisTree")
+  wait_for(function()
+    return vim.api.nvim_buf_get_name(0):find("/tree$")
+  end, nil, "the tree buffer")
+  vim.api.nvim_win_set_cursor(0, { 5, 0 }) -- "◇ (start: an empty conversation)"
+  vim.api.nvim_feedkeys("f", "x", false)
+  wait_for(function()
+    return trellis.current().sessionId ~= origin.sessionId
+  end, nil, "the fork to open: " .. vim.inspect(notes))
+  wait_text("before its first turn")
+  eq("forked from “one” before its first turn", lines()[3])
+  finish_test()
+end)
+
+test("a fork whose origin was deleted says so", function()
+  local s = echo_store()
+  vim.cmd("Trellis one")
+  idle()
+  local origin = trellis.current().sessionId
+  answer_select("● one")
+  vim.cmd("TrellisFork")
+  wait_text("forked from “one” at turn 1")
+  local fork = trellis.current().sessionId
+  s.methods["session/delete"]({ sessionId = origin })
+  sessions.open[fork] = nil
+  local asked = answer_select("a fork")
+  vim.cmd("TrellisSessions")
+  wait_text("forked from a session that was deleted")
+  eq(1, #asked[1].items)
+  truthy(asked[1].items[1]:find("^one · .* · a fork$"), asked[1].items[1])
+  finish_test()
+end)
+
+test("rename: the header shows the new title; without a title it is asked for", function()
+  local _, fake = echo_store()
+  vim.cmd("Trellis one")
+  idle()
+  vim.cmd("TrellisRename A better name")
+  wait_text("# A better name")
+  eq("# A better name", lines()[1])
+  local default
+  vim.ui.input = function(opts, on_confirm)
+    default = opts.default
+    on_confirm("Third name")
+  end
+  vim.cmd("TrellisRename")
+  wait_text("# Third name")
+  eq("A better name", default)
+  eq({ "A better name", "Third name" }, vim.tbl_map(function(m)
+    return m.params.title
+  end, fake.sent("session/rename")))
+  finish_test()
+end)
+
+test("delete: asked first; kept when the answer is no; deleted and its buffer gone when yes", function()
+  local s, fake = echo_store()
+  vim.cmd("TrellisNew other")
+  wait_text("# other")
+  vim.cmd("TrellisNew doomed")
+  wait_text("# doomed")
+  vim.cmd("Trellis hello")
+  idle()
+  local doomed = trellis.current()
+  local asked = answer_select("doomed", "Keep it")
+  vim.cmd("TrellisDelete")
+  wait_for(function()
+    return #asked == 2
+  end, nil, "the confirmation")
+  truthy(asked[1].items[1]:find("^● doomed · .* %(open%)$"), asked[1].items[1])
+  eq("Delete “doomed” and all its turns for good? (its forks are kept)", asked[2].prompt)
+  eq(0, #fake.sent("session/delete"))
+  asked = answer_select("doomed", "Delete it")
+  vim.cmd("TrellisDelete")
+  wait_for(function()
+    return trellis.current() == nil
+  end, nil, "the session to go")
+  eq(1, #fake.sent("session/delete"))
+  eq(nil, s.sessions[doomed.sessionId])
+  eq(false, vim.api.nvim_buf_is_valid(doomed.buf))
+  finish_test()
+end)
+
+test("export then import: a path prompt each; a session already here imports as a copy", function()
+  local _, fake = echo_store()
+  vim.cmd("Trellis keep this")
+  idle()
+  local first = trellis.current()
+  local file = vim.fn.tempname() .. ".trellisd"
+  local default
+  vim.ui.input = function(opts, on_confirm)
+    default = opts.default
+    on_confirm(file)
+  end
+  vim.cmd("TrellisExport")
+  wait_for(function()
+    return vim.fn.filereadable(file) == 1
+  end, nil, "the export")
+  eq(vim.fn.getcwd() .. "/keep-this.trellisd", default)
+  eq({ sessionId = first.sessionId, path = file }, fake.sent("session/export")[1].params)
+  local asked = answer_select("as a copy")
+  vim.cmd("TrellisImport " .. vim.fn.fnameescape(file))
+  wait_for(function()
+    return trellis.current().sessionId ~= first.sessionId
+  end, nil, "the copy to open")
+  truthy(asked[1].prompt:find("is already in the store. Import it as a copy", 1, true), asked[1].prompt)
+  wait_text("imported as a copy")
+  truthy(text():find("re: keep this", 1, true), text())
+  eq({ { path = file }, { path = file, asNew = true } }, vim.tbl_map(function(m)
+    return m.params
+  end, fake.sent("session/import")))
+  finish_test()
+end)
+
+test(":TrellisSessions with words lists the sessions that match, with what matched", function()
+  local _, fake = echo_store()
+  vim.cmd("Trellis about the parser")
+  idle()
+  vim.cmd("TrellisNew unrelated")
+  wait_text("# unrelated")
+  local asked = answer_select("parser")
+  vim.cmd("TrellisSessions parser")
+  wait_text("re: about the parser")
+  eq({ limit = 100, query = "parser" }, fake.sent("session/list")[1].params)
+  eq("Sessions matching “parser”:", asked[1].prompt)
+  eq(1, #asked[1].items)
+  truthy(asked[1].items[1]:find(" — …re: about the parser…$"), asked[1].items[1])
   finish_test()
 end)

@@ -136,3 +136,17 @@ test("a wiped buffer is not written to", function()
   v:block({ "y" })
   eq(false, v:valid())
 end)
+
+test("the header is replaced in place: a lineage line added, the title changed", function()
+  local session = { sessionId = "s-2", root = "/w", title = "hi" }
+  local v = new_view(10)
+  v:render(View.history_lines(session, {}))
+  v.header_count = #View.header(session)
+  v:block({ "### You", "hello" })
+  v:set_header(View.header(session, "forked from “x” at turn 2"))
+  eq({ "# hi", "/w · s-2", "forked from “x” at turn 2", "", "### You", "hello" }, lines(v))
+  session.title = "renamed"
+  v:set_header(View.header(session, "forked from “x” at turn 2"))
+  eq("# renamed", lines(v)[1])
+  eq(6, #lines(v))
+end)

@@ -64,3 +64,21 @@ test("every error code the plugin knows, but its own lost connection, is in the 
     end
   end
 end)
+
+test("every method the plugin sends or answers is in the schema", function()
+  local known = {}
+  for _, methods in ipairs({ schema.requests, schema.clientRequests, schema.notifications }) do
+    for m in pairs(methods) do
+      known[m] = true
+    end
+  end
+  local seen = 0
+  for _, file in ipairs(vim.fn.glob(plugin .. "lua/trellisd/*.lua", false, true)) do
+    local text = table.concat(vim.fn.readfile(file), "\n")
+    for method in text:gmatch('"([%a$]+/%a+)"') do
+      seen = seen + 1
+      truthy(known[method], vim.fn.fnamemodify(file, ":t") .. ": " .. method .. " is not in the schema")
+    end
+  end
+  truthy(seen > 10, "the plugin names the methods it sends")
+end)

@@ -14,6 +14,8 @@
 //   E2E_KEEP           keep the temporary folder (its path is printed)
 //   E2E_ARTIFACTS      where the screenshots go (default editors/vscode/.e2e, ignored by git;
 //                      the README's screenshot.png is replaced only by copying one by hand)
+//   E2E_SKIP           a regular expression: the checks whose names match it are skipped (for a
+//                      daemon without some methods); every check runs when it is not set
 
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -110,8 +112,13 @@ async function waitForLog(file, pattern, timeoutMs = 20_000) {
 // --- the checks, counted for the closing line ---
 
 const results = [];
+const skip = process.env.E2E_SKIP ? new RegExp(process.env.E2E_SKIP) : undefined;
 
 async function check(name, fn) {
+  if (skip?.test(name)) {
+    say(`skip ${name}`);
+    return;
+  }
   const t0 = Date.now();
   try {
     await fn();
@@ -467,6 +474,95 @@ try {
     await turn.locator('.turn-footer', { hasText: /^finished · scripted/ }).waitFor();
     await chat.locator('#send', { hasText: 'Send' }).waitFor();
     await waitForLog(extensionLog, /turn t-\S+ finished .*\(followed\)/);
+  // --- the session's life: fork, rename, export and import, search, delete ---
+
+  const header = async (selector, text) => chat.locator(selector, { hasText: text }).waitFor();
+  const pathInput = async (file, button) => {
+    // The file dialogs of a remote window ask for a path in a quick input.
+    // Its completion would extend a path typed key by key: the path is put in at once.
+    // It first lists the folder it starts in (the project's): only then does it keep a path put
+    // in, rather than replace it with its own.
+    const input = page.locator('.quick-input-widget input.input');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'README.md' }).waitFor();
+    await input.fill(file);
+    const value = await input.inputValue();
+    if (value !== file) {
+      throw new Error(`the file dialog holds ${value}, not ${file}`);
+    }
+    await page.locator('.quick-input-widget .monaco-button', { hasText: button }).first().click();
+  };
+  const exported = path.join(tmp, 'exported.trellisd');
+
+  await check('fork: "Fork from Here" on the first turn opens the fork, whose header names its origin', async () => {
+    const first = page.locator('.monaco-list-row', { hasText: 'What is in this folder?' }).first();
+    await first.hover();
+    await first.locator('.action-label[aria-label="Fork from Here"]').click();
+    await header('#session-lineage', 'forked from “What is in this folder?” at turn 1');
+    await waitForLog(extensionLog, /session s-\S+ forked at t-\S+ into s-/);
+    const turns = await chat.locator('section.turn').count();
+    if (turns !== 1) {
+      throw new Error(`the fork shows ${turns} turns; expected the path to the forked turn (1)`);
+    }
+  });
+
+  await check('rename: "trellisd: Rename Session…" changes the title in the header', async () => {
+    await palette('trellisd: Rename Session…');
+    const input = page.locator('.quick-input-widget input.input');
+    await input.waitFor({ state: 'visible' });
+    await input.press('Control+a');
+    await page.keyboard.type('A fork to try things', { delay: 5 });
+    await input.press('Enter');
+    await header('#session-title', 'A fork to try things');
+    await waitForLog(extensionLog, /renamed to "A fork to try things"/);
+  });
+
+  await check('export: "trellisd: Export Session…" writes the file picked in the save dialog', async () => {
+    await palette('trellisd: Export Session…');
+    await pathInput(exported, /^(OK|Export)$/);
+    await page.locator('.notification-toast', { hasText: /trellisd: exported \d+ turns? .* to .*exported\.trellisd/ }).waitFor();
+    if (!fs.existsSync(exported)) {
+      throw new Error(`${exported} was not written`);
+    }
+  });
+
+  await check('import: "trellisd: Import Session…" of a session already here offers a copy, then shows it', async () => {
+    const title = (await chat.locator('#session-title').textContent()) ?? '';
+    await palette('trellisd: Import Session…');
+    await pathInput(exported, /^(OK|Import)$/);
+    const toast = page.locator('.notification-toast', { hasText: 'already in this store' });
+    await toast.locator('.monaco-button', { hasText: 'Import as a Copy' }).click();
+    await header('#session-lineage', 'imported as a copy');
+    await header('#session-title', title);
+    await waitForLog(extensionLog, /imported from .*exported\.trellisd as a copy/);
+  });
+
+  await check('search: "trellisd: Search Sessions…" lists the hits as the user types; the pick reopens it', async () => {
+    await palette('trellisd: Search Sessions…');
+    const input = page.locator('.quick-input-widget input.input');
+    await input.waitFor({ state: 'visible' });
+    await page.keyboard.type('demo project', { delay: 20 });
+    const hit = page.locator('.quick-input-list .monaco-list-row', { hasText: '«demo»' }).first();
+    await hit.waitFor();
+    // Every hit is a session one of whose turns says it (the original, and its imported copy
+    // when the copy was made of it); the others are not listed.
+    const rows = await page.locator('.quick-input-list .monaco-list-row').allTextContents();
+    if (!rows.every((r) => r.includes('«demo» «project»'))) {
+      throw new Error(`sessions listed for "demo project" that do not say it: ${rows.join(' | ')}`);
+    }
+    await hit.click();
+    await header('#session-title', 'What is in this folder?');
+    await chat.locator('section.turn', { hasText: 'Kept short' }).waitFor();
+  });
+
+  await check('delete: "trellisd: Delete Session…" asks in a dialog, then the session is gone', async () => {
+    await palette('trellisd: Delete Session…');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'A fork to try things' }).first().click();
+    const dialog = page.locator('.monaco-dialog-box');
+    await dialog.locator('.dialog-message-text', { hasText: 'Delete the session “A fork to try things”?' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'delete.png') });
+    await dialog.locator('.monaco-button', { hasText: 'Delete' }).click();
+    await page.locator('.notification-toast', { hasText: 'the session “A fork to try things” was deleted' }).waitFor();
+    await waitForLog(extensionLog, /session s-\S+ deleted/);
   });
 
   exitCode = 0;

@@ -62,13 +62,16 @@
       : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
   }
 
-  /** @param {{sessionId: string, title: string, root: string} | null} session */
+  /** @param {{sessionId: string, title: string, root: string, lineage?: string} | null} session */
   function setSession(session) {
     empty.hidden = !!session;
     header.hidden = !session;
     document.body.classList.toggle('has-session', !!session);
     byId('session-title').textContent = session ? session.title || 'New session' : '';
     byId('session-root').textContent = session ? session.root : '';
+    const lineage = byId('session-lineage');
+    lineage.textContent = session?.lineage ?? '';
+    lineage.hidden = !session?.lineage;
   }
 
   /** @param {'info' | 'error'} level @param {string} text */

@@ -43,6 +43,7 @@ export function chatHtml(page: ChatPage): string {
 <header id="session-header" hidden>
   <div id="session-title"></div>
   <div id="session-root"></div>
+  <div id="session-lineage" hidden></div>
 </header>
 <div id="empty">
   <p>No session is open. A session keeps a branchable conversation with the coding agent about this folder.</p>

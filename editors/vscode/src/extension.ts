@@ -11,9 +11,9 @@ import { ChatViewProvider } from './chatView';
 import { daemonCommand, initializationOptions, readSettings } from './config';
 import { messageOf } from './errors';
 import { ChannelLog } from './log';
-import type { Turn } from './protocol';
 import { contentProvider, SCHEME, showChanges } from './proposed';
 import { SessionController } from './session';
+import { pickTurn, SessionCommands } from './sessionCommands';
 import { SessionItem, sessionItems } from './sessionPicker';
 import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
@@ -124,28 +124,7 @@ export function activate(context: vscode.ExtensionContext): void {
   };
 
   const branchHere = async (node?: TreeNode) => {
-    if (node?.kind === 'turn') {
-      await branchTo(node.turn.turnId);
-      return;
-    }
-    const tree = await controller.turnTree();
-    if (!tree) {
-      throw new Error('no session is open: start one or reopen one first');
-    }
-    const items: (vscode.QuickPickItem & { turnId: string | null })[] = [
-      { label: '$(debug-restart) Before the first turn', description: 'start the conversation over', turnId: null },
-      ...[...tree.turns].reverse().map((t: Turn) => ({
-        label: `${t.turnId === tree.head ? '$(circle-filled) ' : ''}${firstLine(t.prompt) || '(empty prompt)'}`,
-        description: `${t.outcome} · ${t.createdAt.replace('T', ' ').slice(0, 19)}`,
-        detail: firstLine(t.reply, 120),
-        turnId: t.turnId,
-      })),
-    ];
-    const picked = await vscodeapi.showQuickPick(items, {
-      title: 'trellisd: branch here: the next prompt follows the turn you pick',
-      matchOnDescription: true,
-      matchOnDetail: true,
-    });
+    const picked = await pickTurn(controller, 'trellisd: branch here: the next prompt follows the turn you pick', node);
     if (picked) {
       await branchTo(picked.turnId);
     }
@@ -198,6 +177,15 @@ export function activate(context: vscode.ExtensionContext): void {
     }
   };
 
+  const registerSessionCommands = (commands: SessionCommands) => [
+    vscodeapi.registerCommand('trellisd.forkHere', act('fork', commands.fork)),
+    vscodeapi.registerCommand('trellisd.renameSession', act('rename the session', commands.rename)),
+    vscodeapi.registerCommand('trellisd.deleteSession', act('delete a session', commands.delete)),
+    vscodeapi.registerCommand('trellisd.exportSession', act('export the session', commands.export)),
+    vscodeapi.registerCommand('trellisd.importSession', act('import a session', commands.import)),
+    vscodeapi.registerCommand('trellisd.searchSessions', act('search sessions', commands.search)),
+  ];
+
   const tree = new TurnTreeProvider(controller, (error) => log.warn(`the turn tree: ${messageOf(error)}`));
   const chat = new ChatViewProvider(context.extensionUri, controller, {
     send: act('send', send),
@@ -236,6 +224,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.registerCommand('trellisd.resumeTurn', act('resume the turn', resumeTurn)),
     vscodeapi.registerCommand('trellisd.showChanges', act('show the changes', showTurnChanges)),
     vscodeapi.registerCommand('trellisd.revertTurn', act('revert the turn', revertTurn)),
+    ...registerSessionCommands(new SessionCommands(controller, focusChat, (e) => log.warn(`search: ${messageOf(e)}`))),
     vscodeapi.registerCommand('trellisd.takeOver', act('take the session over', () => controller.takeover())),
     vscodeapi.registerCommand('trellisd.refreshTurns', () => tree.refresh()),
     vscodeapi.registerCommand('trellisd.showLog', showLog),

@@ -25,6 +25,11 @@ export const Method = {
   takeover: 'session/takeover',
   turnChanges: 'turn/changes',
   revert: 'turn/revert',
+  fork: 'session/fork',
+  rename: 'session/rename',
+  delete: 'session/delete',
+  export: 'session/export',
+  import: 'session/import',
   // daemon -> editor
   token: 'session/token',
   step: 'session/step',
@@ -101,9 +106,32 @@ export interface Session {
   createdAt: string;
   updatedAt: string;
   provider: ProviderChoice;
+  /** The session and turn this session was forked from (session/fork); kept for good. */
+  forkedFrom?: ForkedFrom | null;
+  /** Where a session imported as a copy (session/import with asNew) came from. */
+  importedFrom?: { sessionId: string; importedAt: string } | null;
+}
+
+export interface ForkedFrom {
+  sessionId: string;
+  /** null: forked before the first turn. */
+  turnId: string | null;
 }
 
 export interface SessionSummary extends Session {
+  turns: number;
+  /** With session/list {query}: the turn that matched and a snippet of its text. */
+  match?: SearchMatch | null;
+}
+
+export interface SearchMatch {
+  turnId: string | null;
+  snippet: string;
+}
+
+export interface ExportResult {
+  path: string;
+  bytes: number;
   turns: number;
 }
 

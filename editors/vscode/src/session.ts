@@ -12,11 +12,13 @@ import { showProposed } from './proposed';
 import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
 import { Coalescer } from './coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from './errors';
+import { findOrigin, lineageText } from './lineage';
 import {
   ApprovalParams,
   ApprovalResult,
   CancelResult,
   ErrorCode,
+  ExportResult,
   FileChange,
   Method,
   ReopenResult,
@@ -50,6 +52,8 @@ export interface SessionHeader {
   sessionId: string;
   title: string;
   root: string;
+  /** Where the session came from ("forked from “…” at turn 3"), when it was forked. */
+  lineage?: string;
 }
 
 /** Messages to the chat webview. */
@@ -92,6 +96,8 @@ type Listener<T> = (value: T) => void;
 
 export class SessionController {
   session?: Session;
+  /** The open session's lineage in words, shown in the view's header. */
+  lineage?: string;
   private transcript: TranscriptTurn[] = [];
   private live?: LiveTurn;
   /** The client generation the session was opened or reopened under. */
@@ -274,7 +280,7 @@ export class SessionController {
         if (!this.session.title) {
           // the daemon names an untitled session after its first prompt's first line
           this.session.title = turn.prompt.split('\n', 1)[0].slice(0, 60);
-          this.view.post({ type: 'session', session: header(this.session) });
+          this.view.post({ type: 'session', session: header(this.session, this.lineage) });
         }
       }
       this.log.info(`turn ${result.turnId} ${footerText(turn)}; reply: ${excerpt(result.reply)}`);
@@ -441,6 +447,95 @@ export class SessionController {
         'Overwrite',
       );
       return answer === 'Overwrite' ? run(true) : undefined;
+    }
+  }
+
+  // the session's life: fork, rename, delete, export, import, search
+
+  /** Start a new session from `turnId` of this one (null: empty); the view shows the fork. */
+  async fork(turnId: string | null): Promise<Session> {
+    const current = this.requireSession();
+    this.refuseIfRunning('fork');
+    await this.ensureAttached();
+    const fork = await this.client.request<Session>(Method.fork, { sessionId: current.sessionId, turnId });
+    this.log.info(`session ${current.sessionId} forked at ${turnId ?? 'its start'} into ${fork.sessionId}`);
+    return this.reopenSession(fork.sessionId);
+  }
+
+  async rename(title: string): Promise<void> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const renamed = await this.client.request<Session | null>(Method.rename, { sessionId: current.sessionId, title });
+    if (this.session?.sessionId === current.sessionId) {
+      this.session.title = renamed?.title ?? title;
+      this.view.post({ type: 'session', session: header(this.session, this.lineage) });
+      this.fireSession();
+    }
+    this.log.info(`session ${current.sessionId} renamed to ${JSON.stringify(title)}`);
+  }
+
+  /** Delete a session for good; when it is the open one, the view is emptied. */
+  async deleteSession(sessionId: string): Promise<void> {
+    const isOpen = this.session?.sessionId === sessionId;
+    if (isOpen) {
+      this.refuseIfRunning('delete the session');
+    }
+    await this.client.start();
+    await this.client.request<unknown>(Method.delete, { sessionId });
+    if (isOpen && this.session?.sessionId === sessionId) {
+      this.session = undefined;
+      this.lineage = undefined;
+      this.transcript = [];
+      this.postReset();
+      this.fireSession();
+    }
+    this.log.info(`session ${sessionId} deleted`);
+  }
+
+  async exportSession(path: string, sessionId?: string): Promise<ExportResult> {
+    const id = sessionId ?? this.requireSession().sessionId;
+    await this.client.start();
+    const result = await this.client.request<ExportResult>(Method.export, { sessionId: id, path });
+    this.log.info(`session ${id} exported to ${result.path}: ${result.turns} turn(s), ${result.bytes} bytes`);
+    return result;
+  }
+
+  /** Import a session from a file and show it; `asNew` imports a copy with new ids. */
+  async importSession(path: string, options: { asNew?: boolean; root?: string } = {}): Promise<Session> {
+    this.refuseIfRunning('import a session');
+    await this.client.start();
+    const imported = await this.client.request<Session>(Method.import, {
+      path,
+      ...(options.root ? { root: options.root } : {}),
+      ...(options.asNew ? { asNew: true } : {}),
+    });
+    this.log.info(`session ${imported.sessionId} imported from ${path}${options.asNew ? ' as a copy' : ''}`);
+    return this.reopenSession(imported.sessionId);
+  }
+
+  /** Sessions whose title, prompts or replies match `query` (session/list {query}), best first. */
+  async searchSessions(query: string, limit = 50): Promise<SessionSummary[]> {
+    await this.client.start();
+    const trimmed = query.trim();
+    const result = await this.client.request<SessionList>(Method.list, { limit, ...(trimmed ? { query: trimmed } : {}) });
+    return result.sessions;
+  }
+
+  /** Look the session's origin up and show its lineage in the header. */
+  private async describeLineage(session: Session): Promise<void> {
+    if (!session.forkedFrom) {
+      return;
+    }
+    try {
+      const origin = await findOrigin(this.client, session.forkedFrom);
+      if (this.session?.sessionId === session.sessionId) {
+        this.lineage = lineageText(session, origin);
+        this.view.post({ type: 'session', session: header(this.session, this.lineage) });
+        this.log.info(`session ${session.sessionId}: ${this.lineage}`);
+        this.fireSession();
+      }
+    } catch (error) {
+      this.log.warn(`the lineage of session ${session.sessionId}: ${messageOf(error)}`);
     }
   }
 
@@ -681,7 +776,7 @@ export class SessionController {
     const session = this.session;
     this.view.post({
       type: 'reset',
-      session: session ? header(session) : null,
+      session: session ? header(session, this.lineage) : null,
       turns: this.transcript.map(turnView),
       running: this.isRunning,
     });
@@ -695,6 +790,8 @@ export class SessionController {
 
   private adopt(session: Session, history: Turn[]): void {
     this.session = session;
+    this.lineage = lineageText(session);
+    void this.describeLineage(session);
     this.attached = this.client.generation;
     this.transcript = history.map(fromHistory);
     this.postReset();
@@ -784,8 +881,8 @@ export class SessionController {
   }
 }
 
-function header(session: Session): SessionHeader {
-  return { sessionId: session.sessionId, title: session.title, root: session.root };
+function header(session: Session, lineage?: string): SessionHeader {
+  return { sessionId: session.sessionId, title: session.title, root: session.root, ...(lineage ? { lineage } : {}) };
 }
 
 function excerpt(text: string, limit = 200): string {

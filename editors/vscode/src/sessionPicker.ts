@@ -37,10 +37,20 @@ export function lastUsed(iso: string, now: Date = new Date()): string {
 }
 
 export function sessionItems(sessions: SessionSummary[], now: Date = new Date()): SessionItem[] {
+  const titles = new Map(sessions.map((s) => [s.sessionId, s.title.trim() || '(untitled session)']));
   return sessions.map((s) => ({
     label: s.title.trim() || '(untitled session)',
-    description: path.basename(s.root) || s.root,
+    description: [path.basename(s.root) || s.root, lineageNote(s, titles)].filter(Boolean).join(' · '),
     detail: `${s.turns === 1 ? '1 turn' : `${s.turns} turns`} · last used ${lastUsed(s.updatedAt, now)} · ${s.root}`,
     sessionId: s.sessionId,
   }));
+}
+
+/** "forked from “title”" for a fork (the origin's title when the list holds it). */
+function lineageNote(session: SessionSummary, titles: Map<string, string>): string {
+  if (session.forkedFrom) {
+    const origin = titles.get(session.forkedFrom.sessionId);
+    return origin ? `$(repo-forked) forked from “${origin}”` : '$(repo-forked) a fork';
+  }
+  return session.importedFrom ? '$(cloud-download) imported' : '';
 }

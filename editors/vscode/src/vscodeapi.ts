@@ -101,3 +101,42 @@ export function fileUri(path: string): vscode.Uri {
 export function besideColumn(): vscode.ViewColumn {
   return vscode.ViewColumn.Beside;
 }
+
+/** A modal question with one action besides Cancel; true when the user chose the action. */
+export async function confirm(message: string, detail: string, action: string): Promise<boolean> {
+  return (await vscode.window.showWarningMessage(message, { modal: true, detail }, action)) === action;
+}
+
+export interface FileDialog {
+  title: string;
+  /** The folder or file the dialog starts at. */
+  defaultPath?: string;
+  /** Label: extensions without the dot, as VS Code's dialogs take them. */
+  filters?: Record<string, string[]>;
+  label?: string;
+}
+
+/** The save dialog; the chosen path, or undefined when it was closed. */
+export async function showSaveDialog(options: FileDialog): Promise<string | undefined> {
+  const uri = await vscode.window.showSaveDialog({
+    title: options.title,
+    saveLabel: options.label,
+    filters: options.filters,
+    defaultUri: options.defaultPath ? vscode.Uri.file(options.defaultPath) : undefined,
+  });
+  return uri?.fsPath;
+}
+
+/** The open dialog for one file; its path, or undefined when it was closed. */
+export async function showOpenDialog(options: FileDialog): Promise<string | undefined> {
+  const uris = await vscode.window.showOpenDialog({
+    title: options.title,
+    openLabel: options.label,
+    filters: options.filters,
+    canSelectFiles: true,
+    canSelectFolders: false,
+    canSelectMany: false,
+    defaultUri: options.defaultPath ? vscode.Uri.file(options.defaultPath) : undefined,
+  });
+  return uris?.[0]?.fsPath;
+}

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
-import { APPROVAL_DECISIONS, ErrorCode, OUTCOMES, STEP_KINDS } from '../src/protocol';
+import { APPROVAL_DECISIONS, ErrorCode, Method, OUTCOMES, STEP_KINDS } from '../src/protocol';
 
 const schemaPath = path.join(__dirname, '..', '..', '..', '..', 'protocol', 'schema.json');
 const schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8'));
@@ -24,6 +24,19 @@ describe('the vocabulary, against protocol/schema.json', () => {
     assert.deepEqual([...APPROVAL_DECISIONS], answer);
     for (const decision of APPROVAL_DECISIONS) {
       assert.ok(defs.Decision.enum.includes(decision), decision);
+    }
+  });
+
+  test('every method the extension names is one of the protocol', () => {
+    const known = new Set([
+      ...Object.keys(schema.requests),
+      ...Object.keys(schema.clientRequests),
+      ...Object.keys(schema.notifications),
+      'initialized',
+      'exit',
+    ]);
+    for (const [name, method] of Object.entries(Method)) {
+      assert.ok(known.has(method), `Method.${name} (${method}) is not in protocol/schema.json`);
     }
   });
 

@@ -113,12 +113,26 @@ export class QuickPick<T extends QuickPickItem> {
   selectedItems: T[] = [];
   ignoreFocusOut = false;
   matchOnDescription = false;
+  matchOnDetail = false;
+  busy = false;
   visible = false;
   disposed = false;
+  private typed = '';
   private readonly accepted = new EventEmitter<void>();
   private readonly hidden = new EventEmitter<void>();
+  private readonly changedValue = new EventEmitter<string>();
   readonly onDidAccept = this.accepted.event;
   readonly onDidHide = this.hidden.event;
+  readonly onDidChangeValue = this.changedValue.event;
+
+  get value(): string {
+    return this.typed;
+  }
+  /** What a person does: type into the box (each set is one change). */
+  set value(text: string) {
+    this.typed = text;
+    this.changedValue.fire(text);
+  }
 
   show(): void {
     this.visible = true;
@@ -167,6 +181,8 @@ export const stub = {
   answerQuickPick: (items: QuickPickItem[]): QuickPickItem | undefined => items[0],
   answerInputBox: (): string | undefined => undefined,
   answerMessage: (_shown: Shown): string | undefined => undefined,
+  answerSaveDialog: (_options: unknown): string | undefined => undefined,
+  answerOpenDialog: (_options: unknown): string | undefined => undefined,
   webviewProviders: new Map<string, any>(),
   treeProviders: new Map<string, any>(),
   reset(): void {
@@ -183,6 +199,8 @@ export const stub = {
     this.answerQuickPick = (items) => items[0];
     this.answerInputBox = () => undefined;
     this.answerMessage = () => undefined;
+    this.answerSaveDialog = () => undefined;
+    this.answerOpenDialog = () => undefined;
     this.webviewProviders.clear();
     this.treeProviders.clear();
   },
@@ -207,6 +225,14 @@ export const window = {
     Promise.resolve(items).then((list) => stub.answerQuickPick(list) as T | undefined),
   createQuickPick: <T extends QuickPickItem>(): QuickPick<T> => new QuickPick<T>(),
   showInputBox: (): Promise<string | undefined> => Promise.resolve(stub.answerInputBox()),
+  showSaveDialog: (options: unknown): Promise<Uri | undefined> => {
+    const answer = stub.answerSaveDialog(options);
+    return Promise.resolve(answer === undefined ? undefined : Uri.file(answer));
+  },
+  showOpenDialog: (options: unknown): Promise<Uri[] | undefined> => {
+    const answer = stub.answerOpenDialog(options);
+    return Promise.resolve(answer === undefined ? undefined : [Uri.file(answer)]);
+  },
   createOutputChannel: (name: string) => ({
     name,
     appendLine: (line: string) => stub.output.push(line),

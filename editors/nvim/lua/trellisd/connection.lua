@@ -25,6 +25,8 @@ Connection.REQUEST_CANCELLED = -32800
 Connection.CONFLICT = -32020
 Connection.NOT_RUNNING = -32021
 Connection.LEASE_HELD = -32030
+Connection.NOT_FOUND = -32010
+Connection.CONFLICT = -32020
 
 -- The real process: uv.spawn with three pipes. Its callbacks are moved onto the main loop.
 -- Returns {pid, write(data), close(), kill(signal)} or nil and an error message.

@@ -240,14 +240,64 @@ function M.title(session)
   return M.one_line(title, 60)
 end
 
--- One entry of :TrellisSessions: "title · folder · 3 turns · 5 min ago".
-function M.session_item(session, now, home)
-  return table.concat({
+-- One entry of :TrellisSessions: "title · folder · 3 turns · 5 min ago", then, for a fork,
+-- "· forked from “origin”" (titles: sessionId -> title of the sessions listed with it), and
+-- for a search hit "— the snippet that matched".
+function M.session_item(session, now, home, titles)
+  local parts = {
     M.title(session),
     M.folder(session.root, home),
     M.count(number(session.turns) or 0, "turn", "turns"),
     M.ago(session.updatedAt, now),
-  }, " · ")
+  }
+  local from = compat.value(session.forkedFrom)
+  if type(from) == "table" then
+    local origin = titles and titles[from.sessionId]
+    parts[#parts + 1] = origin and ("forked from “" .. M.one_line(origin, 40) .. "”") or "a fork"
+  elseif compat.value(session.importedFrom) ~= nil then
+    parts[#parts + 1] = "imported"
+  end
+  local text = table.concat(parts, " · ")
+  local match = compat.value(session.match)
+  local snippet = type(match) == "table" and compat.value(match.snippet) or nil
+  if type(snippet) == "string" and snippet ~= "" then
+    text = text .. " — " .. M.one_line((snippet:gsub("%s+", " ")), 80)
+  end
+  return text
+end
+
+-- Where a session came from, in words, or nil: "forked from “fix the parser” at turn 3".
+-- origin: {title = ..., turn = its place on the origin's path (0: before the first turn)},
+-- or nil when the origin is not in the store any more.
+function M.lineage(session, origin)
+  local from = compat.value(session.forkedFrom)
+  if type(from) == "table" then
+    if origin == nil or origin.title == nil then
+      return "forked from a session that was deleted"
+    end
+    local title = origin.title ~= "" and M.one_line(origin.title, 60) or "an untitled session"
+    if compat.value(from.turnId) == nil or origin.turn == 0 then
+      return "forked from “" .. title .. "” before its first turn"
+    end
+    if origin.turn then
+      return "forked from “" .. title .. "” at turn " .. origin.turn
+    end
+    return "forked from “" .. title .. "”"
+  end
+  if compat.value(session.importedFrom) ~= nil then
+    return "imported as a copy"
+  end
+  return nil
+end
+
+-- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellisd".
+function M.export_name(session)
+  local slug = tostring(compat.value(session.title) or ""):lower():gsub("[^%w]+", "-")
+  slug = slug:gsub("^%-+", ""):sub(1, 60):gsub("%-+$", "")
+  if slug == "" then
+    slug = tostring(session.sessionId)
+  end
+  return slug .. ".trellisd"
 end
 
 return M

@@ -24,10 +24,10 @@ local COMMANDS = {
   },
   {
     "TrellisSessions",
-    0,
-    "Reopen a conversation",
-    function()
-      M.sessions()
+    "?",
+    "Reopen a conversation; with words, search the conversations for them",
+    function(o)
+      M.sessions(o.args)
     end,
   },
   {
@@ -79,6 +79,48 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisFork",
+    0,
+    "Fork a new conversation from a turn of this one",
+    function()
+      M.fork()
+    end,
+  },
+  {
+    "TrellisRename",
+    "?",
+    "Rename the conversation",
+    function(o)
+      M.rename(o.args)
+    end,
+  },
+  {
+    "TrellisDelete",
+    0,
+    "Delete a conversation (after a confirmation)",
+    function()
+      M.delete()
+    end,
+  },
+  {
+    "TrellisExport",
+    "?",
+    "Export the conversation to a file",
+    function(o)
+      M.export(o.args)
+    end,
+    "file",
+  },
+  {
+    "TrellisImport",
+    "?",
+    "Import a conversation from a file",
+    function(o)
+      M.import(o.args)
+    end,
+    "file",
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -90,7 +132,11 @@ local COMMANDS = {
 
 function M.create_commands()
   for _, c in ipairs(COMMANDS) do
-    vim.api.nvim_create_user_command(c[1], c[4], { nargs = c[2], desc = c[3], force = true })
+    vim.api.nvim_create_user_command(
+      c[1],
+      c[4],
+      { nargs = c[2], desc = c[3], complete = c[5], force = true }
+    )
   end
 end
 
@@ -111,8 +157,8 @@ function M.new(title)
   sessions().new(title)
 end
 
-function M.sessions()
-  sessions().pick_session()
+function M.sessions(query)
+  sessions().pick_session(query)
 end
 
 function M.steer(text)
@@ -137,6 +183,26 @@ end
 
 function M.tree()
   sessions().tree()
+end
+
+function M.fork()
+  sessions().fork()
+end
+
+function M.rename(title)
+  sessions().rename(title)
+end
+
+function M.delete()
+  sessions().delete()
+end
+
+function M.export(path)
+  sessions().export(path)
+end
+
+function M.import(path)
+  sessions().import(path)
 end
 
 function M.log()

@@ -44,6 +44,8 @@ function M.current_state()
   return M.current and M.open[M.current] or nil
 end
 
+local describe_lineage -- defined below, with the other requests
+
 -- Make (or refresh) the local state of a session from a Session the daemon sent.
 local function adopt(session)
   local id = session.sessionId
@@ -56,6 +58,11 @@ local function adopt(session)
   state.title = compat.value(session.title) or ""
   state.head = compat.value(session.head)
   state.session = session
+  if type(compat.value(session.forkedFrom)) == "table" then
+    describe_lineage(state) -- the header says it once the origin is looked up
+  else
+    state.lineage = format.lineage(session)
+  end
   if state.view == nil or not state.view:valid() then
     state.view = View.new("trellis://" .. id, config.options.flush_ms)
   end
@@ -64,7 +71,94 @@ local function adopt(session)
 end
 
 local function render(state, turns, live)
-  state.view:render(View.history_lines(state.session, turns, live))
+  state.view:render(View.history_lines(state.session, turns, live, state.lineage))
+  state.view.header_count = #View.header(state.session, state.lineage)
+end
+
+local function paint_header(state)
+  if state.view and state.view:valid() then
+    state.view:set_header(View.header(state.session, state.lineage))
+  end
+end
+
+-- Every page of a paged request (session/list, session/turns), joined: cb(err, items).
+local MAX_PAGES = 20
+local function all_pages(method, params, key, cb, found)
+  local items = {}
+  local function page(cursor, n)
+    local p = vim.deepcopy(params)
+    p.cursor = cursor
+    daemon.request(method, p, function(err, result)
+      if err then
+        cb(err, items)
+        return
+      end
+      vim.list_extend(items, result[key] or {})
+      local next_cursor = compat.value(result.nextCursor)
+      if next_cursor and n < MAX_PAGES and not (found and found(items)) then
+        page(next_cursor, n + 1)
+      else
+        cb(nil, items)
+      end
+    end)
+  end
+  page(nil, 1)
+end
+
+-- Where a fork came from: the origin's title (session/list) and the forked turn's place on
+-- its path (session/turns), said in the buffer's header once known.
+function describe_lineage(state)
+  local from = compat.value(state.session.forkedFrom)
+  if type(from) ~= "table" then
+    return
+  end
+  local session = state.session
+  local function done(origin)
+    if state.session == session then
+      state.lineage = format.lineage(session, origin)
+      paint_header(state)
+    end
+  end
+  all_pages("session/list", { limit = 200 }, "sessions", function(err, sessions)
+    local title
+    for _, s in ipairs(sessions) do
+      if s.sessionId == from.sessionId then
+        title = compat.value(s.title) or ""
+      end
+    end
+    if err or title == nil then
+      done(nil)
+      return
+    end
+    local turn_id = compat.value(from.turnId)
+    if turn_id == nil then
+      done({ title = title, turn = 0 })
+      return
+    end
+    all_pages("session/turns", { sessionId = from.sessionId }, "turns", function(e, turns)
+      if e then
+        done(nil)
+        return
+      end
+      local parents = {}
+      for _, t in ipairs(turns) do
+        parents[t.turnId] = compat.value(t.parentTurnId) or false
+      end
+      local depth, cursor = 0, turn_id
+      while cursor and parents[cursor] ~= nil and depth <= #turns do
+        depth = depth + 1
+        cursor = parents[cursor]
+      end
+      done({ title = title, turn = depth > 0 and depth or nil })
+    end)
+  end, function(sessions)
+    for _, s in ipairs(sessions) do
+      if s.sessionId == from.sessionId then
+        return true
+      end
+    end
+    return false
+  end)
 end
 
 -- Show a buffer: focus a window of this tab that has it, else open one as configured.
@@ -321,11 +415,7 @@ local function turn_ended(state, run, err, result)
     if state.title == "" then
       state.title = format.one_line(run.prompt, 200)
       state.session.title = state.title
-      if view:valid() then
-        vim.bo[view.buf].modifiable = true
-        vim.api.nvim_buf_set_lines(view.buf, 0, 1, false, { View.header(state.session)[1] })
-        vim.bo[view.buf].modifiable = false
-      end
+      paint_header(state)
     end
     local outcome = compat.value(result.outcome)
     local why = compat.value(result.error)
@@ -500,32 +590,61 @@ function M.new(title)
   end)
 end
 
--- :TrellisSessions
-function M.pick_session()
+-- Ask the user to pick one of the sessions session/list gives for `params`; cb(session).
+-- `first`: the id of a session to put first (marked as open).
+local function pick_from_list(params, prompt, kind, cb, first)
   with_daemon(function()
-    daemon.request("session/list", { limit = 100 }, function(err, result)
+    daemon.request("session/list", params, function(err, result)
       if err then
         ui.error("could not list the sessions: " .. err.message)
         return
       end
       local sessions = result.sessions or {}
       if #sessions == 0 then
-        ui.notify("there are no sessions yet: :Trellis starts one")
+        if params.query then
+          ui.notify("no session matches “" .. params.query .. "”")
+        else
+          ui.notify("there are no sessions yet: :Trellis starts one")
+        end
         return
+      end
+      local titles = {}
+      for _, x in ipairs(sessions) do
+        titles[x.sessionId] = compat.value(x.title) or ""
+      end
+      for i, x in ipairs(sessions) do
+        if x.sessionId == first and i > 1 then
+          table.insert(sessions, 1, table.remove(sessions, i))
+        end
       end
       local now = os.time()
       ui.select(sessions, {
-        prompt = "Reopen which session?",
-        kind = "trellisd.session",
-        format_item = function(s)
-          return format.session_item(s, now)
+        prompt = prompt,
+        kind = kind,
+        format_item = function(x)
+          local item = format.session_item(x, now, nil, titles)
+          return x.sessionId == first and ("● " .. item .. " (open)") or item
         end,
       }, function(choice)
         if choice then
-          reopen(choice.sessionId, show)
+          cb(choice)
         end
       end)
     end)
+  end)
+end
+
+-- :TrellisSessions [query]: reopen a session, the most recent first; with a query, those
+-- whose title, prompts or replies match it, best first, each with the text that matched.
+function M.pick_session(query)
+  local params = { limit = 100 }
+  local prompt = "Reopen which session?"
+  if query and not query:match("^%s*$") then
+    params.query = vim.trim(query)
+    prompt = "Sessions matching “" .. params.query .. "”:"
+  end
+  pick_from_list(params, prompt, "trellisd.session", function(choice)
+    reopen(choice.sessionId, show)
   end)
 end
 
@@ -698,7 +817,12 @@ end
 
 local function paint_tree(state, buf, entries)
   local lines =
-    { "# Turns of " .. format.title(state), tree.LEGEND, "<CR> on a turn branches from it", "" }
+    {
+      "# Turns of " .. format.title(state),
+      tree.LEGEND,
+      "<CR> on a turn branches from it, f forks a new session from it",
+      "",
+    }
   local offset = #lines
   for _, l in ipairs(tree.lines(entries)) do
     lines[#lines + 1] = l
@@ -734,6 +858,9 @@ function M.tree()
         vim.keymap.set("n", "<CR>", function()
           M.branch_at_cursor(buf)
         end, { buffer = buf, desc = "Branch from the turn under the cursor" })
+        vim.keymap.set("n", "f", function()
+          M.fork_at_cursor(buf)
+        end, { buffer = buf, desc = "Fork a new session from the turn under the cursor" })
       end
       paint_tree(state, buf, entries)
       show_buffer(buf, "horizontal")
@@ -741,14 +868,22 @@ function M.tree()
   end)
 end
 
-function M.branch_at_cursor(buf)
+-- The session of a tree buffer and the entry under the cursor, or nil.
+local function entry_at_cursor(buf)
   local info = tree_buffers[buf]
   if not info then
-    return
+    return nil
   end
   local entry = info.entries[vim.api.nvim_win_get_cursor(0)[1] - info.offset]
   local state = M.open[info.id]
-  if not entry or not state then
+  if entry and state then
+    return state, entry
+  end
+end
+
+function M.branch_at_cursor(buf)
+  local state, entry = entry_at_cursor(buf)
+  if not state then
     return
   end
   branch_to(state, entry.turn and entry.turn.turnId, function()
@@ -757,6 +892,211 @@ function M.branch_at_cursor(buf)
         paint_tree(state, buf, entries)
       end
     end)
+  end)
+end
+
+-- The session's life: fork, rename, delete, export, import.
+
+-- Fork the session at turn_id (nil: before the first turn): a new session whose history is
+-- the path to that turn, opened in its own buffer; the origin is left as it was.
+local function fork_at(state, turn_id)
+  daemon.request(
+    "session/fork",
+    { sessionId = state.id, turnId = turn_id or vim.NIL },
+    function(err, fork)
+      if err then
+        ui.error("could not fork: " .. err.message)
+        return
+      end
+      reopen(fork.sessionId, function(forked)
+        show(forked)
+        ui.notify("forked into a new session: " .. format.title(forked.session))
+      end)
+    end
+  )
+end
+
+-- :TrellisFork
+function M.fork()
+  local state = need_current("fork")
+  if not state then
+    return
+  end
+  with_daemon(function()
+    with_tree(state, function(entries)
+      ui.select(entries, {
+        prompt = "Fork a new session from which turn? (● current path, ○ left branch)",
+        kind = "trellisd.fork",
+        format_item = function(e)
+          return e.line
+        end,
+      }, function(choice)
+        if choice then
+          fork_at(state, choice.turn and choice.turn.turnId)
+        end
+      end)
+    end)
+  end)
+end
+
+function M.fork_at_cursor(buf)
+  local state, entry = entry_at_cursor(buf)
+  if state then
+    fork_at(state, entry.turn and entry.turn.turnId)
+  end
+end
+
+-- :TrellisRename [title]
+function M.rename(title)
+  local state = need_current("rename")
+  if not state then
+    return
+  end
+  if title == nil or title:match("^%s*$") then
+    ui.input({ prompt = "New title: ", default = state.title }, function(text)
+      if text and not text:match("^%s*$") then
+        M.rename(text)
+      end
+    end)
+    return
+  end
+  title = vim.trim(title)
+  with_daemon(function()
+    daemon.request("session/rename", { sessionId = state.id, title = title }, function(err, session)
+      if err then
+        ui.error("could not rename the session: " .. err.message)
+        return
+      end
+      state.title = type(session) == "table" and compat.value(session.title) or title
+      state.session.title = state.title
+      paint_header(state)
+      ui.notify("renamed: " .. state.title)
+      redraw_status()
+    end)
+  end)
+end
+
+local function forget(id)
+  local state = M.open[id]
+  M.open[id] = nil
+  if M.current == id then
+    M.current = nil
+  end
+  if state and state.view and state.view:valid() then
+    pcall(vim.api.nvim_buf_delete, state.view.buf, { force = true })
+  end
+end
+
+-- :TrellisDelete: pick a session (the open one first), confirm, delete it for good.
+function M.delete()
+  local current = M.current_state()
+  pick_from_list({ limit = 100 }, "Delete which session?", "trellisd.session", function(choice)
+    local state = M.open[choice.sessionId]
+    if state and state.running then
+      ui.warn("a turn of that session is running: :TrellisCancel it before you delete it")
+      return
+    end
+    local title = format.title(choice)
+    ui.select({ "Delete it", "Keep it" }, {
+      prompt = "Delete “" .. title .. "” and all its turns for good? (its forks are kept)",
+      kind = "trellisd.confirm",
+    }, function(_, index)
+      if index ~= 1 then
+        return
+      end
+      daemon.request("session/delete", { sessionId = choice.sessionId }, function(err)
+        if err then
+          ui.error("could not delete the session: " .. err.message)
+          return
+        end
+        forget(choice.sessionId)
+        ui.notify("deleted: " .. title)
+        redraw_status()
+      end)
+    end)
+  end, current and current.id)
+end
+
+local function absolute(path)
+  return vim.fn.fnamemodify(vim.fn.expand(vim.trim(path)), ":p")
+end
+
+-- :TrellisExport [path]
+function M.export(path)
+  local state = need_current("export")
+  if not state then
+    return
+  end
+  if path == nil or path:match("^%s*$") then
+    local default = vim.fn.getcwd() .. "/" .. format.export_name(state.session)
+    ui.input(
+      { prompt = "Export the session to: ", default = default, completion = "file" },
+      function(text)
+        if text and not text:match("^%s*$") then
+          M.export(text)
+        end
+      end
+    )
+    return
+  end
+  with_daemon(function()
+    daemon.request(
+      "session/export",
+      { sessionId = state.id, path = absolute(path) },
+      function(err, result)
+        if err then
+          ui.error("could not export the session: " .. err.message)
+          return
+        end
+        local turns = format.count(compat.value(result.turns) or 0, "turn", "turns")
+        ui.notify(
+          "exported " .. turns .. " (" .. tostring(result.bytes) .. " bytes) to " .. result.path
+        )
+      end
+    )
+  end)
+end
+
+-- :TrellisImport [path]: import a session from a file and open it. A session the store
+-- already has can be imported as a copy, with new ids.
+function M.import(path)
+  if path == nil or path:match("^%s*$") then
+    ui.input({ prompt = "Import a session from: ", completion = "file" }, function(text)
+      if text and not text:match("^%s*$") then
+        M.import(text)
+      end
+    end)
+    return
+  end
+  local file = absolute(path)
+  local function import(as_new)
+    local params = { path = file }
+    if as_new then
+      params.asNew = true
+    end
+    daemon.request("session/import", params, function(err, session)
+      if err and err.code == Connection.CONFLICT and not as_new then
+        ui.select({ "Import it as a copy", "Leave it" }, {
+          prompt = err.message .. ". Import it as a copy, with new ids?",
+          kind = "trellisd.confirm",
+        }, function(_, index)
+          if index == 1 then
+            import(true)
+          end
+        end)
+        return
+      elseif err then
+        ui.error("could not import the session: " .. err.message)
+        return
+      end
+      reopen(session.sessionId, function(state)
+        show(state)
+        ui.notify("imported: " .. format.title(state.session))
+      end)
+    end)
+  end
+  with_daemon(function()
+    import(false)
   end)
 end
 

@@ -159,10 +159,17 @@ function View:block(lines)
   self.open = false
 end
 
+-- Replace the header (the first lines, as many as the header had) with `lines`.
+function View:set_header(lines)
+  self:_set(0, self.header_count or 0, lines)
+  self.header_count = #lines
+end
+
 -- The lines of a conversation from its history, shaped as a live one is painted.
 -- session: a Session; turns: its path, first turn to head; live: the id of a turn still
--- running, drawn without a footer so that its reply can go on streaming after it.
-function View.history_lines(session, turns, live)
+-- running, drawn without a footer so that its reply can go on streaming after it; lineage:
+-- see View.header.
+function View.history_lines(session, turns, live, lineage)
   local lines = {}
   local function block(b)
     if #lines > 0 and lines[#lines] ~= "" then
@@ -172,7 +179,7 @@ function View.history_lines(session, turns, live)
       lines[#lines + 1] = l
     end
   end
-  block(View.header(session))
+  block(View.header(session, lineage))
   for _, t in ipairs(turns) do
     block(View.prompt_lines(t.prompt))
     local reply = compat.value(t.reply) or ""
@@ -189,11 +196,17 @@ function View.history_lines(session, turns, live)
   return lines
 end
 
-function View.header(session)
-  return {
+-- The title, the folder and id, and where the session came from when it was forked
+-- (lineage: "forked from “…” at turn 3", or nil).
+function View.header(session, lineage)
+  local lines = {
     "# " .. format.title(session),
     format.folder(session.root) .. " · " .. tostring(session.sessionId),
   }
+  if lineage then
+    lines[3] = lineage
+  end
+  return lines
 end
 
 function View.prompt_lines(prompt)
