@@ -583,6 +583,8 @@ def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
             editor.close()
         for pid in daemons - {0}:
             fx.stop_shared_daemon(pid)
+
+
 # The session's life: fork, rename, delete, export and import, search.
 
 

@@ -1020,6 +1020,9 @@ test("a turn another window starts in a session open here is drawn and followed"
   wait_text("Now then.\n\n*finished · 2 tokens")
   local _, count = text():gsub("Now ", "")
   eq(1, count, text())
+  finish_test()
+end)
+
 -- The session's life: fork, rename, delete, export and import, search.
 
 local function echo_store()

@@ -474,6 +474,8 @@ try {
     await turn.locator('.turn-footer', { hasText: /^finished · scripted/ }).waitFor();
     await chat.locator('#send', { hasText: 'Send' }).waitFor();
     await waitForLog(extensionLog, /turn t-\S+ finished .*\(followed\)/);
+  });
+
   // --- the session's life: fork, rename, export and import, search, delete ---
 
   const header = async (selector, text) => chat.locator(selector, { hasText: text }).waitFor();
