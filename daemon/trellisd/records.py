@@ -74,6 +74,7 @@ class Session:
     updated_at: str
     provider: ProviderChoice = field(default_factory=ProviderChoice)
     policy: PolicySpec | None = None
+    head_hash: str | None = None  # the hash of the last entry of the session's log
 
 
 @dataclass(frozen=True)
@@ -149,3 +150,4 @@ class TurnResult:
     steps: int
     error: str | None
     model: str | None = None
+    head_hash: str | None = None  # the session's log after the turn

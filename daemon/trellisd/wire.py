@@ -29,6 +29,7 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .store.chain import Verdict
 
 R = TypeVar("R")
 
@@ -216,10 +217,21 @@ def turns(values: list[Turn], cursor: str | None = None) -> dict[str, Any]:
     return out
 
 
-def reopened(value: Session, history: list[Turn], cursor: str | None) -> dict[str, Any]:
-    out = {**session(value), "history": [turn(t) for t in history]}
+def reopened(
+    value: Session, history: list[Turn], cursor: str | None, integrity: str
+) -> dict[str, Any]:
+    out = {**session(value), "history": [turn(t) for t in history], "integrity": integrity}
     if cursor:
         out["historyCursor"] = cursor
+    return out
+
+
+def verdict(value: Verdict) -> dict[str, Any]:
+    """``session/verify``'s answer: the first bad entry only when there is one."""
+    out: dict[str, Any] = {"ok": value.ok, "entries": value.entries, "headHash": value.head_hash}
+    if value.first_bad is not None:
+        out["firstBad"] = to_wire(value.first_bad)
+        out["reason"] = value.reason
     return out
 
 

@@ -61,6 +61,10 @@ async def session_resume(app: Services, p: wire.SessionResume) -> Any:
     return wire.turn_result(await app.turns.resume(p.session_id, p.turn_id))
 
 
+async def session_verify(app: Services, p: wire.SessionRef) -> Any:
+    return wire.verdict(await app.sessions.verify(p.session_id))
+
+
 async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
     return wire.session(await app.sessions.takeover(p.session_id))
 
@@ -78,4 +82,5 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/cancel", wire.SessionRef, session_cancel),
     Method("session/resume", wire.SessionResume, session_resume),
     Method("session/takeover", wire.SessionRef, session_takeover),
+    Method("session/verify", wire.SessionRef, session_verify),
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
 from ..records import ProviderChoice, Session, SessionSummary, Turn
+from ..store.chain import Verdict
 from ..store.facade import AsyncStore
 from .policies import Policies, load
 from .running import Running
@@ -50,10 +51,14 @@ class SessionService:
 
     async def reopen(
         self, session_id: str, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
-        """The session with its history: all of it, or its newest ``limit`` turns and a
-        cursor to the older ones."""
+    ) -> tuple[Session, list[Turn], str | None, str]:
+        """The session with its history (all of it, or its newest ``limit`` turns and a
+        cursor to the older ones) and how its log's tail checked."""
         return await self.store.sessions.reopen(session_id, limit)
+
+    async def verify(self, session_id: str) -> Verdict:
+        """Check the session's whole log."""
+        return await self.store.sessions.verify(session_id)
 
     async def takeover(self, session_id: str) -> Session:
         previous = await self.store.leases.take(session_id)

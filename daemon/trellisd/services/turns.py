@@ -193,6 +193,7 @@ class TurnService:
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
         turn = await self.store.sessions.turn(ref.session_id, ref.turn_id)
         summary = await self.store.runs.summary(ref.run_id)
+        session = await self.store.sessions.get(ref.session_id)
         return TurnResult(
             ref.turn_id,
             ref.run_id,
@@ -202,6 +203,7 @@ class TurnService:
             summary.steps,
             end.error,
             turn.model,
+            session.head_hash,
         )
 
     async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:

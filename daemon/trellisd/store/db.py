@@ -137,7 +137,11 @@ class Database:
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
-                self.con.execute(MIGRATIONS[number])
+                step = MIGRATIONS[number]
+                if callable(step):
+                    step(self.con)
+                else:
+                    self.con.execute(step)
                 self.con.pragma("user_version", number + 1)
 
     @contextlib.contextmanager

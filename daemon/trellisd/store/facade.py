@@ -18,6 +18,7 @@ from ..errors import TrellisError
 from ..policy.layers import PolicySpec
 from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
 from . import Store
+from .chain import Verdict
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -64,8 +65,11 @@ class AsyncSessions:
 
     async def reopen(
         self, session_id: str, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
         return await self._run(self._store.sessions.reopen, session_id, self._store.leases, limit)
+
+    async def verify(self, session_id: str) -> Verdict:
+        return await self._run(self._store.sessions.verify, session_id)
 
     async def history_page(
         self, session_id: str, limit: int, cursor: str | None

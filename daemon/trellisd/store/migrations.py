@@ -1,11 +1,40 @@
 """Numbered forward migrations; ``PRAGMA user_version`` is how many have been applied.
 
-Append new steps; never edit one that has shipped.
+Append new steps; never edit one that has shipped. A step is SQL, or a function given the
+connection (inside the migration's transaction) for what SQL alone cannot compute.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[str, ...] = (
+from collections.abc import Callable
+
+import apsw
+
+from . import chain
+
+Migration = str | Callable[[apsw.Connection], None]
+
+
+def _session_log(con: apsw.Connection) -> None:
+    """Each session's hash-chained log (``chain``), computed over the rows already there."""
+    con.execute(
+        """
+        CREATE TABLE chain (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            body BLOB,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) STRICT;
+        ALTER TABLE session ADD COLUMN head_hash TEXT;
+        """
+    )
+    chain.build(con)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
     # 1: sessions, the tree of turns, runs with their steps and events.
     """
     CREATE TABLE session (
@@ -90,4 +119,6 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE daemon ADD COLUMN boot_id TEXT;
     ALTER TABLE daemon ADD COLUMN process_start INTEGER;
     """,
+    # 6: each session's tamper-evident log.
+    _session_log,
 )

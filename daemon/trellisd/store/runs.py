@@ -11,9 +11,10 @@ import apsw
 from ..errors import NotFound
 from ..records import Event, RunSummary, Step, Tokens, ToolCall
 from ..vocabulary import Outcome
+from . import chain
 from .db import Database, now
 from .leases import Leases
-from .sessions import Sessions, new_id
+from .sessions import Sessions, new_id, set_title
 
 RUNNING = Outcome.RUNNING
 
@@ -50,7 +51,8 @@ class Runs:
         ``(turn_id, run_id, parent_turn_id)``."""
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
         with self.db.write() as con:
-            parent = Sessions._get(con, session_id).head
+            session = Sessions._get(con, session_id)
+            parent = session.head
             self.leases.acquire(con, session_id)
             con.execute(
                 "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
@@ -63,16 +65,20 @@ class Runs:
                 (run_id, turn_id, RUNNING, os.getpid(), self.leases.daemon_id, stamp, model),
             )
             con.execute(
-                "UPDATE session SET head = ?, updated_at = ?,"
-                " title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (turn_id, stamp, _title(prompt), session_id),
+                "UPDATE session SET head = ?, updated_at = ? WHERE id = ?",
+                (turn_id, stamp, session_id),
             )
+            chain.record(con, session_id, "turn", turn_id)
+            chain.record(con, session_id, "run", run_id)
+            if not session.title:
+                set_title(con, session_id, _title(prompt))
         return turn_id, run_id, parent
 
     def add_step(self, run_id: str, step: Step) -> None:
         call = step.tool_call
         with self.db.write() as con:
-            self.leases.holds(con, self._session_of(con, run_id))
+            session_id = self._session_of(con, run_id)
+            self.leases.holds(con, session_id)
             con.execute(
                 "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
                 " input_tokens, output_tokens, cached_tokens, created_at)"
@@ -93,10 +99,12 @@ class Runs:
                     now(),
                 ),
             )
+            chain.record(con, session_id, "step", f"{run_id}/{step.step}")
 
     def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
         with self.db.write() as con:
-            self.leases.holds(con, self._session_of(con, run_id))
+            session_id = self._session_of(con, run_id)
+            self.leases.holds(con, session_id)
             row = con.execute(
                 "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
             ).fetchone()
@@ -107,6 +115,7 @@ class Runs:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (run_id, seq, kind, step, json.dumps(detail), now()),
             )
+            chain.record(con, session_id, "event", f"{run_id}/{seq}")
         return seq
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
@@ -118,22 +127,36 @@ class Runs:
     def _write_ends(self) -> None:
         with self.db.write() as con:
             for run_id, (outcome, error, at) in self._ends.items():
-                con.execute(
-                    "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
-                    (outcome, error, at, run_id),
-                )
+                self._end(con, run_id, outcome, error, at)
         self._ends.clear()
+
+    def _end(
+        self, con: apsw.Connection, run_id: str, outcome: str, error: str | None, at: str
+    ) -> None:
+        con.execute(
+            "UPDATE run SET outcome = ?, error = ?, ended_at = ? WHERE id = ?",
+            (outcome, error, at, run_id),
+        )
+        chain.record_state(
+            con,
+            self._session_of(con, run_id),
+            "end",
+            run_id,
+            chain.end_fields(run_id, outcome, error, at),
+        )
 
     def resume(self, run_id: str) -> None:
         """An interrupted run runs again, under this daemon."""
         self._ends.pop(run_id, None)
         with self.db.write() as con:
-            self.leases.acquire(con, self._session_of(con, run_id))
+            session_id = self._session_of(con, run_id)
+            self.leases.acquire(con, session_id)
             con.execute(
                 "UPDATE run SET outcome = ?, error = NULL, ended_at = NULL, pid = ?,"
                 " daemon_id = ? WHERE id = ?",
                 (RUNNING, os.getpid(), self.leases.daemon_id, run_id),
             )
+            chain.record_state(con, session_id, "resume", run_id, {"runId": run_id, "at": now()})
 
     def mark_interrupted(self) -> list[str]:
         """Mark runs left ``running`` by a daemon that is gone as ``interrupted``, after
@@ -154,9 +177,12 @@ class Runs:
                 if daemon_id in gone or daemon_id not in known
             ]
             for run_id in stopped:
-                con.execute(
-                    "UPDATE run SET outcome = 'interrupted', error = ?, ended_at = ? WHERE id = ?",
-                    ("the daemon running this turn stopped before it ended", now(), run_id),
+                self._end(
+                    con,
+                    run_id,
+                    Outcome.INTERRUPTED,
+                    "the daemon running this turn stopped before it ended",
+                    now(),
                 )
             for daemon_id in gone:
                 con.execute("DELETE FROM daemon WHERE id = ?", (daemon_id,))

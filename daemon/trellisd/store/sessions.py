@@ -13,6 +13,7 @@ from ..convert import structure, unstructure
 from ..errors import InvalidParams, LeaseHeld, NotFound
 from ..policy.layers import PolicySpec
 from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
+from . import chain
 from .db import Database, now
 
 T = TypeVar("T")
@@ -31,6 +32,7 @@ _TURN_SELECT = """
            t.created_at, r.model
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
+_SESSION_COLUMNS = "id, root, title, head, settings, created_at, updated_at, policy, head_hash"
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
 
 
@@ -54,6 +56,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         created_at=row[5],
         updated_at=row[6],
         policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
+        head_hash=row[8],
     )
 
 
@@ -102,7 +105,10 @@ class Sessions:
                     None if policy is None else json.dumps(unstructure(policy)),
                 ),
             )
-        return session
+            chain.record(con, session.session_id, "session", session.session_id)
+            if title:
+                set_title(con, session.session_id, title)
+            return self._get(con, session.session_id)
 
     def get(self, session_id: str) -> Session:
         with self.db.read() as con:
@@ -111,8 +117,7 @@ class Sessions:
     @staticmethod
     def _get(con: apsw.Connection, session_id: str) -> Session:
         row = con.execute(
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy FROM session"
-            " WHERE id = ?",
+            f"SELECT {_SESSION_COLUMNS} FROM session WHERE id = ?",
             (session_id,),
         ).fetchone()
         if row is None:
@@ -132,14 +137,14 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         sql = (
-            "SELECT id, root, title, head, settings, created_at, updated_at, policy,"
+            f"SELECT {_SESSION_COLUMNS},"
             " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[8])) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), int(row[9])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
@@ -196,10 +201,11 @@ class Sessions:
 
     def reopen(
         self, session_id: str, writer: Writer, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
         """In one transaction: mark the session used now, become its writer unless a live
-        daemon is, and read its history (all of it, or its newest ``limit`` turns and a cursor
-        to the older ones). A read-only store is only read."""
+        daemon is, read its history (all of it, or its newest ``limit`` turns and a cursor
+        to the older ones) and check its log's tail (``integrity``). A read-only store is
+        only read."""
         if self.db.read_only:
             with self.db.read() as con:
                 return self._reopened(con, self._get(con, session_id), limit)
@@ -214,10 +220,11 @@ class Sessions:
 
     def _reopened(
         self, con: apsw.Connection, session: Session, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
+        integrity = _integrity(con, session.session_id)
         if limit is None:
-            return session, self._path(con, session.head), None
-        return session, *self._history_page(con, session, limit, None)
+            return session, self._path(con, session.head), None, integrity
+        return session, *self._history_page(con, session, limit, None), integrity
 
     def turns_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -282,11 +289,46 @@ class Sessions:
             leases.acquire(con, session_id)
             if turn_id is not None:
                 self._turn(con, session_id, turn_id)
+            stamp = now()
             con.execute(
                 "UPDATE session SET head = ?, updated_at = ? WHERE id = ?",
-                (turn_id, now(), session_id),
+                (turn_id, stamp, session_id),
+            )
+            chain.record_state(
+                con,
+                session_id,
+                "branch",
+                session_id,
+                {"sessionId": session_id, "head": turn_id, "at": stamp},
             )
             return self._get(con, session_id)
+
+    def verify(self, session_id: str) -> chain.Verdict:
+        """Check the session's whole log (``chain.verify``)."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            return chain.verify(con, session_id)
+
+
+def _integrity(con: apsw.Connection, session_id: str) -> str:
+    """``unchecked`` while a turn of the session runs (its log is still growing), else
+    whether the log's tail is sound."""
+    running = con.execute(
+        "SELECT 1 FROM run r JOIN turn t ON t.id = r.turn_id"
+        " WHERE t.session_id = ? AND r.outcome = 'running' LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if running is not None:
+        return "unchecked"
+    return "ok" if chain.tail_sound(con, session_id) else "broken"
+
+
+def set_title(con: apsw.Connection, session_id: str, title: str) -> None:
+    """Inside a write: the session's title is ``title``, and its log says so."""
+    con.execute("UPDATE session SET title = ? WHERE id = ?", (title, session_id))
+    chain.record_state(
+        con, session_id, "title", session_id, {"sessionId": session_id, "title": title}
+    )
 
 
 def _encode(kind: str, value: str | int) -> str:
