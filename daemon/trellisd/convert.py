@@ -122,6 +122,7 @@ def _make() -> cattrs.Converter:
         int,
         _strict(int, "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     )
+    c.register_structure_hook(bool, _strict(bool, "true or false", lambda v: isinstance(v, bool)))
     c.register_structure_hook(
         float,
         _strict(

@@ -26,6 +26,7 @@ class Outcome(StrEnum):
     EXHAUSTED = "exhausted"
     SUCCESS = "success"
     FAILURE = "failure"
+    PAUSED = "paused"
 
 
 class StepKind(StrEnum):

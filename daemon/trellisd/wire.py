@@ -133,6 +133,7 @@ class SessionTurn:
     temperature: float | None = None
     max_steps: int | None = None
     verify: Verify | None = None
+    step_mode: bool | None = None
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -164,6 +165,7 @@ class SessionSteer:
 class SessionResume:
     session_id: str
     turn_id: str
+    step_mode: bool | None = None
 
 
 @attrs.frozen
@@ -280,3 +282,7 @@ def steer_receipt(ref: TurnRef, new: bool) -> dict[str, Any]:
 
 def cancelled(ref: TurnRef | None) -> dict[str, Any]:
     return {"cancelled": False} if ref is None else {"cancelled": True, **turn_ref(ref)}
+
+
+def pausing(ref: TurnRef | None) -> dict[str, Any]:
+    return {"pausing": False} if ref is None else {"pausing": True, **turn_ref(ref)}

@@ -17,6 +17,11 @@ class RunningTurn:
     task: asyncio.Task[Any] | None
     inbox: SteerInbox = field(default_factory=SteerInbox)
     cancelled_by_request: bool = False
+    pause_requested: bool = False  # session/pause: stop at the next step boundary
+    step_mode: bool = False  # pause after every step
+
+    def pausing(self) -> bool:
+        return self.pause_requested or self.step_mode
 
 
 class Running:

@@ -33,6 +33,7 @@ from .settings import Defaults
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 2.0
+RESUMABLE = (Outcome.PAUSED, Outcome.INTERRUPTED, Outcome.ERROR)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class _Start:
     max_steps: int | None = None
     verify: tuple[list[str], int] | None = None
     first_step: int = 1
+    step_mode: bool = False
+    held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
 
 
 class TurnService:
@@ -83,9 +86,11 @@ class TurnService:
         choice: ProviderChoice,
         max_steps: int | None = None,
         verify: tuple[list[str], int] | None = None,
+        step_mode: bool = False,
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
-        a bounded turn's check (argv, expected exit code)."""
+        a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
+        step."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
@@ -96,19 +101,21 @@ class TurnService:
         )
         ref = TurnRef(session_id, turn_id, run_id)
         messages = conversation(session.root, path, prompt)
-        return await self._run(_Start(session, ref, settings, messages, prompt, max_steps, verify))
+        return await self._run(
+            _Start(session, ref, settings, messages, prompt, max_steps, verify, step_mode=step_mode)
+        )
 
-    async def resume(self, session_id: str, turn_id: str) -> TurnResult:
-        """Continue a turn that stopped before it ended (``interrupted`` by a crash, or
-        ``error``: a full disk, a provider that failed), under the same run, from its last
-        committed step."""
+    async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
+        """Continue a turn that stopped before it ended (``paused``, ``interrupted`` by a
+        crash, or ``error``: a full disk, a provider that failed), under the same run, from
+        its last committed step, with the steers held while it was paused."""
         self.running.refuse(session_id, "resume a turn")
         session = await self.store.sessions.get(session_id)
         turn = await self.store.sessions.turn(session_id, turn_id)
-        if turn.outcome not in (Outcome.INTERRUPTED, Outcome.ERROR):
+        if turn.outcome not in RESUMABLE:
             raise Conflict(
-                f"turn {turn_id} is {turn.outcome}, not interrupted or error; only a turn"
-                " that stopped before it ended can be resumed",
+                f"turn {turn_id} is {turn.outcome}, not paused, interrupted or error; only a"
+                " turn that stopped before it ended can be resumed",
                 turnId=turn_id,
                 outcome=turn.outcome,
             )
@@ -121,14 +128,27 @@ class TurnService:
             log.info("removed %d file(s) that interrupted writes left", len(removed))
         ref = TurnRef(session_id, turn_id, turn.run_id)
         first = len(steps) + 1
+        held = tuple(
+            Steer(d["text"], d.get("clientMsgId"))
+            for d in await self.store.runs.held_steers(turn.run_id)
+        )
         await self.store.runs.add_event(turn.run_id, "resumed", first, {"fromStep": first})
-        if steps and steps[-1].decision == StepKind.REPLY:
+        if steps and steps[-1].decision == StepKind.REPLY and not held:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
         messages = conversation(session.root, path, turn.prompt) + replay(steps)
         return await self._run(
-            _Start(session, ref, settings, messages, turn.prompt, first_step=first)
+            _Start(
+                session,
+                ref,
+                settings,
+                messages,
+                turn.prompt,
+                first_step=first,
+                step_mode=step_mode,
+                held=held,
+            )
         )
 
     async def steer(
@@ -137,13 +157,37 @@ class TurnService:
         """Queue a steer for the running turn; False with it when ``client_msg_id`` was
         already queued in this turn (it is not delivered twice)."""
         running = self.running.get(session_id)
+        steer = Steer(text, client_msg_id)
         if running is None:
+            paused = await self._paused(session_id)
+            if paused is not None:
+                return paused, await self.store.runs.hold_steer(paused.run_id, steer.detail())
             await self.store.leases.claim(session_id)  # names another writer, if any
             raise NotRunning(
                 f"session {session_id} has no running turn to steer; send a turn instead",
                 sessionId=session_id,
             )
-        return running.ref, running.inbox.put(Steer(text, client_msg_id))
+        return running.ref, running.inbox.put(steer)
+
+    async def _paused(self, session_id: str) -> TurnRef | None:
+        """The session's head turn, when it is paused."""
+        session = await self.store.sessions.get(session_id)
+        if session.head is None:
+            return None
+        turn = await self.store.sessions.turn(session_id, session.head)
+        if turn.outcome != Outcome.PAUSED:
+            return None
+        return TurnRef(session_id, turn.turn_id, turn.run_id)
+
+    async def pause(self, session_id: str) -> TurnRef | None:
+        """Ask the session's running turn to stop at its next step boundary; None when
+        nothing was running."""
+        running = self.running.get(session_id)
+        if running is None:
+            await self.store.leases.claim(session_id)  # names another writer, if any
+            return None
+        running.pause_requested = True
+        return running.ref
 
     async def cancel(self, session_id: str) -> TurnRef | None:
         """Stop the session's running turn; None when nothing was running."""
@@ -160,6 +204,9 @@ class TurnService:
     async def _run(self, start: _Start) -> TurnResult:
         ref = start.ref
         running = self.running.start(ref)
+        running.step_mode = start.step_mode
+        for steer in start.held:
+            running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
         try:
             await self.store.runs.add_event(ref.run_id, "model", None, start.settings.describe())
@@ -183,6 +230,9 @@ class TurnService:
     async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
         ref = running.ref
         for steer in running.inbox.close():
+            if end.outcome == Outcome.PAUSED:  # kept for the resumed step
+                await self.store.runs.add_event(ref.run_id, "steer-held", None, steer.detail())
+                continue
             try:
                 await self.store.runs.add_event(ref.run_id, "steer-returned", None, steer.detail())
             except TrellisError as exc:
@@ -226,6 +276,7 @@ class TurnService:
             max_steps=start.max_steps,
             inbox=running.inbox,
             first_step=start.first_step,
+            pause=running.pausing,
         )
         return await run_turn(
             plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt

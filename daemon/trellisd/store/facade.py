@@ -108,6 +108,12 @@ class AsyncRuns:
     ) -> None:
         await self._run(self._store.runs.add_event, run_id, kind, step, detail)
 
+    async def hold_steer(self, run_id: str, detail: dict[str, str]) -> bool:
+        return await self._run(self._store.runs.hold_steer, run_id, detail)
+
+    async def held_steers(self, run_id: str) -> list[dict[str, str]]:
+        return await self._run(self._store.runs.held_steers, run_id)
+
     async def finish(self, run_id: str, outcome: str, error: str | None) -> None:
         await self._run(self._store.runs.finish, run_id, outcome, error)
 

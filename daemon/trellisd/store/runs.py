@@ -8,7 +8,7 @@ from typing import Any
 
 import apsw
 
-from ..errors import NotFound
+from ..errors import NotFound, NotRunning
 from ..records import Event, RunSummary, Step, Tokens, ToolCall
 from ..vocabulary import Outcome
 from . import chain
@@ -105,18 +105,64 @@ class Runs:
         with self.db.write() as con:
             session_id = self._session_of(con, run_id)
             self.leases.holds(con, session_id)
-            row = con.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            assert row is not None  # an aggregate always answers one row
-            seq = int(row[0])
-            con.execute(
-                "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, seq, kind, step, json.dumps(detail), now()),
-            )
-            chain.record(con, session_id, "event", f"{run_id}/{seq}")
+            return self._event(con, session_id, run_id, kind, step, detail)
+
+    @staticmethod
+    def _event(
+        con: apsw.Connection,
+        session_id: str,
+        run_id: str,
+        kind: str,
+        step: int | None,
+        detail: dict[str, Any],
+    ) -> int:
+        row = con.execute(
+            "SELECT coalesce(max(seq), 0) + 1 FROM event WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        assert row is not None  # an aggregate always answers one row
+        seq = int(row[0])
+        con.execute(
+            "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, seq, kind, step, json.dumps(detail), now()),
+        )
+        chain.record(con, session_id, "event", f"{run_id}/{seq}")
         return seq
+
+    def hold_steer(self, run_id: str, detail: dict[str, str]) -> bool:
+        """Keep a steer for a paused run, delivered when it resumes (a ``steer-held``
+        event); False when its ``clientMsgId`` is already held. Takes the session's lease
+        if it is free."""
+        with self.db.write() as con:
+            session_id = self._session_of(con, run_id)
+            row = con.execute("SELECT outcome FROM run WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row[0] != Outcome.PAUSED:
+                raise NotRunning(
+                    f"run {run_id} is no longer paused; steer the session again",
+                    sessionId=session_id,
+                )
+            self.leases.acquire(con, session_id)
+            ids = {d.get("clientMsgId") for d in self._held(con, run_id)}
+            if "clientMsgId" in detail and detail["clientMsgId"] in ids:
+                return False
+            self._event(con, session_id, run_id, "steer-held", None, detail)
+        return True
+
+    def held_steers(self, run_id: str) -> list[dict[str, str]]:
+        """The steers held for the run since it last resumed, oldest first."""
+        with self.db.read() as con:
+            return self._held(con, run_id)
+
+    @staticmethod
+    def _held(con: apsw.Connection, run_id: str) -> list[dict[str, str]]:
+        held: list[dict[str, str]] = []
+        for kind, detail in con.execute(
+            "SELECT kind, detail FROM event WHERE run_id = ? AND kind IN"
+            " ('steer-held', 'resumed') ORDER BY seq",
+            (run_id,),
+        ):
+            held = [] if kind == "resumed" else [*held, json.loads(detail)]
+        return held
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
         """End the run. An end the store cannot take now (a full disk, say) is kept and

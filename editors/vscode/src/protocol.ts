@@ -63,6 +63,7 @@ export const OUTCOMES = [
   'exhausted',
   'success',
   'failure',
+  'paused',
 ] as const;
 
 export type Outcome = (typeof OUTCOMES)[number] | string;
