@@ -28,6 +28,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .errors import InvalidParams
+from .records import ExpectHead
 
 T = TypeVar("T")
 
@@ -110,6 +111,14 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
+def _expect_head(value: Any, _: Any) -> str | None:
+    """A head a write expects: a turn id, or null (before the first turn); left out, the
+    field keeps its default (``ANY_HEAD``)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise _WrongType("a turn id or null", value)
+
+
 def _is_list(kind: Any) -> bool:
     origin: Any = get_origin(kind)
     return origin is list or (origin is tuple and get_args(kind)[1:] == (...,))
@@ -130,6 +139,7 @@ def _make() -> cattrs.Converter:
         ),
     )
     c.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
+    c.register_structure_hook_func(lambda t: t == ExpectHead, _expect_head)
 
     def structure_list(value: Any, kind: Any) -> list[Any] | tuple[Any, ...]:
         if value is None:

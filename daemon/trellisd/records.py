@@ -7,6 +7,7 @@ type checker only).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,27 @@ class ProviderChoice:
     read_timeout: float | None = None
 
 
+class AnyHead(enum.Enum):
+    """No expectation about a session's head: a write that names no ``expectHead``."""
+
+    ANY_HEAD = "any"
+
+
+ANY_HEAD = AnyHead.ANY_HEAD
+ExpectHead = str | None | AnyHead
+"""The head a write expects the session to have (a turn, or None before the first), or
+``ANY_HEAD``."""
+
+
+@dataclass(frozen=True)
+class ForkedFrom:
+    """Where a fork started: the session it was forked from and the turn its history ends
+    at (None: it was forked empty)."""
+
+    session_id: str
+    turn_id: str | None
+
+
 @dataclass(frozen=True)
 class Session:
     session_id: str
@@ -75,6 +97,7 @@ class Session:
     provider: ProviderChoice = field(default_factory=ProviderChoice)
     policy: PolicySpec | None = None
     head_hash: str | None = None  # the hash of the last entry of the session's log
+    forked_from: ForkedFrom | None = None
 
 
 @dataclass(frozen=True)
@@ -151,3 +174,5 @@ class TurnResult:
     error: str | None
     model: str | None = None
     head_hash: str | None = None  # the session's log after the turn
+    session_id: str | None = None  # set when the turn ran in a fork (onConflict)
+    forked_from: ForkedFrom | None = None

@@ -63,6 +63,7 @@ class ErrorCode(IntEnum):
     NOT_FOUND = -32010
     CONFLICT = -32020
     NOT_RUNNING = -32021
+    STALE_HEAD = -32022
     LEASE_HELD = -32030
     STORE_ERROR = -32040
 

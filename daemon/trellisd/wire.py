@@ -9,7 +9,7 @@ typed requests.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -18,7 +18,9 @@ from .errors import InvalidParams
 from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
+    ANY_HEAD,
     Event,
+    ExpectHead,
     ProviderChoice,
     RunSummary,
     Session,
@@ -134,6 +136,8 @@ class SessionTurn:
     max_steps: int | None = None
     verify: Verify | None = None
     step_mode: bool | None = None
+    expect_head: ExpectHead = ANY_HEAD
+    on_conflict: Literal["fork"] | None = None
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -149,6 +153,7 @@ class SessionTurn:
 class SessionBranch:
     session_id: str
     turn_id: str | None  # required, but null: before the first turn
+    expect_head: ExpectHead = ANY_HEAD
 
 
 @attrs.frozen
@@ -197,6 +202,8 @@ def session(value: Session) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(dataclasses.replace(value, provider=ProviderChoice()))
     out["provider"] = unstructure(value.provider)
     del out["policy"]
+    if out["forkedFrom"] is None:
+        del out["forkedFrom"]
     return out
 
 
@@ -239,8 +246,9 @@ def verdict(value: Verdict) -> dict[str, Any]:
 
 def turn_result(value: TurnResult) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
-    if out["error"] is None:
-        del out["error"]
+    for optional in ("error", "sessionId", "forkedFrom"):
+        if out[optional] is None:
+            del out[optional]
     out["cost"] = cost(value.model, value.tokens)
     return out
 

@@ -41,13 +41,20 @@ async def session_turns(app: Services, p: wire.SessionPage) -> Any:
 async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
     verify = None if p.verify is None else (p.verify.argv, p.verify.exit_code)
     result = await app.turns.turn(
-        p.session_id, p.prompt, p.choice, p.max_steps, verify, bool(p.step_mode)
+        p.session_id,
+        p.prompt,
+        p.choice,
+        p.max_steps,
+        verify,
+        bool(p.step_mode),
+        p.expect_head,
+        p.on_conflict == "fork",
     )
     return wire.turn_result(result)
 
 
 async def session_branch(app: Services, p: wire.SessionBranch) -> Any:
-    return wire.session(await app.sessions.branch(p.session_id, p.turn_id))
+    return wire.session(await app.sessions.branch(p.session_id, p.turn_id, p.expect_head))
 
 
 async def session_steer(app: Services, p: wire.SessionSteer) -> Any:

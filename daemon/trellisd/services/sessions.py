@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
-from ..records import ProviderChoice, Session, SessionSummary, Turn
+from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, SessionSummary, Turn
 from ..store.chain import Verdict
 from ..store.facade import AsyncStore
 from .policies import Policies, load
@@ -94,9 +94,11 @@ class SessionService:
     ) -> tuple[list[Turn], str | None]:
         return await self.store.sessions.turns_page(session_id, limit, cursor)
 
-    async def branch(self, session_id: str, turn_id: str | None) -> Session:
+    async def branch(
+        self, session_id: str, turn_id: str | None, expect_head: ExpectHead = ANY_HEAD
+    ) -> Session:
         self.running.refuse(session_id, "branch")
-        return await self.store.sessions.branch(session_id, turn_id)
+        return await self.store.sessions.branch(session_id, turn_id, expect_head)
 
 
 def _folder(root: str) -> Path:

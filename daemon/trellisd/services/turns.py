@@ -8,6 +8,7 @@ the request answers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,10 +19,10 @@ from ..agent.context import conversation, replay
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
-from ..errors import Conflict, NotRunning, TrellisError
+from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import ProviderChoice, Session, TurnRef, TurnResult
+from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
@@ -87,23 +88,57 @@ class TurnService:
         max_steps: int | None = None,
         verify: tuple[list[str], int] | None = None,
         step_mode: bool = False,
+        expect_head: ExpectHead = ANY_HEAD,
+        fork_on_conflict: bool = False,
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
         a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
-        step."""
+        step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
+        ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
+        instead."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
         self.running.refuse(session_id, "start another")
-        turn_id, run_id, _ = await self.store.runs.begin(
-            session_id, prompt, settings.effective_model
-        )
+        try:
+            turn_id, run_id, _ = await self.store.runs.begin(
+                session_id, prompt, settings.effective_model, expect_head
+            )
+        except (StaleHead, LeaseHeld):
+            if not fork_on_conflict:
+                raise
+            return await self._in_fork(
+                session_id, expect_head, prompt, choice, max_steps, verify, step_mode
+            )
         ref = TurnRef(session_id, turn_id, run_id)
         messages = conversation(session.root, path, prompt)
         return await self._run(
             _Start(session, ref, settings, messages, prompt, max_steps, verify, step_mode=step_mode)
         )
+
+    async def _in_fork(
+        self,
+        session_id: str,
+        expect_head: ExpectHead,
+        prompt: str,
+        choice: ProviderChoice,
+        max_steps: int | None,
+        verify: tuple[list[str], int] | None,
+        step_mode: bool,
+    ) -> TurnResult:
+        """The turn, run in a fork of the session taken at ``expect_head``, or (with no
+        expectation) at the last turn of its path that has ended."""
+        at = expect_head
+        if at is ANY_HEAD:
+            ended = [
+                t for t in await self.store.sessions.history(session_id) if t.outcome != "running"
+            ]
+            at = ended[-1].turn_id if ended else None
+        fork = await self.store.sessions.fork(session_id, at)
+        log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
+        result = await self.turn(fork.session_id, prompt, choice, max_steps, verify, step_mode)
+        return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
 
     async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
         """Continue a turn that stopped before it ended (``paused``, ``interrupted`` by a

@@ -393,6 +393,29 @@ def _count(con: apsw.Connection, source: str, session_id: str) -> int:
     return 0 if row is None else int(row[0])
 
 
+def record_turn(con: apsw.Connection, session_id: str, turn_id: str) -> None:
+    """Log a whole turn already written (by a migration, or copied into a fork): the turn,
+    its run, its steps and events in the order they were written, its end."""
+    row = con.execute(
+        "SELECT id, outcome, error, ended_at FROM run WHERE turn_id = ?", (turn_id,)
+    ).fetchone()
+    assert row is not None, f"turn {turn_id} has a run"
+    run_id, outcome, error, ended_at = row
+    record(con, session_id, "turn", turn_id)
+    record(con, session_id, "run", str(run_id))
+    written: list[tuple[Any, ...]] = con.execute(
+        "SELECT 'step', n, created_at FROM step WHERE run_id = ?1 UNION ALL"
+        " SELECT 'event', seq, created_at FROM event WHERE run_id = ?1"
+        " ORDER BY 3, 1 DESC, 2",
+        (run_id,),
+    ).fetchall()
+    for kind, number, _at in written:
+        record(con, session_id, kind, f"{run_id}/{number}")
+    if outcome != "running":
+        fields = end_fields(str(run_id), str(outcome), error, ended_at)
+        record_state(con, session_id, "end", str(run_id), fields)
+
+
 def build(con: apsw.Connection) -> None:
     """Compute every existing session's log from its rows, once, in a migration: the session,
     then each turn with its run, its steps and events in the order they were written, its end;
@@ -406,27 +429,12 @@ def build(con: apsw.Connection) -> None:
             record_state(
                 con, session_id, "title", session_id, {"sessionId": session_id, "title": title}
             )
-        last = None
         turns: list[tuple[Any, ...]] = con.execute(
-            "SELECT t.id, r.id, r.outcome, r.error, r.ended_at FROM turn t JOIN run r"
-            " ON r.turn_id = t.id WHERE t.session_id = ? ORDER BY t.rowid",
-            (session_id,),
+            "SELECT id FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)
         ).fetchall()
-        for turn_id, run_id, outcome, error, ended_at in turns:
-            record(con, session_id, "turn", turn_id)
-            record(con, session_id, "run", run_id)
-            written: list[tuple[Any, ...]] = con.execute(
-                "SELECT 'step', n, created_at FROM step WHERE run_id = ?1 UNION ALL"
-                " SELECT 'event', seq, created_at FROM event WHERE run_id = ?1"
-                " ORDER BY 3, 1 DESC, 2",
-                (run_id,),
-            ).fetchall()
-            for kind, number, _at in written:
-                record(con, session_id, kind, f"{run_id}/{number}")
-            if outcome != "running":
-                record_state(
-                    con, session_id, "end", run_id, end_fields(run_id, outcome, error, ended_at)
-                )
+        last = None
+        for (turn_id,) in turns:
+            record_turn(con, session_id, turn_id)
             last = turn_id
         if head != last:
             record_state(

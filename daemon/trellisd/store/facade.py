@@ -16,7 +16,17 @@ from typing import Any, TypeVar
 
 from ..errors import TrellisError
 from ..policy.layers import PolicySpec
-from ..records import Event, ProviderChoice, RunSummary, Session, SessionSummary, Step, Turn
+from ..records import (
+    ANY_HEAD,
+    Event,
+    ExpectHead,
+    ProviderChoice,
+    RunSummary,
+    Session,
+    SessionSummary,
+    Step,
+    Turn,
+)
 from . import Store
 from .chain import Verdict
 
@@ -87,8 +97,18 @@ class AsyncSessions:
     async def turns(self, session_id: str) -> list[Turn]:
         return await self._run(self._store.sessions.turns, session_id)
 
-    async def branch(self, session_id: str, turn_id: str | None) -> Session:
-        return await self._run(self._store.sessions.branch, session_id, turn_id, self._store.leases)
+    async def branch(
+        self, session_id: str, turn_id: str | None, expect_head: ExpectHead = ANY_HEAD
+    ) -> Session:
+        return await self._run(
+            self._store.sessions.branch, session_id, turn_id, self._store.leases, expect_head
+        )
+
+    async def fork(self, session_id: str, turn_id: str | None) -> Session:
+        """A new session, written by this daemon, holding a copy of the path to ``turn_id``."""
+        return await self._run(
+            self._store.sessions.fork, session_id, turn_id, self._store.leases.daemon_id
+        )
 
 
 class AsyncRuns:
@@ -96,9 +116,9 @@ class AsyncRuns:
         self._store, self._run = store, thread
 
     async def begin(
-        self, session_id: str, prompt: str, model: str | None
+        self, session_id: str, prompt: str, model: str | None, expect_head: ExpectHead = ANY_HEAD
     ) -> tuple[str, str, str | None]:
-        return await self._run(self._store.runs.begin, session_id, prompt, model)
+        return await self._run(self._store.runs.begin, session_id, prompt, model, expect_head)
 
     async def add_step(self, run_id: str, step: Step) -> None:
         await self._run(self._store.runs.add_step, run_id, step)

@@ -121,4 +121,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     """,
     # 6: each session's tamper-evident log.
     _session_log,
+    # 7: a fork's origin: the session and the turn its history was copied up to.
+    """
+    ALTER TABLE session ADD COLUMN forked_from TEXT;
+    ALTER TABLE session ADD COLUMN forked_turn TEXT;
+    """,
 )

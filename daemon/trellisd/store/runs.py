@@ -9,12 +9,12 @@ from typing import Any
 import apsw
 
 from ..errors import NotFound, NotRunning
-from ..records import Event, RunSummary, Step, Tokens, ToolCall
+from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens, ToolCall
 from ..vocabulary import Outcome
 from . import chain
 from .db import Database, now
 from .leases import Leases
-from .sessions import Sessions, new_id, set_title
+from .sessions import Sessions, expect, new_id, set_title
 
 RUNNING = Outcome.RUNNING
 
@@ -45,13 +45,18 @@ class Runs:
         self._ends: dict[str, tuple[str, str | None, str]] = {}
 
     def begin(
-        self, session_id: str, prompt: str, model: str | None = None
+        self,
+        session_id: str,
+        prompt: str,
+        model: str | None = None,
+        expect_head: ExpectHead = ANY_HEAD,
     ) -> tuple[str, str, str | None]:
-        """Start a turn at the session's head; it becomes the head. Returns
-        ``(turn_id, run_id, parent_turn_id)``."""
+        """Start a turn at the session's head (``StaleHead`` if it is not ``expect_head``);
+        it becomes the head. Returns ``(turn_id, run_id, parent_turn_id)``."""
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
         with self.db.write() as con:
             session = Sessions._get(con, session_id)
+            expect(session, expect_head)
             parent = session.head
             self.leases.acquire(con, session_id)
             con.execute(

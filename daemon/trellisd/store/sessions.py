@@ -10,10 +10,19 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ..convert import structure, unstructure
-from ..errors import InvalidParams, LeaseHeld, NotFound
+from ..errors import InvalidParams, LeaseHeld, NotFound, StaleHead
 from ..policy.layers import PolicySpec
-from ..records import ProviderChoice, Session, SessionSummary, Tokens, Turn
-from . import chain
+from ..records import (
+    ANY_HEAD,
+    ExpectHead,
+    ForkedFrom,
+    ProviderChoice,
+    Session,
+    SessionSummary,
+    Tokens,
+    Turn,
+)
+from . import chain, forks
 from .db import Database, now
 
 T = TypeVar("T")
@@ -32,7 +41,10 @@ _TURN_SELECT = """
            t.created_at, r.model
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
-_SESSION_COLUMNS = "id, root, title, head, settings, created_at, updated_at, policy, head_hash"
+_SESSION_COLUMNS = (
+    "id, root, title, head, settings, created_at, updated_at, policy, head_hash, forked_from,"
+    " forked_turn"
+)
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
 
 
@@ -57,6 +69,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         updated_at=row[6],
         policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
         head_hash=row[8],
+        forked_from=None if row[9] is None else ForkedFrom(row[9], row[10]),
     )
 
 
@@ -144,7 +157,7 @@ class Sessions:
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[9])) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), int(row[11])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
@@ -283,9 +296,15 @@ class Sessions:
             ).fetchall()
         return [_turn(row) for row in rows]
 
-    def branch(self, session_id: str, turn_id: str | None, leases: Writer) -> Session:
+    def branch(
+        self,
+        session_id: str,
+        turn_id: str | None,
+        leases: Writer,
+        expect_head: ExpectHead = ANY_HEAD,
+    ) -> Session:
         with self.db.write() as con:
-            self._get(con, session_id)
+            expect(self._get(con, session_id), expect_head)
             leases.acquire(con, session_id)
             if turn_id is not None:
                 self._turn(con, session_id, turn_id)
@@ -303,11 +322,48 @@ class Sessions:
             )
             return self._get(con, session_id)
 
+    def fork(self, session_id: str, turn_id: str | None, owner: str) -> Session:
+        """A new session, written by ``owner``, holding a copy of the path from the first
+        turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
+        model choice and policy; the origin is only read."""
+        stamp, fork_id = now(), new_id("s")
+        with self.db.write() as con:
+            origin = self._get(con, session_id)
+            if turn_id is not None:
+                self._turn(con, session_id, turn_id)
+            con.execute(
+                "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
+                " owner, policy, forked_from, forked_turn)"
+                " SELECT ?, root, '', NULL, settings, ?, ?, ?, policy, id, ?"
+                " FROM session WHERE id = ?",
+                (fork_id, stamp, stamp, owner, turn_id, session_id),
+            )
+            chain.record(con, fork_id, "session", fork_id)
+            if origin.title:
+                set_title(con, fork_id, origin.title)
+            head = forks.copy_path(con, self._path(con, turn_id), fork_id)
+            con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
+            return self._get(con, fork_id)
+
     def verify(self, session_id: str) -> chain.Verdict:
         """Check the session's whole log (``chain.verify``)."""
         with self.db.read() as con:
             self._get(con, session_id)
             return chain.verify(con, session_id)
+
+
+def expect(session: Session, expect_head: ExpectHead) -> None:
+    """``StaleHead`` when the write expected another head than the session's."""
+    if expect_head is ANY_HEAD or expect_head == session.head:
+        return
+    raise StaleHead(
+        f"session {session.session_id} has moved on: its head is"
+        f" {session.head or 'before the first turn'}, not"
+        f" {expect_head or 'before the first turn'}; nothing was done",
+        sessionId=session.session_id,
+        expectHead=expect_head,
+        head=session.head,
+    )
 
 
 def _integrity(con: apsw.Connection, session_id: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+from trellisd.errors import StaleHead
 from trellisd.store import Store, chain
 from trellisd.store import db as store_db
 from trellisd.store.migrations import MIGRATIONS
@@ -216,3 +217,28 @@ def test_an_existing_store_gets_its_log_in_the_migration(
         assert store.sessions.reopen("s-1", store.leases, None)[3] == "ok"
     finally:
         store.close()
+
+
+def test_a_fork_logs_its_copies_and_both_logs_verify(
+    store: Store, kept: tuple[str, str, str]
+) -> None:
+    session_id, first, _ = kept
+    at = store.runs.summary(first).turn_id
+    fork = store.sessions.fork(session_id, at, store.leases.daemon_id)
+    assert fork.forked_from is not None and fork.forked_from.turn_id == at
+    assert [t.prompt for t in store.sessions.history(fork.session_id)] == ["read it"]
+    assert store.sessions.verify(fork.session_id).ok
+    assert store.sessions.verify(session_id).ok
+
+
+def test_a_write_expecting_another_head_does_nothing(
+    store: Store, kept: tuple[str, str, str]
+) -> None:
+    session_id, _, _ = kept
+    before = store.sessions.get(session_id)
+    with pytest.raises(StaleHead) as caught:
+        store.runs.begin(session_id, "late", expect_head=None)
+    with pytest.raises(StaleHead):
+        store.sessions.branch(session_id, None, store.leases, "t-other")
+    assert caught.value.data["head"] == before.head
+    assert store.sessions.get(session_id) == before
