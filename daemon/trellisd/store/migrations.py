@@ -2,6 +2,13 @@
 
 Append new steps; never edit one that has shipped. A step is SQL, or a function given the
 connection (inside the migration's transaction) for what SQL alone cannot compute.
+
+Steps are additive within a compatibility level: they add tables and columns that older
+readers ignore, so a trellisd that knows fewer steps can still read the store (and refuses to
+write it). ``OLDEST_READER`` is the oldest schema that can read a store this version writes:
+a step that is not additive (drops or renames a table or column, changes what a value means)
+raises it to its own number. The store records it, with the version that wrote it, in
+``store_info``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import apsw
 from . import chain
 
 Migration = str | Callable[[apsw.Connection], None]
+OLDEST_READER = 8  # the first schema that reads store_info
 
 
 def _session_log(con: apsw.Connection) -> None:
@@ -125,5 +133,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     ALTER TABLE session ADD COLUMN forked_from TEXT;
     ALTER TABLE session ADD COLUMN forked_turn TEXT;
+    """,
+    # 8: what an older trellisd needs to know to read the store: the oldest schema able to
+    # read it, and the version that wrote it (written by ``Database`` after each migration).
+    """
+    CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
     """,
 )
