@@ -22,6 +22,7 @@ export const Method = {
   steer: 'session/steer',
   cancel: 'session/cancel',
   resume: 'session/resume',
+  pause: 'session/pause',
   takeover: 'session/takeover',
   // daemon -> editor
   token: 'session/token',
@@ -125,6 +126,12 @@ export interface Turn {
 
 export interface ReopenResult extends Session {
   history: Turn[];
+  /** The cheap check of the session's log: 'broken' when its store was changed by hand. */
+  integrity?: 'unchecked' | 'ok' | 'broken';
+}
+
+export interface PauseResult {
+  pausing: boolean;
 }
 
 export interface SessionList {
