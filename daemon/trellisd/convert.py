@@ -28,7 +28,6 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .errors import InvalidParams
-from .records import ExpectHead
 
 T = TypeVar("T")
 
@@ -111,9 +110,7 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
-def _expect_head(value: Any, _: Any) -> str | None:
-    """A head a write expects: a turn id, or null (before the first turn); left out, the
-    field keeps its default (``ANY_HEAD``)."""
+def _turn_or_null(value: Any, _: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise _WrongType("a turn id or null", value)
@@ -139,7 +136,6 @@ def _make() -> cattrs.Converter:
         ),
     )
     c.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
-    c.register_structure_hook_func(lambda t: t == ExpectHead, _expect_head)
 
     def structure_list(value: Any, kind: Any) -> list[Any] | tuple[Any, ...]:
         if value is None:
@@ -188,6 +184,12 @@ def _make() -> cattrs.Converter:
 
 
 converter = _make()
+
+
+def turn_or_null(kind: Any) -> None:
+    """Structure fields of ``kind`` (a union of ``str``, ``None`` and a marker that is only
+    ever a default) from a turn id or null, so that null differs from a field left out."""
+    converter.register_structure_hook_func(lambda t: t == kind, _turn_or_null)
 
 
 def structure(value: Any, cls: type[T], where: str = "") -> T:

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from .convert import camel, structure, unstructure
+from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .policy.layers import PolicySpec
 from .pricing import cost
@@ -34,6 +34,7 @@ from .records import (
 from .store.chain import Verdict
 
 R = TypeVar("R")
+turn_or_null(ExpectHead)  # expectHead: null expects no head; left out, expects nothing
 
 LIST_LIMIT = 50
 MAX_STEPS = 10_000
