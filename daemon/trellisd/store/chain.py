@@ -31,9 +31,12 @@ GENESIS = bytes(32)
 TAIL = 8  # entries a reopen checks
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical(value: dict[str, Any]) -> bytes:
     """RFC 8785 bytes of an object of strings, integers and nulls."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def link(previous: bytes, body: bytes) -> bytes:
@@ -229,6 +232,23 @@ class _Problem:
     bad: BadEntry
     reason: str
 
+    def __init__(self, order: float, bad: BadEntry | _Lazy, reason: str) -> None:
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "bad", bad.entry() if isinstance(bad, _Lazy) else bad)
+        object.__setattr__(self, "reason", reason)
+
+
+class _Lazy:
+    """An entry's key, made a ``BadEntry`` only if it is bad (the check loop makes many)."""
+
+    __slots__ = ("seq", "kind", "ref")
+
+    def __init__(self, seq: Any, kind: Any, ref: Any) -> None:
+        self.seq, self.kind, self.ref = seq, kind, ref
+
+    def entry(self) -> BadEntry:
+        return BadEntry(int(self.seq), str(self.kind), str(self.ref))
+
 
 def verify(con: apsw.Connection, session_id: str) -> Verdict:
     """Check every entry of the session's log against its hash and its row, every row
@@ -245,8 +265,9 @@ def verify(con: apsw.Connection, session_id: str) -> Verdict:
     previous, last_hash = GENESIS, None
     state: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
     head: tuple[int, str, str, str | None] | None = None
+    sha256 = hashlib.sha256
     for index, (seq, kind, ref, kept, stored) in enumerate(entries, 1):
-        bad = BadEntry(int(seq), str(kind), str(ref))
+        bad = _Lazy(seq, kind, ref)
         if seq != index:
             problems.append(_Problem(index, bad, f"entry {seq} stands where entry {index} should"))
             break
@@ -260,7 +281,7 @@ def verify(con: apsw.Connection, session_id: str) -> Verdict:
         else:
             problems.append(_Problem(seq, bad, f"the log holds an unknown entry kind {kind!r}"))
             break
-        digest = link(previous, body)
+        digest = sha256(previous + body).digest()
         if digest.hex() != stored:
             problems.append(
                 _Problem(
