@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
-from ..records import FeedEntry, ProviderChoice, Session, SessionSummary, Turn
+from ..records import ANY_HEAD, ExpectHead, FeedEntry, ProviderChoice, Session, SessionSummary, Turn
+from ..store.chain import Verdict
 from ..store.facade import AsyncStore
 from .policies import Policies, load
 from .running import Running
@@ -52,10 +53,14 @@ class SessionService:
 
     async def reopen(
         self, session_id: str, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
-        """The session with its history: all of it, or its newest ``limit`` turns and a
-        cursor to the older ones."""
+    ) -> tuple[Session, list[Turn], str | None, str]:
+        """The session with its history (all of it, or its newest ``limit`` turns and a
+        cursor to the older ones) and how its log's tail checked."""
         return await self.store.sessions.reopen(session_id, limit)
+
+    async def verify(self, session_id: str) -> Verdict:
+        """Check the session's whole log."""
+        return await self.store.sessions.verify(session_id)
 
     async def takeover(self, session_id: str) -> Session:
         previous = await self.store.leases.take(session_id)
@@ -91,9 +96,11 @@ class SessionService:
     ) -> tuple[list[Turn], str | None]:
         return await self.store.sessions.turns_page(session_id, limit, cursor)
 
-    async def branch(self, session_id: str, turn_id: str | None) -> Session:
+    async def branch(
+        self, session_id: str, turn_id: str | None, expect_head: ExpectHead = ANY_HEAD
+    ) -> Session:
         self.running.refuse(session_id, "branch")
-        return await self.store.sessions.branch(session_id, turn_id)
+        return await self.store.sessions.branch(session_id, turn_id, expect_head)
 
     async def feed(
         self, session_id: str, after: int, limit: int
