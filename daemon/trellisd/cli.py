@@ -1,6 +1,7 @@
 """The ``trellisd`` command line, whole: an editor's connection to the store's shared daemon
 (``serve``, the default; ``--standalone`` for a daemon of its own), the shared daemon itself, its
-``status`` and ``stop``, and the ``demo``.
+``status`` and ``stop``, the ``demo``, and ``export`` and ``import`` of a session file for
+scripts and backups.
 
 Mistakes in the command line or the environment end the command before anything starts, with
 one line on stderr saying what to change and exit code 2. (``__main__`` serves the plain
@@ -75,6 +76,19 @@ claim the tour checks did not hold.
 """
 
 
+EXPORT_DESCRIPTION = """\
+Write a session's whole tree (every turn, run, step and event, its policy) to FILE as one
+self-checking trellisd-session file, atomically: FILE is the whole export or as it was.
+The store is opened directly; no daemon is needed, and a running one goes on.
+"""
+
+IMPORT_DESCRIPTION = """\
+Read a trellisd-session file into the store, all or nothing: a damaged, cut-short or foreign
+file is refused with the line and the check that failed, and leaves nothing behind. A
+session the store already has is refused unless --as-new. Prints the session's id.
+"""
+
+
 class UsageError(Exception):
     """A mistake in the command line or environment: one line, exit code 2."""
 
@@ -109,7 +123,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | status | stop | demo] [--db PATH] [--log-level LEVEL]"
+            "%(prog)s [serve | status | stop | demo | export | import] [--db PATH]"
+            " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
         ),
     )
@@ -121,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)
     commands = p.add_subparsers(
-        title="commands", dest="command", metavar="{serve,status,stop,demo}"
+        title="commands", dest="command", metavar="{serve,status,stop,demo,export,import}"
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
@@ -135,6 +150,8 @@ def parser() -> argparse.ArgumentParser:
             DEMO_DESCRIPTION,
             DEMO_DB,
         ),
+        ("export", "write a session to a file", EXPORT_DESCRIPTION, SERVE_DB),
+        ("import", "read a session from a file into the store", IMPORT_DESCRIPTION, SERVE_DB),
     ):
         command = commands.add_parser(
             name,
@@ -150,6 +167,19 @@ def parser() -> argparse.ArgumentParser:
             )
         if name == "daemon":
             command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+        if name == "export":
+            command.add_argument("session_id", metavar="SESSION_ID")
+            command.add_argument("file", metavar="FILE", help="the file to write")
+        if name == "import":
+            command.add_argument("file", metavar="FILE", help="a trellisd-session file")
+            command.add_argument(
+                "--root", metavar="DIR", help="the session's folder here, instead of the file's"
+            )
+            command.add_argument(
+                "--as-new",
+                action="store_true",
+                help="new ids for the session, its turns and runs (a copy beside the original)",
+            )
     return p
 
 
@@ -216,6 +246,9 @@ def run(argv: list[str] | None) -> None:
 
             sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
         path = store_path(args.db, os.environ)
+        if args.command in ("export", "import"):
+            print(archive_command(args, path))
+            sys.exit(0)
         if args.command == "daemon":
             from .shared import idle_exit_seconds
 
@@ -235,3 +268,38 @@ def run(argv: list[str] | None) -> None:
     from .server import serve_stdio
 
     serve_stdio(str(path), settings)
+
+
+def archive_command(args: argparse.Namespace, db: Path) -> str:
+    """``trellisd export`` or ``import`` on the store at ``db``, opened here: the same
+    service as ``session/export`` and ``session/import``. The one-line summary, or a
+    ``UsageError`` saying what went wrong."""
+    import asyncio
+
+    from .errors import TrellisError
+    from .processes import pid_alive
+    from .services.archive import ArchiveService
+    from .store.facade import AsyncStore
+
+    async def run_it() -> str:
+        store = await AsyncStore.open(db, pid_alive)
+        try:
+            archive = ArchiveService(store)
+            if args.command == "export":
+                done = await archive.export(args.session_id, os.path.abspath(args.file))
+                return (
+                    f"exported session {args.session_id}: {done.turns} turns,"
+                    f" {done.bytes} bytes to {done.path}"
+                )
+            root = None if args.root is None else os.path.abspath(args.root)
+            session = await archive.import_(os.path.abspath(args.file), root, args.as_new)
+            origin = session.imported_from
+            copy = f" as a copy of {origin.session_id}" if origin else ""
+            return f"imported session {session.session_id}{copy} over {session.root}"
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(run_it())
+    except TrellisError as exc:
+        raise UsageError(exc.message) from exc

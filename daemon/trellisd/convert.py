@@ -124,6 +124,7 @@ def _is_list(kind: Any) -> bool:
 def _make() -> cattrs.Converter:
     c = cattrs.Converter(detailed_validation=True)
     c.register_structure_hook(str, _strict(str, "a string", lambda v: isinstance(v, str)))
+    c.register_structure_hook(bool, _strict(bool, "true or false", lambda v: isinstance(v, bool)))
     c.register_structure_hook(
         int,
         _strict(int, "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)),

@@ -87,6 +87,14 @@ class ForkedFrom:
 
 
 @dataclass(frozen=True)
+class ImportedFrom:
+    """Where a session imported with new ids came from: its id in the exported file."""
+
+    session_id: str
+    imported_at: str
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -99,11 +107,31 @@ class Session:
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
     head_hash: str | None = None  # the hash of the last entry of the session's log
+    imported_from: ImportedFrom | None = None
+
+
+@dataclass(frozen=True)
+class SearchMatch:
+    """Why a session is a hit of a search: the turn that matched (None: its title) and a
+    snippet of the matching text."""
+
+    turn_id: str | None
+    snippet: str
 
 
 @dataclass(frozen=True)
 class SessionSummary:
     session: Session
+    turns: int
+    match: SearchMatch | None = None
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A session written to a file: where, how large, how many turns."""
+
+    path: str
+    bytes: int
     turns: int
 
 

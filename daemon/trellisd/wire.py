@@ -22,6 +22,7 @@ from .records import (
     ANY_HEAD,
     Event,
     ExpectHead,
+    Exported,
     FeedEntry,
     ProviderChoice,
     RunSummary,
@@ -116,9 +117,23 @@ class SessionList:
     root: str | None = None
     limit: int | None = None
     cursor: str | None = None
+    query: str | None = None  # words to find in titles, prompts and replies
 
     def __attrs_post_init__(self) -> None:
         _within("limit", self.limit, 1, 1000)
+
+
+@attrs.frozen
+class SessionExport:
+    session_id: str
+    path: str
+
+
+@attrs.frozen
+class SessionImport:
+    path: str
+    root: str | None = None
+    as_new: bool | None = None  # new ids for the session, its turns and runs
 
 
 @attrs.frozen
@@ -266,11 +281,16 @@ def session(value: Session) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(dataclasses.replace(value, provider=ProviderChoice()))
     out["provider"] = unstructure(value.provider)
     del out["policy"]
+    if value.imported_from is None:
+        del out["importedFrom"]
     return out
 
 
 def session_summary(value: SessionSummary) -> dict[str, Any]:
-    return {**session(value.session), "turns": value.turns}
+    out = {**session(value.session), "turns": value.turns}
+    if value.match is not None:
+        out["match"] = to_wire(value.match)
+    return out
 
 
 def turn(value: Turn) -> dict[str, Any]:
@@ -377,6 +397,11 @@ def session_list(page: list[SessionSummary], cursor: str | None) -> dict[str, An
     out: dict[str, Any] = {"sessions": [session_summary(s) for s in page]}
     if cursor:
         out["nextCursor"] = cursor
+    return out
+
+
+def exported(value: Exported) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(value)
     return out
 
 

@@ -136,6 +136,11 @@ DOCUMENTED: list[tuple[str, Any]] = [
     ("session/cancel", {"sessionId": "{session}"}),
     ("session/steer", {"sessionId": "{session}", "text": "t", "clientMsgId": None}),
     ("session/takeover", {"sessionId": "{session}"}),
+    ("session/list", {"query": None}),
+    ("session/list", {"query": "hi", "root": "/", "limit": 5}),
+    ("session/export", {"sessionId": "{session}", "path": "{export}"}),
+    ("session/import", {"path": "{export}", "root": None, "asNew": None}),
+    ("session/import", {"path": "{export}", "root": "{root}", "asNew": True}),
     ("run/summary", {"runId": "r-unknown"}),
     ("run/steps", {"runId": "r-unknown"}),
     ("run/events", {"runId": "r-unknown"}),
@@ -179,7 +184,11 @@ async def test_every_documented_request_shape_validates_and_is_accepted(
     try:
         await editor.initialize()
         session = await editor.call("session/open", {"root": str(workspace)})
-        names = {"{root}": str(workspace), "{session}": session["sessionId"]}
+        names = {
+            "{root}": str(workspace),
+            "{session}": session["sessionId"],
+            "{export}": str(tmp_path / "session.trellisd"),
+        }
         refused = []
         for method, params in DOCUMENTED:
             if params is not ABSENT:

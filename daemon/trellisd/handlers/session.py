@@ -24,7 +24,7 @@ async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
 
 
 async def session_list(app: Services, p: wire.SessionList) -> Any:
-    page, cursor = await app.sessions.page(p.root, p.limit or wire.LIST_LIMIT, p.cursor)
+    page, cursor = await app.sessions.page(p.root, p.limit or wire.LIST_LIMIT, p.cursor, p.query)
     return wire.session_list(page, cursor)
 
 
@@ -111,6 +111,14 @@ async def session_events(app: Services, p: wire.SessionEvents) -> Any:
     return wire.feed(*await app.sessions.feed(p.session_id, p.after or 0, limit))
 
 
+async def session_export(app: Services, p: wire.SessionExport) -> Any:
+    return wire.exported(await app.archive.export(p.session_id, p.path))
+
+
+async def session_import(app: Services, p: wire.SessionImport) -> Any:
+    return wire.session(await app.archive.import_(p.path, p.root, bool(p.as_new)))
+
+
 METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open, follow="answer"),
     Method("session/policy", wire.SessionRef, session_policy),
@@ -132,4 +140,6 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/close", wire.SessionRef, session_close, follow="leave"),
     Method("session/delete", wire.SessionRef, session_delete, follow="forget"),
     Method("session/events", wire.SessionEvents, session_events),
+    Method("session/export", wire.SessionExport, session_export),
+    Method("session/import", wire.SessionImport, session_import),
 )

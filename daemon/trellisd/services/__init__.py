@@ -6,6 +6,7 @@ async store. ``start`` builds the store and the services, in one place, at start
                                    rename, instruct, close, delete, the feed
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
     +-- runs      RunService       a run's summary, steps and events
+    +-- archive   ArchiveService   a session exported to a file, imported from one
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..providers import make_provider
 from ..providers.base import Provider
 from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
+from .archive import ArchiveService
 from .policies import Policies
 from .running import Running
 from .runs import RunService
@@ -49,6 +51,7 @@ class Services:
         self.sessions = SessionService(store, self.defaults, self.running, policies)
         self.turns = TurnService(store, self.defaults, self.running, policies, notifier, providers)
         self.runs = RunService(store)
+        self.archive = ArchiveService(store)
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

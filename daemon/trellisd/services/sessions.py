@@ -34,16 +34,12 @@ class SessionService:
         policy: PolicySpec | None,
         instructions: str | None = None,
     ) -> Session:
-        folder = _folder(root)
-        if not folder.is_absolute():
-            raise InvalidParams(f"root must be an absolute path, not {root}", field="root")
-        if not folder.is_dir():
-            raise NotFound(f"root {root} is not an existing folder", root=root)
+        folder = workspace(root)
         choice = provider or ProviderChoice()
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
-        effective = await asyncio.to_thread(load, folder.resolve(), policy)
+        effective = await asyncio.to_thread(load, folder, policy)
         session = await self.store.sessions.create(
-            str(folder.resolve()), title or "", choice, policy, instructions or None
+            str(folder), title or "", choice, policy, instructions or None
         )
         self.policies.remember(session.session_id, effective)
         return session
@@ -72,10 +68,13 @@ class SessionService:
         return await self.store.sessions.get(session_id)
 
     async def page(
-        self, root: str | None, limit: int, cursor: str | None
+        self, root: str | None, limit: int, cursor: str | None, query: str | None = None
     ) -> tuple[list[SessionSummary], str | None]:
+        """Sessions most recently used first; with ``query``, those it finds, best first."""
         if root is not None:
             root = str(_folder(root).resolve())
+        if query is not None:
+            return await self.store.sessions.search(query, root, limit, cursor)
         return await self.store.sessions.page(root, limit, cursor)
 
     async def history(self, session_id: str) -> list[Turn]:
@@ -135,6 +134,16 @@ class SessionService:
         self.running.refuse(session_id, "delete it")
         await self.store.sessions.delete(session_id)
         self.policies.forget(session_id)
+
+
+def workspace(root: str) -> Path:
+    """``root`` as a session's folder: resolved, refused unless absolute and existing."""
+    folder = _folder(root)
+    if not folder.is_absolute():
+        raise InvalidParams(f"root must be an absolute path, not {root}", field="root")
+    if not folder.is_dir():
+        raise NotFound(f"root {root} is not an existing folder", root=root)
+    return folder.resolve()
 
 
 def _folder(root: str) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 from .db import Database
 from .leases import Leases
 from .runs import Runs
+from .search import Search
 from .sessions import Sessions
 
 
@@ -19,6 +20,7 @@ class Store:
         self.leases = Leases(self.db, alive)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)
+        self.search = Search(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -247,6 +247,23 @@ class Database:
                 if self.con.in_transaction:
                     self.con.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[apsw.Connection]:
+        """A consistent snapshot on a connection of its own, for a long read (an export)
+        that must not hold up this connection's other work. Writers go on meanwhile (WAL)."""
+        try:
+            con = _connect(self.path)
+        except apsw.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+            con.execute("BEGIN")
+            yield con
+        except apsw.Error as exc:
+            raise _translate(exc, self.path) from exc
+        finally:
+            con.close()
+
     def _begin_immediate(self) -> None:
         for attempt in range(BUSY_RETRIES):
             try:

@@ -28,7 +28,7 @@ from ..records import (
     Step,
     Turn,
 )
-from . import Store
+from . import Store, archive
 from .chain import Verdict
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,20 @@ class AsyncSessions:
         self, root: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         return await self._run(self._store.sessions.page, root, limit, cursor)
+
+    async def search(
+        self, query: str, root: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[SessionSummary], str | None]:
+        return await self._run(self._store.search.page, query, root, limit, cursor)
+
+    async def export(self, session_id: str, path: Path) -> tuple[int, int]:
+        """Write the session to ``path`` from a snapshot on a connection of its own, so the
+        store's other work goes on meanwhile; ``(bytes, turns)``."""
+        return await asyncio.to_thread(archive.export_file, self._store.db, session_id, path)
+
+    async def import_(self, path: Path, root: str | None, as_new: bool) -> str:
+        """Import the session file at ``path`` in one transaction; its id in this store."""
+        return await self._run(archive.import_file, self._store.db, path, root, as_new)
 
     async def turn(self, session_id: str, turn_id: str) -> Turn:
         return await self._run(self._store.sessions.turn, session_id, turn_id)

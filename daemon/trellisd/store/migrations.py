@@ -20,7 +20,7 @@ import apsw
 from . import chain
 
 Migration = str | Callable[[apsw.Connection], None]
-OLDEST_READER = 8  # the first schema that reads store_info
+OLDEST_READER = 9  # the first schema that reads store_info
 
 
 def _session_log(con: apsw.Connection) -> None:
@@ -172,9 +172,55 @@ MIGRATIONS: tuple[Migration, ...] = (
         FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.ended_at IS NOT NULL
     );
     """,
-    # 7: each session's tamper-evident log, computed over the rows already there.
+    # 7: search over titles, prompts and replies (FTS5), kept by triggers; and where an
+    # imported session came from. A session's title is the row -session.rowid, a turn's
+    # prompt and reply the row turn.rowid, so each trigger reaches its row by rowid. Prefixes
+    # of 2 and 3 characters are indexed: a word being typed is searched as a prefix.
+    """
+    ALTER TABLE session ADD COLUMN imported_from TEXT;
+
+    CREATE VIRTUAL TABLE search USING fts5(
+        title, prompt, reply, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3'
+    );
+    INSERT INTO search(rowid, title, prompt, reply) SELECT -rowid, title, '', '' FROM session;
+    INSERT INTO search(rowid, title, prompt, reply)
+        SELECT t.rowid, '', t.prompt,
+               (SELECT coalesce(group_concat(text, ''), '') FROM
+                   (SELECT s.text FROM run r JOIN step s ON s.run_id = r.id
+                    WHERE r.turn_id = t.id ORDER BY s.n))
+        FROM turn t;
+
+    CREATE TRIGGER search_session_insert AFTER INSERT ON session BEGIN
+        INSERT INTO search(rowid, title, prompt, reply) VALUES (-new.rowid, new.title, '', '');
+    END;
+    CREATE TRIGGER search_session_title AFTER UPDATE OF title ON session BEGIN
+        UPDATE search SET title = new.title WHERE rowid = -new.rowid;
+    END;
+    CREATE TRIGGER search_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM search WHERE rowid = -old.rowid;
+    END;
+    CREATE TRIGGER search_turn_insert AFTER INSERT ON turn BEGIN
+        INSERT INTO search(rowid, title, prompt, reply) VALUES (new.rowid, '', new.prompt, '');
+    END;
+    CREATE TRIGGER search_turn_delete AFTER DELETE ON turn BEGIN
+        DELETE FROM search WHERE rowid = old.rowid;
+    END;
+    CREATE TRIGGER search_step_insert AFTER INSERT ON step BEGIN
+        UPDATE search SET reply = reply || new.text
+            WHERE rowid = (SELECT t.rowid FROM run r JOIN turn t ON t.id = r.turn_id
+                           WHERE r.id = new.run_id);
+    END;
+    CREATE TRIGGER search_step_delete AFTER DELETE ON step BEGIN
+        UPDATE search SET reply = (SELECT coalesce(group_concat(text, ''), '') FROM
+                                      (SELECT text FROM step WHERE run_id = old.run_id
+                                       ORDER BY n))
+            WHERE rowid = (SELECT t.rowid FROM run r JOIN turn t ON t.id = r.turn_id
+                           WHERE r.id = old.run_id);
+    END;
+    """,
+    # 8: each session's tamper-evident log, computed over the rows already there.
     _session_log,
-    # 8: what an older trellisd needs to know to read the store: the oldest schema able to
+    # 9: what an older trellisd needs to know to read the store: the oldest schema able to
     # read it, and the version that wrote it (written by ``Database`` after each migration).
     """
     CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;

@@ -16,6 +16,7 @@ from ..records import (
     ExpectHead,
     FeedEntry,
     ForkedFrom,
+    ImportedFrom,
     ProviderChoice,
     Session,
     SessionSummary,
@@ -28,6 +29,12 @@ from .db import Database, new_id, now
 
 T = TypeVar("T")
 
+SESSION_COLUMNS = (
+    "id, root, title, head, settings, created_at, updated_at, policy, forked_from, forked_turn,"
+    " instructions, imported_from, head_hash"
+)
+# Where a query's own columns start, after the session's.
+AFTER_SESSION = len(SESSION_COLUMNS.split(", "))
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
            (SELECT coalesce(group_concat(text, ''), '') FROM
@@ -53,12 +60,6 @@ class Writer(Protocol):
     def acquire(self, con: apsw.Connection, session_id: str) -> None: ...
 
 
-_SESSION_COLUMNS = (
-    "id, root, title, head, settings, created_at, updated_at, policy, forked_from, forked_turn,"
-    " instructions, head_hash"
-)
-
-
 def _session(row: tuple[Any, ...]) -> Session:
     return Session(
         session_id=row[0],
@@ -71,8 +72,13 @@ def _session(row: tuple[Any, ...]) -> Session:
         policy=None if row[7] is None else structure(json.loads(row[7]), PolicySpec, "policy"),
         forked_from=None if row[8] is None else ForkedFrom(row[8], row[9]),
         instructions=row[10],
-        head_hash=row[11],
+        imported_from=None if row[11] is None else _imported_from(json.loads(row[11])),
+        head_hash=row[12],
     )
+
+
+def _imported_from(stored: dict[str, str]) -> ImportedFrom:
+    return ImportedFrom(stored["sessionId"], stored["importedAt"])
 
 
 def _turn(row: tuple[Any, ...]) -> Turn:
@@ -134,7 +140,7 @@ class Sessions:
     @staticmethod
     def _get(con: apsw.Connection, session_id: str) -> Session:
         row = con.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM session WHERE id = ?", (session_id,)
+            f"SELECT {SESSION_COLUMNS} FROM session WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
@@ -153,14 +159,14 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         sql = (
-            f"SELECT {_SESSION_COLUMNS},"
+            f"SELECT {SESSION_COLUMNS},"
             " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY updated_at DESC, id DESC LIMIT ?"
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[12])) for row in rows[:limit]]
+        page = [SessionSummary(_session(row), int(row[AFTER_SESSION])) for row in rows[:limit]]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor

@@ -1,0 +1,697 @@
+"""Sessions as files: the ``trellisd-session`` format, version 1, written from the store and
+read back into it. ``protocol/README.md`` ("Session files") is its description.
+
+A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in ``\\n``:
+
+    header   {"type": "header", "format": "trellisd-session", "version": 1, ...}
+    session  the session: its fields, provider, policy and origin
+    turn     each turn of the tree, a parent before its children
+    run      the turn's run, after its turn
+    step     the run's steps, after their run
+    event    the run's events, after their run
+    end      {"type": "end", "records": N, "sha256": "<hex>"}: the last line
+
+``sha256`` is the SHA-256 of the file's bytes before the end line, and ``records`` how many
+lines they are. A file holds no lease and no pid: a daemon's hold on a session stays with
+the store it was taken in.
+
+Writing streams the session from one read snapshot; reading checks each line as it comes
+and writes it in one transaction, refused and rolled back at the first line that is not
+right (``Refused``, naming the line and the check). Neither holds more than a line and the
+ids of the session's turns and runs in memory. A reader ignores fields it does not know,
+except that a field of the store's own (a column another trellisd version added) is kept
+when this store has that column, and skips records of a type it does not know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import apsw
+import attrs
+
+from .. import __version__
+from ..convert import camel, structure, unstructure
+from ..errors import Conflict, InvalidParams
+from ..policy.layers import PolicySpec
+from ..records import ProviderChoice
+from ..vocabulary import Outcome
+from .db import Database, new_id, now
+
+FORMAT = "trellisd-session"
+
+
+def untrusted_policy(policy: PolicySpec) -> PolicySpec:
+    """A file's policy as it may come into this store: its rules, but not what its author
+    let run unasked (an approval mode, grants), which this store's user has not given."""
+    return attrs.evolve(policy, approval=None, grants=())
+
+
+def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
+    """A file's choice of model without its endpoint: a base URL from a file would receive
+    this machine's key at the session's next turn."""
+    return attrs.evolve(provider, base_url=None)
+
+
+VERSION = 1
+READS = (1,)
+"""The versions this trellisd reads."""
+
+
+@attrs.frozen
+class Limits:
+    """A line or a file larger than these is refused before it is read further: the file is
+    untrusted input, and reading it takes memory for one line at a time."""
+
+    header: int = 64 * 1024
+    line: int = 64 * 1024 * 1024
+    file: int = 8 * 1024 * 1024 * 1024
+
+
+INTERRUPTED_ON_EXPORT = "the turn was running when its session was exported"
+
+_PRIVATE = {"session": {"owner"}, "run": {"pid", "daemon_id"}}
+"""Columns that never leave the store: who holds a session's lease, which process ran a turn."""
+
+_RENAMED = {
+    "session": {"id": "sessionId", "settings": "provider"},
+    "turn": {"id": "turnId", "parent_id": "parentTurnId"},
+    "run": {"id": "runId"},
+    "step": {"n": "step"},
+    "event": {},
+}
+_JSON = {"settings", "policy", "imported_from", "tool_call", "detail"}
+_TOKENS = ("input_tokens", "output_tokens", "cached_tokens")
+_IMPLIED = {"turn": {"session_id"}}
+"""Columns the file leaves out because its structure says them (a turn's session)."""
+
+
+class Refused(InvalidParams):
+    """A file that cannot be imported: which line, which check, and why."""
+
+
+@attrs.frozen
+class Header:
+    format: str
+    version: int
+
+
+@attrs.frozen
+class ImportedFromRecord:
+    session_id: str
+    imported_at: str
+
+
+@attrs.frozen
+class SessionRecord:
+    session_id: str
+    root: str
+    title: str
+    head: str | None
+    created_at: str
+    updated_at: str
+    provider: ProviderChoice = ProviderChoice()
+    policy: PolicySpec | None = None
+    imported_from: ImportedFromRecord | None = None
+
+
+@attrs.frozen
+class TurnRecord:
+    turn_id: str
+    parent_turn_id: str | None
+    prompt: str
+    created_at: str
+
+
+@attrs.frozen
+class RunRecord:
+    run_id: str
+    turn_id: str
+    outcome: str
+    started_at: str
+    error: str | None = None
+    model: str | None = None
+    ended_at: str | None = None
+
+
+@attrs.frozen
+class TokensRecord:
+    input: int | None = None
+    output: int | None = None
+    cached: int | None = None
+
+
+@attrs.frozen
+class StepRecord:
+    run_id: str
+    step: int
+    decision: str
+    text: str
+    created_at: str
+    tokens: TokensRecord = TokensRecord()
+    prompt: str | None = None
+    tool_call: dict[str, Any] | None = None
+    result: str | None = None
+
+
+@attrs.frozen
+class EventRecord:
+    run_id: str
+    seq: int
+    kind: str
+    detail: dict[str, Any]
+    created_at: str
+    step: int | None = None
+
+
+@attrs.frozen
+class End:
+    records: int
+    sha256: str
+
+
+# Writing
+
+
+class _Writer:
+    """Lines out, counted and digested as they are written."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out, self.digest, self.records = out, hashlib.sha256(), 0
+
+    def line(self, record: dict[str, Any]) -> None:
+        raw = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        self.digest.update(raw)
+        self.out.write(raw)
+        self.records += 1
+
+    def end(self) -> None:
+        end = {"type": "end", "records": self.records, "sha256": self.digest.hexdigest()}
+        self.out.write((json.dumps(end, separators=(",", ":")) + "\n").encode())
+
+
+def _rows(con: apsw.Connection, sql: str, args: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
+    cursor = con.execute(sql, args)
+    names: list[str] | None = None
+    for row in cursor:
+        if names is None:
+            names = [d[0] for d in cursor.getdescription()]
+        yield dict(zip(names, row, strict=True))
+
+
+def _record(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A store row as a file record: fields camelCase, JSON columns as JSON, token counts as
+    one ``tokens`` object; private and implied columns left out."""
+    out: dict[str, Any] = {"type": table}
+    for column, value in row.items():
+        field = _field(table, column)
+        if field is None:
+            continue
+        if column in _JSON and value is not None:
+            value = json.loads(value)
+        out[field] = value
+    if table == "step":
+        out["tokens"] = {
+            "input": row["input_tokens"],
+            "output": row["output_tokens"],
+            "cached": row["cached_tokens"],
+        }
+    if table == "session" and out.get("importedFrom") is None:
+        out.pop("importedFrom", None)
+    return out
+
+
+@functools.cache
+def _field(table: str, column: str) -> str | None:
+    """The file's name for a column (None: left out of the file)."""
+    left_out = _PRIVATE.get(table, set()) | _IMPLIED.get(table, set())
+    if column in left_out or column in _TOKENS:
+        return None
+    return _RENAMED[table].get(column, camel(column))
+
+
+def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> int:
+    """Write the session's whole tree to ``out`` from one snapshot of the store; returns how
+    many turns it holds (``NotFound`` for an unknown session)."""
+    from .sessions import Sessions
+
+    writer = _Writer(out)
+    turns = 0
+    with db.snapshot() as con:
+        Sessions._get(con, session_id)
+        writer.line(
+            {
+                "type": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "exportedAt": exported_at,
+                "exportedBy": f"trellisd {__version__}",
+            }
+        )
+        for row in _rows(con, "SELECT * FROM session WHERE id = ?", (session_id,)):
+            writer.line(_record("session", row))
+        for turn in _rows(
+            con, "SELECT * FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)
+        ):
+            turns += 1
+            writer.line(_record("turn", turn))
+            for run in _rows(con, "SELECT * FROM run WHERE turn_id = ?", (turn["id"],)):
+                writer.line(_record("run", run))
+                for table, order in (("step", "n"), ("event", "seq")):
+                    for row in _rows(
+                        con,
+                        f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}",
+                        (run["id"],),
+                    ):
+                        writer.line(_record(table, row))
+    writer.end()
+    return turns
+
+
+# Reading
+
+
+class _Lines:
+    """The file's records, each checked for size and JSON, and its end line checked against
+    what came before it (count and digest)."""
+
+    def __init__(self, source: IO[bytes], path: str, limits: Limits) -> None:
+        self.source, self.path, self.limits = source, path, limits
+        self.number, self.total, self.digest = 0, 0, hashlib.sha256()
+
+    def refuse(self, check: str, problem: str, line: int | None = None) -> Refused:
+        line = self.number if line is None else line
+        return Refused(
+            f"{self.path} cannot be imported: line {line}: {problem}",
+            field="path",
+            path=self.path,
+            line=line,
+            check=check,
+        )
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            limit = self.limits.header if self.number == 0 else self.limits.line
+            raw = self.source.readline(limit + 1)
+            if not raw:
+                raise self.refuse(
+                    "truncated",
+                    "the file ends without its end line: it is cut short"
+                    if self.number
+                    else "the file is empty",
+                    self.number + 1,
+                )
+            self.number += 1
+            self.total += len(raw)
+            record = self._parse(raw, limit)
+            if record.get("type") == "end":
+                self._end(record)
+                return
+            self.digest.update(raw)
+            yield record
+
+    def _parse(self, raw: bytes, limit: int) -> dict[str, Any]:
+        foreign = self.number == 1
+        if len(raw) > limit:
+            if foreign:
+                raise self.refuse("format", "this is not a trellisd session file")
+            raise self.refuse("size", f"the line is longer than {_size(limit)}")
+        if self.total > self.limits.file:
+            raise self.refuse("size", f"the file is larger than {_size(self.limits.file)}")
+        if not raw.endswith(b"\n"):
+            raise self.refuse("truncated", "the line is cut short: the file is truncated")
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            if foreign:
+                raise self.refuse("format", "this is not a trellisd session file")
+            raise self.refuse("json", "not a JSON object with a type")
+        return record
+
+    def _end(self, record: dict[str, Any]) -> None:
+        end = self.structure(record, End, "end")
+        if end.records != self.number - 1:
+            raise self.refuse(
+                "count",
+                f"the end line counts {end.records} records, the file has {self.number - 1}",
+            )
+        if end.sha256 != self.digest.hexdigest():
+            raise self.refuse(
+                "digest",
+                "the SHA-256 digest does not match the content: the file was changed or damaged",
+            )
+        if self.source.read(1):
+            raise self.refuse("end", "lines follow the end line", self.number + 1)
+
+    def structure(self, record: dict[str, Any], cls: type[Any], kind: str) -> Any:
+        try:
+            return structure(record, cls, kind)
+        except InvalidParams as exc:
+            raise self.refuse("record", exc.message) from None
+
+
+class _Ids:
+    """The file's ids as the store will have them: the same, or new ones (``as_new``)."""
+
+    def __init__(self, as_new: bool) -> None:
+        self.as_new = as_new
+        self.new: dict[str, str] = {}
+
+    def __call__(self, old: str, prefix: str) -> str:
+        if not self.as_new:
+            return old
+        if old not in self.new:
+            self.new[old] = new_id(prefix)
+        return self.new[old]
+
+    def rewrite(self, value: Any) -> Any:
+        """``value`` (an event's detail) with every id of the session in it rewritten."""
+        if not self.new:
+            return value
+        if isinstance(value, str):
+            return self.new.get(value, value)
+        if isinstance(value, list):
+            return [self.rewrite(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.rewrite(v) for k, v in value.items()}
+        return value
+
+
+class _Import:
+    """One file going into the store, inside one write transaction."""
+
+    def __init__(
+        self,
+        con: apsw.Connection,
+        lines: _Lines,
+        root: str | None,
+        as_new: bool,
+        imported_at: str,
+    ) -> None:
+        self.con, self.lines, self.root, self.imported_at = con, lines, root, imported_at
+        self.ids = _Ids(as_new)
+        self.columns = {
+            table: {str(row[1]) for row in con.execute(f"PRAGMA table_info({table})")}
+            for table in _RENAMED
+        }
+        self.session_id = ""
+        self.head: str | None = None
+        self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
+        self.runs: set[str] = set()
+
+    def run(self) -> str:
+        records = iter(self.lines)
+        first = next(records, None)
+        if first is None or first.get("type") != "header" or first.get("format") != FORMAT:
+            raise self.lines.refuse("format", "this is not a trellisd session file")
+        header = self.lines.structure(first, Header, "header")
+        if header.version not in READS:
+            raise self.lines.refuse(
+                "version",
+                f"the file is format version {header.version}, written by a newer trellisd;"
+                f" this one reads version {', '.join(map(str, READS))}",
+            )
+        second = next(records, None)
+        if second is None or second["type"] != "session":
+            raise self.lines.refuse("order", "the session must follow the header")
+        self.session(second)
+        readers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "turn": self.turn,
+            "run": self.run_record,
+            "step": self.step,
+            "event": self.event,
+        }
+        for record in records:
+            kind = record["type"]
+            if kind == "session" or kind == "header":
+                raise self.lines.refuse("order", f"a second {kind} record")
+            if kind in readers:
+                readers[kind](record)
+        self.finish()
+        return self.session_id
+
+    def refuse(self, problem: str, check: str = "reference") -> Refused:
+        return self.lines.refuse(check, problem)
+
+    def insert(self, table: str, values: dict[str, Any], raw: dict[str, Any]) -> None:
+        """Insert ``values`` (columns) and the fields of ``raw`` this version does not know
+        but this store keeps (a column another trellisd version added)."""
+        known = _known(table, tuple(values))
+        for field, value in raw.items():
+            if field in known:
+                continue
+            column = _snake(field)
+            if (
+                column in self.columns[table]
+                and column not in values
+                and column not in _PRIVATE.get(table, ())
+                and (value is None or isinstance(value, str | int | float))
+            ):
+                values[column] = value
+        names = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        self.con.execute(f"INSERT INTO {table}({names}) VALUES ({marks})", tuple(values.values()))
+
+    def taken(self, table: str, column: str, value: str, what: str) -> None:
+        if self.con.execute(f"SELECT 1 FROM {table} WHERE {column} = ?", (value,)).fetchone():
+            raise Conflict(
+                f"{what} {value} is already in this store: import it with asNew (trellisd import"
+                " --as-new) to keep both as separate sessions",
+                **{camel(f"{what}_id"): value},
+                path=self.lines.path,
+            )
+
+    def session(self, raw: dict[str, Any]) -> None:
+        record: SessionRecord = self.lines.structure(raw, SessionRecord, "session")
+        if not self.ids.as_new:
+            self.taken("session", "id", record.session_id, "session")
+        self.session_id = self.ids(record.session_id, "s")
+        self.head = None if record.head is None else self.ids(record.head, "t")
+        imported_from = record.imported_from
+        if self.ids.as_new:
+            imported_from = ImportedFromRecord(record.session_id, self.imported_at)
+        self.insert(
+            "session",
+            {
+                "id": self.session_id,
+                "root": self.root or record.root,
+                "title": record.title,
+                "head": self.head,
+                "settings": json.dumps(unstructure(untrusted_provider(record.provider))),
+                "created_at": record.created_at,
+                "updated_at": self.imported_at,
+                "policy": None
+                if record.policy is None
+                else json.dumps(unstructure(untrusted_policy(record.policy))),
+                "imported_from": None
+                if imported_from is None
+                else json.dumps(
+                    {
+                        "sessionId": imported_from.session_id,
+                        "importedAt": imported_from.imported_at,
+                    }
+                ),
+            },
+            raw,
+        )
+
+    def turn(self, raw: dict[str, Any]) -> None:
+        record: TurnRecord = self.lines.structure(raw, TurnRecord, "turn")
+        if not self.ids.as_new:
+            self.taken("turn", "id", record.turn_id, "turn")
+        turn_id = self.ids(record.turn_id, "t")
+        if turn_id in self.turns:
+            raise self.refuse(f"turn {record.turn_id} appears twice")
+        parent = None
+        if record.parent_turn_id is not None:
+            parent = self.ids(record.parent_turn_id, "t")
+            if parent not in self.turns:
+                raise self.refuse(
+                    f"turn {record.turn_id} follows {record.parent_turn_id}, which is not"
+                    " before it in the file"
+                )
+        self.turns[turn_id] = False
+        self.insert(
+            "turn",
+            {
+                "id": turn_id,
+                "session_id": self.session_id,
+                "parent_id": parent,
+                "prompt": record.prompt,
+                "created_at": record.created_at,
+            },
+            raw,
+        )
+
+    def run_record(self, raw: dict[str, Any]) -> None:
+        record: RunRecord = self.lines.structure(raw, RunRecord, "run")
+        if record.outcome not in set(Outcome):
+            raise self.refuse(f"outcome {record.outcome!r} is not one trellisd knows", "record")
+        if not self.ids.as_new:
+            self.taken("run", "id", record.run_id, "run")
+        turn_id = self.ids(record.turn_id, "t")
+        if self.turns.get(turn_id, True):
+            raise self.refuse(
+                f"run {record.run_id} is of turn {record.turn_id}, which is not before it"
+                " in the file or already has a run"
+            )
+        self.turns[turn_id] = True
+        run_id = self.ids(record.run_id, "r")
+        self.runs.add(run_id)
+        running = record.outcome == Outcome.RUNNING
+        self.insert(
+            "run",
+            {
+                "id": run_id,
+                "turn_id": turn_id,
+                "outcome": Outcome.INTERRUPTED if running else record.outcome,
+                "error": INTERRUPTED_ON_EXPORT if running else record.error,
+                "pid": 0,
+                "started_at": record.started_at,
+                "ended_at": self.imported_at if running else record.ended_at,
+                "model": record.model,
+            },
+            raw,
+        )
+
+    def _run_of(self, old: str, what: str) -> str:
+        run_id = self.ids(old, "r")
+        if run_id not in self.runs:
+            raise self.refuse(f"{what} of run {old}, which is not before it in the file")
+        return run_id
+
+    def step(self, raw: dict[str, Any]) -> None:
+        record: StepRecord = self.lines.structure(raw, StepRecord, "step")
+        run_id = self._run_of(record.run_id, f"step {record.step}")
+        tool_call = record.tool_call
+        self._unique(
+            "step",
+            {
+                "run_id": run_id,
+                "n": record.step,
+                "decision": record.decision,
+                "prompt": record.prompt,
+                "text": record.text,
+                "tool_call": None if tool_call is None else json.dumps(tool_call),
+                "result": record.result,
+                "input_tokens": record.tokens.input,
+                "output_tokens": record.tokens.output,
+                "cached_tokens": record.tokens.cached,
+                "created_at": record.created_at,
+            },
+            raw,
+            f"step {record.step} of run {record.run_id}",
+        )
+
+    def event(self, raw: dict[str, Any]) -> None:
+        record: EventRecord = self.lines.structure(raw, EventRecord, "event")
+        run_id = self._run_of(record.run_id, f"event {record.seq}")
+        self._unique(
+            "event",
+            {
+                "run_id": run_id,
+                "seq": record.seq,
+                "kind": record.kind,
+                "step": record.step,
+                "detail": json.dumps(self.ids.rewrite(record.detail)),
+                "created_at": record.created_at,
+            },
+            raw,
+            f"event {record.seq} of run {record.run_id}",
+        )
+
+    def _unique(self, table: str, values: dict[str, Any], raw: dict[str, Any], what: str) -> None:
+        try:
+            self.insert(table, values, raw)
+        except apsw.ConstraintError:
+            raise self.refuse(f"{what} appears twice") from None
+
+    def finish(self) -> None:
+        if self.head is not None and self.head not in self.turns:
+            raise self.lines.refuse(
+                "reference", "the session's head is not a turn of the file", line=2
+            )
+        without = [turn for turn, has_run in self.turns.items() if not has_run]
+        if without:
+            raise self.lines.refuse(
+                "reference", f"turn {without[0]} has no run", line=self.lines.number
+            )
+
+
+def read(
+    db: Database,
+    source: IO[bytes],
+    path: str,
+    root: str | None,
+    as_new: bool,
+    imported_at: str,
+    limits: Limits = Limits(),
+) -> str:
+    """Import the session file ``source`` (named ``path`` in refusals) in one transaction;
+    returns the session's id in this store. ``Refused`` for a file that is not a whole,
+    undamaged session file; ``Conflict`` for a session the store has (unless ``as_new``)."""
+    with db.write() as con:
+        return _Import(con, _Lines(source, path, limits), root, as_new, imported_at).run()
+
+
+def _size(limit: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if limit >= scale:
+            return f"{limit / scale:g} {unit}"
+    return f"{limit} bytes"
+
+
+@functools.cache
+def _known(table: str, columns: tuple[str, ...]) -> frozenset[str]:
+    """The fields of a record this version reads into ``columns``."""
+    return frozenset(_RENAMED[table].values()) | {camel(c) for c in columns} | {"type", "tokens"}
+
+
+@functools.cache
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def export_file(db: Database, session_id: str, path: Path) -> tuple[int, int]:
+    """Export the session to ``path`` atomically: written to a temporary file in the same
+    folder, flushed to the disk, then renamed over ``path``. A crash at any point leaves
+    ``path`` as it was. Returns ``(bytes, turns)``."""
+    with _atomic(path) as out:
+        turns = write(db, session_id, out, now())
+        size = out.tell()
+    return size, turns
+
+
+def import_file(db: Database, path: Path, root: str | None, as_new: bool) -> str:
+    with path.open("rb") as source:
+        return read(db, source, str(path), root, as_new, now())
+
+
+@contextlib.contextmanager
+def _atomic(path: Path) -> Iterator[IO[bytes]]:
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)  # the rename itself reaches the disk
+    finally:
+        os.close(folder)

@@ -1,0 +1,231 @@
+"""session/export, session/import and search over real pipes: a session handed from one
+store to another reads the same there, and a daemon killed mid-export or mid-import leaves
+neither a partial file nor a partial session."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.model_server import ModelServer
+from tests.fixtures.sessions import fill_session
+from tests.fixtures.waits import eventually
+
+BIG_TURNS, BIG_RESULT = 1_000, 50_000  # a 50 MB file: an export or import takes a while
+
+
+async def everything(daemon: Daemon, session_id: str) -> dict[str, Any]:
+    """What an editor can read of a session: its history, its tree, each run's steps and
+    events."""
+    ref = {"sessionId": session_id}
+    turns = (await daemon.call("session/turns", ref))["turns"]
+    runs = [t["runId"] for t in turns]
+    return {
+        "history": await daemon.call("session/history", ref),
+        "turns": turns,
+        "steps": [await daemon.call("run/steps", {"runId": r}) for r in runs],
+        "events": [await daemon.call("run/events", {"runId": r}) for r in runs],
+    }
+
+
+async def test_a_session_exported_from_one_store_reads_the_same_in_another(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    first = await spawn()
+    session = await open_session(first, workspace, title="handed over")
+    sid = session["sessionId"]
+    hello = await turn(first, session, "hello")
+    model.reply("Looking. ", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
+    model.reply("There is a README.")
+    await turn(first, session, "what files are here?")
+    await first.call("session/branch", {"sessionId": sid, "turnId": hello["turnId"]})
+    await turn(first, session, "another way")
+    path = tmp_path / "backups" / "handed-over.trellisd"
+    path.parent.mkdir()
+
+    done = await first.call("session/export", {"sessionId": sid, "path": str(path)})
+    assert done == {"path": str(path), "bytes": path.stat().st_size, "turns": 3}
+
+    second = await spawn(db=tmp_path / "elsewhere" / "trellisd.db")
+    imported = await second.call("session/import", {"path": str(path)})
+    assert imported["sessionId"] == sid
+    assert (imported["title"], imported["root"]) == ("handed over", str(workspace))
+    assert "importedFrom" not in imported
+    assert await everything(second, sid) == await everything(first, sid)
+    assert (await second.call("session/history", {"sessionId": sid}))["turns"][-1][
+        "prompt"
+    ] == "another way"
+
+    # The imported session goes on in its new store, the model seeing its whole history.
+    await turn(second, imported, "and now?")
+    assert model.user_messages()[-2:] == ["another way", "and now?"]
+
+
+async def test_import_refuses_a_copy_the_store_has_unless_as_new_and_rebinds_its_root(
+    daemon: Daemon, workspace: Path, tmp_path: Path
+) -> None:
+    session = await open_session(daemon, workspace)
+    sid = session["sessionId"]
+    await turn(daemon, session, "hello")
+    path = tmp_path / "s.trellisd"
+    await daemon.call("session/export", {"sessionId": sid, "path": str(path)})
+
+    refused = await daemon.error("session/import", {"path": str(path)})
+    assert refused.code == -32020
+    assert refused.data["sessionId"] == sid and sid in refused.message
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    copy = await daemon.call(
+        "session/import", {"path": str(path), "asNew": True, "root": str(checkout)}
+    )
+    assert copy["sessionId"] != sid
+    assert copy["importedFrom"]["sessionId"] == sid
+    assert copy["root"] == str(checkout)
+    listed = (await daemon.call("session/list", {}))["sessions"]
+    assert [s["sessionId"] for s in listed] == [copy["sessionId"], sid]
+    assert listed[0]["importedFrom"] == copy["importedFrom"]
+    copied = (await daemon.call("session/history", {"sessionId": copy["sessionId"]}))["turns"]
+    original = (await daemon.call("session/history", {"sessionId": sid}))["turns"]
+    assert [t["reply"] for t in copied] == [t["reply"] for t in original]
+    assert copied[0]["turnId"] != original[0]["turnId"]
+
+
+async def test_export_and_import_refuse_bad_paths_and_files_with_the_reason(
+    daemon: Daemon, workspace: Path, tmp_path: Path
+) -> None:
+    session = await open_session(daemon, workspace)
+    sid = session["sessionId"]
+    await turn(daemon, session, "hello")
+
+    relative = await daemon.error("session/export", {"sessionId": sid, "path": "s.trellisd"})
+    assert (relative.code, relative.data["field"]) == (-32602, "path")
+    no_folder = tmp_path / "missing" / "s.trellisd"
+    missing = await daemon.error("session/export", {"sessionId": sid, "path": str(no_folder)})
+    assert (missing.code, missing.data["path"]) == (-32010, str(no_folder))
+    unknown = await daemon.error(
+        "session/export", {"sessionId": "s-unknown", "path": str(tmp_path / "x")}
+    )
+    assert unknown.code == -32010
+    assert not (tmp_path / "x").exists()
+
+    absent = await daemon.error("session/import", {"path": str(tmp_path / "absent")})
+    assert absent.code == -32010
+    path = tmp_path / "s.trellisd"
+    await daemon.call("session/export", {"sessionId": sid, "path": str(path)})
+    bad_root = await daemon.error(
+        "session/import", {"path": str(path), "asNew": True, "root": "relative/dir"}
+    )
+    assert (bad_root.code, bad_root.data["field"]) == (-32602, "root")
+    bad_flag = await daemon.error("session/import", {"path": str(path), "asNew": "yes"})
+    assert (bad_flag.code, bad_flag.data["field"]) == (-32602, "asNew")
+
+    path.write_bytes(path.read_bytes().replace(b"hello", b"jello"))
+    damaged = await daemon.error("session/import", {"path": str(path), "asNew": True})
+    assert damaged.code == -32602
+    assert damaged.data["check"] == "digest" and damaged.data["line"] > 2
+    assert f"{path} cannot be imported: line" in damaged.message
+    assert len((await daemon.call("session/list", {}))["sessions"]) == 1
+
+
+async def test_session_list_finds_sessions_by_what_was_said_in_them(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    wanted = await open_session(daemon, workspace, title="parser work")
+    other = await open_session(daemon, workspace, title="other")
+    model.reply("The tokenizer drops the BOM.")
+    answered = await turn(daemon, wanted, "why does the lexer fail?")
+    await turn(daemon, other, "hello")
+
+    found = await daemon.call("session/list", {"query": "tokenizer"})
+    (hit,) = found["sessions"]
+    assert hit["sessionId"] == wanted["sessionId"]
+    assert hit["match"] == {
+        "turnId": answered["turnId"],
+        "snippet": "The «tokenizer» drops the BOM.",
+    }
+    assert (await daemon.call("session/list", {"query": 'lexer" OR ('}))["sessions"] == []
+    empty = await daemon.error("session/list", {"query": "   "})
+    assert (empty.code, empty.data["field"]) == (-32602, "query")
+    assert "match" not in (await daemon.call("session/list", {}))["sessions"][0]
+
+
+def _partial(folder: Path) -> list[Path]:
+    return list(folder.glob(".*.partial"))
+
+
+async def test_a_daemon_killed_mid_export_leaves_no_file_at_the_path(
+    spawn: DaemonFactory, tmp_path: Path
+) -> None:
+    db = tmp_path / "store" / "trellisd.db"
+    sid = await asyncio.to_thread(fill_session, db, BIG_TURNS, BIG_RESULT)
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    path = folder / "big.trellisd"
+    first = await spawn(db=db)
+    exporting = asyncio.ensure_future(
+        first.protocol.send_request_async("session/export", {"sessionId": sid, "path": str(path)})
+    )
+    await eventually(lambda: _partial(folder) or path.exists(), "the export is being written")
+    os.kill(first.process.pid, signal.SIGSTOP)  # held mid-export, to look before the kill
+    assert not path.exists()
+    assert _partial(folder)
+    os.kill(first.process.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        await exporting
+    await first.process.wait()
+    assert not path.exists()
+
+    second = await spawn(db=db)
+    done = await second.call("session/export", {"sessionId": sid, "path": str(path)})
+    assert done["turns"] == BIG_TURNS
+
+
+async def test_a_daemon_killed_mid_import_leaves_no_session(
+    spawn: DaemonFactory, tmp_path: Path
+) -> None:
+    source = tmp_path / "source" / "trellisd.db"
+    sid = await asyncio.to_thread(fill_session, source, BIG_TURNS, BIG_RESULT)
+    path = tmp_path / "big.trellisd"
+    exporter = await spawn(db=source)
+    size = (await exporter.call("session/export", {"sessionId": sid, "path": str(path)}))["bytes"]
+
+    db = tmp_path / "target" / "trellisd.db"
+    first = await spawn(db=db)
+    importing = asyncio.ensure_future(
+        first.protocol.send_request_async("session/import", {"path": str(path)})
+    )
+    pid = first.process.pid
+    await eventually(lambda: 0 < _read_so_far(pid, path) < size, "the import is reading")
+    os.kill(pid, signal.SIGSTOP)  # held mid-import: the file is not yet read to its end
+    assert 0 < _read_so_far(pid, path) < size
+    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        await importing
+    await first.process.wait()
+
+    second = await spawn(db=db)
+    assert (await second.call("session/list", {}))["sessions"] == []
+    assert (await second.call("session/list", {"query": "parser"}))["sessions"] == []
+    gone = await second.error("session/reopen", {"sessionId": sid})
+    assert gone.code == -32010
+    imported = await second.call("session/import", {"path": str(path)})
+    assert imported["sessionId"] == sid
+    assert len((await second.call("session/turns", {"sessionId": sid}))["turns"]) == BIG_TURNS
+
+
+def _read_so_far(pid: int, path: Path) -> int:
+    """How far process ``pid`` has read the file at ``path`` (0: it has not opened it)."""
+    fds = Path(f"/proc/{pid}/fd")
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == str(path):
+                info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+                return int(info.split("pos:", 1)[1].split()[0])
+    return 0
