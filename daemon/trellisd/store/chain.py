@@ -454,26 +454,37 @@ def build(con: apsw.Connection) -> None:
     with its title and instructions, then each turn with its run, its steps and events in the
     order they were written, its end; then the head where it stands."""
     sessions: list[tuple[Any, ...]] = con.execute(
-        "SELECT id, head, title, instructions FROM session ORDER BY rowid"
+        "SELECT id FROM session ORDER BY rowid"
     ).fetchall()
-    for session_id, head, title, instructions in sessions:
-        record(con, session_id, "session", session_id)
-        if title:
-            record_setting(con, session_id, "title", title)
-        if instructions is not None:
-            record_setting(con, session_id, "instructions", instructions)
-        turns: list[tuple[Any, ...]] = con.execute(
-            "SELECT id FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)
-        ).fetchall()
-        last = None
-        for (turn_id,) in turns:
-            record_turn(con, session_id, turn_id)
-            last = turn_id
-        if head != last:
-            record_state(
-                con,
-                session_id,
-                "branch",
-                session_id,
-                {"sessionId": session_id, "head": head, "at": None},
-            )
+    for (session_id,) in sessions:
+        build_session(con, session_id)
+
+
+def build_session(con: apsw.Connection, session_id: str) -> None:
+    """Compute the log of one session written without it (as ``build`` does), inside the
+    transaction that wrote it: a store migrating, or a session imported."""
+    row = con.execute(
+        "SELECT head, title, instructions FROM session WHERE id = ?", (session_id,)
+    ).fetchone()
+    assert row is not None, f"session {session_id} was just written"
+    head, title, instructions = row
+    record(con, session_id, "session", session_id)
+    if title:
+        record_setting(con, session_id, "title", title)
+    if instructions is not None:
+        record_setting(con, session_id, "instructions", instructions)
+    turns: list[tuple[Any, ...]] = con.execute(
+        "SELECT id FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)
+    ).fetchall()
+    last = None
+    for (turn_id,) in turns:
+        record_turn(con, session_id, turn_id)
+        last = turn_id
+    if head != last:
+        record_state(
+            con,
+            session_id,
+            "branch",
+            session_id,
+            {"sessionId": session_id, "head": head, "at": None},
+        )
