@@ -62,6 +62,8 @@ async def test_on_conflict_the_turn_runs_in_a_fork_taken_at_the_expected_head(
     assert fork["forkedFrom"] == forked["forkedFrom"]
     assert [t["prompt"] for t in fork["history"]] == ["one", "other"]
     assert fork["history"][-1]["turnId"] == forked["turnId"]
+    # the window that asked for the turn followed it into the fork: it saw its steps
+    assert [s["runId"] for s in daemon.steps][-1] == forked["runId"]
     origin = await daemon.call("session/history", {"sessionId": sid})
     assert [t["prompt"] for t in origin["turns"]] == ["one", "two"]
     for session_id in (sid, forked["sessionId"]):

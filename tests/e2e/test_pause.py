@@ -46,6 +46,7 @@ async def test_pause_lets_the_step_in_flight_commit_then_stops(
     assert again.get("duplicate") is True
     reopened = await first.call("session/reopen", {"sessionId": sid})
     assert reopened["history"][-1]["outcome"] == "paused"
+    assert "running" not in reopened  # a paused turn is not running: no live snapshot
     await first.client.shutdown_session()  # the steer is kept in the store, not in memory
 
     second = await spawn(db=first.db)

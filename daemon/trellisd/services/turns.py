@@ -155,6 +155,7 @@ class TurnService:
             ]
             at = ended[-1].turn_id if ended else None
         fork = await self.store.sessions.fork(session_id, at)
+        self.notifier.forked(session_id, fork.session_id)
         log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
         result = await self.turn(fork.session_id, prompt, choice, max_steps, verify, step_mode)
         return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
