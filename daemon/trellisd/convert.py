@@ -110,6 +110,12 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
+def _turn_or_null(value: Any, _: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _WrongType("a turn id or null", value)
+
+
 def _is_list(kind: Any) -> bool:
     origin: Any = get_origin(kind)
     return origin is list or (origin is tuple and get_args(kind)[1:] == (...,))
@@ -179,6 +185,12 @@ def _make() -> cattrs.Converter:
 
 
 converter = _make()
+
+
+def turn_or_null(kind: Any) -> None:
+    """Structure fields of ``kind`` (a union of ``str``, ``None`` and a marker that is only
+    ever a default) from a turn id or null, so that null differs from a field left out."""
+    converter.register_structure_hook_func(lambda t: t == kind, _turn_or_null)
 
 
 def structure(value: Any, cls: type[T], where: str = "") -> T:

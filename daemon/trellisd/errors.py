@@ -8,6 +8,7 @@ message a person understands, and structured ``data``. The tree:
     +-- NotFound (-32010)             unknown session, turn, run, or a root that is not a folder
     +-- Conflict (-32020)             the session already has a running turn
     +-- NotRunning (-32021)           steering a session with no running turn
+    +-- StaleHead (-32022)            the session's head is not the one the write expected
     +-- LeaseHeld (-32030)            another process is the session's writer
     +-- StoreError (-32040)           the store cannot be used (newer schema, disk full, ...)
 
@@ -45,6 +46,10 @@ class Conflict(TrellisError):
 
 class NotRunning(TrellisError):
     CODE: int = ErrorCode.NOT_RUNNING
+
+
+class StaleHead(TrellisError):
+    CODE: int = ErrorCode.STALE_HEAD
 
 
 class LeaseHeld(TrellisError):

@@ -7,6 +7,7 @@ type checker only).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,18 @@ class ProviderChoice:
     read_timeout: float | None = None
 
 
+class AnyHead(enum.Enum):
+    """No expectation about a session's head: a write that names no ``expectHead``."""
+
+    ANY_HEAD = "any"
+
+
+ANY_HEAD = AnyHead.ANY_HEAD
+ExpectHead = str | None | AnyHead
+"""The head a write expects the session to have (a turn, or None before the first), or
+``ANY_HEAD``."""
+
+
 @dataclass(frozen=True)
 class ForkedFrom:
     """Where a fork started: the session it was forked from and the turn its history ends
@@ -93,6 +106,7 @@ class Session:
     policy: PolicySpec | None = None
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
+    head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
 
 
@@ -207,6 +221,9 @@ class TurnResult:
     steps: int
     error: str | None
     model: str | None = None
+    head_hash: str | None = None  # the session's log after the turn
+    session_id: str | None = None  # set when the turn ran in a fork (onConflict)
+    forked_from: ForkedFrom | None = None
 
 
 @dataclass(frozen=True)

@@ -530,6 +530,10 @@ class _WireNotifier:
         for window in self.daemon.followers(turn.session_id):
             window.protocol.notify(method, params)
 
+    def forked(self, origin_id: str, fork_id: str) -> None:
+        for window in self.daemon.followers(origin_id):
+            self.daemon.follow(window, fork_id)
+
     def step(self, turn: TurnRef, step: Step) -> None:
         running = self.daemon.services.running.get(turn.session_id)
         if running is not None:

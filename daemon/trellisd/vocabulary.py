@@ -26,6 +26,7 @@ class Outcome(StrEnum):
     EXHAUSTED = "exhausted"
     SUCCESS = "success"
     FAILURE = "failure"
+    PAUSED = "paused"
 
 
 class StepKind(StrEnum):
@@ -71,6 +72,7 @@ class ErrorCode(IntEnum):
     NOT_FOUND = -32010
     CONFLICT = -32020
     NOT_RUNNING = -32021
+    STALE_HEAD = -32022
     LEASE_HELD = -32030
     STORE_ERROR = -32040
 

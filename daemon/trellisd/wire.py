@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import attrs
 
-from .convert import camel, structure, unstructure
+from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
+    ANY_HEAD,
     Event,
+    ExpectHead,
     Exported,
     FeedEntry,
     FileChange,
@@ -34,10 +36,12 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .store.chain import Verdict
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
+turn_or_null(ExpectHead)  # expectHead: null expects no head; left out, expects nothing
 
 LIST_LIMIT = 50
 EVENTS_LIMIT = 200
@@ -160,6 +164,9 @@ class SessionTurn:
     temperature: float | None = None
     max_steps: int | None = None
     verify: Verify | None = None
+    step_mode: bool | None = None
+    expect_head: ExpectHead = ANY_HEAD
+    on_conflict: Literal["fork"] | None = None
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -177,6 +184,7 @@ class SessionBranch:
     turn_id: str | None  # required, but null: before the first turn
     restore_files: bool = False
     force: bool = False
+    expect_head: ExpectHead = ANY_HEAD
 
 
 @attrs.frozen
@@ -258,6 +266,7 @@ class SessionSteer:
 class SessionResume:
     session_id: str
     turn_id: str
+    step_mode: bool | None = None
 
 
 @attrs.frozen
@@ -323,17 +332,29 @@ def turns(values: list[Turn], cursor: str | None = None) -> dict[str, Any]:
     return out
 
 
-def reopened(value: Session, history: list[Turn], cursor: str | None) -> dict[str, Any]:
-    out = {**session(value), "history": [turn(t) for t in history]}
+def reopened(
+    value: Session, history: list[Turn], cursor: str | None, integrity: str
+) -> dict[str, Any]:
+    out = {**session(value), "history": [turn(t) for t in history], "integrity": integrity}
     if cursor:
         out["historyCursor"] = cursor
     return out
 
 
+def verdict(value: Verdict) -> dict[str, Any]:
+    """``session/verify``'s answer: the first bad entry only when there is one."""
+    out: dict[str, Any] = {"ok": value.ok, "entries": value.entries, "headHash": value.head_hash}
+    if value.first_bad is not None:
+        out["firstBad"] = to_wire(value.first_bad)
+        out["reason"] = value.reason
+    return out
+
+
 def turn_result(value: TurnResult) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
-    if out["error"] is None:
-        del out["error"]
+    for optional in ("error", "sessionId", "forkedFrom"):
+        if out[optional] is None:
+            del out[optional]
     out["cost"] = cost(value.model, value.tokens)
     return out
 
@@ -444,3 +465,7 @@ def branched(value: Session, files: Restored | None) -> dict[str, Any]:
     if files is not None:
         out["files"] = restored(files)
     return out
+
+
+def pausing(ref: TurnRef | None) -> dict[str, Any]:
+    return {"pausing": False} if ref is None else {"pausing": True, **turn_ref(ref)}

@@ -62,7 +62,7 @@ async def test_a_daemon_killed_mid_stream_leaves_an_interrupted_turn_that_resume
     error = await second.error(
         "session/resume", {"sessionId": session["sessionId"], "turnId": interrupted["turnId"]}
     )
-    assert error.code == -32020 and "not interrupted" in error.message
+    assert error.code == -32020 and "not paused, interrupted or error" in error.message
 
 
 async def test_the_next_turn_after_a_crash_carries_what_was_committed(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import os
 import signal
 from pathlib import Path
@@ -58,6 +60,21 @@ async def test_a_session_exported_from_one_store_reads_the_same_in_another(
     assert (imported["title"], imported["root"]) == ("handed over", str(workspace))
     assert "importedFrom" not in imported
     assert await everything(second, sid) == await everything(first, sid)
+    verdict = await second.call("session/verify", {"sessionId": sid})
+    assert verdict["ok"] and verdict["headHash"] == imported["headHash"]
+
+    # A file whose records no longer match its log (a reply changed, the digest made again
+    # by hand) is refused with the reason, and nothing of it is imported.
+    records = path.read_bytes().splitlines(keepends=True)[:-1]
+    body = b"".join(records).replace(b"There is a README.", b"There is nothing.")
+    digest = hashlib.sha256(body).hexdigest()
+    end = json.dumps({"type": "end", "records": len(records), "sha256": digest})
+    path.write_bytes(body + end.encode() + b"\n")
+    forged = await second.error("session/import", {"path": str(path), "asNew": True})
+    assert (forged.code, forged.data["check"]) == (-32602, "log")
+    assert "the session's log does not verify at entry" in forged.message
+    assert "its step does not match its hash" in forged.message
+    assert len((await second.call("session/list", {}))["sessions"]) == 1
     assert (await second.call("session/history", {"sessionId": sid}))["turns"][-1][
         "prompt"
     ] == "another way"

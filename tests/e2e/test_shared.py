@@ -476,3 +476,31 @@ async def test_a_reopen_between_two_steps_has_no_text_the_history_already_holds(
     assert committed == "The first step. "
     # The step being streamed is the second, with nothing streamed yet.
     assert (live["step"], live["text"]) in ((None, ""), (2, ""))
+
+
+async def test_any_window_pauses_a_turn_and_a_paused_turn_keeps_no_daemon_alive(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open(TRELLISD_IDLE_EXIT="0")
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    sid = session["sessionId"]
+    read = [{"name": "read_file", "arguments": {"path": "README.md"}}]
+    held = model.reply("Let me look.", tool_calls=read, hold=threading.Event(), hold_at=1)
+    running = asyncio.ensure_future(turn(a, session, "go"))
+    await until(held.served, "the model call is in flight")
+
+    pausing = await b.call("session/pause", {"sessionId": sid})
+    assert pausing["pausing"] is True and pausing["runId"]
+    held.release()
+    paused = await running
+    assert paused["outcome"] == "paused" and paused["steps"] == 1
+
+    reopened = await b.call("session/reopen", {"sessionId": sid})
+    assert "running" not in reopened
+    assert reopened["history"][-1]["outcome"] == "paused"
+    for window in (a, b):
+        await window.client.shutdown_session()
+        await window.process.wait()
+    pid = facts["daemon"]["pid"]
+    await eventually(lambda: not alive(pid), "the daemon exits: a paused turn is not running")

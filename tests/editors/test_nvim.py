@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 try:
@@ -717,3 +718,71 @@ def test_sessions_are_searched_by_the_words_of_their_turns(start: Start) -> None
 
     ed.command("TrellisSessions nothing-like-this")
     ed.wait_note("no session matches “nothing-like-this”")
+
+
+def test_step_mode_pauses_after_each_step_and_resume_takes_the_next(start: Start) -> None:
+    ed = start(
+        script=[
+            {"text": "Looking. ", "tool": "list_dir", "arguments": {"path": "."}},
+            {"text": "It holds a README."},
+        ]
+    )
+    ed.command("TrellisNew walk")
+    ed.wait_text("# walk")
+    ed.command("TrellisStep")
+    ed.wait_note("step mode: each turn pauses after every step")
+    ed.command("Trellis what is here?")
+    ed.wait_note("the turn paused after its step")
+    ed.wait_idle()
+    assert re.search(r"^\*paused", ed.text(), re.M), ed.text()
+    assert "It holds a README." not in ed.text()
+
+    ed.command("TrellisResume")
+    ed.wait_text("### trellisd (resumed)")
+    ed.wait_idle()
+    resumed = ed.text().split("### trellisd (resumed)", 1)[1]
+    assert "It holds a README." in resumed
+    assert re.search(r"^\*finished · ", resumed, re.M), resumed
+
+
+def test_pause_stops_the_running_turn_after_its_step(start: Start, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    ed = start(
+        script=[
+            {
+                "text": "Looking around the project now. ",
+                "tool": "list_dir",
+                "arguments": {"path": "."},
+                "holdAfter": 2,
+                "holdFile": str(go),
+            },
+            {"text": "It holds a README."},
+        ]
+    )
+    ed.command("Trellis what is here?")
+    ed.wait_text("Looking around")
+    ed.command("TrellisPause")
+    ed.wait_note("the turn pauses after its step")
+    go.touch()
+    ed.wait_note("the turn paused after its step")
+    ed.wait_idle()
+    assert "It holds a README." not in ed.text()
+    ed.command("TrellisResume")
+    ed.wait_text("It holds a README.")
+    ed.wait_idle()
+
+
+def test_a_session_whose_store_was_changed_by_hand_says_so(start: Start, tmp_path: Path) -> None:
+    first = start(db=tmp_path / "kept.db")
+    first.command("Trellis alpha question")
+    first.wait_idle()
+    first.close()
+    con = apsw.Connection(str(tmp_path / "kept.db"))
+    con.execute("UPDATE step SET text = 'something else'")
+    con.close()
+
+    ed = start(db=tmp_path / "kept.db")
+    ed.will_pick("alpha question")
+    ed.command("TrellisSessions")
+    ed.wait_note("the session's log is broken")
+    assert "*the session's log is broken" in ed.wait_text("### You\nalpha question")

@@ -3,6 +3,9 @@
 The loop streams each text piece to the ``TurnSink`` as it arrives and commits a step to
 the ``RunRecorder`` when the step completes, so a crash loses at most the step in flight.
 A cancelled turn commits what it streamed so far, records the outcome, then re-raises.
+A turn asked to pause (``TurnPlan.pause``) stops at its next step boundary, before a model
+call: the step in flight completes and commits, and the turn ends ``paused``; the tool steps of
+one model call are one step boundary.
 
 A turn that names no ``maxSteps`` takes at most ``TRELLISD_MAX_STEPS`` steps (100 when unset),
 so a model that never stops calling tools cannot run a turn forever. A tool call without a
@@ -15,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,11 +42,12 @@ from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
 
-FINISHED, ERROR, CANCELLED, EXHAUSTED = (
+FINISHED, ERROR, CANCELLED, EXHAUSTED, PAUSED = (
     Outcome.FINISHED,
     Outcome.ERROR,
     Outcome.CANCELLED,
     Outcome.EXHAUSTED,
+    Outcome.PAUSED,
 )
 SUCCESS, FAILURE = Outcome.SUCCESS, Outcome.FAILURE
 NO_TOKENS = Tokens(0, 0, 0)
@@ -128,6 +132,7 @@ class TurnPlan:
     gate: ToolGate | None = None
     check: Check | None = None
     watch: ChangeWatch | None = None
+    pause: Callable[[], bool] | None = None  # asked at each step boundary: stop here?
 
 
 @dataclass
@@ -169,6 +174,9 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         sink.step(step)
 
     while True:
+        if end.steps and plan.pause is not None and plan.pause():
+            end.outcome = PAUSED  # at a step boundary: the next model call is not made
+            return end
         number += 1
         if number > max_steps:
             end.outcome = FAILURE if plan.check is not None else EXHAUSTED

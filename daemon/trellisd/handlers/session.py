@@ -42,13 +42,22 @@ async def session_turns(app: Services, p: wire.SessionPage) -> Any:
 
 async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
     verify = None if p.verify is None else (p.verify.argv, p.verify.exit_code)
-    result = await app.turns.turn(p.session_id, p.prompt, p.choice, p.max_steps, verify)
+    result = await app.turns.turn(
+        p.session_id,
+        p.prompt,
+        p.choice,
+        p.max_steps,
+        verify,
+        bool(p.step_mode),
+        p.expect_head,
+        p.on_conflict == "fork",
+    )
     return wire.turn_result(result)
 
 
 async def session_branch(app: Services, p: wire.SessionBranch) -> Any:
     return wire.branched(
-        *await app.sessions.branch(p.session_id, p.turn_id, p.restore_files, p.force)
+        *await app.sessions.branch(p.session_id, p.turn_id, p.restore_files, p.force, p.expect_head)
     )
 
 
@@ -66,7 +75,15 @@ async def session_cancel(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_resume(app: Services, p: wire.SessionResume) -> Any:
-    return wire.turn_result(await app.turns.resume(p.session_id, p.turn_id))
+    return wire.turn_result(await app.turns.resume(p.session_id, p.turn_id, bool(p.step_mode)))
+
+
+async def session_pause(app: Services, p: wire.SessionRef) -> Any:
+    return wire.pausing(await app.turns.pause(p.session_id))
+
+
+async def session_verify(app: Services, p: wire.SessionRef) -> Any:
+    return wire.verdict(await app.sessions.verify(p.session_id))
 
 
 async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
@@ -121,7 +138,9 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/steer", wire.SessionSteer, session_steer),
     Method("session/cancel", wire.SessionRef, session_cancel),
     Method("session/resume", wire.SessionResume, session_resume, follow="before"),
+    Method("session/pause", wire.SessionRef, session_pause),
     Method("session/takeover", wire.SessionRef, session_takeover, follow="answer"),
+    Method("session/verify", wire.SessionRef, session_verify),
     Method("session/fork", wire.SessionFork, session_fork, follow="answer"),
     Method("session/rename", wire.SessionRename, session_rename),
     Method("session/instructions", wire.SessionInstructions, session_instructions),

@@ -18,10 +18,15 @@ class RunningTurn:
     task: asyncio.Task[Any] | None
     inbox: SteerInbox = field(default_factory=SteerInbox)
     cancelled_by_request: bool = False
+    pause_requested: bool = False  # session/pause: stop at the next step boundary
+    step_mode: bool = False  # pause after every step
     # The step being streamed and its text so far, for a window that reopens the session
     # mid-turn: kept in memory only, a step's text at most.
     step: int | None = None
     _pieces: list[str] = field(default_factory=list)
+
+    def pausing(self) -> bool:
+        return self.pause_requested or self.step_mode
 
     def streamed(self, step: int, text: str) -> None:
         if step != self.step:

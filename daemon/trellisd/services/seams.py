@@ -50,6 +50,11 @@ class Notifier(Protocol):
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
 
+    def forked(self, origin_id: str, fork_id: str) -> None:
+        """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever
+        follows the origin is told of that turn, and asked its approvals, too."""
+        ...
+
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         """Ask the editor (``session/requestApproval``) about ``request`` (tool, arguments,
         summary); its decision, or ``timeout`` when it gave none in time."""

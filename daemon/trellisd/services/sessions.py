@@ -10,8 +10,19 @@ from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import Policy, PolicySpec
-from ..records import FeedEntry, ProviderChoice, Restored, Session, SessionSummary, Turn
+from ..records import (
+    ANY_HEAD,
+    ExpectHead,
+    FeedEntry,
+    ProviderChoice,
+    Restored,
+    Session,
+    SessionSummary,
+    Turn,
+)
+from ..store.chain import Verdict
 from ..store.facade import AsyncStore
+from ..store.sessions import expect
 from .changes import ChangeService
 from .policies import Policies, load
 from .running import Running
@@ -55,10 +66,14 @@ class SessionService:
 
     async def reopen(
         self, session_id: str, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
-        """The session with its history: all of it, or its newest ``limit`` turns and a
-        cursor to the older ones."""
+    ) -> tuple[Session, list[Turn], str | None, str]:
+        """The session with its history (all of it, or its newest ``limit`` turns and a
+        cursor to the older ones) and how its log's tail checked."""
         return await self.store.sessions.reopen(session_id, limit)
+
+    async def verify(self, session_id: str) -> Verdict:
+        """Check the session's whole log."""
+        return await self.store.sessions.verify(session_id)
 
     async def takeover(self, session_id: str) -> Session:
         previous = await self.store.leases.take(session_id)
@@ -98,17 +113,24 @@ class SessionService:
         return await self.store.sessions.turns_page(session_id, limit, cursor)
 
     async def branch(
-        self, session_id: str, turn_id: str | None, restore_files: bool = False, force: bool = False
+        self,
+        session_id: str,
+        turn_id: str | None,
+        restore_files: bool = False,
+        force: bool = False,
+        expect_head: ExpectHead = ANY_HEAD,
     ) -> tuple[Session, Restored | None]:
         """Move the head to ``turn_id``; with ``restore_files``, first put every file the
-        turns between the old head and the new one changed as it is at the new head."""
+        turns between the old head and the new one changed as it is at the new head. With
+        ``expect_head``, nothing is done (``StaleHead``) unless the head is that turn."""
         self.running.refuse(session_id, "branch")
         if not restore_files:
-            return await self.store.sessions.branch(session_id, turn_id), None
+            return await self.store.sessions.branch(session_id, turn_id, expect_head), None
         await self.store.leases.claim(session_id)
         session = await self.store.sessions.get(session_id)
+        expect(session, expect_head)
         restored = await self.changes.restore(session, session.head, turn_id, force)
-        return await self.store.sessions.branch(session_id, turn_id), restored
+        return await self.store.sessions.branch(session_id, turn_id, expect_head), restored
 
     async def feed(
         self, session_id: str, after: int, limit: int

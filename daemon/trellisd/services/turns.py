@@ -8,6 +8,7 @@ the request answers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,10 +20,10 @@ from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
-from ..errors import Conflict, NotRunning, TrellisError
+from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import ProviderChoice, Session, TurnRef, TurnResult
+from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
@@ -35,6 +36,7 @@ from .settings import Defaults
 log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 2.0
+RESUMABLE = (Outcome.PAUSED, Outcome.INTERRUPTED, Outcome.ERROR)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class _Start:
     verify: tuple[list[str], int] | None = None
     first_step: int = 1
     instruction_files: tuple[InstructionFile, ...] = ()
+    step_mode: bool = False
+    held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
 
 
 class TurnService:
@@ -88,22 +92,45 @@ class TurnService:
         choice: ProviderChoice,
         max_steps: int | None = None,
         verify: tuple[list[str], int] | None = None,
+        step_mode: bool = False,
+        expect_head: ExpectHead = ANY_HEAD,
+        fork_on_conflict: bool = False,
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
-        a bounded turn's check (argv, expected exit code)."""
+        a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
+        step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
+        ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
+        instead."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
         told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
-        turn_id, run_id, _ = await self.store.runs.begin(
-            session_id, prompt, settings.effective_model
-        )
+        try:
+            turn_id, run_id, _ = await self.store.runs.begin(
+                session_id, prompt, settings.effective_model, expect_head
+            )
+        except (StaleHead, LeaseHeld):
+            if not fork_on_conflict:
+                raise
+            return await self._in_fork(
+                session_id, expect_head, prompt, choice, max_steps, verify, step_mode
+            )
         ref = TurnRef(session_id, turn_id, run_id)
         messages = conversation(session.root, path, prompt, told.text)
         return await self._run(
-            _Start(session, ref, settings, messages, prompt, max_steps, verify, 1, told.files)
+            _Start(
+                session,
+                ref,
+                settings,
+                messages,
+                prompt,
+                max_steps,
+                verify,
+                instruction_files=told.files,
+                step_mode=step_mode,
+            )
         )
 
     async def _instructions(self, session: Session) -> Instructions:
@@ -112,17 +139,41 @@ class TurnService:
         context = ToolContext(Path(session.root), may_read=policy.may_read)
         return await asyncio.to_thread(gather, session.instructions, context)
 
-    async def resume(self, session_id: str, turn_id: str) -> TurnResult:
-        """Continue a turn that stopped before it ended (``interrupted`` by a crash, or
-        ``error``: a full disk, a provider that failed), under the same run, from its last
-        committed step."""
+    async def _in_fork(
+        self,
+        session_id: str,
+        expect_head: ExpectHead,
+        prompt: str,
+        choice: ProviderChoice,
+        max_steps: int | None,
+        verify: tuple[list[str], int] | None,
+        step_mode: bool,
+    ) -> TurnResult:
+        """The turn, run in a fork of the session taken at ``expect_head``, or (with no
+        expectation) at the last turn of its path that has ended."""
+        at = expect_head
+        if at is ANY_HEAD:
+            ended = [
+                t for t in await self.store.sessions.history(session_id) if t.outcome != "running"
+            ]
+            at = ended[-1].turn_id if ended else None
+        fork = await self.store.sessions.fork(session_id, at)
+        self.notifier.forked(session_id, fork.session_id)
+        log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
+        result = await self.turn(fork.session_id, prompt, choice, max_steps, verify, step_mode)
+        return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
+
+    async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
+        """Continue a turn that stopped before it ended (``paused``, ``interrupted`` by a
+        crash, or ``error``: a full disk, a provider that failed), under the same run, from
+        its last committed step, with the steers held while it was paused."""
         self.running.refuse(session_id, "resume a turn")
         session = await self.store.sessions.get(session_id)
         turn = await self.store.sessions.turn(session_id, turn_id)
-        if turn.outcome not in (Outcome.INTERRUPTED, Outcome.ERROR):
+        if turn.outcome not in RESUMABLE:
             raise Conflict(
-                f"turn {turn_id} is {turn.outcome}, not interrupted or error; only a turn"
-                " that stopped before it ended can be resumed",
+                f"turn {turn_id} is {turn.outcome}, not paused, interrupted or error; only a"
+                " turn that stopped before it ended can be resumed",
                 turnId=turn_id,
                 outcome=turn.outcome,
             )
@@ -136,8 +187,12 @@ class TurnService:
             log.info("removed %d file(s) that interrupted writes left", len(removed))
         ref = TurnRef(session_id, turn_id, turn.run_id)
         first = len(steps) + 1
+        held = tuple(
+            Steer(d["text"], d.get("clientMsgId"))
+            for d in await self.store.runs.held_steers(turn.run_id)
+        )
         await self.store.runs.add_event(turn.run_id, "resumed", first, {"fromStep": first})
-        if steps and steps[-1].decision == StepKind.REPLY:
+        if steps and steps[-1].decision == StepKind.REPLY and not held:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
@@ -151,6 +206,8 @@ class TurnService:
                 turn.prompt,
                 first_step=first,
                 instruction_files=told.files,
+                step_mode=step_mode,
+                held=held,
             )
         )
 
@@ -160,13 +217,37 @@ class TurnService:
         """Queue a steer for the running turn; False with it when ``client_msg_id`` was
         already queued in this turn (it is not delivered twice)."""
         running = self.running.get(session_id)
+        steer = Steer(text, client_msg_id)
         if running is None:
+            paused = await self._paused(session_id)
+            if paused is not None:
+                return paused, await self.store.runs.hold_steer(paused.run_id, steer.detail())
             await self.store.leases.claim(session_id)  # names another writer, if any
             raise NotRunning(
                 f"session {session_id} has no running turn to steer; send a turn instead",
                 sessionId=session_id,
             )
-        return running.ref, running.inbox.put(Steer(text, client_msg_id))
+        return running.ref, running.inbox.put(steer)
+
+    async def _paused(self, session_id: str) -> TurnRef | None:
+        """The session's head turn, when it is paused."""
+        session = await self.store.sessions.get(session_id)
+        if session.head is None:
+            return None
+        turn = await self.store.sessions.turn(session_id, session.head)
+        if turn.outcome != Outcome.PAUSED:
+            return None
+        return TurnRef(session_id, turn.turn_id, turn.run_id)
+
+    async def pause(self, session_id: str) -> TurnRef | None:
+        """Ask the session's running turn to stop at its next step boundary; None when
+        nothing was running."""
+        running = self.running.get(session_id)
+        if running is None:
+            await self.store.leases.claim(session_id)  # names another writer, if any
+            return None
+        running.pause_requested = True
+        return running.ref
 
     async def cancel(self, session_id: str) -> TurnRef | None:
         """Stop the session's running turn; None when nothing was running."""
@@ -183,6 +264,9 @@ class TurnService:
     async def _run(self, start: _Start) -> TurnResult:
         ref = start.ref
         running = self.running.start(ref)
+        running.step_mode = start.step_mode
+        for steer in start.held:
+            running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
         try:
             model = start.settings.describe()
@@ -208,6 +292,9 @@ class TurnService:
     async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
         ref = running.ref
         for steer in running.inbox.close():
+            if end.outcome == Outcome.PAUSED:  # kept for the resumed step
+                await self.store.runs.add_event(ref.run_id, "steer-held", None, steer.detail())
+                continue
             try:
                 await self.store.runs.add_event(ref.run_id, "steer-returned", None, steer.detail())
             except TrellisError as exc:
@@ -218,6 +305,7 @@ class TurnService:
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
         turn = await self.store.sessions.turn(ref.session_id, ref.turn_id)
         summary = await self.store.runs.summary(ref.run_id)
+        session = await self.store.sessions.get(ref.session_id)
         return TurnResult(
             ref.turn_id,
             ref.run_id,
@@ -227,6 +315,7 @@ class TurnService:
             summary.steps,
             end.error,
             turn.model,
+            session.head_hash,
         )
 
     async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:
@@ -257,6 +346,7 @@ class TurnService:
             max_steps=start.max_steps,
             inbox=running.inbox,
             first_step=start.first_step,
+            pause=running.pausing,
         )
         return await run_turn(
             plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt

@@ -9,6 +9,7 @@ A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in
     run      the turn's run, after its turn
     step     the run's steps, after their run
     event    the run's events, after their run
+    log      each entry of the session's log, in order (``chain.py``), after every row
     end      {"type": "end", "records": N, "sha256": "<hex>"}: the last line
 
 ``sha256`` is the SHA-256 of the file's bytes before the end line, and ``records`` how many
@@ -21,6 +22,13 @@ right (``Refused``, naming the line and the check). Neither holds more than a li
 ids of the session's turns and runs in memory. A reader ignores fields it does not know,
 except that a field of the store's own (a column another trellisd version added) is kept
 when this store has that column, and skips records of a type it does not know.
+
+A file's ``log`` must verify against the file's own records, as they are in the file, before
+anything is imported: the records are also written, unchanged, into a scratch database beside
+the import, where the log is checked as ``session/verify`` checks a store. A file with no
+``log`` (written before sessions had one) is taken as it is. Either way the imported session
+gets a log of its own, computed over what was imported (its root, policy and ids may differ
+from the file's), so it verifies in its new store.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
 from ..records import ProviderChoice
 from ..vocabulary import Outcome
+from . import chain
 from .db import Database, new_id, now
 
 FORMAT = "trellisd-session"
@@ -173,6 +182,15 @@ class EventRecord:
 
 
 @attrs.frozen
+class LogRecord:
+    seq: int
+    kind: str
+    ref: str
+    hash: str
+    body: str | None = None
+
+
+@attrs.frozen
 class End:
     records: int
     sha256: str
@@ -272,6 +290,14 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
                         (run["id"],),
                     ):
                         writer.line(_record(table, row))
+        for seq, kind, ref, body, digest in con.execute(
+            "SELECT seq, kind, ref, body, hash FROM chain WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ):
+            kept = None if body is None else bytes(body).decode()
+            writer.line(
+                {"type": "log", "seq": seq, "kind": kind, "ref": ref, "body": kept, "hash": digest}
+            )
     writer.end()
     return turns
 
@@ -408,6 +434,7 @@ class _Import:
         self.head: str | None = None
         self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
         self.runs: set[str] = set()
+        self.proof = _Proof(con)
 
     def run(self) -> str:
         records = iter(self.lines)
@@ -430,15 +457,40 @@ class _Import:
             "run": self.run_record,
             "step": self.step,
             "event": self.event,
+            "log": self.log,
         }
-        for record in records:
-            kind = record["type"]
-            if kind == "session" or kind == "header":
-                raise self.lines.refuse("order", f"a second {kind} record")
-            if kind in readers:
-                readers[kind](record)
-        self.finish()
+        try:
+            self.proof.add(second)
+            for record in records:
+                kind = record["type"]
+                if kind == "session" or kind == "header":
+                    raise self.lines.refuse("order", f"a second {kind} record")
+                if kind in readers:
+                    readers[kind](record)
+                    self.proof.add(record)
+            self.finish()
+            self.verify(str(second.get("sessionId")))
+        finally:
+            self.proof.close()
+        chain.build_session(self.con, self.session_id)
         return self.session_id
+
+    def log(self, raw: dict[str, Any]) -> None:
+        self.lines.structure(raw, LogRecord, "log")
+
+    def verify(self, file_session_id: str) -> None:
+        """Refuse the file when its log does not verify against its own records."""
+        verdict = self.proof.verify(file_session_id)
+        if verdict is None or verdict.ok:
+            return
+        bad = verdict.first_bad
+        at = "" if bad is None else f" at entry {bad.seq} ({bad.kind} {bad.id})"
+        raise self.lines.refuse(
+            "log",
+            f"the session's log does not verify{at}: {verdict.reason};"
+            " the file was changed after it was exported",
+            line=2,
+        )
 
     def refuse(self, problem: str, check: str = "reference") -> Refused:
         return self.lines.refuse(check, problem)
@@ -493,6 +545,7 @@ class _Import:
                 "policy": None
                 if record.policy is None
                 else json.dumps(unstructure(untrusted_policy(record.policy))),
+                "head_hash": None,  # the session's own log is computed once it is in
                 "imported_from": None
                 if imported_from is None
                 else json.dumps(
@@ -626,6 +679,83 @@ class _Import:
             raise self.lines.refuse(
                 "reference", f"turn {without[0]} has no run", line=self.lines.number
             )
+
+
+_PROVEN = ("session", "turn", "run", "step", "event", "chain")
+"""The tables a file's log is checked against, in the scratch database."""
+
+
+class _Proof:
+    """A scratch database holding the file's records as the file says them, against which
+    the file's log is verified (``chain.verify``) before the import commits."""
+
+    def __init__(self, con: apsw.Connection) -> None:
+        self.scratch = apsw.Connection("")  # private and temporary, on disk if it grows
+        self.columns: dict[str, set[str]] = {}
+        self.session_id = ""
+        self.logged = False
+        for name, sql in con.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name IN"
+            f" ({', '.join('?' * len(_PROVEN))})",
+            _PROVEN,
+        ):
+            self.scratch.execute(sql)
+            self.columns[name] = {
+                str(row[1]) for row in self.scratch.execute(f"PRAGMA table_info({name})")
+            }
+
+    def add(self, raw: dict[str, Any]) -> None:
+        """A record of the file, as its row, unchanged."""
+        table = "chain" if raw["type"] == "log" else raw["type"]
+        values = _row(table, raw)
+        if table == "session":
+            self.session_id = str(values.get("id"))
+        elif table == "turn":
+            values["session_id"] = self.session_id
+        elif table == "run":
+            values["pid"] = 0
+        elif table == "chain":
+            self.logged = True
+            values["session_id"] = self.session_id
+            body = values.get("body")
+            values["body"] = None if body is None else str(body).encode()
+        values = {c: v for c, v in values.items() if c in self.columns[table]}
+        names, marks = ", ".join(values), ", ".join("?" * len(values))
+        try:
+            self.scratch.execute(
+                f"INSERT INTO {table}({names}) VALUES ({marks})", tuple(values.values())
+            )
+        except apsw.ConstraintError:
+            pass  # the import refuses it, naming its line
+
+    def verify(self, session_id: str) -> chain.Verdict | None:
+        """The file's log checked against its records; None for a file without a log."""
+        if not self.logged:
+            return None
+        return chain.verify(self.scratch, session_id)
+
+    def close(self) -> None:
+        self.scratch.close()
+
+
+def _row(table: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """A file record as the store row it was written from (``_record`` undone)."""
+    if table == "chain":
+        return {k: v for k, v in raw.items() if k != "type"}
+    columns = {field: column for column, field in _RENAMED[table].items()}
+    values: dict[str, Any] = {}
+    for field, value in raw.items():
+        if field == "type":
+            continue
+        if table == "step" and field == "tokens" and isinstance(value, dict):
+            for column, part in zip(_TOKENS, ("input", "output", "cached"), strict=True):
+                values[column] = value.get(part)
+            continue
+        column = columns.get(field, _snake(field))
+        if column in _JSON and value is not None:
+            value = json.dumps(value)
+        values[column] = value
+    return values
 
 
 def read(

@@ -32,7 +32,9 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
+from .. import __version__
 from ..errors import StoreError
+from . import migrations
 from .migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ _CONNECTION_PRACTICES = [
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
+VERSION = __version__  # recorded in the store as the version that wrote it
 
 
 def new_id(prefix: str) -> str:
@@ -72,6 +75,7 @@ class Database:
         self.read_only = self.con.readonly("main")
         if self.read_only:
             log.warning("the store at %s is read-only: serving reads only", self.path)
+        self.newer: StoreError | None = None  # a newer trellisd's store, read but not written
         self._lock = threading.RLock()
         self._busy_since = 0.0
         try:
@@ -99,6 +103,8 @@ class Database:
                 # header.
                 for practice in _CONNECTION_PRACTICES:
                     practice(self.con)
+                if self.newer is not None:
+                    self.con.pragma("query_only", True)  # nothing of it is written
                 if not self.read_only:
                     self._migrate()
                 return
@@ -118,9 +124,12 @@ class Database:
         return True
 
     def _refuse_schema(self) -> None:
-        """Refuse a newer trellisd's store (left untouched), and a read-only store at an older
+        """Refuse a newer trellisd's store (left untouched) unless its compatibility level
+        lets this version read it (then it is only read), and a read-only store at an older
         schema (it cannot be migrated)."""
         version, known = self.con.pragma("user_version"), len(MIGRATIONS)
+        if version > known and self._readable(version, known):
+            return
         if version > known:
             why, what = "was written by a newer trellisd", "it was left untouched"
         elif version < known and self.read_only:
@@ -136,18 +145,67 @@ class Database:
             **({"readOnly": True} if self.read_only else {}),
         )
 
+    def _readable(self, version: int, known: int) -> bool:
+        """Whether a newer store's compatibility level lets this version read it; if so,
+        this connection serves reads and refuses writes naming the version that wrote it."""
+        try:
+            info = dict(self.con.execute("SELECT key, value FROM store_info"))
+        except apsw.SQLError:
+            return False  # written before stores recorded their compatibility level
+        try:
+            oldest = int(info["readable_from"])
+        except (KeyError, ValueError):
+            return False
+        if oldest > known:
+            return False
+        writer = info.get("written_by", "a newer version")
+        self.newer = StoreError(
+            f"the store at {self.path} was written by trellisd {writer} (schema {version});"
+            f" this trellisd {VERSION} (schema {known}) can read it but not write it",
+            path=str(self.path),
+            schemaVersion=version,
+            knownVersion=known,
+            writtenBy=writer,
+            readOnly=True,
+        )
+        self.read_only = True
+        log.warning("%s", self.newer.message)
+        return True
+
     def _migrate(self) -> None:
         with self.write():
             self._refuse_schema()
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
+            if version == known:
+                return
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
-                self.con.execute(MIGRATIONS[number])
+                step = MIGRATIONS[number]
+                if callable(step):
+                    step(self.con)
+                else:
+                    self.con.execute(step)
                 self.con.pragma("user_version", number + 1)
+            self._record_level()
+
+    def _record_level(self) -> None:
+        """Inside the migration: record the oldest schema able to read the store and this
+        version as its writer (once the schema has ``store_info``)."""
+        has_info = self.con.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'store_info'"
+        ).fetchone()
+        if has_info is None:
+            return
+        self.con.executemany(
+            "INSERT OR REPLACE INTO store_info(key, value) VALUES (?, ?)",
+            [("readable_from", str(migrations.OLDEST_READER)), ("written_by", VERSION)],
+        )
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """One write transaction, holding the file's write lock from its first statement."""
+        if self.newer is not None:
+            raise self.newer
         if self.read_only:
             raise StoreError(
                 f"the store at {self.path} is read-only: it serves reads, but nothing can be"

@@ -18,7 +18,9 @@ from ..changes.content import Content
 from ..errors import TrellisError
 from ..policy.layers import PolicySpec
 from ..records import (
+    ANY_HEAD,
     Event,
+    ExpectHead,
     FeedEntry,
     ProviderChoice,
     RunSummary,
@@ -28,6 +30,7 @@ from ..records import (
     Turn,
 )
 from . import Store, archive
+from .chain import Verdict
 from .changes import Recorded, TurnRun
 
 log = logging.getLogger(__name__)
@@ -95,8 +98,11 @@ class AsyncSessions:
 
     async def reopen(
         self, session_id: str, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
         return await self._run(self._store.sessions.reopen, session_id, self._store.leases, limit)
+
+    async def verify(self, session_id: str) -> Verdict:
+        return await self._run(self._store.sessions.verify, session_id)
 
     async def history_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -114,8 +120,12 @@ class AsyncSessions:
     async def turns(self, session_id: str) -> list[Turn]:
         return await self._run(self._store.sessions.turns, session_id)
 
-    async def branch(self, session_id: str, turn_id: str | None) -> Session:
-        return await self._run(self._store.sessions.branch, session_id, turn_id, self._store.leases)
+    async def branch(
+        self, session_id: str, turn_id: str | None, expect_head: ExpectHead = ANY_HEAD
+    ) -> Session:
+        return await self._run(
+            self._store.sessions.branch, session_id, turn_id, self._store.leases, expect_head
+        )
 
     async def fork(self, session_id: str, turn_id: str | None) -> Session:
         """A new session, written by this daemon, holding a copy of the path to ``turn_id``."""
@@ -143,9 +153,9 @@ class AsyncRuns:
         self._store, self._run = store, thread
 
     async def begin(
-        self, session_id: str, prompt: str, model: str | None
+        self, session_id: str, prompt: str, model: str | None, expect_head: ExpectHead = ANY_HEAD
     ) -> tuple[str, str, str | None]:
-        return await self._run(self._store.runs.begin, session_id, prompt, model)
+        return await self._run(self._store.runs.begin, session_id, prompt, model, expect_head)
 
     async def add_step(self, run_id: str, step: Step) -> None:
         await self._run(self._store.runs.add_step, run_id, step)
@@ -154,6 +164,12 @@ class AsyncRuns:
         self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]
     ) -> None:
         await self._run(self._store.runs.add_event, run_id, kind, step, detail)
+
+    async def hold_steer(self, run_id: str, detail: dict[str, str]) -> bool:
+        return await self._run(self._store.runs.hold_steer, run_id, detail)
+
+    async def held_steers(self, run_id: str) -> list[dict[str, str]]:
+        return await self._run(self._store.runs.held_steers, run_id)
 
     async def finish(self, run_id: str, outcome: str, error: str | None) -> None:
         await self._run(self._store.runs.finish, run_id, outcome, error)

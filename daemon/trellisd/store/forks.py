@@ -2,7 +2,8 @@
 
 The fork's turns, runs, steps, events and feed are copies under new ids, so the fork needs
 nothing of its origin (which may be deleted later) and the origin is left as it was. The
-fork's feed numbers the copied commits from 1, in the order the origin committed them. The
+fork's feed numbers the copied commits from 1, in the order the origin committed them; its
+log records the copies as a store migrated in place does: each turn whole, in order. The
 copy is a handful of set-wise statements through a temporary map of old ids to new ones, so
 a long path costs little more than reading it.
 """
@@ -13,6 +14,7 @@ import apsw
 
 from ..errors import Conflict
 from ..vocabulary import Outcome
+from . import chain
 from .db import new_id
 
 _COPY = (
@@ -75,4 +77,6 @@ def copy_path(
             con.execute(statement, names)
     finally:
         con.execute("DROP TABLE temp.fork_map")
+    for turn, _, _ in reversed(path):  # the path is newest first
+        chain.record_turn(con, fork_id, ids[turn])
     return ids[turn_id]

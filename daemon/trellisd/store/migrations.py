@@ -1,11 +1,48 @@
 """Numbered forward migrations; ``PRAGMA user_version`` is how many have been applied.
 
-Append new steps; never edit one that has shipped.
+Append new steps; never edit one that has shipped. A step is SQL, or a function given the
+connection (inside the migration's transaction) for what SQL alone cannot compute.
+
+Steps are additive within a compatibility level: they add tables and columns that older
+readers ignore, so a trellisd that knows fewer steps can still read the store (and refuses to
+write it). ``OLDEST_READER`` is the oldest schema that can read a store this version writes:
+a step that is not additive (drops or renames a table or column, changes what a value means)
+raises it to its own number. The store records it, with the version that wrote it, in
+``store_info``.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[str, ...] = (
+from collections.abc import Callable
+
+import apsw
+
+from . import chain
+
+Migration = str | Callable[[apsw.Connection], None]
+OLDEST_READER = 10  # the first schema that reads store_info
+
+
+def _session_log(con: apsw.Connection) -> None:
+    """Each session's hash-chained log (``chain``), computed over the rows already there."""
+    con.execute(
+        """
+        CREATE TABLE chain (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            body BLOB,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) STRICT;
+        ALTER TABLE session ADD COLUMN head_hash TEXT;
+        """
+    )
+    chain.build(con)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
     # 1: sessions, the tree of turns, runs with their steps and events.
     """
     CREATE TABLE session (
@@ -208,5 +245,12 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL
     ) STRICT;
     CREATE INDEX change_by_run ON change(run_id, id);
+    """,
+    # 9: each session's tamper-evident log, computed over the rows already there.
+    _session_log,
+    # 10: what an older trellisd needs to know to read the store: the oldest schema able to
+    # read it, and the version that wrote it (written by ``Database`` after each migration).
+    """
+    CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
     """,
 )

@@ -8,14 +8,14 @@ from typing import Any
 
 import apsw
 
-from ..errors import NotFound
-from ..records import Event, RunSummary, Step, Tokens
+from ..errors import NotFound, NotRunning
+from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens
 from ..vocabulary import FeedKind, Outcome
-from . import feed
+from . import chain, feed
 from .db import Database, new_id, now
 from .leases import Leases
 from .rows import EVENT_COLUMNS, STEP_COLUMNS, event_of, step_of
-from .sessions import Sessions
+from .sessions import Sessions, expect, set_title
 
 RUNNING = Outcome.RUNNING
 
@@ -33,13 +33,19 @@ class Runs:
         self._ends: dict[str, tuple[str, str | None, str]] = {}
 
     def begin(
-        self, session_id: str, prompt: str, model: str | None = None
+        self,
+        session_id: str,
+        prompt: str,
+        model: str | None = None,
+        expect_head: ExpectHead = ANY_HEAD,
     ) -> tuple[str, str, str | None]:
-        """Start a turn at the session's head; it becomes the head. Returns
-        ``(turn_id, run_id, parent_turn_id)``."""
+        """Start a turn at the session's head (``StaleHead`` if it is not ``expect_head``);
+        it becomes the head. Returns ``(turn_id, run_id, parent_turn_id)``."""
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
         with self.db.write() as con:
-            parent = Sessions._get(con, session_id).head
+            session = Sessions._get(con, session_id)
+            expect(session, expect_head)
+            parent = session.head
             self.leases.acquire(con, session_id)
             con.execute(
                 "INSERT INTO turn(id, session_id, parent_id, prompt, created_at)"
@@ -52,10 +58,13 @@ class Runs:
                 (run_id, turn_id, RUNNING, os.getpid(), self.leases.daemon_id, stamp, model),
             )
             con.execute(
-                "UPDATE session SET head = ?, updated_at = ?,"
-                " title = CASE WHEN title = '' THEN ? ELSE title END WHERE id = ?",
-                (turn_id, stamp, _title(prompt), session_id),
+                "UPDATE session SET head = ?, updated_at = ? WHERE id = ?",
+                (turn_id, stamp, session_id),
             )
+            chain.record(con, session_id, "turn", turn_id)
+            chain.record(con, session_id, "run", run_id)
+            if not session.title:
+                set_title(con, session_id, _title(prompt))
             feed.append(con, session_id, FeedKind.TURN_STARTED, run_id, at=stamp)
             self._record_instructions(con, session_id, run_id)
         return turn_id, run_id, parent
@@ -99,6 +108,7 @@ class Runs:
                 ),
             )
             feed.append(con, session_id, FeedKind.STEP, run_id, step.step, at=stamp)
+            chain.record(con, session_id, "step", f"{run_id}/{step.step}")
 
     def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
         with self.db.write() as con:
@@ -126,7 +136,43 @@ class Runs:
             (run_id, seq, kind, step, json.dumps(detail), stamp),
         )
         feed.append(con, session_id, FeedKind.EVENT, run_id, seq, at=stamp)
+        chain.record(con, session_id, "event", f"{run_id}/{seq}")
         return seq
+
+    def hold_steer(self, run_id: str, detail: dict[str, str]) -> bool:
+        """Keep a steer for a paused run, delivered when it resumes (a ``steer-held``
+        event); False when its ``clientMsgId`` is already held. Takes the session's lease
+        if it is free."""
+        with self.db.write() as con:
+            session_id = self._session_of(con, run_id)
+            row = con.execute("SELECT outcome FROM run WHERE id = ?", (run_id,)).fetchone()
+            if row is None or row[0] != Outcome.PAUSED:
+                raise NotRunning(
+                    f"run {run_id} is no longer paused; steer the session again",
+                    sessionId=session_id,
+                )
+            self.leases.acquire(con, session_id)
+            ids = {d.get("clientMsgId") for d in self._held(con, run_id)}
+            if "clientMsgId" in detail and detail["clientMsgId"] in ids:
+                return False
+            self._insert_event(con, session_id, run_id, "steer-held", None, detail)
+        return True
+
+    def held_steers(self, run_id: str) -> list[dict[str, str]]:
+        """The steers held for the run since it last resumed, oldest first."""
+        with self.db.read() as con:
+            return self._held(con, run_id)
+
+    @staticmethod
+    def _held(con: apsw.Connection, run_id: str) -> list[dict[str, str]]:
+        held: list[dict[str, str]] = []
+        for kind, detail in con.execute(
+            "SELECT kind, detail FROM event WHERE run_id = ? AND kind IN"
+            " ('steer-held', 'resumed') ORDER BY seq",
+            (run_id,),
+        ):
+            held = [] if kind == "resumed" else [*held, json.loads(detail)]
+        return held
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
         """End the run. An end the store cannot take now (a full disk, say) is kept and
@@ -151,17 +197,22 @@ class Runs:
             session_id = Runs._session_of(con, run_id)
             end = {"outcome": outcome, "error": error}
             feed.append(con, session_id, FeedKind.TURN_ENDED, run_id, detail=end, at=at)
+            chain.record_state(
+                con, session_id, "end", run_id, chain.end_fields(run_id, outcome, error, at)
+            )
 
     def resume(self, run_id: str) -> None:
         """An interrupted run runs again, under this daemon."""
         self._ends.pop(run_id, None)
         with self.db.write() as con:
-            self.leases.acquire(con, self._session_of(con, run_id))
+            session_id = self._session_of(con, run_id)
+            self.leases.acquire(con, session_id)
             con.execute(
                 "UPDATE run SET outcome = ?, error = NULL, ended_at = NULL, pid = ?,"
                 " daemon_id = ? WHERE id = ?",
                 (RUNNING, os.getpid(), self.leases.daemon_id, run_id),
             )
+            chain.record_state(con, session_id, "resume", run_id, {"runId": run_id, "at": now()})
 
     def mark_interrupted(self) -> list[str]:
         """Mark runs left ``running`` by a daemon that is gone as ``interrupted``, after

@@ -9,9 +9,11 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ..convert import structure, unstructure
-from ..errors import Conflict, InvalidParams, LeaseHeld, NotFound
+from ..errors import Conflict, InvalidParams, LeaseHeld, NotFound, StaleHead
 from ..policy.layers import PolicySpec
 from ..records import (
+    ANY_HEAD,
+    ExpectHead,
     FeedEntry,
     ForkedFrom,
     ImportedFrom,
@@ -22,14 +24,14 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import Outcome
-from . import feed, forks
+from . import chain, feed, forks
 from .db import Database, new_id, now
 
 T = TypeVar("T")
 
 SESSION_COLUMNS = (
     "id, root, title, head, settings, created_at, updated_at, policy, forked_from, forked_turn,"
-    " instructions, imported_from"
+    " instructions, imported_from, head_hash"
 )
 # Where a query's own columns start, after the session's.
 AFTER_SESSION = len(SESSION_COLUMNS.split(", "))
@@ -71,6 +73,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         forked_from=None if row[8] is None else ForkedFrom(row[8], row[9]),
         instructions=row[10],
         imported_from=None if row[11] is None else _imported_from(json.loads(row[11])),
+        head_hash=row[12],
     )
 
 
@@ -127,7 +130,8 @@ class Sessions:
                     instructions,
                 ),
             )
-        return session
+            _log_opening(con, session.session_id, title, instructions)
+            return self._get(con, session.session_id)
 
     def get(self, session_id: str) -> Session:
         with self.db.read() as con:
@@ -219,10 +223,11 @@ class Sessions:
 
     def reopen(
         self, session_id: str, writer: Writer, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
         """In one transaction: mark the session used now, become its writer unless a live
-        daemon is, and read its history (all of it, or its newest ``limit`` turns and a cursor
-        to the older ones). A read-only store is only read."""
+        daemon is, read its history (all of it, or its newest ``limit`` turns and a cursor
+        to the older ones) and check its log's tail (``integrity``). A read-only store is
+        only read."""
         if self.db.read_only:
             with self.db.read() as con:
                 return self._reopened(con, self._get(con, session_id), limit)
@@ -237,10 +242,11 @@ class Sessions:
 
     def _reopened(
         self, con: apsw.Connection, session: Session, limit: int | None
-    ) -> tuple[Session, list[Turn], str | None]:
+    ) -> tuple[Session, list[Turn], str | None, str]:
+        integrity = _integrity(con, session.session_id)
         if limit is None:
-            return session, self._path(con, session.head), None
-        return session, *self._history_page(con, session, limit, None)
+            return session, self._path(con, session.head), None, integrity
+        return session, *self._history_page(con, session, limit, None), integrity
 
     def turns_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -299,15 +305,29 @@ class Sessions:
             ).fetchall()
         return [_turn(row) for row in rows]
 
-    def branch(self, session_id: str, turn_id: str | None, leases: Writer) -> Session:
+    def branch(
+        self,
+        session_id: str,
+        turn_id: str | None,
+        leases: Writer,
+        expect_head: ExpectHead = ANY_HEAD,
+    ) -> Session:
         with self.db.write() as con:
-            self._get(con, session_id)
+            expect(self._get(con, session_id), expect_head)
             leases.acquire(con, session_id)
             if turn_id is not None:
                 self._turn(con, session_id, turn_id)
+            stamp = now()
             con.execute(
                 "UPDATE session SET head = ?, updated_at = ? WHERE id = ?",
-                (turn_id, now(), session_id),
+                (turn_id, stamp, session_id),
+            )
+            chain.record_state(
+                con,
+                session_id,
+                "branch",
+                session_id,
+                {"sessionId": session_id, "head": turn_id, "at": stamp},
             )
             return self._get(con, session_id)
 
@@ -320,10 +340,11 @@ class Sessions:
     def fork(self, session_id: str, turn_id: str | None, writer: Writer) -> Session:
         """A new session, written by ``writer``, holding a copy of the path from the first
         turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
-        model choice, policy and instructions; the origin is only read."""
+        model choice, policy and instructions; the origin is only read. The fork's log
+        records its opening, then each copied turn whole."""
         stamp, fork_id = now(), new_id("s")
         with self.db.write() as con:
-            self._get(con, session_id)
+            origin = self._get(con, session_id)
             if turn_id is not None:
                 self._turn(con, session_id, turn_id)
             con.execute(
@@ -333,32 +354,36 @@ class Sessions:
                 " FROM session WHERE id = ?",
                 (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
             )
+            _log_opening(con, fork_id, origin.title, origin.instructions)
             head = forks.copy_path(con, session_id, turn_id, fork_id)
             con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
             return self._get(con, fork_id)
 
     def rename(self, session_id: str, title: str, writer: Writer) -> Session:
-        return self._change(session_id, writer, "title = ?", title)
+        with self.db.write() as con:
+            self._get(con, session_id)
+            writer.acquire(con, session_id)
+            set_title(con, session_id, title)
+            con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
+            return self._get(con, session_id)
 
     def instruct(self, session_id: str, instructions: str | None, writer: Writer) -> Session:
-        """New standing instructions; the session's next run records them (an event)."""
-        return self._change(
-            session_id, writer, "instructions = ?, instructions_changed = 1", instructions
-        )
-
-    def _change(self, session_id: str, writer: Writer, assignments: str, value: Any) -> Session:
+        """New standing instructions, logged; the session's next run records them (an
+        event)."""
         with self.db.write() as con:
             self._get(con, session_id)
             writer.acquire(con, session_id)
             con.execute(
-                f"UPDATE session SET {assignments}, updated_at = ? WHERE id = ?",
-                (value, now(), session_id),
+                "UPDATE session SET instructions = ?, instructions_changed = 1, updated_at = ?"
+                " WHERE id = ?",
+                (instructions, now(), session_id),
             )
+            chain.record_setting(con, session_id, "instructions", instructions)
             return self._get(con, session_id)
 
     def delete(self, session_id: str, writer: Writer) -> None:
-        """Remove the session and all it owns (its turns, runs, steps, events, feed, change
-        sets and the file contents no other session's refer to, and its lease), unless
+        """Remove the session and all it owns (its turns, runs, steps, events, feed, log,
+        change sets and the file contents no other session's refer to, and its lease), unless
         another live daemon is its writer (``LeaseHeld``)."""
         with self.db.write() as con:
             self._get(con, session_id)
@@ -377,6 +402,7 @@ class Sessions:
                 )
             runs = "SELECT r.id FROM run r JOIN turn t ON t.id = r.turn_id WHERE t.session_id = ?"
             con.execute("DELETE FROM feed WHERE session_id = ?", (session_id,))
+            con.execute("DELETE FROM chain WHERE session_id = ?", (session_id,))
             con.execute(f"DELETE FROM event WHERE run_id IN ({runs})", (session_id,))
             con.execute(f"DELETE FROM step WHERE run_id IN ({runs})", (session_id,))
             con.execute(f"DELETE FROM change WHERE run_id IN ({runs})", (session_id,))
@@ -384,6 +410,12 @@ class Sessions:
             con.execute("DELETE FROM turn WHERE session_id = ?", (session_id,))
             con.execute("DELETE FROM session WHERE id = ?", (session_id,))
             _drop_unused_contents(con)
+
+    def verify(self, session_id: str) -> chain.Verdict:
+        """Check the session's whole log (``chain.verify``)."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            return chain.verify(con, session_id)
 
 
 def _drop_unused_contents(con: apsw.Connection) -> None:
@@ -398,6 +430,57 @@ def _drop_unused_contents(con: apsw.Connection) -> None:
         )
         if not con.changes():
             return
+
+    def verify(self, session_id: str) -> chain.Verdict:
+        """Check the session's whole log (``chain.verify``)."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            return chain.verify(con, session_id)
+
+
+def expect(session: Session, expect_head: ExpectHead) -> None:
+    """``StaleHead`` when the write expected another head than the session's."""
+    if expect_head is ANY_HEAD or expect_head == session.head:
+        return
+    raise StaleHead(
+        f"session {session.session_id} has moved on: its head is"
+        f" {session.head or 'before the first turn'}, not"
+        f" {expect_head or 'before the first turn'}; nothing was done",
+        sessionId=session.session_id,
+        expectHead=expect_head,
+        head=session.head,
+    )
+
+
+def _integrity(con: apsw.Connection, session_id: str) -> str:
+    """``unchecked`` while a turn of the session runs (its log is still growing), else
+    whether the log's tail is sound."""
+    running = con.execute(
+        "SELECT 1 FROM run r JOIN turn t ON t.id = r.turn_id"
+        " WHERE t.session_id = ? AND r.outcome = 'running' LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if running is not None:
+        return "unchecked"
+    return "ok" if chain.tail_sound(con, session_id) else "broken"
+
+
+def _log_opening(
+    con: apsw.Connection, session_id: str, title: str, instructions: str | None
+) -> None:
+    """Inside the write that made the session: its log's first entries (the session, its
+    title and its instructions, when it has them)."""
+    chain.record(con, session_id, "session", session_id)
+    if title:
+        chain.record_setting(con, session_id, "title", title)
+    if instructions is not None:
+        chain.record_setting(con, session_id, "instructions", instructions)
+
+
+def set_title(con: apsw.Connection, session_id: str, title: str) -> None:
+    """Inside a write: the session's title is ``title``, and its log says so."""
+    con.execute("UPDATE session SET title = ? WHERE id = ?", (title, session_id))
+    chain.record_setting(con, session_id, "title", title)
 
 
 def _encode(kind: str, value: str | int) -> str:

@@ -160,9 +160,9 @@ export function activate(context: vscode.ExtensionContext): void {
     if (!tree) {
       throw new Error('no session is open: start one or reopen one first');
     }
-    const interrupted = tree.turns.filter((t) => t.outcome === 'interrupted').reverse();
+    const interrupted = tree.turns.filter((t) => t.outcome === 'interrupted' || t.outcome === 'paused').reverse();
     if (interrupted.length === 0) {
-      void vscodeapi.showInformationMessage('trellisd: no turn of this session was interrupted.');
+      void vscodeapi.showInformationMessage('trellisd: no turn of this session is paused or was interrupted.');
       return;
     }
     const picked =
@@ -225,6 +225,16 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.registerCommand('trellisd.showChanges', act('show the changes', showTurnChanges)),
     vscodeapi.registerCommand('trellisd.revertTurn', act('revert the turn', revertTurn)),
     ...registerSessionCommands(new SessionCommands(controller, focusChat, (e) => log.warn(`search: ${messageOf(e)}`))),
+    vscodeapi.registerCommand('trellisd.pauseTurn', act('pause the turn', () => controller.pause())),
+    vscodeapi.registerCommand(
+      'trellisd.toggleStepMode',
+      act('toggle step mode', async () => {
+        const on = controller.toggleStepMode();
+        void vscodeapi.showInformationMessage(
+          on ? 'trellisd: step mode: each turn pauses after every step.' : 'trellisd: step mode off.',
+        );
+      }),
+    ),
     vscodeapi.registerCommand('trellisd.takeOver', act('take the session over', () => controller.takeover())),
     vscodeapi.registerCommand('trellisd.refreshTurns', () => tree.refresh()),
     vscodeapi.registerCommand('trellisd.showLog', showLog),

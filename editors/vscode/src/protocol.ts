@@ -22,6 +22,7 @@ export const Method = {
   steer: 'session/steer',
   cancel: 'session/cancel',
   resume: 'session/resume',
+  pause: 'session/pause',
   takeover: 'session/takeover',
   turnChanges: 'turn/changes',
   revert: 'turn/revert',
@@ -70,6 +71,7 @@ export const OUTCOMES = [
   'exhausted',
   'success',
   'failure',
+  'paused',
 ] as const;
 
 export type Outcome = (typeof OUTCOMES)[number] | string;
@@ -157,12 +159,18 @@ export interface ReopenResult extends Session {
   /** The session's turn running in the daemon (another window's, say), as far as it has
    * streamed: the text of its current step so far. Its notifications follow the answer. */
   running?: RunningTurn;
+  /** The cheap check of the session's log: 'broken' when its store was changed by hand. */
+  integrity?: 'unchecked' | 'ok' | 'broken';
 }
 
 export interface RunningTurn extends TurnRef {
   /** The step being streamed; null before its first piece. */
   step: number | null;
   text: string;
+}
+
+export interface PauseResult {
+  pausing: boolean;
 }
 
 export interface SessionList {

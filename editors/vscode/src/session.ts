@@ -21,6 +21,7 @@ import {
   ExportResult,
   FileChange,
   Method,
+  PauseResult,
   ReopenResult,
   Restored,
   RunningTurn,
@@ -180,9 +181,16 @@ export class SessionController {
     this.leaveFollowed();
     this.refuseIfRunning('reopen another session');
     await this.client.start();
-    const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+    const { history, running, integrity, ...session } = await this.client.request<ReopenResult>(Method.reopen, {
+      sessionId,
+    });
     this.adopt(session, history);
     this.log.info(`session ${session.sessionId} reopened with ${history.length} turn(s) on its path`);
+    if (integrity === 'broken') {
+      const text = "This session's log is broken: its store was changed outside trellisd.";
+      this.view.post({ type: 'notice', level: 'error', text });
+      void this.showError(text);
+    }
     if (running) {
       this.follow(running);
     }
@@ -230,11 +238,34 @@ export class SessionController {
     this.transcript.push(turn);
     return this.run(turn, true, async (token) => {
       await this.ensureAttached();
-      return this.client.request<TurnResult>(Method.turn, { sessionId: session.sessionId, prompt }, token);
+      const stepMode = this.stepMode || undefined;
+      return this.client.request<TurnResult>(Method.turn, { sessionId: session.sessionId, prompt, stepMode }, token);
     });
   }
 
-  /** Go on with a turn that was interrupted (its daemon stopped mid-turn), from its last step. */
+  /** Step mode: each turn pauses after every step, and a resume takes one more. */
+  stepMode = false;
+
+  toggleStepMode(): boolean {
+    this.stepMode = !this.stepMode;
+    this.log.info(`step mode ${this.stepMode ? 'on' : 'off'}`);
+    return this.stepMode;
+  }
+
+  /** Pause the running turn: the step it is taking completes, then it ends `paused`. */
+  async pause(): Promise<void> {
+    const session = this.session;
+    if (!this.live || !session) {
+      return;
+    }
+    this.log.info('pausing the running turn');
+    const result = await this.client.request<PauseResult>(Method.pause, { sessionId: session.sessionId });
+    if (!result.pausing) {
+      this.log.info('nothing was paused: the turn had ended');
+    }
+  }
+
+  /** Go on with a turn that was paused or interrupted (its daemon stopped mid-turn), from its last step. */
   async resume(turnId: string): Promise<TurnResult | undefined> {
     const session = this.requireSession();
     this.refuseIfRunning('resume another turn');
@@ -254,7 +285,11 @@ export class SessionController {
     const resumed = turn;
     this.log.info(`resuming turn ${turnId}`);
     return this.run(resumed, false, (token) =>
-      this.client.request<TurnResult>(Method.resume, { sessionId: session.sessionId, turnId }, token),
+      this.client.request<TurnResult>(
+        Method.resume,
+        { sessionId: session.sessionId, turnId, stepMode: this.stepMode || undefined },
+        token,
+      ),
     );
   }
 

@@ -9,6 +9,9 @@ import * as vscode from 'vscode';
 import type { Turn } from './protocol';
 import { formatCost, formatCount } from './transcript';
 
+/** The outcomes of a turn that session/resume continues (its tree item offers Resume). */
+const RESUMABLE = new Set<string>(['interrupted', 'paused']);
+
 export interface TurnNode {
   kind: 'turn';
   turn: Turn;
@@ -139,7 +142,7 @@ export function treeItem(node: TreeNode): vscode.TreeItem {
   item.iconPath = new vscode.ThemeIcon(
     node.isHead ? 'circle-filled' : node.onHeadPath ? 'circle-outline' : 'circle-small',
   );
-  item.contextValue = turn.outcome === 'interrupted' ? 'turn-interrupted' : 'turn';
+  item.contextValue = RESUMABLE.has(turn.outcome) ? `turn-${turn.outcome}` : 'turn';
   return item;
 }
 

@@ -1,6 +1,7 @@
 import './setup';
 
 import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 
@@ -8,7 +9,7 @@ import { changesText, contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
-import { RecordingView, ScriptLine, stripTags, TestDaemon, waitFor } from './daemon';
+import { RecordingView, ScriptLine, stripTags, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -367,6 +368,53 @@ describe('steering, cancelling, approving', () => {
     assert.match(stripTags(view.last!.body), /write_file withdrawn: answered in another window, or the turn ended first/);
     const fs = await import('node:fs');
     assert.equal(fs.existsSync(`${daemon.root}/never.txt`), false);
+  });
+
+  test('pause lets the running step finish, ends the turn paused, and resume goes on', async () => {
+    const c = controller([
+      { text: 'Looking around first.', holdAfter: 1, holdFile: daemon.hold('paused'), tool: 'list_dir', arguments: { path: '.' } },
+      { text: 'It is a small project.' },
+    ]);
+    await c.openSession(daemon.root);
+    const turn = c.turn('explore');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    await c.pause();
+    daemon.release('paused');
+    const paused = await turn;
+    assert.equal(paused?.outcome, 'paused');
+    assert.equal(paused?.steps, 1);
+    assert.equal(c.isRunning, false);
+    const resumed = await c.resume(paused!.turnId);
+    assert.equal(resumed?.outcome, 'finished');
+    assert.equal(resumed?.runId, paused!.runId);
+    assert.match(stripTags(view.last!.body), /It is a small project\./);
+  });
+
+  test('step mode pauses the turn after every step', async () => {
+    const c = controller([
+      { text: 'Looking.', tool: 'list_dir', arguments: { path: '.' } },
+      { text: 'Done.' },
+    ]);
+    await c.openSession(daemon.root);
+    assert.equal(c.toggleStepMode(), true);
+    const first = await c.turn('walk me through it');
+    assert.equal(first?.outcome, 'paused');
+    const second = await c.resume(first!.turnId);
+    assert.deepEqual([second?.outcome, second?.steps], ['finished', 2]);
+  });
+
+  test("a session whose store was changed by hand says its log is broken when reopened", async () => {
+    const first = controller();
+    const session = await first.openSession(daemon.root);
+    await first.turn('remember this');
+    const { command, args } = testCommand();
+    const python = args[0] === '-m' ? command : 'python3';
+    const edit = "import apsw, sys; c = apsw.Connection(sys.argv[1]); c.execute(\"UPDATE step SET text = 'other'\")";
+    execFileSync(python, ['-c', edit, daemon.db]);
+    const second = controller();
+    await second.reopenSession(session.sessionId);
+    assert.ok(view.notices.some((n) => /log is broken/.test(n)), view.notices.join('\n'));
+    assert.ok(stub.messages.some((m) => /log is broken/.test(m.message)));
   });
 
   test('a turn whose daemon died can be resumed from the error message', async () => {

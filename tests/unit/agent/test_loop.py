@@ -482,3 +482,28 @@ def test_a_bad_trellisd_max_steps_is_logged_and_the_default_kept(
 
     assert "TRELLISD_MAX_STEPS" in caplog.text
     assert default_max_steps({"TRELLISD_MAX_STEPS": "7"}) == 7
+
+
+async def test_a_pause_stops_the_turn_at_the_next_step_boundary(tmp_path: Path) -> None:
+    """Asked from the first model call on: that step commits, the next call is not made."""
+    provider = FakeProvider(
+        [call("c1", "upper", text="a"), call("c2", "upper", text="b"), Stop("tool_calls")],
+        reply("done"),
+    )
+    upper, journal = Upper(), Journal()
+
+    end = await run_turn(
+        plan(provider, tmp_path, upper, pause=lambda: True), journal, journal, "hi"
+    )
+
+    assert end.outcome == "paused"
+    assert len(provider.requests) == 1
+    assert [s.step for s in journal.steps] == [1, 2]  # the tool steps of one call: one boundary
+    assert upper.ran == [{"text": "a"}, {"text": "b"}]
+
+
+async def test_a_reply_ends_the_turn_even_when_a_pause_is_asked(tmp_path: Path) -> None:
+    provider = FakeProvider(reply("done"))
+    journal = Journal()
+    end = await run_turn(plan(provider, tmp_path, pause=lambda: True), journal, journal, "hi")
+    assert end.outcome == "finished"

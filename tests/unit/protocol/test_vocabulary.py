@@ -26,11 +26,19 @@ def test_every_error_a_client_can_see_has_a_code_of_the_vocabulary() -> None:
         for c in vars(errors).values()
         if isinstance(c, type) and issubclass(c, errors.TrellisError)
     ]
-    assert len(classes) == 7
+    assert len(classes) == 8
     for cls in classes:
         assert cls.CODE in set(ErrorCode), cls
 
 
 def test_the_loop_ends_turns_with_outcomes_of_the_vocabulary() -> None:
-    ends = (loop.FINISHED, loop.ERROR, loop.CANCELLED, loop.EXHAUSTED, loop.SUCCESS, loop.FAILURE)
+    ends = (
+        loop.FINISHED,
+        loop.ERROR,
+        loop.CANCELLED,
+        loop.EXHAUSTED,
+        loop.SUCCESS,
+        loop.FAILURE,
+        loop.PAUSED,
+    )
     assert all(isinstance(end, Outcome) for end in ends)

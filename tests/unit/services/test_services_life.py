@@ -132,7 +132,7 @@ async def test_close_lets_go_of_the_lease_and_the_grants(
     finally:
         other.close()
     assert (await app.sessions.policy(session)).to_wire()["grants"] == []
-    _, history, _ = await app.sessions.reopen(session, None)
+    _, history, _, _ = await app.sessions.reopen(session, None)
     assert [t.prompt for t in history] == ["write a"]
 
 

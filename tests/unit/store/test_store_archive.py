@@ -130,6 +130,48 @@ def test_a_session_imported_elsewhere_is_the_same_session(
     assert other.sessions.get(sid).imported_from is None
 
 
+def test_a_file_carries_the_sessions_log_and_every_import_of_it_verifies(
+    store: Store, other: Store, exported: tuple[str, Path]
+) -> None:
+    sid, path = exported
+    logged = [r for r in lines(path) if r["type"] == "log"]
+    verdict = store.sessions.verify(sid)
+    assert len(logged) == verdict.entries and logged[-1]["hash"] == verdict.head_hash
+    assert [r["seq"] for r in logged] == list(range(1, verdict.entries + 1))
+    assert import_(other, path) == sid
+    assert other.sessions.verify(sid).ok
+    copy = import_(other, path, root="/elsewhere", as_new=True)
+    assert other.sessions.verify(copy).ok
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        ("step", "its step does not match its hash"),  # a reply's text changed
+        ("log", "stands where entry"),  # an entry of the log dropped
+        ("turn", "its turn does not match its hash"),  # a prompt changed
+    ],
+)
+def test_a_file_whose_log_does_not_verify_is_refused_with_the_reason(
+    other: Store, exported: tuple[str, Path], edit: str, reason: str
+) -> None:
+    """Each edited file's digest is made again, as someone editing it on purpose would."""
+    _, path = exported
+    records = lines(path)
+    if edit == "step":
+        step = next(r for r in records if r["type"] == "step" and r["text"] == "Two files.")
+        step["text"] = "Three files."
+    elif edit == "turn":
+        next(r for r in records if r["type"] == "turn")["prompt"] = "delete the README"
+    else:
+        records.remove(next(r for r in records if r["type"] == "log" and r["kind"] == "end"))
+    seal(path, records)
+    refused = refusal(other, path)
+    assert refused.data["check"] == "log"
+    assert "the session's log does not verify" in refused.message
+    assert reason in refused.message and "changed after it was exported" in refused.message
+
+
 def test_export_answers_its_size_and_turns_and_writes_the_documented_format(
     store: Store, take_turn: TakeTurn, tmp_path: Path
 ) -> None:

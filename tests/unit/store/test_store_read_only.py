@@ -45,8 +45,9 @@ def test_a_read_only_store_serves_every_read(kept: tuple[Store, str, str]) -> No
 
     page, _ = store.sessions.page(None, 10, None)
     assert [s.session.title for s in page] == ["kept"]
-    session, history, _ = store.sessions.reopen(session_id, store.leases, None)
+    session, history, _, integrity = store.sessions.reopen(session_id, store.leases, None)
     assert session.title == "kept" and [t.reply for t in history] == ["A README."]
+    assert integrity == "ok"
     assert [t.reply for t in store.sessions.history(session_id)] == ["A README."]
     assert [t.prompt for t in store.sessions.turns(session_id)] == ["what is here?"]
     assert store.runs.summary(run_id).outcome == "finished"

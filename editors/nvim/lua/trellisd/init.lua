@@ -49,9 +49,25 @@ local COMMANDS = {
   {
     "TrellisResume",
     0,
-    "Continue the interrupted last turn",
+    "Continue the paused or interrupted last turn",
     function()
       M.resume()
+    end,
+  },
+  {
+    "TrellisPause",
+    0,
+    "Pause the running turn at its next step",
+    function()
+      M.pause()
+    end,
+  },
+  {
+    "TrellisStep",
+    0,
+    "Toggle step mode: pause after every step",
+    function()
+      M.step()
     end,
   },
   {
@@ -175,6 +191,14 @@ end
 
 function M.changes()
   sessions().changes()
+end
+
+function M.pause()
+  sessions().pause()
+end
+
+function M.step()
+  sessions().toggle_step()
 end
 
 function M.branch()

@@ -258,6 +258,12 @@ local function reopen(id, cb)
     local last = history[#history]
     if last and last.outcome == "interrupted" and not state.running then
       ui.notify("the last turn was interrupted before it ended: :TrellisResume continues it")
+    elseif last and last.outcome == "paused" and not state.running then
+      ui.notify("the last turn is paused: :TrellisResume continues it")
+    end
+    if compat.value(result.integrity) == "broken" then
+      state.view:block({ "*the session's log is broken: its store was changed by hand*" })
+      ui.error("the session's log is broken: rows of it were changed outside trellisd")
     end
     if cb then
       cb(state)
@@ -423,6 +429,8 @@ local function turn_ended(state, run, err, result)
       ui.error("the turn failed: " .. (why or "no reason given"))
     elseif outcome == "exhausted" then
       ui.warn("the turn stopped before the model finished: it used all the steps it was given")
+    elseif outcome == "paused" then
+      ui.notify("the turn paused after its step: :TrellisResume goes on")
     end
   end
   redraw_status()
@@ -471,7 +479,7 @@ local function send(state, conn, prompt)
     state,
     conn,
     "session/turn",
-    { sessionId = state.id, prompt = prompt },
+    { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil },
     View.prompt_lines(prompt),
     function()
       daemon.ensure(function(err, c)
@@ -552,7 +560,7 @@ function M.ask(prompt)
   end)
 end
 
--- :TrellisResume: continue the interrupted turn at the head.
+-- :TrellisResume: continue the paused or interrupted turn at the head.
 function M.resume()
   local state = need_current("resume")
   if not state then
@@ -565,8 +573,8 @@ function M.resume()
         return
       end
       local last = result.turns[#result.turns]
-      if not last or last.outcome ~= "interrupted" then
-        ui.warn("the last turn was not interrupted: there is nothing to resume")
+      if not last or (last.outcome ~= "interrupted" and last.outcome ~= "paused") then
+        ui.warn("the last turn was not paused or interrupted: there is nothing to resume")
         return
       end
       show(state)
@@ -574,7 +582,7 @@ function M.resume()
         state,
         conn,
         "session/resume",
-        { sessionId = state.id, turnId = last.turnId },
+        { sessionId = state.id, turnId = last.turnId, stepMode = state.step_mode or nil },
         { "### trellisd (resumed)" }
       )
     end)
@@ -713,6 +721,41 @@ function M.cancel()
       check_followed(state, run)
     end
   end)
+end
+
+-- :TrellisPause: the running turn stops after the step it is taking.
+function M.pause()
+  local state = need_current("pause")
+  if not state then
+    return
+  end
+  if not state.running then
+    ui.warn("no turn is running")
+    return
+  end
+  daemon.request("session/pause", { sessionId = state.id }, function(err, result)
+    if err then
+      ui.error("could not pause: " .. err.message)
+    elseif result and result.pausing == false then
+      ui.warn("nothing to pause: the turn had already ended")
+    else
+      ui.notify("the turn pauses after its step")
+    end
+  end)
+end
+
+-- :TrellisStep: turns of this conversation pause after every step, or no longer do.
+function M.toggle_step()
+  local state = need_current("walk step by step")
+  if not state then
+    return
+  end
+  state.step_mode = not state.step_mode
+  if state.step_mode then
+    ui.notify("step mode: each turn pauses after every step (:TrellisResume takes the next)")
+  else
+    ui.notify("step mode off: turns run to their end")
+  end
 end
 
 local function branch_to(state, turn_id, cb)
