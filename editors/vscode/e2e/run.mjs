@@ -533,7 +533,9 @@ try {
     await pathInput(exported, /^(OK|Import)$/);
     const toast = page.locator('.notification-toast', { hasText: 'already in this store' });
     await toast.locator('.monaco-button', { hasText: 'Import as a Copy' }).click();
-    await header('#session-lineage', 'imported as a copy');
+    // The session exported is a fork: its copy says both where it was forked from and that it
+    // is a copy, so that it is not taken for the fork itself.
+    await header('#session-lineage', 'forked from “What is in this folder?” at turn 1 · imported as a copy');
     await header('#session-title', title);
     await waitForLog(extensionLog, /imported from .*exported\.trellisd as a copy/);
   });

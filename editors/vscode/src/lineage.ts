@@ -22,22 +22,32 @@ export interface Requester {
 /** How many pages of session/list or session/turns a lookup reads at most. */
 const MAX_PAGES = 20;
 
+/**
+ * The lineage in words. `origin` is what the lookup found of a fork's origin; without it (not
+ * looked up yet) a fork is only said to be a fork. A copy imported with new ids says so, after
+ * its fork lineage when it is a fork too (the copy keeps the origin it was forked from).
+ */
 export function lineageText(session: Session, origin?: Origin): string | undefined {
-  const from = session.forkedFrom;
-  if (from) {
-    if (!origin || origin.title === undefined) {
-      return 'forked from a session that was deleted';
-    }
-    const title = origin.title.trim() || 'an untitled session';
-    if (from.turnId === null || origin.turnNumber === 0) {
-      return `forked from “${title}” before its first turn`;
-    }
-    return origin.turnNumber ? `forked from “${title}” at turn ${origin.turnNumber}` : `forked from “${title}”`;
+  const parts = [forkText(session.forkedFrom, origin), session.importedFrom ? 'imported as a copy' : undefined];
+  const text = parts.filter(Boolean).join(' · ');
+  return text || undefined;
+}
+
+function forkText(from: ForkedFrom | null | undefined, origin: Origin | undefined): string | undefined {
+  if (!from) {
+    return undefined;
   }
-  if (session.importedFrom) {
-    return 'imported as a copy';
+  if (!origin) {
+    return 'forked from another session';
   }
-  return undefined;
+  if (origin.title === undefined) {
+    return 'forked from a session that was deleted';
+  }
+  const title = origin.title.trim() || 'an untitled session';
+  if (from.turnId === null || origin.turnNumber === 0) {
+    return `forked from “${title}” before its first turn`;
+  }
+  return origin.turnNumber ? `forked from “${title}” at turn ${origin.turnNumber}` : `forked from “${title}”`;
 }
 
 /** The number of turns from the first turn to `turnId` in a session's tree (0 for null). */

@@ -46,11 +46,16 @@ export function sessionItems(sessions: SessionSummary[], now: Date = new Date())
   }));
 }
 
-/** "forked from “title”" for a fork (the origin's title when the list holds it). */
+/** "forked from “title”" for a fork (the origin's title when the list holds it), and "imported"
+ * for a copy imported with new ids (both for an imported copy of a fork). */
 function lineageNote(session: SessionSummary, titles: Map<string, string>): string {
+  const notes: string[] = [];
   if (session.forkedFrom) {
     const origin = titles.get(session.forkedFrom.sessionId);
-    return origin ? `$(repo-forked) forked from “${origin}”` : '$(repo-forked) a fork';
+    notes.push(origin ? `$(repo-forked) forked from “${origin}”` : '$(repo-forked) a fork');
   }
-  return session.importedFrom ? '$(cloud-download) imported' : '';
+  if (session.importedFrom) {
+    notes.push('$(cloud-download) imported');
+  }
+  return notes.join(' · ');
 }

@@ -36,6 +36,19 @@ describe("a session's lineage", () => {
     assert.equal(lineageText(session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z' } })), 'imported as a copy');
   });
 
+  test('an imported copy of a fork says both: what it was forked from, and that it is a copy', () => {
+    const copy = { ...fork, sessionId: 's-3', importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z' } };
+    assert.equal(
+      lineageText(copy, { title: 'fix the parser', turnNumber: 2 }),
+      'forked from “fix the parser” at turn 2 · imported as a copy',
+    );
+    assert.equal(lineageText(copy, {}), 'forked from a session that was deleted · imported as a copy');
+  });
+
+  test('before its origin is looked up, a fork is not said to have lost it', () => {
+    assert.equal(lineageText(fork), 'forked from another session');
+  });
+
   test("a turn's number is its place on the path from the first turn, whatever the branches", () => {
     const turns = [turn('a', null), turn('b', 'a'), turn('x', 'a'), turn('c', 'b')];
     assert.equal(turnNumber(turns, 'a'), 1);
@@ -84,10 +97,15 @@ describe("a session's lineage", () => {
       session({ sessionId: 's-2', title: 'try another way', forkedFrom: { sessionId: 's-1', turnId: 'b' } }),
       session(),
       session({ sessionId: 's-3', title: 'orphan', forkedFrom: { sessionId: 's-0', turnId: null } }),
+      session({
+        sessionId: 's-4', title: 'try another way', forkedFrom: { sessionId: 's-1', turnId: 'b' },
+        importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z' },
+      }),
     ]);
     assert.equal(items[0].description, 'project · $(repo-forked) forked from “fix the parser”');
     assert.equal(items[1].description, 'project');
     assert.equal(items[2].description, 'project · $(repo-forked) a fork');
+    assert.equal(items[3].description, 'project · $(repo-forked) forked from “fix the parser” · $(cloud-download) imported');
   });
 });
 
