@@ -136,6 +136,10 @@ test("a session's lineage, in words", function()
   )
   eq("imported as a copy", format.lineage({ forkedFrom = vim.NIL, importedFrom = "s-9" }))
   eq(nil, format.lineage({ title = "plain" }))
+  eq(
+    "forked from “fix it” at turn 3 · imported as a copy",
+    format.lineage({ forkedFrom = fork.forkedFrom, importedFrom = "s-9" }, { title = "fix it", turn = 3 })
+  )
 end)
 
 test("an export is offered under the session's title", function()

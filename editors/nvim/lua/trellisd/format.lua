@@ -269,25 +269,31 @@ end
 -- Where a session came from, in words, or nil: "forked from “fix the parser” at turn 3".
 -- origin: {title = ..., turn = its place on the origin's path (0: before the first turn)},
 -- or nil when the origin is not in the store any more.
+local function forked(from, origin)
+  if origin == nil or origin.title == nil then
+    return "forked from a session that was deleted"
+  end
+  local title = origin.title ~= "" and M.one_line(origin.title, 60) or "an untitled session"
+  if compat.value(from.turnId) == nil or origin.turn == 0 then
+    return "forked from “" .. title .. "” before its first turn"
+  end
+  if origin.turn then
+    return "forked from “" .. title .. "” at turn " .. origin.turn
+  end
+  return "forked from “" .. title .. "”"
+end
+
+-- Where the session came from: a fork's origin, an imported copy, or both (a copy of a fork).
 function M.lineage(session, origin)
   local from = compat.value(session.forkedFrom)
+  local parts = {}
   if type(from) == "table" then
-    if origin == nil or origin.title == nil then
-      return "forked from a session that was deleted"
-    end
-    local title = origin.title ~= "" and M.one_line(origin.title, 60) or "an untitled session"
-    if compat.value(from.turnId) == nil or origin.turn == 0 then
-      return "forked from “" .. title .. "” before its first turn"
-    end
-    if origin.turn then
-      return "forked from “" .. title .. "” at turn " .. origin.turn
-    end
-    return "forked from “" .. title .. "”"
+    parts[#parts + 1] = forked(from, origin)
   end
   if compat.value(session.importedFrom) ~= nil then
-    return "imported as a copy"
+    parts[#parts + 1] = "imported as a copy"
   end
-  return nil
+  return #parts > 0 and table.concat(parts, " · ") or nil
 end
 
 -- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellisd".
