@@ -182,6 +182,11 @@ def main() -> None:
     args = p.parse_args()
     if shutil.which("nproc"):
         print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print(
+            "PYTHONDONTWRITEBYTECODE is set: every start compiles trellisd's modules from source,"
+            " which an installed trellisd never does; unset it for the figure a user sees"
+        )
     asyncio.run(bench(max(1, args.runs), max(1, args.windows), Path(args.codex)))
 
 
