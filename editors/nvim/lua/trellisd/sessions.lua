@@ -833,27 +833,35 @@ local function with_tree(state, cb)
   end)
 end
 
--- :TrellisBranch
-function M.branch()
-  local state = need_current("branch")
+-- A turn of the current session's tree, picked by the user for `what` ("branch", "fork"):
+-- then(state, turn_id), turn_id nil for before the first turn.
+local function pick_turn(what, prompt, then_)
+  local state = need_current(what)
   if not state then
     return
   end
   with_daemon(function()
     with_tree(state, function(entries)
       ui.select(entries, {
-        prompt = "Branch from which turn? (● current path, ○ left branch)",
-        kind = "trellisd.branch",
+        prompt = prompt .. " (● current path, ○ left branch)",
+        kind = "trellisd." .. what,
         format_item = function(e)
           return e.line
         end,
       }, function(choice)
         if choice then
-          branch_to(state, choice.turn and choice.turn.turnId, function()
-            show(state)
-          end)
+          then_(state, choice.turn and choice.turn.turnId)
         end
       end)
+    end)
+  end)
+end
+
+-- :TrellisBranch
+function M.branch()
+  pick_turn("branch", "Branch from which turn?", function(state, turn_id)
+    branch_to(state, turn_id, function()
+      show(state)
     end)
   end)
 end
@@ -961,25 +969,7 @@ end
 
 -- :TrellisFork
 function M.fork()
-  local state = need_current("fork")
-  if not state then
-    return
-  end
-  with_daemon(function()
-    with_tree(state, function(entries)
-      ui.select(entries, {
-        prompt = "Fork a new session from which turn? (● current path, ○ left branch)",
-        kind = "trellisd.fork",
-        format_item = function(e)
-          return e.line
-        end,
-      }, function(choice)
-        if choice then
-          fork_at(state, choice.turn and choice.turn.turnId)
-        end
-      end)
-    end)
-  end)
+  pick_turn("fork", "Fork a new session from which turn?", fork_at)
 end
 
 function M.fork_at_cursor(buf)
