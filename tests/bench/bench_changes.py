@@ -7,10 +7,13 @@ large git repository, and how the store grows when turns keep rewriting one file
 Prints:
 
 - the overhead per turn of one ``run_command`` that changes one file, in a git repository of
-  ``--files`` committed files: the time ``Watch.around`` adds to the command (snapshot of the
-  work tree before and after through the private index, the diff of the two trees, reading
-  the changed blobs, recording them), as the median, min and max of ``--rounds`` turns after
-  the first; and the first turn alone (the private index is copied from the user's);
+  ``--files`` committed files: the time ``Watch`` adds to the turn, as the median, min and
+  max of ``--rounds`` turns after the first, and the first turn alone (the private index is
+  copied from the user's). It is measured whole: the snapshot of the work tree before the
+  command, which the command waits for, and the snapshot after it, the diff of the two trees,
+  reading the changed blobs and recording them, which in a turn go on while the model is
+  asked its next step (``settle`` waits for them here). How much of it the command waits
+  for is printed apart;
 - the same for one ``write_file`` (the file read before and after, and recorded);
 - for scale on the machine at hand, the median time of ``git status --porcelain`` there;
 - the store's growth for ``--turns`` turns that each rewrite one ``--size``-byte text file
@@ -38,7 +41,7 @@ sys.path[:0] = [str(REPO), str(REPO / "daemon")]
 from tests.fixtures.git_repo import git  # noqa: E402
 from trellisd.processes import pid_alive  # noqa: E402
 from trellisd.records import ProviderChoice, TurnRef  # noqa: E402
-from trellisd.services.changes import Watch  # noqa: E402
+from trellisd.services.changes import Trees, Watch  # noqa: E402
 from trellisd.store.facade import AsyncStore  # noqa: E402
 from trellisd.tools import ToolContext  # noqa: E402
 from trellisd.tools.base import Action  # noqa: E402
@@ -93,15 +96,19 @@ async def overhead(folder: Path, files: int, rounds: int) -> None:
         ("write_file", Action("write", "pkg00/mod00000.py")),
     ):
         times: list[float] = []
+        waits: list[float] = []
+        trees = Trees(folder / "store" / "git")
         for n in range(rounds + 1):
             ref = await new_turn(store, session.session_id)
-            watch = Watch(store, ref, context, folder / "store" / "git")
+            watch = Watch(store, ref, context, trees)
             content = f"VALUE = {n}  # {label}\n".encode()
             t = time.perf_counter()
             async with watch.around(action, 1):
                 u = time.perf_counter()
                 atomic_write(target, content, context)
                 work = time.perf_counter() - u
+            waits.append(time.perf_counter() - t - work)
+            await watch.settle()
             times.append(time.perf_counter() - t - work)
             recorded = await store.changes.of_turns([ref.turn_id])
             assert [c.path for c in recorded] == ["pkg00/mod00000.py"], recorded
@@ -109,7 +116,8 @@ async def overhead(folder: Path, files: int, rounds: int) -> None:
         print(
             f"overhead per turn, one {label} changing one file of {files}: median"
             f" {ms(statistics.median(rest))} (min {ms(min(rest))}, max {ms(max(rest))};"
-            f" {rounds} turns); first turn {ms(times[0])}"
+            f" {rounds} turns); first turn {ms(times[0])}; of it the tool call waits for"
+            f" {ms(statistics.median(waits[1:]))} (median)"
         )
     statuses = []
     for _ in range(rounds):
@@ -153,7 +161,7 @@ async def growth(folder: Path, turns: int, size: int) -> None:
         raw += len(data)
         alone += len(zlib.compress(data, 6))
         ref = await new_turn(store, session.session_id)
-        watch = Watch(store, ref, context, folder / "store" / "git")
+        watch = Watch(store, ref, context, Trees(folder / "store" / "git"))
         async with watch.around(Action("write", "big.txt"), 1):
             atomic_write(root / "big.txt", data, context)
     stored = await store._thread(store._store.changes.stored_bytes)  # type: ignore[attr-defined]

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -78,6 +78,11 @@ class GitTree:
         self._neutral: tuple[str, ...] = ()
         """The filter drivers emptied, as the configuration named them at the last snapshot
         (``write-tree`` runs filters too, on entries whose stat data is stale)."""
+        self._filters = _Filters(root, git_dir)
+        self._tree: str | None = None
+        """The tree the private index holds, when the last snapshot wrote it whole."""
+        self._kept: str | None = None
+        """The tree the private ref was last pointed at."""
 
     @classmethod
     def find(cls, root: Path, state_dir: Path, session_id: str) -> GitTree | None:
@@ -104,13 +109,22 @@ class GitTree:
     def snapshot(self, keep: bool = False) -> str:
         """The work tree under the session root now, as a tree object's id; ``keep`` points
         the private ref at it, so that no ``git gc`` prunes it while a command runs."""
-        if not self.index.exists() and (self.git_dir / "index").is_file():
-            shutil.copyfile(self.git_dir / "index", self.index)
-        self._neutral = _filters(self.root, _environment(self.index))
-        self._git(["add", "-A", "--ignore-errors", "--", "."])
-        tree = self._git(["write-tree"]).decode().strip()
-        if keep:
+        if not self.index.exists():
+            self._tree = None
+            if (self.git_dir / "index").is_file():
+                shutil.copyfile(self.git_dir / "index", self.index)
+        self._neutral = self._filters.drivers(_environment(self.index))
+        tree, self._tree = self._tree, None
+        # ``-v`` names each path staged or removed: none, and the index holds the tree the
+        # last snapshot wrote, so ``write-tree`` is spared.
+        staged = self._git(["add", "-A", "-v", "--ignore-errors", "--", "."])
+        if tree is None or staged.strip():
+            tree = self._git(["write-tree"]).decode().strip()
+        if keep and tree != self._kept:
+            self._kept = None
             self._git(["update-ref", "--no-deref", self.ref, tree])
+            self._kept = tree
+        self._tree = tree
         return tree
 
     def changes(self, before: str, after: str) -> list[Change]:
@@ -197,16 +211,64 @@ def _options(extra: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
-def _filters(root: Path, env: dict[str, str]) -> tuple[str, ...]:
-    """Every filter driver any configuration names, emptied: git then runs none of them."""
-    try:
-        out = _run(root, env, ["config", "--name-only", "--get-regexp", r"^filter\."])
-    except GitError:
-        return ()
-    drivers = {line.rsplit(".", 1)[0] for line in out.decode(errors="replace").splitlines() if line}
-    return tuple(
-        f"{driver}.{key}=" for driver in sorted(drivers) for key in ("clean", "smudge", "process")
-    )
+class _Filters:
+    """Every filter driver any configuration names, emptied: git then runs none of them.
+
+    Git is asked again whenever a configuration file it read, or one it would read, has
+    changed since (its inode, size, mtime or ctime), and always while any of them includes
+    another: an included file may not exist yet when it is first asked."""
+
+    def __init__(self, root: Path, git_dir: Path) -> None:
+        self.root, self.git_dir = root, git_dir
+        self._seen: tuple[tuple[str, tuple[int, ...] | None], ...] | None = None
+        self._drivers: tuple[str, ...] = ()
+
+    def drivers(self, env: dict[str, str]) -> tuple[str, ...]:
+        if self._seen is not None and self._seen == self._look([p for p, _ in self._seen]):
+            return self._drivers
+        self._seen = None
+        try:
+            out = _run(self.root, env, ["config", "--list", "--name-only", "--show-origin", "-z"])
+        except GitError:
+            return ()
+        fields = out.split(b"\0")
+        origins, names = fields[0:-1:2], fields[1::2]
+        keys = [name.decode(errors="replace").lower() for name in names]
+        drivers = sorted({k.rsplit(".", 1)[0] for k in keys if k.startswith("filter.")})
+        self._drivers = tuple(
+            f"{driver}.{key}=" for driver in drivers for key in ("clean", "smudge", "process")
+        )
+        if not any(k.startswith(("include.", "includeif.")) for k in keys):
+            files = {
+                origin[5:].decode(errors="surrogateescape")
+                for origin in origins
+                if origin.startswith(b"file:")
+            }
+            self._seen = self._look(self._paths(files))
+        return self._drivers
+
+    def _paths(self, read: Iterable[str]) -> list[str]:
+        home = Path(os.environ.get("HOME", "~")).expanduser()
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        common = self.git_dir / "commondir"
+        shared = self.git_dir / common.read_text().strip() if common.is_file() else self.git_dir
+        wanted = {str(home / ".gitconfig"), str(xdg / "git" / "config")}
+        for folder in {self.git_dir, shared}:
+            wanted |= {str(folder / "config"), str(folder / "config.worktree")}
+        for path in read:
+            wanted.add(path if os.path.isabs(path) else str(self.root / path))
+        return sorted(wanted)
+
+    @staticmethod
+    def _look(paths: list[str]) -> tuple[tuple[str, tuple[int, ...] | None], ...]:
+        def stat(path: str) -> tuple[int, ...] | None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+        return tuple((path, stat(path)) for path in paths)
 
 
 def _environment(index: Path | None) -> dict[str, str]:

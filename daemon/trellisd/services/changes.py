@@ -6,6 +6,10 @@ While a turn runs, ``Watch`` sits around each tool call: for ``write_file`` and
 it snapshots the work tree before and after (``changes.git``). Outside git only the file
 tools are tracked. A tracking failure is logged and never fails the tool.
 
+The snapshot after a command, and the reading of what it changed, go on while the model
+is asked its next step: the next tool call waits for them before it starts, and so do the
+turn's check and its end, so a turn's change set is whole when the turn answers.
+
 Putting files back never overwrites a person's edit: each file must be as the agent left it
 (the state the change sets say it has at the head, or after the reverted turn); otherwise
 nothing is done and the answer is ``Conflict`` with ``data.paths``, unless ``force``.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -62,9 +67,10 @@ class ChangeService:
     ) -> None:
         self.store, self.running, self.policies = store, running, policies
         self.state_dir = state_dir
+        self.trees = Trees(state_dir)
 
     def watch(self, ref: TurnRef, context: ToolContext) -> Watch:
-        return Watch(self.store, ref, context, self.state_dir)
+        return Watch(self.store, ref, context, self.trees)
 
     async def turn(self, turn_id: str) -> list[FileChange]:
         """What the turn's own steps changed (not a later revert of them)."""
@@ -224,15 +230,43 @@ async def approval_diff(call: ToolCall, context: ToolContext) -> str | None:
     return await asyncio.to_thread(compute)
 
 
+class Trees:
+    """Each session's git work tree, looked for once and kept from turn to turn (its private
+    index then needs no ``write-tree`` when nothing changed since the last snapshot)."""
+
+    KEPT = 64
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self._trees: OrderedDict[tuple[str, Path], GitTree] = OrderedDict()
+
+    async def of(self, session_id: str, root: Path) -> GitTree | None:
+        key = (session_id, root)
+        if (tree := self._trees.get(key)) is not None:
+            self._trees.move_to_end(key)
+            return tree
+        tree = await asyncio.to_thread(GitTree.find, root, self.state, session_id)
+        if tree is not None:  # outside git: looked for again, in case of a ``git init``
+            self._trees[key] = tree
+            while len(self._trees) > self.KEPT:
+                self._trees.popitem(last=False)
+        return tree
+
+    def forget(self, session_id: str, root: Path) -> None:
+        self._trees.pop((session_id, root), None)
+
+
 class Watch:
     """Records what each of a turn's tool calls changed in the workspace."""
 
-    def __init__(self, store: AsyncStore, ref: TurnRef, context: ToolContext, state: Path) -> None:
-        self.store, self.ref, self.context, self.state = store, ref, context, state
+    def __init__(self, store: AsyncStore, ref: TurnRef, context: ToolContext, trees: Trees) -> None:
+        self.store, self.ref, self.context, self.trees = store, ref, context, trees
         self._git: GitTree | None | bool = False  # False: not looked for yet
+        self._pending: set[asyncio.Task[None]] = set()
 
     @asynccontextmanager
     async def around(self, action: Action, step: int) -> AsyncIterator[None]:
+        await self.settle()
         if action.kind == "write":
             before = await asyncio.to_thread(read_content, self.context, action.target)
             try:
@@ -245,15 +279,23 @@ class Watch:
                 yield
             finally:
                 if tree is not None:
-                    await asyncio.shield(self._tree_after(git, tree, step))
+                    task = asyncio.create_task(self._tree_after(git, tree, step))
+                    self._pending.add(task)
+                    task.add_done_callback(self._pending.discard)
         else:
             yield
 
+    async def settle(self) -> None:
+        """Wait until what the last command changed is recorded."""
+        while self._pending:
+            done = await asyncio.shield(asyncio.gather(*self._pending, return_exceptions=True))
+            for result in done:
+                if isinstance(result, Exception):
+                    log.error("a change set could not be recorded", exc_info=result)
+
     async def _tree(self) -> GitTree | None:
         if self._git is False:
-            self._git = await asyncio.to_thread(
-                GitTree.find, self.context.real_root, self.state, self.ref.session_id
-            )
+            self._git = await self.trees.of(self.ref.session_id, self.context.real_root)
         return self._git if isinstance(self._git, GitTree) else None
 
     async def _snapshot(self, git: GitTree, keep: bool = False) -> str | None:
@@ -261,6 +303,7 @@ class Watch:
             return await asyncio.to_thread(git.snapshot, keep)
         except (GitError, OSError) as exc:
             log.warning("the work tree could not be snapshot; this command is not tracked: %s", exc)
+            self.trees.forget(self.ref.session_id, self.context.real_root)
             return None
 
     async def _file_after(self, path: str, before: Content | None, step: int) -> None:
@@ -270,10 +313,9 @@ class Watch:
         await self._record(step, "tool", [(path, before, after)])
 
     async def _tree_after(self, git: GitTree, tree: str, step: int) -> None:
-        after = await self._snapshot(git)
+        after = await self._snapshot(git, keep=True)
         if after is None:
             return
-
         try:
             files = await asyncio.to_thread(lambda: git.contents(git.changes(tree, after)))
         except (GitError, OSError) as exc:

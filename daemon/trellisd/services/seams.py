@@ -136,12 +136,21 @@ class Check:
     """A bounded turn's check, run in the session root."""
 
     def __init__(
-        self, store: AsyncStore, ref: TurnRef, root: Path, argv: list[str], expect_exit: int
+        self,
+        store: AsyncStore,
+        ref: TurnRef,
+        root: Path,
+        argv: list[str],
+        expect_exit: int,
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store, self.ref, self.root = store, ref, root
         self.argv, self.expect_exit = argv, expect_exit
+        self.settle = settle  # what the last command changed is recorded before the check runs
 
     async def run(self, step: int) -> str | None:
+        if self.settle is not None:
+            await self.settle()
         result = await run_check(self.argv, self.expect_exit, self.root, CHECK_TIMEOUT_SECONDS)
         output = result.output[-CHECK_OUTPUT_CHARS:]
         await self.store.runs.add_event(

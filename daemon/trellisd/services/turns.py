@@ -327,6 +327,10 @@ class TurnService:
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
         context = ToolContext(root, may_read=policy.may_read)
+        watch = None if self.changes is None else self.changes.watch(ref, context)
+        settle = None if watch is None else watch.settle
+        verify = start.verify
+        check = None if verify is None else Check(self.store, ref, root, *verify, settle)
         plan = TurnPlan(
             messages=start.messages,
             provider=provider,
@@ -339,8 +343,8 @@ class TurnService:
                 ref,
                 lambda call: approval_diff(call, context),
             ),
-            watch=None if self.changes is None else self.changes.watch(ref, context),
-            check=None if start.verify is None else Check(self.store, ref, root, *start.verify),
+            watch=watch,
+            check=check,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
             max_steps=start.max_steps,
@@ -348,6 +352,10 @@ class TurnService:
             first_step=start.first_step,
             pause=running.pausing,
         )
-        return await run_turn(
-            plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt
-        )
+        try:
+            return await run_turn(
+                plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt
+            )
+        finally:
+            if watch is not None:
+                await watch.settle()  # the change set is whole before the turn ends

@@ -84,3 +84,53 @@ def test_what_the_repository_configures_to_run_never_runs(repo: Path, tmp_path: 
     changed = tree.contents(tree.changes(first, tree.snapshot()))
     assert [(path, now.data) for path, _, now in changed] == [("a.txt", b"changed\n")]
     assert not marker.exists()
+
+
+def _evil_filter(repo: Path, tmp_path: Path) -> Path:
+    marker = tmp_path / "ran"
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    (repo / ".gitattributes").write_text("* filter=evil\n")
+    git(repo, "add", ".gitattributes")
+    return script
+
+
+@pytest.mark.parametrize("where", ["config", "include"])
+def test_a_filter_configured_between_snapshots_never_runs(
+    repo: Path, tmp_path: Path, where: str
+) -> None:
+    script = _evil_filter(repo, tmp_path)
+    extra = tmp_path / "extra.cfg"
+    if where == "include":
+        git(repo, "config", "include.path", str(extra))  # not there yet
+    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    assert tree is not None
+    first = tree.snapshot(keep=True)
+    # What a command could do between two snapshots: configure a filter, directly or in a
+    # file the configuration includes.
+    if where == "include":
+        extra.write_text(f"[filter \"evil\"]\n\tclean = {script}\n\tprocess = {script}\n")
+    else:
+        git(repo, "config", "filter.evil.clean", str(script))
+        git(repo, "config", "filter.evil.process", str(script))
+    (repo / "a.txt").write_text("changed\n")
+    changed = tree.contents(tree.changes(first, tree.snapshot(keep=True)))
+    assert [(path, now.data) for path, _, now in changed] == [("a.txt", b"changed\n")]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_snapshots_with_nothing_changed_between_are_one_tree_and_the_next_change_shows(
+    repo: Path, tmp_path: Path
+) -> None:
+    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    assert tree is not None
+    first = tree.snapshot(keep=True)
+    assert tree.snapshot(keep=True) == first
+    (repo / "sub" / "b.txt").write_text("a person's edit\n")
+    second = tree.snapshot(keep=True)
+    assert [c.path for c in tree.changes(first, second)] == ["sub/b.txt"]
+    assert git(repo, "rev-parse", "refs/trellisd/s-1").strip() == second
+    tree.index.unlink()  # the private index lost: taken again from the user's
+    third = tree.snapshot(keep=True)
+    assert [c.path for c in tree.changes(second, third)] == []
