@@ -51,6 +51,13 @@ goes on when the window that started it closes. --standalone (or TRELLISD_SHARED
 this window from a daemon of its own, in this process, as long as the editor is connected.
 """
 
+ACP_DESCRIPTION = """\
+Serve the Agent Client Protocol (v1, newline-delimited JSON-RPC) on stdin/stdout, for Zed,
+the JetBrains IDEs, codecompanion.nvim and other ACP clients. Its sessions are the store's:
+a session started here continues in the native protocol, and the other way round. Writes and
+commands ask the editor first (the ACP mode `ask`) unless the editor picks another mode.
+"""
+
 DAEMON_DESCRIPTION = """\
 The shared daemon of a store, serving windows over a Unix socket under $XDG_RUNTIME_DIR/trellisd.
 `trellisd` starts it when a window needs it; it exits by itself after TRELLISD_IDLE_EXIT seconds
@@ -123,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | status | stop | demo | export | import] [--db PATH]"
+            "%(prog)s [serve | acp | status | stop | demo | export | import] [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
         ),
@@ -136,11 +143,12 @@ def parser() -> argparse.ArgumentParser:
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)
     commands = p.add_subparsers(
-        title="commands", dest="command", metavar="{serve,status,stop,demo,export,import}"
+        title="commands", dest="command", metavar="{serve,acp,status,stop,demo,export,import}"
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
         ("serve", "the daemon on stdin/stdout (the default)", SERVE_DESCRIPTION, SERVE_DB),
+        ("acp", "an Agent Client Protocol agent on stdin/stdout", ACP_DESCRIPTION, SERVE_DB),
         ("daemon", argparse.SUPPRESS, DAEMON_DESCRIPTION, SERVE_DB),
         ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
         ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
@@ -256,6 +264,11 @@ def run(argv: list[str] | None) -> None:
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
+    if args.command == "acp":
+        from .acp import serve_stdio as serve_acp
+
+        serve_acp(str(path), settings)
+        return
     if args.command == "daemon":
         from .shared import serve_shared
 

@@ -1,0 +1,180 @@
+"""The Python ACP SDK (``agent-client-protocol``) drives ``trellisd acp`` as an editor
+would: initialize, new, prompt with streamed chunks, a tool call needing permission, cancel,
+list, load with replay, resume, fork, and a prompt after the agent restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from acp import RequestError, schema, text_block
+
+from tests.e2e.acp_e2e.conftest import AgentFactory
+from tests.fixtures.model_server import ModelServer
+
+
+async def test_initialize_says_what_trellisd_speaks(spawn_acp: AgentFactory) -> None:
+    agent = await spawn_acp(initialize=False)
+    answer = await agent.initialize()
+    assert answer.protocol_version == 1
+    caps = answer.agent_capabilities
+    assert caps is not None and caps.load_session
+    assert caps.prompt_capabilities is not None and caps.prompt_capabilities.embedded_context
+    sessions = caps.session_capabilities
+    assert sessions is not None
+    assert sessions.list is not None and sessions.resume is not None and sessions.fork is not None
+    assert answer.auth_methods == []
+
+
+async def test_prompt_streams_chunks_and_ends_the_turn(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    assert new.modes is not None and new.modes.current_mode_id == "ask"
+    model.reply("hello from the model, word by word")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("hi there")])
+    assert answer.stop_reason == "end_turn"
+    chunks = agent.editor.of_kind("agent_message_chunk", new.session_id)
+    assert len(chunks) > 1
+    assert agent.editor.text(new.session_id) == "hello from the model, word by word"
+    usage = agent.editor.of_kind("usage_update", new.session_id)
+    assert usage and usage[-1].size > 0
+    info = agent.editor.of_kind("session_info_update", new.session_id)
+    assert info and info[-1].title == "hi there"
+
+
+async def test_a_write_asks_permission_and_allow_once_writes(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    model.reply(
+        "writing it",
+        tool_calls=[{"name": "write_file", "arguments": {"path": "a.txt", "content": "one\n"}}],
+    )
+    model.reply("done")
+    await agent.editor.answers.put("allow")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("write a")])
+    assert answer.stop_reason == "end_turn"
+    assert (workspace / "a.txt").read_text() == "one\n"
+    [asked] = agent.editor.asked
+    assert [o.kind for o in asked.options] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    [started] = agent.editor.of_kind("tool_call", new.session_id)
+    assert started.status == "pending" and started.kind == "edit"
+    assert started.tool_call_id == asked.tool_call.tool_call_id
+    statuses = [u.status for u in agent.editor.of_kind("tool_call_update", new.session_id)]
+    assert statuses == ["in_progress", "completed"]
+    final = agent.editor.of_kind("tool_call_update", new.session_id)[-1]
+    [diff] = final.content
+    assert diff.type == "diff" and diff.new_text == "one\n" and diff.old_text is None
+    assert diff.path == str(workspace.resolve() / "a.txt")
+
+
+async def test_reject_always_denies_the_same_request_without_asking(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    call = {"name": "run_command", "arguments": {"argv": ["touch", "x"]}}
+    model.reply("", tool_calls=[call])
+    model.reply("", tool_calls=[call])
+    model.reply("gave up")
+    await agent.editor.answers.put("denyAlways")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("touch x")])
+    assert answer.stop_reason == "end_turn"
+    assert len(agent.editor.asked) == 1
+    assert not (workspace / "x").exists()
+    failed = [u for u in agent.editor.updates if getattr(u[1], "status", None) == "failed"]
+    assert len(failed) == 2
+
+
+async def test_cancel_stops_the_turn_and_the_prompt_answers_cancelled(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    held = model.reply("one two three four", hold=threading.Event(), hold_at=2)
+    prompt = asyncio.ensure_future(
+        agent.conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    )
+    await agent.wait_for(lambda: agent.editor.text(new.session_id), "the first chunk came")
+    await agent.conn.cancel(session_id=new.session_id)
+    answer = await prompt
+    held.release()
+    assert answer.stop_reason == "cancelled"
+
+
+async def test_a_prompt_while_the_turn_runs_is_a_steer(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp(TRELLISD_APPROVAL_TIMEOUT="600")
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="auto")
+    held = model.reply(
+        "reading",
+        tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}],
+        hold=threading.Event(),
+        hold_at=1,
+    )
+    model.reply("steered reply")
+    first = asyncio.ensure_future(
+        agent.conn.prompt(session_id=new.session_id, prompt=[text_block("read it")])
+    )
+    await agent.wait_for(lambda: agent.editor.text(new.session_id), "the first chunk came")
+    second = asyncio.ensure_future(
+        agent.conn.prompt(session_id=new.session_id, prompt=[text_block("and be brief")])
+    )
+    await agent.wait_for(lambda: not model.requests or True, "")
+    await asyncio.sleep(0)  # let the steer request leave before the hold is released
+    held.release()
+    assert (await first).stop_reason == "end_turn"
+    assert (await second).stop_reason == "end_turn"
+    assert any("and be brief" in m for m in model.user_messages())
+
+
+async def test_list_load_resume_fork_and_a_prompt_after_a_restart(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    other = tmp_path / "other"
+    other.mkdir()
+    await agent.conn.new_session(cwd=str(other), mcp_servers=[])
+    model.reply("first answer")
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("first question")])
+    listed = await agent.conn.list_sessions(cwd=str(workspace))
+    assert [s.session_id for s in listed.sessions] == [new.session_id]
+    everything = await agent.conn.list_sessions()
+    assert len(everything.sessions) == 2
+    await agent.stop()
+
+    again = await spawn_acp(db=agent.db)
+    await again.conn.load_session(cwd=str(workspace), session_id=new.session_id, mcp_servers=[])
+    assert again.editor.text(new.session_id, "user_message_chunk") == "first question"
+    assert again.editor.text(new.session_id) == "first answer"
+    await again.conn.resume_session(cwd=str(workspace), session_id=new.session_id)
+    model.reply("second answer")
+    answer = await again.conn.prompt(session_id=new.session_id, prompt=[text_block("second")])
+    assert answer.stop_reason == "end_turn"
+    assert "first answer" in str(model.requests[-1]["messages"])
+    fork = await again.conn.fork_session(session_id=new.session_id, cwd=str(workspace))
+    assert fork.session_id != new.session_id
+    await again.conn.load_session(cwd=str(workspace), session_id=fork.session_id, mcp_servers=[])
+    assert again.editor.text(fork.session_id, "user_message_chunk") == "first questionsecond"
+
+
+async def test_unknown_session_is_an_error_naming_it(
+    spawn_acp: AgentFactory, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    with pytest.raises(RequestError) as caught:
+        await agent.conn.prompt(session_id="nope", prompt=[text_block("hi")])
+    assert "nope" in str(caught.value)
