@@ -212,6 +212,7 @@ class TrellisAgent:
             msg_id = uuid.uuid4().hex
             delivered = self.notifier.await_steer(msg_id)
             await self.app.turns.steer(session_id, text, msg_id)
+            log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
             if await delivered:
                 return schema.PromptResponse(stop_reason=await self._turns[session_id])
             if session_id in self._cancelled:

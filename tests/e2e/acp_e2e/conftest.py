@@ -17,7 +17,7 @@ from acp import connect_to_agent, schema
 from acp.client.connection import ClientSideConnection
 
 from tests import acp_schema
-from tests.e2e.conftest import TEST_KEY, model, workspace  # noqa: F401 (fixtures)
+from tests.e2e.conftest import TEST_KEY, model, spawn, workspace  # noqa: F401 (fixtures)
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 
@@ -76,8 +76,10 @@ class Agent:
         self.process, self.db = process, db
         self.editor = Editor()
         self.sent: list[dict[str, Any]] = []
+        self.log: list[str] = []  # what the agent wrote on stderr
         self._reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
         self._pump = asyncio.ensure_future(self._tap())
+        self._log_pump = asyncio.ensure_future(self._tap_log())
         assert process.stdin is not None
         self.conn: ClientSideConnection = connect_to_agent(
             self.editor, process.stdin, self._reader, use_unstable_protocol=True
@@ -89,6 +91,12 @@ class Agent:
             self.sent.append(json.loads(line))
             self._reader.feed_data(line)
         self._reader.feed_eof()
+
+    async def _tap_log(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            self.log.append(line.decode("utf-8", "replace"))
+            self.editor.changed.set()
 
     async def wait_for(self, check: Callable[[], Any], what: str) -> Any:
         """Wait until ``check`` holds, re-checked whenever the editor is sent something."""
@@ -125,6 +133,7 @@ class Agent:
             self.process.stdin.close()
             await self.process.wait()
         await self._pump
+        await self._log_pump
 
 
 AgentFactory = Callable[..., Awaitable[Agent]]
@@ -137,6 +146,7 @@ def agent_env(home: Path, model: ModelServer, **extra: str) -> dict[str, str]:
         TRELLISD_BASE_URL=model.url,
         TRELLISD_API_KEY=TEST_KEY,
         TRELLISD_MODEL="test-model",
+        TRELLISD_LOG="info",
         **extra,
     )
 
@@ -157,6 +167,7 @@ async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFa
             str(db),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env=agent_env(tmp_path / "home", model, **env),
         )
         agent = Agent(process, db)

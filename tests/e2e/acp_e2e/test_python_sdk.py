@@ -115,7 +115,7 @@ async def test_cancel_stops_the_turn_and_the_prompt_answers_cancelled(
 async def test_a_prompt_while_the_turn_runs_is_a_steer(
     spawn_acp: AgentFactory, model: ModelServer, workspace: Path
 ) -> None:
-    agent = await spawn_acp(TRELLISD_APPROVAL_TIMEOUT="600")
+    agent = await spawn_acp()
     new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
     await agent.conn.set_session_mode(session_id=new.session_id, mode_id="auto")
     held = model.reply(
@@ -132,11 +132,11 @@ async def test_a_prompt_while_the_turn_runs_is_a_steer(
     second = asyncio.ensure_future(
         agent.conn.prompt(session_id=new.session_id, prompt=[text_block("and be brief")])
     )
-    await agent.wait_for(lambda: not model.requests or True, "")
-    await asyncio.sleep(0)  # let the steer request leave before the hold is released
+    await agent.wait_for(lambda: any("as a steer" in line for line in agent.log), "steer queued")
     held.release()
     assert (await first).stop_reason == "end_turn"
     assert (await second).stop_reason == "end_turn"
+    assert len(model.requests) == 2  # the steer went into the turn's second model call
     assert any("and be brief" in m for m in model.user_messages())
 
 
@@ -178,3 +178,63 @@ async def test_unknown_session_is_an_error_naming_it(
     with pytest.raises(RequestError) as caught:
         await agent.conn.prompt(session_id="nope", prompt=[text_block("hi")])
     assert "nope" in str(caught.value)
+
+
+async def test_the_step_cap_is_max_turn_requests_and_a_provider_failure_an_error(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp(TRELLISD_MAX_STEPS="1")
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    model.reply("", tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}])
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("read")])
+    assert answer.stop_reason == "max_turn_requests"
+    model.reply(status=400, error_body='{"error": {"message": "no such model"}}')
+    with pytest.raises(RequestError) as caught:
+        await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("again")])
+    assert "no such model" in str(caught.value)
+    assert caught.value.data["outcome"] == "error"
+
+
+async def test_modes_and_the_model_option(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp(TRELLISD_MODELS="test-model,other-model")
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    assert new.modes is not None
+    assert [m.id for m in new.modes.available_modes] == ["ask", "auto", "read-only"]
+    [option] = new.config_options or []
+    assert option.id == "model" and option.current_value == "test-model"
+    changed = await agent.conn.set_config_option(
+        config_id="model", session_id=new.session_id, value="other-model"
+    )
+    assert changed.config_options[0].current_value == "other-model"
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="read-only")
+    model.reply("", tool_calls=[{"name": "write_file", "arguments": {"path": "b", "content": "x"}}])
+    model.reply("could not")
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("write b")])
+    assert model.requests[0]["model"] == "other-model"
+    assert not agent.editor.asked and not (workspace / "b").exists()
+    assert agent.editor.of_kind("current_mode_update")[-1].current_mode_id == "read-only"
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="auto")
+    model.reply("", tool_calls=[{"name": "write_file", "arguments": {"path": "b", "content": "x"}}])
+    model.reply("wrote it")
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("write b")])
+    assert not agent.editor.asked and (workspace / "b").read_text() == "x"
+    with pytest.raises(RequestError):
+        await agent.conn.set_session_mode(session_id=new.session_id, mode_id="yolo")
+
+
+async def test_embedded_context_reaches_the_model(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    resource = schema.EmbeddedResourceContentBlock(
+        type="resource",
+        resource=schema.TextResourceContents(uri="file:///x/notes.md", text="unsaved notes"),
+    )
+    await agent.conn.prompt(
+        session_id=new.session_id, prompt=[text_block("summarize"), resource]
+    )
+    [user] = model.user_messages()[-1:]
+    assert "summarize" in user and "unsaved notes" in user and "file:///x/notes.md" in user
