@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the ACP tests need: the TypeScript ACP SDK (@agentclientprotocol/sdk, whose
-# ClientSideConnection drives `trellisd acp` and which ships the ACP JSON schema) into
-# tests/acp_client/node_modules (gitignored), and the Python ACP SDK (agent-client-protocol)
+# Installs what the ACP tests need: the TypeScript ACP SDK (@agentclientprotocol/sdk 1.9, the
+# last release with ClientSideConnection, which drives `trellisd acp` in the tests; it ships
+# the ACP v1 JSON schema) into tests/acp_client/node_modules (gitignored), and the Python ACP
+# SDK (agent-client-protocol)
 # into the Python that runs pytest: $PYTHON (default python3). Needs node and npm.
 # Idempotent and non-interactive: run it as often as you like.
 #
@@ -10,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-SDK_VERSION="2.4.0"
+SDK_VERSION="1.9.0"
 
 if ! "$PYTHON" -c 'import acp' 2>/dev/null; then
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "agent-client-protocol>=0.12,<0.13"

@@ -1,6 +1,6 @@
 """The ACP v1 JSON schema the TypeScript ACP SDK ships (``.ci/acp-setup.sh`` installs it),
 and the check that a message ``trellisd acp`` sent is one of the agent's messages in it.
-The schema with the unstable methods is used: it is the stable one plus ``session/fork``."""
+The schema holds the stable methods and the unstable ones, ``session/fork`` among them."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 
 SDK = Path(__file__).parent / "acp_client" / "node_modules" / "@agentclientprotocol" / "sdk"
-SCHEMA = SDK / "schema" / "v1" / "schema.unstable.json"
+SCHEMA = SDK / "schema" / "schema.json"
 MISSING = "the TypeScript ACP SDK is not installed: run .ci/acp-setup.sh"
 
 
