@@ -16,9 +16,9 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import attrs
 from acp import PROTOCOL_VERSION, RequestError, schema
@@ -30,13 +30,22 @@ from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session
 from ..services import Services
 from ..services.policies import load
-from ..vocabulary import Outcome
 from . import updates
 from .notifier import AcpNotifier
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
+ConfigOption = schema.SessionConfigOptionSelect | schema.SessionConfigOptionBoolean
+McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
+PromptBlock = (
+    schema.TextContentBlock
+    | schema.ImageContentBlock
+    | schema.AudioContentBlock
+    | schema.ResourceContentBlock
+    | schema.EmbeddedResourceContentBlock
+)
 
 LIST_LIMIT = 50
 MODES: dict[str, tuple[Approval, str, str]] = {
@@ -49,11 +58,11 @@ MODE_OF: dict[str, str] = {approval: mode for mode, (approval, _, _) in MODES.it
 MODEL_OPTION = "model"
 
 
-def translated(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """trellisd's errors reach the client once, here, with their code, message and data."""
 
     @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> T:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await fn(*args, **kwargs)
         except TrellisError as exc:
@@ -68,8 +77,10 @@ class TrellisAgent:
     def __init__(self, app: Services, notifier: AcpNotifier) -> None:
         self.app, self.notifier = app, notifier
         self.models: dict[str, str] = {}  # the model chosen for a session's turns
-        self.mcp_servers: dict[str, list[Any]] = {}
-        self._turns: dict[str, asyncio.Future[str]] = {}  # a running turn's stop reason
+        self.mcp_servers: dict[str, list[McpServer]] = {}
+        self._turns: dict[
+            str, asyncio.Future[updates.StopReason]
+        ] = {}  # a running turn's stop reason
         self._cancelled: set[str] = set()
 
     def on_connect(self, conn: Any) -> None:
@@ -94,13 +105,19 @@ class TrellisAgent:
                     fork=schema.SessionForkCapabilities(),
                 ),
             ),
-            agent_info=schema.Implementation(name="trellisd", title="trellisd", version=__version__),
+            agent_info=schema.Implementation(
+                name="trellisd", title="trellisd", version=__version__
+            ),
             auth_methods=[],
         )
 
     @translated
     async def new_session(
-        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
     ) -> schema.NewSessionResponse:
         session = await self.app.sessions.open(cwd, None, None, PolicySpec(approval="ask"))
         await self._follow(session, mcp_servers)
@@ -111,8 +128,13 @@ class TrellisAgent:
 
     @translated
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
-    ) -> schema.LoadSessionResponse:
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> schema.LoadSessionResponse | None:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, mcp_servers)
         turns = await self.app.sessions.history(session_id)
@@ -130,7 +152,12 @@ class TrellisAgent:
 
     @translated
     async def resume_session(
-        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
     ) -> schema.ResumeSessionResponse:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, mcp_servers)
@@ -139,7 +166,12 @@ class TrellisAgent:
 
     @translated
     async def fork_session(
-        self, session_id: str, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
     ) -> schema.ForkSessionResponse:
         origin = await self.app.store.sessions.get(session_id)
         fork = await self.app.sessions.fork(session_id, origin.head)
@@ -195,12 +227,25 @@ class TrellisAgent:
         return schema.SetSessionConfigOptionResponse(config_options=options)
 
     @translated
-    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+    async def authenticate(
+        self, method_id: str, **kwargs: Any
+    ) -> schema.AuthenticateResponse | None:
         raise RequestError(-32602, "trellisd needs no authentication: it has no auth methods")
 
     @translated
+    async def close_session(
+        self, session_id: str, **kwargs: Any
+    ) -> schema.CloseSessionResponse | None:
+        """Let go of the session: its lease and what this agent keeps of it."""
+        await self.app.sessions.close(session_id)
+        self.notifier.sessions.pop(session_id, None)
+        self.models.pop(session_id, None)
+        self.mcp_servers.pop(session_id, None)
+        return schema.CloseSessionResponse()
+
+    @translated
     async def prompt(
-        self, session_id: str, prompt: list[Any], **kwargs: Any
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
     ) -> schema.PromptResponse:
         text = prompt_text(prompt)
         if not text.strip():
@@ -212,16 +257,18 @@ class TrellisAgent:
             msg_id = uuid.uuid4().hex
             delivered = self.notifier.await_steer(msg_id)
             await self.app.turns.steer(session_id, text, msg_id)
-            log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
+            log.info(
+                "a prompt for session %s came while its turn runs: queued as a steer", session_id
+            )
             if await delivered:
                 return schema.PromptResponse(stop_reason=await self._turns[session_id])
             if session_id in self._cancelled:
                 return schema.PromptResponse(stop_reason="cancelled")
         return schema.PromptResponse(stop_reason=await self._turn(session, text))
 
-    async def _turn(self, session: Session, text: str) -> Any:
+    async def _turn(self, session: Session, text: str) -> updates.StopReason:
         session_id = session.session_id
-        done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[updates.StopReason] = asyncio.get_running_loop().create_future()
         self._turns[session_id] = done
         try:
             if not session.title:
@@ -240,8 +287,12 @@ class TrellisAgent:
                 )
             done.set_result(reason)
             return reason
+        except Exception as exc:  # a steer waiting on the turn answers with its error too
+            done.set_exception(exc)
+            done.exception()  # retrieved: nobody need wait on it
+            raise
         except BaseException:
-            done.set_result("cancelled" if session_id in self._cancelled else Outcome.ERROR)
+            done.set_result("cancelled")
             raise
         finally:
             self._turns.pop(session_id, None)
@@ -262,7 +313,7 @@ class TrellisAgent:
 
     # -- helpers --
 
-    async def _follow(self, session: Session, mcp_servers: list[Any] | None) -> None:
+    async def _follow(self, session: Session, mcp_servers: list[McpServer] | None) -> None:
         """Serve ``session`` on this connection. ``mcp_servers`` is kept for the session's
         turns: this is the seam where they are handed to the session once trellisd runs
         MCP servers."""
@@ -279,9 +330,7 @@ class TrellisAgent:
         fresh = await asyncio.to_thread(load, Path(session.root), spec)
         policies.remember(session.session_id, dataclasses.replace(fresh, grants=current.grants))
 
-    async def _state(
-        self, session: Session
-    ) -> tuple[schema.SessionModeState, list[schema.SessionConfigOptionSelect]]:
+    async def _state(self, session: Session) -> tuple[schema.SessionModeState, list[ConfigOption]]:
         policy = await self.app.sessions.policies.of(session)
         modes = schema.SessionModeState(
             current_mode_id=MODE_OF[policy.effective_approval],

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from acp import schema
-from acp.helpers import update_agent_message_text, update_tool_call
+from acp.helpers import tool_diff_content, update_agent_message_text, update_tool_call
 
 from ..agent.steering import Steer
 from ..changes import read_content
@@ -225,4 +225,4 @@ def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:
     before = read_content(context, context.relative(path))
     old = None if before is None or before.data is None else before.data.decode("utf-8", "replace")
     new = data.decode("utf-8", "replace")
-    return [updates.tool_diff_content(str(path), new, old)]
+    return [tool_diff_content(str(path), new, old)]

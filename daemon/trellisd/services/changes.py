@@ -35,6 +35,7 @@ from .running import Running
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class StepEdit:
     """What one step wrote to one text file (``path`` relative to the root)."""
@@ -91,7 +92,10 @@ class ChangeService:
         for c in await self.store.changes.of_turns([turn_id]):
             if c.source == "revert" or c.step is None or c.after.kind != Kind.TEXT:
                 continue
-            before, after = await self.store.changes.load(c.before), await self.store.changes.load(c.after)
+            before, after = (
+                await self.store.changes.load(c.before),
+                await self.store.changes.load(c.after),
+            )
             if after.data is None or (before.kind == Kind.TEXT and before.data is None):
                 continue
             old = None if before.data is None else before.data.decode("utf-8", "replace")

@@ -60,7 +60,9 @@ class Editor:
         self.changed.set()
         option = await self.answers.get()
         if option == "cancelled":
-            return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+            return schema.RequestPermissionResponse(
+                outcome=schema.DeniedOutcome(outcome="cancelled")
+            )
         return schema.RequestPermissionResponse(
             outcome=schema.AllowedOutcome(outcome="selected", option_id=option)
         )
@@ -139,11 +141,11 @@ class Agent:
 AgentFactory = Callable[..., Awaitable[Agent]]
 
 
-def agent_env(home: Path, model: ModelServer, **extra: str) -> dict[str, str]:
+def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
     return hermetic_env(
         home,
         TRELLISD_PROVIDER="openai",
-        TRELLISD_BASE_URL=model.url,
+        TRELLISD_BASE_URL=server.url,
         TRELLISD_API_KEY=TEST_KEY,
         TRELLISD_MODEL="test-model",
         TRELLISD_LOG="info",

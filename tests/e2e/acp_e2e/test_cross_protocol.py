@@ -47,7 +47,9 @@ async def test_a_native_session_loads_over_acp_with_its_history(
     session = await native.call("session/open", {"root": str(workspace)})
     model.reply("listing", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
     model.reply("one file")
-    await native.call("session/turn", {"sessionId": session["sessionId"], "prompt": "what is here?"})
+    await native.call(
+        "session/turn", {"sessionId": session["sessionId"], "prompt": "what is here?"}
+    )
 
     agent = await spawn_acp(db=native.db)
     listed = await agent.conn.list_sessions(cwd=str(workspace))

@@ -233,8 +233,6 @@ async def test_embedded_context_reaches_the_model(
         type="resource",
         resource=schema.TextResourceContents(uri="file:///x/notes.md", text="unsaved notes"),
     )
-    await agent.conn.prompt(
-        session_id=new.session_id, prompt=[text_block("summarize"), resource]
-    )
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("summarize"), resource])
     [user] = model.user_messages()[-1:]
     assert "summarize" in user and "unsaved notes" in user and "file:///x/notes.md" in user
