@@ -39,6 +39,10 @@ environment:
   TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
   TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
                        exits (default 600)
+  TRELLISD_MODELS      for `trellisd acp`: more models for the client's model picker
+                       (comma-separated)
+  TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
+                       (default 128000)
 """
 
 SERVE_DESCRIPTION = """\
