@@ -68,9 +68,17 @@ out.capabilities = init.agentCapabilities;
 const { sessionId } = await agent.conn.newSession({ cwd, mcpServers: [] });
 out.sessionId = sessionId;
 
+// The test holds the reply after its first piece until this says the piece arrived.
+onUpdate = (u) => {
+  if (u.update.sessionUpdate === "agent_message_chunk") {
+    onUpdate = () => {};
+    process.stderr.write("streaming\n");
+  }
+};
 let reply = await agent.conn.prompt({ sessionId, prompt: [{ type: "text", text: "hello" }] });
 out.hello = { stopReason: reply.stopReason, text: text(sessionId, "agent_message_chunk") };
-out.chunks = updates.filter((u) => u.update.sessionUpdate === "agent_message_chunk").length;
+out.firstChunk = updates.find((u) => u.update.sessionUpdate === "agent_message_chunk").update
+  .content.text;
 
 reply = await agent.conn.prompt({ sessionId, prompt: [{ type: "text", text: "write" }] });
 out.write = {

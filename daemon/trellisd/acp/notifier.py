@@ -4,7 +4,8 @@ requests.
 
 Updates leave through one ``Outbox`` in the order they happened; an update that needs the
 store first (a finished tool call with the files it wrote) waits its turn in the same queue,
-so the client never sees a tool call finish before the text that came ahead of it. A prompt
+so the client never sees a tool call finish before the text that came ahead of it. Text
+streamed while the client is being written to joins the chunk not sent yet. A prompt
 ``flush``es the outbox before it answers.
 """
 
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,19 +72,41 @@ class Peer(Protocol):
 Produce = Callable[[], Awaitable[list[Any]]]
 
 
+@dataclass
+class _Text:
+    """Streamed text not sent yet: pieces that come while the client is being written to
+    join it, so a fast model costs fewer, larger chunks (as native ``session/token``s)."""
+
+    text: str
+
+
 class Outbox:
     """``session/update``s sent one after the other, in the order they were put."""
 
     def __init__(self, peer: Peer) -> None:
         self.peer = peer
-        self._queue: asyncio.Queue[tuple[str, Any | Produce]] = asyncio.Queue()
+        self._items: deque[tuple[str, Any]] = deque()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._task = asyncio.ensure_future(self._send_all())
 
     def put(self, session_id: str, update: Any | Produce) -> None:
-        self._queue.put_nowait((session_id, update))
+        self._items.append((session_id, update))
+        self._idle.clear()
+        self._wake.set()
+
+    def put_text(self, session_id: str, text: str) -> None:
+        if self._items:
+            last_session, last = self._items[-1]
+            if last_session == session_id and isinstance(last, _Text):
+                last.text += text
+                return
+        self.put(session_id, _Text(text))
 
     async def flush(self) -> None:
-        await self._queue.join()
+        """Wait until everything put so far is sent."""
+        await self._idle.wait()
 
     async def close(self) -> None:
         self._task.cancel()
@@ -91,15 +115,20 @@ class Outbox:
 
     async def _send_all(self) -> None:
         while True:
-            session_id, item = await self._queue.get()
-            try:
-                found = await item() if callable(item) else [item]
-                for update in found:
-                    await self.peer.session_update(session_id=session_id, update=update)
-            except Exception:  # a closed pipe or a store read that failed: logged, not fatal
-                log.exception("could not send a session/update")
-            finally:
-                self._queue.task_done()
+            await self._wake.wait()
+            while self._items:
+                session_id, item = self._items.popleft()
+                try:
+                    if isinstance(item, _Text):
+                        found = [update_agent_message_text(item.text)]
+                    else:
+                        found = await item() if callable(item) else [item]
+                    for update in found:
+                        await self.peer.session_update(session_id=session_id, update=update)
+                except Exception:  # a closed pipe or a failed store read: logged, not fatal
+                    log.exception("could not send a session/update")
+            self._wake.clear()
+            self._idle.set()
 
 
 @dataclass
@@ -148,7 +177,8 @@ class AcpNotifier:
     # -- the services' Notifier --
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
-        self.send(turn.session_id, update_agent_message_text(text))
+        if self.outbox is not None:
+            self.outbox.put_text(turn.session_id, text)
 
     def step(self, turn: TurnRef, step: Step) -> None:
         followed = self.follow(turn.session_id, "")

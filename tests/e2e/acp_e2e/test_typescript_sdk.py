@@ -25,7 +25,7 @@ CLIENT = Path(__file__).parents[2] / "acp_client"
 async def test_the_typescript_sdk_drives_a_whole_session(
     model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    model.reply("hi from the model")
+    hello = model.reply("hi from the model", hold=threading.Event(), hold_at=1)
     model.reply(
         "writing",
         tool_calls=[{"name": "write_file", "arguments": {"path": "t.txt", "content": "ts\n"}}],
@@ -44,17 +44,22 @@ async def test_the_typescript_sdk_drives_a_whole_session(
         str(workspace),
         str(sent),
         stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env=env,
         cwd=CLIENT,
     )
+    assert process.stderr is not None
+    while (line := await process.stderr.readline()) != b"streaming\n":
+        assert line, "the client never saw the first piece of the reply"
+    hello.release()  # the first piece reached the client while the reply was held
     await asyncio.to_thread(held.dropped.wait)  # the cancel hung up on the held reply
     held.release()
-    out, _ = await process.communicate()
-    assert process.returncode == 0
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
     seen = json.loads(out)
     assert seen["protocolVersion"] == 1 and seen["capabilities"]["loadSession"]
     assert seen["hello"] == {"stopReason": "end_turn", "text": "hi from the model"}
-    assert seen["chunks"] > 1
+    assert seen["firstChunk"] == "hi "
     assert seen["write"] == {
         "stopReason": "end_turn",
         "asked": 1,
