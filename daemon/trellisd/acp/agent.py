@@ -27,10 +27,11 @@ from acp.helpers import update_current_mode
 from .. import __version__
 from ..errors import TrellisError
 from ..policy import Approval, PolicySpec
-from ..records import ProviderChoice, Session
+from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
 from ..services.policies import load
 from . import updates
+from .files import ClientFiles, offered
 from .notifier import AcpNotifier
 
 log = logging.getLogger(__name__)
@@ -82,9 +83,19 @@ class TrellisAgent:
             str, asyncio.Future[updates.StopReason]
         ] = {}  # a running turn's stop reason
         self._cancelled: set[str] = set()
+        self.conn: Any = None
+        self.fs = (False, False)  # whether the client reads and writes files for the agent
+        app.turns.editor_files = self._editor_files
 
     def on_connect(self, conn: Any) -> None:
+        self.conn = conn
         self.notifier.connect(conn)
+
+    def _editor_files(self, ref: TurnRef) -> ClientFiles | None:
+        read, write = self.fs
+        if not (read or write) or self.conn is None:
+            return None
+        return ClientFiles(self.conn, ref.session_id, read, write)
 
     @translated
     async def initialize(
@@ -94,6 +105,7 @@ class TrellisAgent:
         client_info: schema.Implementation | None = None,
         **kwargs: Any,
     ) -> schema.InitializeResponse:
+        self.fs = offered(client_capabilities)
         return schema.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(

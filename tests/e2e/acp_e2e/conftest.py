@@ -34,6 +34,8 @@ class Editor:
         self.asked: list[schema.RequestPermissionRequest] = []
         self.answers: asyncio.Queue[str] = asyncio.Queue()
         self.changed = asyncio.Event()
+        self.buffers: dict[str, str] = {}  # unsaved text, by absolute path
+        self.written: list[tuple[str, str]] = []
 
     def of_kind(self, kind: str, session_id: str | None = None) -> list[Any]:
         return [
@@ -66,6 +68,27 @@ class Editor:
         return schema.RequestPermissionResponse(
             outcome=schema.AllowedOutcome(outcome="selected", option_id=option)
         )
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> schema.ReadTextFileResponse:
+        if path in self.buffers:
+            return schema.ReadTextFileResponse(content=self.buffers[path])
+        return schema.ReadTextFileResponse(content=Path(path).read_text())
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> schema.WriteTextFileResponse:
+        """As an editor does: the buffer takes the text, and is saved."""
+        self.written.append((path, content))
+        self.buffers.pop(path, None)
+        Path(path).write_text(content)
+        return schema.WriteTextFileResponse()
 
     def on_connect(self, conn: Any) -> None:
         pass
@@ -117,10 +140,11 @@ class Agent:
         except TimeoutError:
             raise AssertionError(f"{what}: never so") from None
 
-    async def initialize(self) -> schema.InitializeResponse:
+    async def initialize(self, fs: bool = False) -> schema.InitializeResponse:
+        files = schema.FileSystemCapabilities(read_text_file=fs, write_text_file=fs)
         return await self.conn.initialize(
             protocol_version=1,
-            client_capabilities=schema.ClientCapabilities(),
+            client_capabilities=schema.ClientCapabilities(fs=files),
             client_info=schema.Implementation(name="pytest", version="1"),
         )
 
@@ -158,7 +182,9 @@ async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFa
     """Start ``trellisd acp`` processes over one store, initialized."""
     started: list[Agent] = []
 
-    async def start(db: Path | None = None, initialize: bool = True, **env: str) -> Agent:
+    async def start(
+        db: Path | None = None, initialize: bool = True, fs: bool = False, **env: str
+    ) -> Agent:
         db = db or tmp_path / "store" / "trellisd.db"
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -175,7 +201,7 @@ async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFa
         agent = Agent(process, db)
         started.append(agent)
         if initialize:
-            await agent.initialize()
+            await agent.initialize(fs)
         return agent
 
     yield start

@@ -242,3 +242,37 @@ async def test_embedded_context_reaches_the_model(
     await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("summarize"), resource])
     [user] = model.user_messages()[-1:]
     assert "summarize" in user and "unsaved notes" in user and "file:///x/notes.md" in user
+
+
+async def test_file_tools_go_through_the_client_that_offers_fs(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp(fs=True)
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    readme = str(workspace.resolve() / "README.md")
+    agent.editor.buffers[readme] = "# unsaved title\n"
+    model.reply("", tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}])
+    model.reply(
+        "",
+        tool_calls=[
+            {
+                "name": "edit_file",
+                "arguments": {"path": "README.md", "old": "unsaved", "new": "edited"},
+            }
+        ],
+    )
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": ".env", "content": "k"}}]
+    )
+    model.reply("done")
+    await agent.editor.answers.put("allow")
+    await agent.editor.answers.put("deny")
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("retitle")])
+    # The model read the editor's buffer, and the edit was made to it, through the editor.
+    assert "# unsaved title" in str(model.requests[1]["messages"])
+    assert agent.editor.written == [(readme, "# edited title\n")]
+    # The policy still decided first: the denied write never reached the editor.
+    assert not (workspace / ".env").exists()
+    final = [u for u in agent.editor.of_kind("tool_call_update") if u.status == "completed"]
+    [diff] = final[-1].content
+    assert diff.old_text == "# demo project\n" and diff.new_text == "# edited title\n"
