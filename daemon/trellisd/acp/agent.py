@@ -25,7 +25,7 @@ from acp import PROTOCOL_VERSION, RequestError, schema
 from acp.helpers import update_current_mode
 
 from .. import __version__
-from ..errors import TrellisError
+from ..errors import NotRunning, TrellisError
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
@@ -79,9 +79,8 @@ class TrellisAgent:
         self.app, self.notifier = app, notifier
         self.models: dict[str, str] = {}  # the model chosen for a session's turns
         self.mcp_servers: dict[str, list[McpServer]] = {}
-        self._turns: dict[
-            str, asyncio.Future[updates.StopReason]
-        ] = {}  # a running turn's stop reason
+        # The stop reason of each session's running turn, once it ends.
+        self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
         self._cancelled: set[str] = set()
         self.conn: Any = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
@@ -265,18 +264,28 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
-        while session_id in self._turns:
-            msg_id = uuid.uuid4().hex
-            delivered = self.notifier.await_steer(msg_id)
-            await self.app.turns.steer(session_id, text, msg_id)
-            log.info(
-                "a prompt for session %s came while its turn runs: queued as a steer", session_id
-            )
-            if await delivered:
-                return schema.PromptResponse(stop_reason=await self._turns[session_id])
-            if session_id in self._cancelled:
+        while (running := self._turns.get(session_id)) is not None:
+            delivered = await self._steer(session_id, text)
+            if delivered:
+                return schema.PromptResponse(stop_reason=await running)
+            if delivered is False and session_id in self._cancelled:
                 return schema.PromptResponse(stop_reason="cancelled")
+            if delivered is None:  # the turn is ending: this prompt is the next turn
+                await asyncio.wait([running])
         return schema.PromptResponse(stop_reason=await self._turn(session, text))
+
+    async def _steer(self, session_id: str, text: str) -> bool | None:
+        """``text`` as a steer of the running turn: True once the model got it, False when
+        the turn ended first and handed it back, None when the turn had ended already."""
+        msg_id = uuid.uuid4().hex
+        delivered = self.notifier.await_steer(msg_id)
+        try:
+            await self.app.turns.steer(session_id, text, msg_id)
+        except NotRunning:
+            self.notifier.drop_steer(msg_id)
+            return None
+        log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
+        return await delivered
 
     async def _turn(self, session: Session, text: str) -> updates.StopReason:
         session_id = session.session_id

@@ -174,6 +174,9 @@ class AcpNotifier:
         future = self._steers[client_msg_id] = asyncio.get_running_loop().create_future()
         return future
 
+    def drop_steer(self, client_msg_id: str) -> None:
+        self._steers.pop(client_msg_id, None)
+
     # -- the services' Notifier --
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:

@@ -276,3 +276,24 @@ async def test_file_tools_go_through_the_client_that_offers_fs(
     final = [u for u in agent.editor.of_kind("tool_call_update") if u.status == "completed"]
     [diff] = final[-1].content
     assert diff.old_text == "# demo project\n" and diff.new_text == "# edited title\n"
+
+
+async def test_a_steer_the_client_cancels_before_it_is_delivered_answers_cancelled(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    held = model.reply("one two three", hold=threading.Event(), hold_at=1)
+    first = asyncio.ensure_future(
+        agent.conn.prompt(session_id=new.session_id, prompt=[text_block("go")])
+    )
+    await agent.wait_for(lambda: agent.editor.text(new.session_id), "the first chunk came")
+    second = asyncio.ensure_future(
+        agent.conn.prompt(session_id=new.session_id, prompt=[text_block("and more")])
+    )
+    await agent.wait_for(lambda: any("as a steer" in line for line in agent.log), "steer queued")
+    await agent.conn.cancel(session_id=new.session_id)
+    assert (await first).stop_reason == "cancelled"
+    assert (await second).stop_reason == "cancelled"
+    held.release()
+    assert len(model.requests) == 1  # the steer never reached the model
