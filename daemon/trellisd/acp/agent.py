@@ -130,7 +130,8 @@ class TrellisAgent:
         mcp_servers: list[McpServer] | None = None,
         **kwargs: Any,
     ) -> schema.NewSessionResponse:
-        session = await self.app.sessions.open(cwd, None, None, PolicySpec(approval="ask"))
+        # The daemon's default approval is ask; a project file may only make it stricter.
+        session = await self.app.sessions.open(cwd, None, None, None)
         await self._follow(session, mcp_servers)
         modes, options = await self._state(session)
         return schema.NewSessionResponse(
@@ -344,7 +345,8 @@ class TrellisAgent:
 
     async def _set_approval(self, session: Session, approval: Approval) -> None:
         """The session's policy as it would be opened with ``approval``, keeping the grants
-        given so far; a project file's stricter approval still wins, as for any session."""
+        given so far. As ``session/open``'s ``policy.approval``, it is the user's choice over
+        the project file's; the project's deny rules still hold."""
         policies = self.app.sessions.policies
         current = await policies.of(session)
         spec = attrs.evolve(session.policy or PolicySpec(), approval=approval)

@@ -297,3 +297,16 @@ async def test_a_steer_the_client_cancels_before_it_is_delivered_answers_cancell
     assert (await second).stop_reason == "cancelled"
     held.release()
     assert len(model.requests) == 1  # the steer never reached the model
+
+
+async def test_a_new_session_starts_in_ask_unless_the_project_is_stricter(
+    spawn_acp: AgentFactory, workspace: Path, tmp_path: Path
+) -> None:
+    agent = await spawn_acp()
+    plain = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    assert plain.modes is not None and plain.modes.current_mode_id == "ask"
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    (strict / ".trellisd.toml").write_text('approval = "never"\n')
+    new = await agent.conn.new_session(cwd=str(strict), mcp_servers=[])
+    assert new.modes is not None and new.modes.current_mode_id == "read-only"
