@@ -17,6 +17,11 @@ if ! "$PYTHON" -c 'import acp' 2>/dev/null; then
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "agent-client-protocol>=0.12,<0.13"
 fi
 
+if ! command -v npm >/dev/null; then
+  echo "acp-setup: npm not found; install Node.js (18 or newer) with npm first" >&2
+  exit 1
+fi
+
 installed="tests/acp_client/node_modules/@agentclientprotocol/sdk/package.json"
 if [ ! -f "$installed" ] || ! grep -q "\"version\": \"$SDK_VERSION\"" "$installed"; then
   npm install --silent --no-save --no-audit --no-fund --prefix tests/acp_client \
