@@ -39,6 +39,10 @@ environment:
   TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
   TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
                        exits (default 600)
+  TRELLISD_MODELS      for `trellisd acp`: more models for the client's model picker
+                       (comma-separated)
+  TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
+                       (default 128000)
 """
 
 SERVE_DESCRIPTION = """\
@@ -49,6 +53,13 @@ Every window of a user is served by one shared daemon per store, which this comm
 to (starting it in the background when none runs): windows share live sessions, and a turn
 goes on when the window that started it closes. --standalone (or TRELLISD_SHARED=0) serves
 this window from a daemon of its own, in this process, as long as the editor is connected.
+"""
+
+ACP_DESCRIPTION = """\
+Serve the Agent Client Protocol (v1, newline-delimited JSON-RPC) on stdin/stdout, for Zed,
+the JetBrains IDEs, codecompanion.nvim and other ACP clients. Its sessions are the store's:
+a session started here continues in the native protocol, and the other way round. Writes and
+commands ask the editor first (the ACP mode `ask`) unless the editor picks another mode.
 """
 
 DAEMON_DESCRIPTION = """\
@@ -123,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | status | stop | demo | export | import] [--db PATH]"
+            "%(prog)s [serve | acp | status | stop | demo | export | import] [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
         ),
@@ -136,11 +147,12 @@ def parser() -> argparse.ArgumentParser:
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)
     commands = p.add_subparsers(
-        title="commands", dest="command", metavar="{serve,status,stop,demo,export,import}"
+        title="commands", dest="command", metavar="{serve,acp,status,stop,demo,export,import}"
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
         ("serve", "the daemon on stdin/stdout (the default)", SERVE_DESCRIPTION, SERVE_DB),
+        ("acp", "an Agent Client Protocol agent on stdin/stdout", ACP_DESCRIPTION, SERVE_DB),
         ("daemon", argparse.SUPPRESS, DAEMON_DESCRIPTION, SERVE_DB),
         ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
         ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
@@ -256,6 +268,11 @@ def run(argv: list[str] | None) -> None:
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
+    if args.command == "acp":
+        from .acp import serve_stdio as serve_acp
+
+        serve_acp(str(path), settings)
+        return
     if args.command == "daemon":
         from .shared import serve_shared
 

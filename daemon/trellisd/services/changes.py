@@ -24,6 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..changes import ABSENT, Content, GitTree, Kind, read_content, unified_diff
@@ -38,6 +39,17 @@ from .policies import Policies
 from .running import Running
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepEdit:
+    """What one step wrote to one text file (``path`` relative to the root)."""
+
+    step: int
+    path: str
+    old_text: str | None
+    new_text: str
+
 
 Plan = dict[str, tuple[Content, Content]]
 """For each path: the content it should have now, and the content to put there."""
@@ -78,6 +90,23 @@ class ChangeService:
         if not changes:
             await self.store.changes.turn_run(turn_id)  # NotFound for an unknown turn
         return await self._listed(_net(c for c in changes if c.source != "revert"))
+
+    async def step_edits(self, turn_id: str) -> list[StepEdit]:
+        """Each text file the turn's steps wrote, step by step, with its text before (None:
+        the file was new) and after; binary, too large and deleted files are left out."""
+        out = []
+        for c in await self.store.changes.of_turns([turn_id]):
+            if c.source == "revert" or c.step is None or c.after.kind != Kind.TEXT:
+                continue
+            before, after = (
+                await self.store.changes.load(c.before),
+                await self.store.changes.load(c.after),
+            )
+            if after.data is None or (before.kind == Kind.TEXT and before.data is None):
+                continue
+            old = None if before.data is None else before.data.decode("utf-8", "replace")
+            out.append(StepEdit(c.step, c.path, old, after.data.decode("utf-8", "replace")))
+        return out
 
     async def between(
         self, session_id: str, from_turn: str | None, to_turn: str | None

@@ -26,6 +26,7 @@ from ..providers.base import Provider, ProviderError
 from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
+from ..tools.base import EditorFiles
 from ..vocabulary import Outcome, StepKind
 from .changes import ChangeService, approval_diff
 from .policies import Policies
@@ -72,6 +73,8 @@ class TurnService:
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
+        # The editor's files for a turn's file tools, where its protocol has them (ACP).
+        self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -326,7 +329,7 @@ class TurnService:
             return TurnEnd(Outcome.ERROR, str(exc))
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
-        context = ToolContext(root, may_read=policy.may_read)
+        context = ToolContext(root, may_read=policy.may_read, editor=self.editor_files(ref))
         watch = None if self.changes is None else self.changes.watch(ref, context)
         settle = None if watch is None else watch.settle
         verify = start.verify

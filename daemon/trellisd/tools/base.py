@@ -41,15 +41,31 @@ class Action:
     target: str
 
 
+class EditorFiles(Protocol):
+    """The editor's own view of the files (ACP's ``fs`` methods), for the file tools: a read
+    sees unsaved buffers, a write lands in the editor, which tracks the edit. Paths are real
+    paths that ``ToolContext.resolve`` found (and the policy judged) first. A read answers
+    None when the editor does not read files or could not give this one, a write False when
+    the editor does not write files: the tool then uses the disk. A write the editor refused
+    raises ``ToolFailure`` with its reason."""
+
+    async def read_text(self, path: Path) -> str | None: ...
+
+    async def write_text(self, path: Path, text: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Where a tool works. ``may_read`` is asked, with a root-relative posix path, before a
     tool that reads many files (``search``) opens one of them: the session's policy plugs in
     here so that a search does not show what a read would be refused. None reads everything.
+    ``editor``: the editor's files, which ``read_file``, ``write_file`` and ``edit_file`` go
+    through when it is there.
     """
 
     root: Path
     may_read: Callable[[str], bool] | None = None
+    editor: EditorFiles | None = None
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.

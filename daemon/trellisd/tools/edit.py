@@ -161,7 +161,13 @@ class WriteFile:
         return Action("write", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        return await asyncio.to_thread(self._write, arguments, context)
+        if context.editor is None:
+            return await asyncio.to_thread(self._write, arguments, context)
+        path, content = self._arguments(arguments, context)
+        existed = path.exists()
+        if not await context.editor.write_text(path, content):
+            return await asyncio.to_thread(self._write, arguments, context)
+        return _wrote(context.relative(path), len(content.encode("utf-8")), existed)
 
     def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str]:
         given = args.read(arguments, WriteFileArguments)
@@ -172,10 +178,13 @@ class WriteFile:
         existed = path.exists()
         data = content.encode("utf-8")
         atomic_write(path, data, context)
-        shown = context.relative(path)
-        if existed:
-            return f"wrote {shown} ({len(data)} bytes, replacing what was there)"
-        return f"created {shown} ({len(data)} bytes)"
+        return _wrote(context.relative(path), len(data), existed)
+
+
+def _wrote(shown: str, size: int, existed: bool) -> str:
+    if existed:
+        return f"wrote {shown} ({size} bytes, replacing what was there)"
+    return f"created {shown} ({size} bytes)"
 
 
 @attrs.frozen
@@ -207,7 +216,20 @@ class EditFile:
         return Action("write", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        return await asyncio.to_thread(self._edit, arguments, context)
+        if context.editor is None:
+            return await asyncio.to_thread(self._edit, arguments, context)
+        path, old, new = self._arguments(arguments, context)
+        shown = context.relative(path)
+        _readable(context, shown)
+        text = await context.editor.read_text(path)
+        if text is None:
+            _, data, line = await asyncio.to_thread(self._replace, arguments, context)
+            text = data.decode("utf-8")
+        else:
+            text, line = _swap(text, old, new, shown)
+        if not await context.editor.write_text(path, text):
+            await asyncio.to_thread(atomic_write, path, text.encode("utf-8"), context)
+        return f"edited {shown}: replaced the snippet at line {line}"
 
     def _arguments(self, arguments: dict[str, Any], context: ToolContext) -> tuple[Path, str, str]:
         given = args.read(arguments, EditFileArguments)
@@ -224,13 +246,7 @@ class EditFile:
         """The file, its content with the snippet replaced, and the snippet's line."""
         path, old, new = self._arguments(arguments, context)
         shown = context.relative(path)
-        if not context.readable(shown):
-            # asked before anything about the file is looked at: "not found" or "edited"
-            # would tell the model what a file it may not read holds, one guess at a time
-            raise ToolFailure(
-                f"{shown} cannot be edited: editing reads the file, and the session's policy"
-                " refuses reading it"
-            )
+        _readable(context, shown)
         if not path.is_file():
             raise ToolFailure(
                 f"{shown} does not exist" if not path.exists() else f"{shown} is not a file"
@@ -245,17 +261,33 @@ class EditFile:
             raise ToolFailure(f"{shown} does not exist") from exc
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{shown} is not UTF-8 text; it cannot be edited") from exc
-        count = text.count(old)
-        if count == 0:
-            raise ToolFailure(
-                f"the snippet was not found in {shown}; read the file and copy the text exactly,"
-                " whitespace included"
-            )
-        if count > 1:
-            raise ToolFailure(
-                f"the snippet occurs {count} times in {shown}; include more of the surrounding"
-                " lines so that it occurs once"
-            )
-        at = text.index(old)
-        line = text.count("\n", 0, at) + 1
-        return path, (text[:at] + new + text[at + len(old) :]).encode("utf-8"), line
+        text, line = _swap(text, old, new, shown)
+        return path, text.encode("utf-8"), line
+
+
+def _readable(context: ToolContext, shown: str) -> None:
+    if not context.readable(shown):
+        # asked before anything about the file is looked at: "not found" or "edited"
+        # would tell the model what a file it may not read holds, one guess at a time
+        raise ToolFailure(
+            f"{shown} cannot be edited: editing reads the file, and the session's policy"
+            " refuses reading it"
+        )
+
+
+def _swap(text: str, old: str, new: str, shown: str) -> tuple[str, int]:
+    """``text`` with its one ``old`` replaced by ``new``, and the line it was at."""
+    count = text.count(old)
+    if count == 0:
+        raise ToolFailure(
+            f"the snippet was not found in {shown}; read the file and copy the text exactly,"
+            " whitespace included"
+        )
+    if count > 1:
+        raise ToolFailure(
+            f"the snippet occurs {count} times in {shown}; include more of the surrounding"
+            " lines so that it occurs once"
+        )
+    at = text.index(old)
+    line = text.count("\n", 0, at) + 1
+    return text[:at] + new + text[at + len(old) :], line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import stat
 from collections.abc import Iterator
@@ -49,6 +50,14 @@ class ReadFile:
         return Action("read", context.relative(path))
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        if context.editor is not None:
+            given, path = self._arguments(arguments, context)
+            text = await context.editor.read_text(path)
+            if text is not None:  # the editor's buffer, saved or not
+                data = text.encode("utf-8")
+                if given.start_line is None and given.end_line is None:
+                    return _whole(data[: MAX_READ_BYTES + 1])
+                return _lines(io.BytesIO(data), given.start_line or 1, given.end_line, given.path)
         return await asyncio.to_thread(self._read, arguments, context)
 
     def _arguments(

@@ -110,7 +110,7 @@ def test_a_filter_configured_between_snapshots_never_runs(
     # What a command could do between two snapshots: configure a filter, directly or in a
     # file the configuration includes.
     if where == "include":
-        extra.write_text(f"[filter \"evil\"]\n\tclean = {script}\n\tprocess = {script}\n")
+        extra.write_text(f'[filter "evil"]\n\tclean = {script}\n\tprocess = {script}\n')
     else:
         git(repo, "config", "filter.evil.clean", str(script))
         git(repo, "config", "filter.evil.process", str(script))

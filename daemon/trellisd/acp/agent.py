@@ -1,0 +1,415 @@
+"""The ACP agent: each ACP method in a few lines over the services, as ``handlers/`` serve
+the native ones. Session ids are trellisd's own, so either protocol reopens what the other
+made; the turn a prompt runs is the native turn (same runs, steps, events, ledger).
+
+A ``session/prompt`` sent while the session's turn runs is a steer: it reaches the model at
+the next step boundary and its answer is the running turn's. When the turn ends before that
+boundary, the steer comes back undelivered and the prompt runs as a turn of its own, unless
+the client cancelled meanwhile (then it answers ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import os
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import attrs
+from acp import PROTOCOL_VERSION, RequestError, schema
+from acp.helpers import update_current_mode
+
+from .. import __version__
+from ..errors import NotRunning, TrellisError
+from ..policy import Approval, PolicySpec
+from ..records import ProviderChoice, Session, TurnRef
+from ..services import Services
+from ..services.policies import load
+from . import updates
+from .files import ClientFiles, offered
+from .notifier import AcpNotifier
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+ConfigOption = schema.SessionConfigOptionSelect | schema.SessionConfigOptionBoolean
+McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
+PromptBlock = (
+    schema.TextContentBlock
+    | schema.ImageContentBlock
+    | schema.AudioContentBlock
+    | schema.ResourceContentBlock
+    | schema.EmbeddedResourceContentBlock
+)
+
+LIST_LIMIT = 50
+MODES: dict[str, tuple[Approval, str, str]] = {
+    "ask": ("ask", "Ask", "Ask before every write and command"),
+    "auto": ("all", "Auto", "Write files and run commands the policy allows without asking"),
+    "read-only": ("never", "Read-only", "Read and search only; writes and commands are refused"),
+}
+"""The ACP session modes: trellisd's approval modes (``ask``, ``all``, ``never``)."""
+MODE_OF: dict[str, str] = {approval: mode for mode, (approval, _, _) in MODES.items()}
+MODEL_OPTION = "model"
+
+
+def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """trellisd's errors reach the client once, here, with their code, message and data."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except TrellisError as exc:
+            raise RequestError(int(exc.CODE), exc.message, exc.data or None) from exc
+
+    return wrapper
+
+
+class TrellisAgent:
+    """The ACP ``Agent`` role over trellisd's services."""
+
+    def __init__(self, app: Services, notifier: AcpNotifier) -> None:
+        self.app, self.notifier = app, notifier
+        self.models: dict[str, str] = {}  # the model chosen for a session's turns
+        self.mcp_servers: dict[str, list[McpServer]] = {}
+        # The stop reason of each session's running turn, once it ends.
+        self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
+        self._cancelled: set[str] = set()
+        self.conn: Any = None
+        self.fs = (False, False)  # whether the client reads and writes files for the agent
+        app.turns.editor_files = self._editor_files
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+        self.notifier.connect(conn)
+
+    def _editor_files(self, ref: TurnRef) -> ClientFiles | None:
+        read, write = self.fs
+        if not (read or write) or self.conn is None:
+            return None
+        return ClientFiles(self.conn, ref.session_id, read, write)
+
+    @translated
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        client_info: schema.Implementation | None = None,
+        **kwargs: Any,
+    ) -> schema.InitializeResponse:
+        self.fs = offered(client_capabilities)
+        return schema.InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities(),
+                    resume=schema.SessionResumeCapabilities(),
+                    fork=schema.SessionForkCapabilities(),
+                ),
+            ),
+            agent_info=schema.Implementation(
+                name="trellisd", title="trellisd", version=__version__
+            ),
+            auth_methods=[],
+        )
+
+    @translated
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.NewSessionResponse:
+        # The daemon's default approval is ask; a project file may only make it stricter.
+        session = await self.app.sessions.open(cwd, None, None, None)
+        await self._follow(session, mcp_servers)
+        modes, options = await self._state(session)
+        return schema.NewSessionResponse(
+            session_id=session.session_id, modes=modes, config_options=options
+        )
+
+    @translated
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> schema.LoadSessionResponse | None:
+        session = await self.app.store.sessions.get(session_id)
+        await self._follow(session, mcp_servers)
+        turns = await self.app.sessions.history(session_id)
+        for turn in turns:
+            steps = await self.app.runs.steps(turn.run_id)
+            edits = await self.app.changes.step_edits(turn.turn_id)
+            for update in updates.replayed(turn, steps, edits, session.root):
+                self.notifier.send(session_id, update)
+            if steps and steps[-1].tokens.input:
+                self.notifier.follow(session_id, session.root).last_input = steps[-1].tokens.input
+        await self._tell_state(session, turns)
+        await self.notifier.flush()
+        modes, options = await self._state(session)
+        return schema.LoadSessionResponse(modes=modes, config_options=options)
+
+    @translated
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.ResumeSessionResponse:
+        session = await self.app.store.sessions.get(session_id)
+        await self._follow(session, mcp_servers)
+        modes, options = await self._state(session)
+        return schema.ResumeSessionResponse(modes=modes, config_options=options)
+
+    @translated
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.ForkSessionResponse:
+        origin = await self.app.store.sessions.get(session_id)
+        fork = await self.app.sessions.fork(session_id, origin.head)
+        await self._follow(fork, mcp_servers)
+        if session_id in self.models:
+            self.models[fork.session_id] = self.models[session_id]
+        modes, options = await self._state(fork)
+        return schema.ForkSessionResponse(
+            session_id=fork.session_id, modes=modes, config_options=options
+        )
+
+    @translated
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        page, after = await self.app.sessions.page(cwd, LIST_LIMIT, cursor)
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(
+                    session_id=s.session.session_id,
+                    cwd=s.session.root,
+                    title=s.session.title or None,
+                    updated_at=s.session.updated_at,
+                )
+                for s in page
+            ],
+            next_cursor=after,
+        )
+
+    @translated
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        if mode_id not in MODES:
+            raise RequestError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
+        session = await self.app.store.sessions.get(session_id)
+        await self._set_approval(session, MODES[mode_id][0])
+        self.notifier.send(session_id, update_current_mode(mode_id))
+        await self.notifier.flush()
+        return schema.SetSessionModeResponse()
+
+    @translated
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        session = await self.app.store.sessions.get(session_id)
+        if config_id != MODEL_OPTION:
+            raise RequestError(-32602, f"unknown config option {config_id!r}; options: model")
+        if not isinstance(value, str) or value not in self._models(session):
+            raise RequestError(-32602, f"unknown model {value!r}", {"configId": config_id})
+        self.models[session_id] = value
+        _, options = await self._state(session)
+        return schema.SetSessionConfigOptionResponse(config_options=options)
+
+    @translated
+    async def authenticate(
+        self, method_id: str, **kwargs: Any
+    ) -> schema.AuthenticateResponse | None:
+        raise RequestError(-32602, "trellisd needs no authentication: it has no auth methods")
+
+    @translated
+    async def close_session(
+        self, session_id: str, **kwargs: Any
+    ) -> schema.CloseSessionResponse | None:
+        """Let go of the session: its lease and what this agent keeps of it."""
+        await self.app.sessions.close(session_id)
+        self.notifier.sessions.pop(session_id, None)
+        self.models.pop(session_id, None)
+        self.mcp_servers.pop(session_id, None)
+        return schema.CloseSessionResponse()
+
+    @translated
+    async def prompt(
+        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
+    ) -> schema.PromptResponse:
+        text = prompt_text(prompt)
+        if not text.strip():
+            raise RequestError(-32602, "the prompt has no text", {"field": "prompt"})
+        session = await self.app.store.sessions.get(session_id)
+        await self._follow(session, None)
+        self._cancelled.discard(session_id)
+        while (running := self._turns.get(session_id)) is not None:
+            delivered = await self._steer(session_id, text)
+            if delivered:
+                return schema.PromptResponse(stop_reason=await running)
+            if delivered is False and session_id in self._cancelled:
+                return schema.PromptResponse(stop_reason="cancelled")
+            if delivered is None:  # the turn is ending: this prompt is the next turn
+                await asyncio.wait([running])
+        return schema.PromptResponse(stop_reason=await self._turn(session, text))
+
+    async def _steer(self, session_id: str, text: str) -> bool | None:
+        """``text`` as a steer of the running turn: True once the model got it, False when
+        the turn ended first and handed it back, None when the turn had ended already."""
+        msg_id = uuid.uuid4().hex
+        delivered = self.notifier.await_steer(msg_id)
+        try:
+            await self.app.turns.steer(session_id, text, msg_id)
+        except NotRunning:
+            self.notifier.drop_steer(msg_id)
+            return None
+        log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
+        return await delivered
+
+    async def _turn(self, session: Session, text: str) -> updates.StopReason:
+        session_id = session.session_id
+        done: asyncio.Future[updates.StopReason] = asyncio.get_running_loop().create_future()
+        self._turns[session_id] = done
+        try:
+            if not session.title:
+                session = await self.app.sessions.rename(session_id, first_line(text))
+                self.notifier.send(session_id, updates.info(session.title, session.updated_at))
+            choice = ProviderChoice(model=self.models.get(session_id))
+            result = await self.app.turns.turn(session_id, text, choice)
+            await self._tell_state(await self.app.store.sessions.get(session_id), None)
+            await self.notifier.flush()
+            reason = updates.STOP_REASONS.get(result.outcome)
+            if reason is None:
+                raise RequestError(
+                    -32603,
+                    f"the turn ended with {result.outcome}: {result.error or 'no reason given'}",
+                    {"outcome": result.outcome, "turnId": result.turn_id, "error": result.error},
+                )
+            done.set_result(reason)
+            return reason
+        except Exception as exc:  # a steer waiting on the turn answers with its error too
+            done.set_exception(exc)
+            done.exception()  # retrieved: nobody need wait on it
+            raise
+        except BaseException:
+            done.set_result("cancelled")
+            raise
+        finally:
+            self._turns.pop(session_id, None)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if session_id in self._turns:
+            self._cancelled.add(session_id)
+        try:
+            await self.app.turns.cancel(session_id)
+        except TrellisError as exc:
+            log.info("session/cancel of %s: %s", session_id, exc.message)
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.debug("ignored the extension notification %s", method)
+
+    # -- helpers --
+
+    async def _follow(self, session: Session, mcp_servers: list[McpServer] | None) -> None:
+        """Serve ``session`` on this connection. ``mcp_servers`` is kept for the session's
+        turns: this is the seam where they are handed to the session once trellisd runs
+        MCP servers."""
+        self.notifier.follow(session.session_id, session.root).root = session.root
+        if mcp_servers:
+            self.mcp_servers[session.session_id] = list(mcp_servers)
+
+    async def _set_approval(self, session: Session, approval: Approval) -> None:
+        """The session's policy as it would be opened with ``approval``, keeping the grants
+        given so far. As ``session/open``'s ``policy.approval``, it is the user's choice over
+        the project file's; the project's deny rules still hold."""
+        policies = self.app.sessions.policies
+        current = await policies.of(session)
+        spec = attrs.evolve(session.policy or PolicySpec(), approval=approval)
+        fresh = await asyncio.to_thread(load, Path(session.root), spec)
+        policies.remember(session.session_id, dataclasses.replace(fresh, grants=current.grants))
+
+    async def _state(self, session: Session) -> tuple[schema.SessionModeState, list[ConfigOption]]:
+        policy = await self.app.sessions.policies.of(session)
+        modes = schema.SessionModeState(
+            current_mode_id=MODE_OF[policy.effective_approval],
+            available_modes=[
+                schema.SessionMode(id=mode, name=name, description=description)
+                for mode, (_, name, description) in MODES.items()
+            ],
+        )
+        models = self._models(session)
+        option = schema.SessionConfigOptionSelect(
+            type="select",
+            id=MODEL_OPTION,
+            name="Model",
+            category="model",
+            current_value=self._model(session) or models[0],
+            options=[schema.SessionConfigSelectOption(value=m, name=m) for m in models],
+        )
+        return modes, [option]
+
+    def _model(self, session: Session) -> str | None:
+        chosen = self.models.get(session.session_id)
+        return chosen or self.app.defaults.for_session(session.provider).effective_model
+
+    def _models(self, session: Session) -> list[str]:
+        """The session's model, the daemon's, and those ``TRELLISD_MODELS`` lists."""
+        listed = os.environ.get("TRELLISD_MODELS", "").split(",")
+        found = [self._model(session), self.app.defaults.provider.effective_model, *listed]
+        models = list(dict.fromkeys(m.strip() for m in found if m and m.strip()))
+        return models or ["default"]
+
+    async def _tell_state(self, session: Session, turns: Sequence[Any] | None) -> None:
+        """The session's title and usage: the context the last model call took and the
+        cost of its turns so far."""
+        turns = await self.app.sessions.history(session.session_id) if turns is None else turns
+        followed = self.notifier.follow(session.session_id, session.root)
+        size = updates.context_window()
+        self.notifier.send(session.session_id, updates.info(session.title, session.updated_at))
+        self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
+
+
+def prompt_text(blocks: Sequence[Any]) -> str:
+    """The prompt's text: text blocks as they are, embedded resources as the file's text
+    under its URI, resource links as the URI they name."""
+    parts = []
+    for block in blocks:
+        if isinstance(block, schema.TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, schema.EmbeddedResourceContentBlock):
+            resource = block.resource
+            if isinstance(resource, schema.TextResourceContents):
+                parts.append(f"<context uri={resource.uri!r}>\n{resource.text}\n</context>")
+        elif isinstance(block, schema.ResourceContentBlock):
+            parts.append(f"(see {block.uri})")
+    return "\n\n".join(parts)
+
+
+def first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,261 @@
+"""The services' ``Notifier`` for an ACP client: a running turn's tokens, steps, steers and
+approval questions become ``session/update`` notifications and ``session/request_permission``
+requests.
+
+Updates leave through one ``Outbox`` in the order they happened; an update that needs the
+store first (a finished tool call with the files it wrote) waits its turn in the same queue,
+so the client never sees a tool call finish before the text that came ahead of it. Text
+streamed while the client is being written to joins the chunk not sent yet. A prompt
+``flush``es the outbox before it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from acp import schema
+from acp.helpers import tool_diff_content, update_agent_message_text, update_tool_call
+
+from ..agent.steering import Steer
+from ..changes import read_content
+from ..records import Step, ToolCall, TurnRef
+from ..services.changes import ChangeService
+from ..tools.base import ToolContext
+from ..tools.edit import proposed
+from ..vocabulary import Decision
+from . import updates
+
+log = logging.getLogger(__name__)
+
+APPROVAL_TIMEOUT_SECONDS = float(os.environ.get("TRELLISD_APPROVAL_TIMEOUT", "300"))
+
+OPTIONS = (
+    schema.PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),
+    schema.PermissionOption(option_id="allowAlways", name="Always allow", kind="allow_always"),
+    schema.PermissionOption(option_id="deny", name="Reject", kind="reject_once"),
+    schema.PermissionOption(option_id="denyAlways", name="Always reject", kind="reject_always"),
+)
+"""The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
+leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
+denied without asking for the rest of the session while this agent runs."""
+
+DECISIONS = {
+    "allow": Decision.ALLOW,
+    "allowAlways": Decision.ALLOW_ALWAYS,
+    "deny": Decision.DENY,
+    "denyAlways": Decision.DENY,
+}
+
+
+class Peer(Protocol):
+    """What the notifier needs of the ACP connection (``AgentSideConnection``)."""
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None: ...
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: schema.ToolCallUpdate,
+        options: list[schema.PermissionOption],
+        **kwargs: Any,
+    ) -> schema.RequestPermissionResponse: ...
+
+
+Produce = Callable[[], Awaitable[list[Any]]]
+
+
+@dataclass
+class _Text:
+    """Streamed text not sent yet: pieces that come while the client is being written to
+    join it, so a fast model costs fewer, larger chunks (as native ``session/token``s)."""
+
+    text: str
+
+
+class Outbox:
+    """``session/update``s sent one after the other, in the order they were put."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self._items: deque[tuple[str, Any]] = deque()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task = asyncio.ensure_future(self._send_all())
+
+    def put(self, session_id: str, update: Any | Produce) -> None:
+        self._items.append((session_id, update))
+        self._idle.clear()
+        self._wake.set()
+
+    def put_text(self, session_id: str, text: str) -> None:
+        if self._items:
+            last_session, last = self._items[-1]
+            if last_session == session_id and isinstance(last, _Text):
+                last.text += text
+                return
+        self.put(session_id, _Text(text))
+
+    async def flush(self) -> None:
+        """Wait until everything put so far is sent."""
+        await self._idle.wait()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _send_all(self) -> None:
+        while True:
+            await self._wake.wait()
+            while self._items:
+                session_id, item = self._items.popleft()
+                try:
+                    if isinstance(item, _Text):
+                        found = [update_agent_message_text(item.text)]
+                    else:
+                        found = await item() if callable(item) else [item]
+                    for update in found:
+                        await self.peer.session_update(session_id=session_id, update=update)
+                except Exception:  # a closed pipe or a failed store read: logged, not fatal
+                    log.exception("could not send a session/update")
+            self._wake.clear()
+            self._idle.set()
+
+
+@dataclass
+class Followed:
+    """What the agent keeps of a session it serves: its root, the tool calls it announced
+    and the requests the user rejected for good, the last model call's input tokens."""
+
+    root: str
+    announced: set[str] = field(default_factory=set)
+    rejected: set[str] = field(default_factory=set)
+    last_step: dict[str, int] = field(default_factory=dict)
+    last_input: int | None = None
+
+
+class AcpNotifier:
+    def __init__(self, changes: Callable[[], ChangeService]) -> None:
+        self._changes = changes
+        self.outbox: Outbox | None = None
+        self.peer: Peer | None = None
+        self.sessions: dict[str, Followed] = {}
+        self._steers: dict[str, asyncio.Future[bool]] = {}
+
+    def connect(self, peer: Peer) -> None:
+        self.peer, self.outbox = peer, Outbox(peer)
+
+    def follow(self, session_id: str, root: str) -> Followed:
+        followed = self.sessions.get(session_id)
+        if followed is None:
+            followed = self.sessions[session_id] = Followed(root)
+        return followed
+
+    def send(self, session_id: str, update: Any | Produce) -> None:
+        if self.outbox is not None:
+            self.outbox.put(session_id, update)
+
+    async def flush(self) -> None:
+        if self.outbox is not None:
+            await self.outbox.flush()
+
+    def await_steer(self, client_msg_id: str) -> asyncio.Future[bool]:
+        """Resolves True once the steer is delivered to the model, False when it is handed
+        back undelivered (the turn ended first)."""
+        future = self._steers[client_msg_id] = asyncio.get_running_loop().create_future()
+        return future
+
+    def drop_steer(self, client_msg_id: str) -> None:
+        self._steers.pop(client_msg_id, None)
+
+    # -- the services' Notifier --
+
+    def token(self, turn: TurnRef, step: int, text: str) -> None:
+        if self.outbox is not None:
+            self.outbox.put_text(turn.session_id, text)
+
+    def step(self, turn: TurnRef, step: Step) -> None:
+        followed = self.follow(turn.session_id, "")
+        followed.last_step[turn.run_id] = step.step
+        if step.tokens.input:
+            followed.last_input = step.tokens.input
+        if step.tool_call is None:
+            return
+        known = updates.tool_call_id(turn.run_id, step.step) in followed.announced
+
+        async def produce() -> list[Any]:
+            edits = await self._changes().step_edits(turn.turn_id) if step.result else []
+            content = updates.result_content(step, edits, followed.root)
+            return [updates.finished(turn.run_id, step, content, known)]
+
+        self.send(turn.session_id, produce)
+
+    def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
+        future = self._steers.pop(steer.client_msg_id or "", None)
+        if future is not None and not future.done():
+            future.set_result(delivered)
+
+    def forked(self, origin_id: str, fork_id: str) -> None:
+        """Turns asked over ACP never run in a fork of their own (no ``onConflict``)."""
+
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
+        followed = self.follow(turn.session_id, "")
+        summary = str(request.get("summary", ""))
+        if summary in followed.rejected:
+            return Decision.DENY
+        number = followed.last_step.get(turn.run_id, 0) + 1
+        call = ToolCall("", str(request.get("tool", "")), dict(request.get("arguments") or {}))
+        content = await asyncio.to_thread(_edit, call, followed.root)
+        ident = updates.tool_call_id(turn.run_id, number)
+        followed.announced.add(ident)
+        self.send(turn.session_id, updates.announced(turn.run_id, number, call, content))
+        await self.flush()
+        if self.peer is None:
+            return Decision.TIMEOUT
+        asked = self.peer.request_permission(
+            session_id=turn.session_id,
+            tool_call=schema.ToolCallUpdate(
+                tool_call_id=ident, title=summary, kind=updates.KINDS.get(call.name, "other")
+            ),
+            options=list(OPTIONS),
+        )
+        try:
+            answer = await asyncio.wait_for(asked, APPROVAL_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return Decision.TIMEOUT
+        except Exception as exc:  # the client answered with an error: nothing was approved
+            log.info("the client did not answer the permission request: %s", exc)
+            return Decision.DENY
+        outcome = answer.outcome
+        if not isinstance(outcome, schema.AllowedOutcome):
+            return Decision.DENY  # cancelled: the prompt turn is being cancelled
+        decision = DECISIONS.get(outcome.option_id, Decision.DENY)
+        if outcome.option_id == "denyAlways":
+            followed.rejected.add(summary)
+        if decision in (Decision.ALLOW, Decision.ALLOW_ALWAYS):
+            self.send(turn.session_id, update_tool_call(ident, status="in_progress"))
+        return decision
+
+
+def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:
+    """The diff a ``write_file`` or ``edit_file`` call would make, read from the disk now."""
+    if not root:
+        return []
+    context = ToolContext(Path(root))
+    found = proposed(call.name, call.arguments, context)
+    if found is None:
+        return []
+    path, data = found
+    before = read_content(context, context.relative(path))
+    old = None if before is None or before.data is None else before.data.decode("utf-8", "replace")
+    new = data.decode("utf-8", "replace")
+    return [tool_diff_content(str(path), new, old)]

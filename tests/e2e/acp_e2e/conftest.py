@@ -1,0 +1,212 @@
+"""``trellisd acp`` as a subprocess over real pipes, driven by the official ACP SDKs as an
+editor would, with the model server on 127.0.0.1 streaming real SSE bytes. Every line the
+agent writes is kept and checked against the ACP v1 JSON schema the SDK ships."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from acp import connect_to_agent, schema
+from acp.client.connection import ClientSideConnection
+
+from tests import acp_schema
+from tests.e2e.conftest import TEST_KEY, model, spawn, workspace  # noqa: F401 (fixtures)
+from tests.fixtures.environment import hermetic_env
+from tests.fixtures.model_server import ModelServer
+
+if not acp_schema.available():
+    pytest.skip(acp_schema.MISSING, allow_module_level=True)
+
+
+class Editor:
+    """The client side of the test: the updates it was sent, and its answers to permission
+    requests (``answers``, taken in order; a request with none left waits for one)."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, Any]] = []
+        self.asked: list[schema.RequestPermissionRequest] = []
+        self.answers: asyncio.Queue[str] = asyncio.Queue()
+        self.changed = asyncio.Event()
+        self.buffers: dict[str, str] = {}  # unsaved text, by absolute path
+        self.written: list[tuple[str, str]] = []
+
+    def of_kind(self, kind: str, session_id: str | None = None) -> list[Any]:
+        return [
+            u
+            for s, u in self.updates
+            if u.session_update == kind and (session_id is None or s == session_id)
+        ]
+
+    def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
+        return "".join(u.content.text for u in self.of_kind(kind, session_id))
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append((session_id, update))
+        self.changed.set()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> schema.RequestPermissionResponse:
+        self.asked.append(
+            schema.RequestPermissionRequest(
+                session_id=session_id, tool_call=tool_call, options=options
+            )
+        )
+        self.changed.set()
+        option = await self.answers.get()
+        if option == "cancelled":
+            return schema.RequestPermissionResponse(
+                outcome=schema.DeniedOutcome(outcome="cancelled")
+            )
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=option)
+        )
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> schema.ReadTextFileResponse:
+        if path in self.buffers:
+            return schema.ReadTextFileResponse(content=self.buffers[path])
+        return schema.ReadTextFileResponse(content=Path(path).read_text())
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> schema.WriteTextFileResponse:
+        """As an editor does: the buffer takes the text, and is saved."""
+        self.written.append((path, content))
+        self.buffers.pop(path, None)
+        Path(path).write_text(content)
+        return schema.WriteTextFileResponse()
+
+    def on_connect(self, conn: Any) -> None:
+        pass
+
+
+class Agent:
+    """One ``trellisd acp`` process and the SDK connection to it."""
+
+    def __init__(self, process: asyncio.subprocess.Process, db: Path) -> None:
+        self.process, self.db = process, db
+        self.editor = Editor()
+        self.sent: list[dict[str, Any]] = []
+        self.log: list[str] = []  # what the agent wrote on stderr
+        self._reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
+        self._pump = asyncio.ensure_future(self._tap())
+        self._log_pump = asyncio.ensure_future(self._tap_log())
+        assert process.stdin is not None
+        self.conn: ClientSideConnection = connect_to_agent(
+            self.editor, process.stdin, self._reader, use_unstable_protocol=True
+        )
+
+    async def _tap(self) -> None:
+        assert self.process.stdout is not None
+        while line := await self.process.stdout.readline():
+            self.sent.append(json.loads(line))
+            self._reader.feed_data(line)
+        self._reader.feed_eof()
+
+    async def _tap_log(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            self.log.append(line.decode("utf-8", "replace"))
+            self.editor.changed.set()
+
+    async def wait_for(self, check: Callable[[], Any], what: str) -> Any:
+        """Wait until ``check`` holds, re-checked whenever the editor is sent something."""
+        from tests.fixtures.waits import SAFETY_NET
+
+        async def poll() -> Any:
+            while True:
+                self.editor.changed.clear()
+                value = check()
+                if value:
+                    return value
+                await self.editor.changed.wait()
+
+        try:
+            return await asyncio.wait_for(poll(), SAFETY_NET)
+        except TimeoutError:
+            raise AssertionError(f"{what}: never so") from None
+
+    async def initialize(self, fs: bool = False) -> schema.InitializeResponse:
+        files = schema.FileSystemCapabilities(read_text_file=fs, write_text_file=fs)
+        return await self.conn.initialize(
+            protocol_version=1,
+            client_capabilities=schema.ClientCapabilities(fs=files),
+            client_info=schema.Implementation(name="pytest", version="1"),
+        )
+
+    def check_sent(self) -> None:
+        for message in self.sent:
+            acp_schema.check(message)
+
+    async def stop(self) -> None:
+        await self.conn.close()
+        if self.process.returncode is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            await self.process.wait()
+        await self._pump
+        await self._log_pump
+
+
+AgentFactory = Callable[..., Awaitable[Agent]]
+
+
+def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
+    return hermetic_env(
+        home,
+        TRELLISD_PROVIDER="openai",
+        TRELLISD_BASE_URL=server.url,
+        TRELLISD_API_KEY=TEST_KEY,
+        TRELLISD_MODEL="test-model",
+        TRELLISD_LOG="info",
+        **extra,
+    )
+
+
+@pytest_asyncio.fixture
+async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFactory]:  # noqa: F811
+    """Start ``trellisd acp`` processes over one store, initialized."""
+    started: list[Agent] = []
+
+    async def start(
+        db: Path | None = None, initialize: bool = True, fs: bool = False, **env: str
+    ) -> Agent:
+        db = db or tmp_path / "store" / "trellisd.db"
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "trellisd",
+            "acp",
+            "--db",
+            str(db),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=agent_env(tmp_path / "home", model, **env),
+        )
+        agent = Agent(process, db)
+        started.append(agent)
+        if initialize:
+            await agent.initialize(fs)
+        return agent
+
+    yield start
+    for agent in started:
+        try:
+            agent.check_sent()
+        finally:
+            await agent.stop()
