@@ -124,8 +124,7 @@ class SessionServers:
         spec = server.configured.spec
         if server.configured.source == "project" and not await self._approved(server, ask, note):
             return
-        timeout = spec.timeout or START_TIMEOUT_SECONDS
-        connection = Connection(spec, self.root, timeout)
+        connection = Connection(spec, self.root, START_TIMEOUT_SECONDS)
         try:
             listed = await connection.open()
         except McpFailure as exc:
