@@ -65,9 +65,7 @@ async def test_a_session_server_tool_is_offered_asked_for_and_recorded(
 ) -> None:
     daemon = await spawn(env={"GITHUB_TOKEN": "ghp-secret", "SOME_PASSWORD": "hunter2"})
     asked = answer_approvals(daemon, ["allow", "allow"])
-    session = await open_session(
-        daemon, workspace, mcpServers=[stdio(env={"GREETING": "hello"})]
-    )
+    session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hello"})])
     said, result = await one_call(daemon, model, session, call("mcp__t__echo", text="hi there"))
 
     assert said == "hi there"
@@ -148,9 +146,7 @@ async def test_a_crashing_server_fails_the_call_with_the_reason_and_restarts(
 async def test_a_hanging_server_fails_the_call_after_its_timeout_and_restarts(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    session = await open_session(
-        daemon, workspace, mcpServers=[stdio(timeout=5)], policy=ALLOW_MCP
-    )
+    session = await open_session(daemon, workspace, mcpServers=[stdio(timeout=5)], policy=ALLOW_MCP)
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     said, _ = await one_call(daemon, model, session, call("mcp__t__hang"))
 
@@ -186,9 +182,7 @@ async def test_a_server_with_100_tools_and_bad_ones_offers_the_good_ones(
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, SERVER, "http"], stdout=subprocess.PIPE, text=True
-    )
+    process = subprocess.Popen([sys.executable, SERVER, "http"], stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     try:
@@ -265,9 +259,7 @@ async def test_project_servers_start_only_once_approved_and_it_is_remembered(
     assert listed["servers"][0]["state"] == "awaiting approval"  # a new line: a new approval
 
 
-async def test_a_bad_mcp_entry_is_refused_naming_the_field(
-    daemon: Daemon, workspace: Path
-) -> None:
+async def test_a_bad_mcp_entry_is_refused_naming_the_field(daemon: Daemon, workspace: Path) -> None:
     error = await daemon.error(
         "session/open", {"root": str(workspace), "mcpServers": [{"name": "a__b", "url": "x"}]}
     )
