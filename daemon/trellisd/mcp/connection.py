@@ -21,7 +21,6 @@ import logging
 import os
 import sys
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from ..tools.environment import child_environment
+from .answers import Answer, McpFailure, RemoteTool
 from .spec import McpServerSpec
 
 log = logging.getLogger(__name__)
@@ -42,27 +42,6 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 STDERR_LINES = 20
 STOP_SECONDS = 5.0
 MAX_PAGES = 20  # of a tools/list answer
-
-
-class McpFailure(Exception):
-    """The server could not do what was asked; the message says why, in one line."""
-
-
-@dataclass(frozen=True)
-class RemoteTool:
-    """A tool as the server listed it, not yet judged (see ``tools``)."""
-
-    name: Any
-    description: Any
-    schema: Any
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A tool's answer: its text for the model, and whether the server called it an error."""
-
-    text: str
-    is_error: bool
 
 
 class Connection:

@@ -23,16 +23,19 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..convert import structure
 from ..errors import InvalidParams
 from ..policy.load import PROJECT_FILE, read_project_file
 from ..tools.base import ToolFailure
 from ..vocabulary import Decision
-from .connection import Answer, Connection, McpFailure
+from .answers import Answer, McpFailure
 from .spec import Configured, McpServerSpec, ProjectServers
 from .tools import McpTool, offer
+
+if TYPE_CHECKING:
+    from .connection import Connection
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +127,8 @@ class SessionServers:
         spec = server.configured.spec
         if server.configured.source == "project" and not await self._approved(server, ask, note):
             return
+        from .connection import Connection  # the SDK, imported when a server first starts
+
         connection = Connection(spec, self.root, START_TIMEOUT_SECONDS)
         try:
             listed = await connection.open()

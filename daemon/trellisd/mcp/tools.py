@@ -23,7 +23,7 @@ from typing import Any
 
 from ..tools.base import Action, ToolContext, ToolFailure
 from ..tools.command import MAX_OUTPUT_BYTES
-from .connection import Answer, RemoteTool
+from .answers import Answer, RemoteTool
 
 log = logging.getLogger(__name__)
 
