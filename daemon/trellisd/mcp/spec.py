@@ -87,7 +87,7 @@ class McpServerSpec:
             if self.args or self.env or self.cwd is not None:
                 raise Invalid("args, env and cwd are for a command, not a url", "")
         elif self.headers:
-            raise Invalid("headers are for a url, not a command", "headers")
+            raise Invalid("are for a url, not a command", "headers")
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
