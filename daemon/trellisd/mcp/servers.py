@@ -94,7 +94,7 @@ class Server:
             "tools": len(self.tools),
         }
         if spec.command is not None:
-            out["commandLine"] = spec.command_line
+            out["commandLine"] = spec.shown_line
         else:
             out["url"] = spec.url
         if self.skipped:

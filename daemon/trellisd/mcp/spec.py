@@ -16,6 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from ..convert import Invalid
+from ..tools.environment import secret_name
 
 Source = Literal["session", "project", "config"]
 NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -97,10 +98,24 @@ class McpServerSpec:
     def command_line(self) -> str:
         """What the user approves of a project's server: its exact command line, with the
         variables its entry sets before it and its folder after it, or its URL."""
+        return self._line(redact=False)
+
+    @property
+    def shown_line(self) -> str:
+        """``command_line`` with the values of variables named like secrets (``*TOKEN*``,
+        ``*KEY*``...) left out: what events and ``session/tools`` show."""
+        return self._line(redact=True)
+
+    def _line(self, *, redact: bool) -> str:
         if self.command is None:
             return self.url or ""
-        assigned = [f"{name}={value}" for name, value in sorted((self.env or {}).items())]
-        line = shlex.join([*assigned, self.command, *self.args])
+        assigned = [
+            f"{shlex.quote(name)}=…"
+            if redact and secret_name(name)
+            else shlex.quote(f"{name}={value}")
+            for name, value in sorted((self.env or {}).items())
+        ]
+        line = " ".join([*assigned, shlex.join([self.command, *self.args])])
         return line if self.cwd is None else f"{line} (in {shlex.quote(self.cwd)})"
 
 

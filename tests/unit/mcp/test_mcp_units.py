@@ -29,6 +29,9 @@ def test_an_entry_is_a_command_or_a_url_and_its_line_names_what_it_runs() -> Non
     stdio = spec({"name": "fs", "command": "npx", "args": ["-y", "a b"], "env": {"X": "1"}})
     assert stdio.transport == "stdio"
     assert stdio.command_line == "X=1 npx -y 'a b'"
+    keyed = spec({"name": "gh", "command": "gh-mcp", "env": {"GITHUB_TOKEN": "ghp_1", "A": "2"}})
+    assert keyed.command_line == "A=2 GITHUB_TOKEN=ghp_1 gh-mcp"
+    assert keyed.shown_line == "A=2 GITHUB_TOKEN=… gh-mcp"
     assert spec({"name": "fs", "command": "x", "cwd": "sub dir"}).command_line == "x (in 'sub dir')"
     http = spec({"name": "web", "url": "http://127.0.0.1:9/mcp", "type": "http"})
     assert http.transport == "http" and http.command_line == "http://127.0.0.1:9/mcp"
