@@ -114,10 +114,13 @@ async def start(
     settings: ProviderSettings,
     notifier: Notifier,
     providers: Callable[[ProviderSettings], Provider] = make_provider,
+    mcp_config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
 ) -> Services:
     """Open the store at ``db_path`` and start the services over it (``StoreError`` if the
-    store cannot be used)."""
-    services = Services(await AsyncStore.open(db_path, pid_alive), settings, notifier, providers)
+    store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time
+    a session's servers are first needed."""
+    store = await AsyncStore.open(db_path, pid_alive)
+    services = Services(store, settings, notifier, providers, mcp_config)
     await services.start()
     return services
 
