@@ -16,6 +16,7 @@ import attrs
 
 from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
+from .mcp.spec import McpServerSpec
 from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
@@ -75,6 +76,9 @@ class SessionOpen:
     provider: ProviderChoice | None = None
     policy: PolicySpec | None = None
     instructions: str | None = None
+    mcp_servers: tuple[McpServerSpec, ...] = attrs.field(
+        default=(), metadata={"must": "be a list of MCP servers"}
+    )
 
 
 @attrs.frozen

@@ -786,3 +786,32 @@ def test_a_session_whose_store_was_changed_by_hand_says_so(start: Start, tmp_pat
     ed.command("TrellisSessions")
     ed.wait_note("the session's log is broken")
     assert "*the session's log is broken" in ed.wait_text("### You\nalpha question")
+
+
+MCP_SERVER = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
+
+
+def test_an_mcp_tool_is_approved_naming_its_server_and_listed_in_the_tools_view(
+    start: Start,
+) -> None:
+    ed = start(
+        script=[
+            {"tool": "mcp__t__echo", "arguments": {"text": "from the server"}},
+            {"text": "The server answered."},
+        ],
+        setup={"mcp_servers": [{"name": "t", "command": sys.executable, "args": [MCP_SERVER]}]},
+    )
+    ed.will_pick("Allow once")
+    ed.command("Trellis call the server")
+    ed.wait_text("The server answered.")
+    ed.wait_idle()
+    approvals = [a for a in ed.asked() if a.get("kind") == "trellisd.approval"]
+    assert len(approvals) == 1, approvals
+    assert "call MCP server t, tool echo" in approvals[0]["prompt"]
+    assert "> MCP server t, tool echo" in ed.text()
+
+    ed.command("TrellisTools")
+    lines = ed.wait_for(lambda: ed.buffer_named("/tools"), "the tools buffer")
+    assert "read_file · builtin · read · depends" in lines
+    assert "mcp__t__echo · mcp t · exec · ask · mcp:t/echo" in lines
+    assert any(line.startswith("t · session · stdio · running · 7 tool(s)") for line in lines)

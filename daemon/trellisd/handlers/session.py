@@ -11,8 +11,14 @@ from .base import Method
 
 async def session_open(app: Services, p: wire.SessionOpen) -> Any:
     return wire.session(
-        await app.sessions.open(p.root, p.title, p.provider, p.policy, p.instructions)
+        await app.sessions.open(
+            p.root, p.title, p.provider, p.policy, p.instructions, p.mcp_servers
+        )
     )
+
+
+async def session_tools(app: Services, p: wire.SessionRef) -> Any:
+    return await app.tools.of(p.session_id)
 
 
 async def session_policy(app: Services, p: wire.SessionRef) -> Any:
@@ -128,6 +134,7 @@ async def session_import(app: Services, p: wire.SessionImport) -> Any:
 METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open, follow="answer"),
     Method("session/policy", wire.SessionRef, session_policy),
+    Method("session/tools", wire.SessionRef, session_tools),
     Method("session/reopen", wire.SessionReopen, session_reopen, follow="live"),
     Method("session/list", wire.SessionList, session_list),
     Method("session/history", wire.SessionPage, session_history),

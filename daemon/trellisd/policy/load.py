@@ -28,6 +28,7 @@ import os
 import stat
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from ..convert import structure
 from ..errors import InvalidParams
@@ -71,6 +72,21 @@ def load_policy(
 
 def read_project_policy(root: Path) -> Policy | None:
     """The layers and approval of ``root/.trellisd.toml``; None if there is no such file."""
+    data = read_project_file(root)
+    if data is None:
+        return None
+    path = root / PROJECT_FILE
+    try:
+        spec = structure(data, ProjectPolicy, "")
+    except InvalidParams as exc:
+        named = f"{path}: {exc.data['field']}"
+        raise InvalidParams(f"{path}: {exc.message}", field=named) from None
+    return Policy.of(spec, narrows=True)
+
+
+def read_project_file(root: Path) -> dict[str, Any] | None:
+    """The TOML of ``root/.trellisd.toml``; None if there is no such file. Raises
+    ``InvalidParams`` naming the file when it cannot be read or is not TOML."""
     path = root / PROJECT_FILE
     if not path.is_file():
         return None
@@ -94,9 +110,4 @@ def read_project_policy(root: Path) -> Policy | None:
         raise InvalidParams(
             f"{path} cannot be read: {exc.strerror or exc}", file=str(path)
         ) from exc
-    try:
-        spec = structure(data, ProjectPolicy, "")
-    except InvalidParams as exc:
-        named = f"{path}: {exc.data['field']}"
-        raise InvalidParams(f"{path}: {exc.message}", field=named) from None
-    return Policy.of(spec, narrows=True)
+    return data

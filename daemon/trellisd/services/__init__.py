@@ -8,6 +8,8 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- runs      RunService       a run's summary, steps and events
     +-- archive   ArchiveService   a session exported to a file, imported from one
     +-- changes   ChangeService    change sets, diffs, restoring and reverting files
+    +-- tools     ToolService      the tools a session's model sees (built-in and MCP)
+    +-- mcp       McpServers       each session's MCP servers (``mcp``)
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
 from ..errors import TrellisError
+from ..mcp import McpServers, McpServerSpec, call_timeout
 from ..processes import pid_alive
 from ..providers import make_provider
 from ..providers.base import Provider
@@ -33,6 +37,7 @@ from .runs import RunService
 from .seams import Notifier
 from .sessions import SessionService
 from .settings import Defaults
+from .tools import ToolService
 from .turns import TurnService
 
 log = logging.getLogger(__name__)
@@ -45,16 +50,28 @@ class Services:
         settings: ProviderSettings,
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
+        mcp_config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
     ) -> None:
         self.store = store
         self.defaults = Defaults(settings)
         self.running = Running()
         policies = Policies()
+        self.mcp = McpServers(store.mcp_approvals, mcp_config, call_timeout(os.environ))
         self.changes = ChangeService(store, self.running, policies, store.folder / "git")
-        self.sessions = SessionService(store, self.defaults, self.running, policies, self.changes)
-        self.turns = TurnService(
-            store, self.defaults, self.running, policies, notifier, providers, self.changes
+        self.sessions = SessionService(
+            store, self.defaults, self.running, policies, self.changes, self.mcp
         )
+        self.turns = TurnService(
+            store,
+            self.defaults,
+            self.running,
+            policies,
+            notifier,
+            providers,
+            self.changes,
+            self.mcp,
+        )
+        self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)
         self.archive = ArchiveService(store)
         self._heartbeat: asyncio.Task[None] | None = None
@@ -88,6 +105,7 @@ class Services:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
         await self.turns.close()
+        await self.mcp.close_all()
         await self.store.close()
 
 
@@ -96,10 +114,13 @@ async def start(
     settings: ProviderSettings,
     notifier: Notifier,
     providers: Callable[[ProviderSettings], Provider] = make_provider,
+    mcp_config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
 ) -> Services:
     """Open the store at ``db_path`` and start the services over it (``StoreError`` if the
-    store cannot be used)."""
-    services = Services(await AsyncStore.open(db_path, pid_alive), settings, notifier, providers)
+    store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time
+    a session's servers are first needed."""
+    store = await AsyncStore.open(db_path, pid_alive)
+    services = Services(store, settings, notifier, providers, mcp_config)
     await services.start()
     return services
 

@@ -108,6 +108,9 @@ class Gate:
             )
             if diff is not None:
                 request["diff"] = diff
+            if action.target.startswith("mcp:"):  # an MCP tool's call: say which
+                server, _, tool = action.target.removeprefix("mcp:").partition("/")
+                request["mcp"] = {"server": server, "tool": tool}
             decision = await self.notifier.ask_approval(self.ref, request)
             await self.store.runs.add_event(
                 self.ref.run_id,

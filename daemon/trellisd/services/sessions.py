@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
+from ..mcp import McpServers, McpServerSpec
+from ..mcp.servers import project_servers
 from ..policy import Policy, PolicySpec
 from ..records import (
     ANY_HEAD,
@@ -39,9 +42,10 @@ class SessionService:
         running: Running,
         policies: Policies,
         changes: ChangeService,
+        mcp: McpServers,
     ) -> None:
         self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
-        self.changes = changes
+        self.changes, self.mcp = changes, mcp
 
     async def open(
         self,
@@ -50,15 +54,18 @@ class SessionService:
         provider: ProviderChoice | None,
         policy: PolicySpec | None,
         instructions: str | None = None,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> Session:
         folder = workspace(root)
         choice = provider or ProviderChoice()
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
         effective = await asyncio.to_thread(load, folder, policy)
+        await asyncio.to_thread(project_servers, folder)  # refuse a bad [[mcp]] now
         session = await self.store.sessions.create(
             str(folder), title or "", choice, policy, instructions or None
         )
         self.policies.remember(session.session_id, effective)
+        self.mcp.give(session.session_id, mcp_servers)
         return session
 
     async def policy(self, session_id: str) -> Policy:
@@ -159,12 +166,14 @@ class SessionService:
         self.running.refuse(session_id, "close it")
         await self.store.leases.release(session_id)
         self.policies.forget(session_id)
+        await self.mcp.close(session_id)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and all it owns, here and in every daemon on the store."""
         self.running.refuse(session_id, "delete it")
         await self.store.sessions.delete(session_id)
         self.policies.forget(session_id)
+        await self.mcp.close(session_id)
 
 
 def workspace(root: str) -> Path:

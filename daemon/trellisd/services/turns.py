@@ -21,13 +21,14 @@ from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
+from ..mcp import McpServers
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
 from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
-from ..tools import ToolContext, default_tools, remove_leftover_writes
+from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
-from ..vocabulary import Outcome, StepKind
+from ..vocabulary import Decision, Outcome, StepKind
 from .changes import ChangeService, approval_diff
 from .policies import Policies
 from .running import Running, RunningTurn
@@ -67,9 +68,10 @@ class TurnService:
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
         changes: ChangeService | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
-        self.changes = changes
+        self.changes, self.mcp = changes, mcp
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
@@ -321,6 +323,30 @@ class TurnService:
             session.head_hash,
         )
 
+    async def _mcp_tools(self, session: Session, ref: TurnRef) -> list[Tool]:
+        """The tools of the session's MCP servers, started now if they are not running; a
+        project's server not yet approved is asked about first."""
+        if self.mcp is None:
+            return []
+        servers = await self.mcp.of(session.session_id, session.root)
+        if not servers.servers:
+            return []
+
+        async def ask(request: dict[str, Any]) -> Decision:
+            decision = await self.notifier.ask_approval(ref, request)
+            detail = {
+                "tool": request["tool"],
+                "action": {"kind": "exec", "target": request["mcp"]["start"]},
+                "decision": decision.value,
+            }
+            await self.store.runs.add_event(ref.run_id, "approval", None, detail)
+            return decision
+
+        async def note(detail: dict[str, Any]) -> None:
+            await self.store.runs.add_event(ref.run_id, "mcp", None, detail)
+
+        return list(await servers.tools(ask, note))
+
     async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:
         session, settings = start.session, start.settings
         try:
@@ -337,7 +363,7 @@ class TurnService:
         plan = TurnPlan(
             messages=start.messages,
             provider=provider,
-            tools=default_tools(),
+            tools=[*default_tools(), *await self._mcp_tools(session, ref)],
             context=context,
             gate=Gate(
                 self.store,

@@ -9,6 +9,7 @@ from pathlib import Path
 from .changes import Changes
 from .db import Database
 from .leases import Leases
+from .mcp_approvals import McpApprovals
 from .runs import Runs
 from .search import Search
 from .sessions import Sessions
@@ -24,6 +25,7 @@ class Store:
         self.runs = Runs(self.db, self.leases)
         self.search = Search(self.db)
         self.changes = Changes(self.db, self.leases)
+        self.mcp_approvals = McpApprovals(self.db)
 
     def close(self) -> None:
         self.db.close()

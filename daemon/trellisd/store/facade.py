@@ -235,6 +235,17 @@ class AsyncLeases:
         await self._run(self._store.leases.release, session_id)
 
 
+class AsyncMcpApprovals:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def approved(self, root: str, command_line: str) -> bool:
+        return await self._run(self._store.mcp_approvals.approved, root, command_line)
+
+    async def approve(self, root: str, command_line: str) -> None:
+        await self._run(self._store.mcp_approvals.approve, root, command_line)
+
+
 class AsyncStore:
     """The store's aggregates, each with named async methods."""
 
@@ -245,6 +256,7 @@ class AsyncStore:
         self.runs = AsyncRuns(store, self._thread)
         self.leases = AsyncLeases(store, self._thread)
         self.changes = AsyncChanges(store, self._thread)
+        self.mcp_approvals = AsyncMcpApprovals(store, self._thread)
 
     @property
     def folder(self) -> Path:

@@ -253,4 +253,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
     """,
+    # 11: the project MCP servers the user approved, by root and exact command line.
+    """
+    CREATE TABLE mcp_approval (
+        root TEXT NOT NULL,
+        command_line TEXT NOT NULL,
+        approved_at TEXT NOT NULL,
+        PRIMARY KEY (root, command_line)
+    ) STRICT;
+    """,
 )

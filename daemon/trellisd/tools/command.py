@@ -267,5 +267,7 @@ class RunCommand:
         given = args.read(arguments, RunCommandArguments)
         if any("\x00" in a for a in given.argv):
             raise ToolFailure("argv must not contain a NUL character")
+        if given.argv[0].startswith("mcp:"):  # the policy's name for an MCP tool's call
+            raise ToolFailure("a command may not start with 'mcp:'; call the MCP tool instead")
         folder = context.resolve(given.cwd, field="cwd") if given.cwd else context.real_root
         return given, folder

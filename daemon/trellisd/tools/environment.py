@@ -33,10 +33,12 @@ def child_environment(parent: Mapping[str, str] | None = None) -> dict[str, str]
     return {
         name: value
         for name, value in parent.items()
-        if name not in PROVIDER_KEYS and (name in passed or not _secret(name))
+        if name not in PROVIDER_KEYS and (name in passed or not secret_name(name))
     }
 
 
-def _secret(name: str) -> bool:
+def secret_name(name: str) -> bool:
+    """Whether a variable's name says it holds a secret (``KEY``, ``SECRET``, ``TOKEN``,
+    ``PASSWORD``, in any case)."""
     upper = name.upper()
     return any(word in upper for word in SECRET_WORDS)

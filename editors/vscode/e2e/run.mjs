@@ -168,6 +168,9 @@ const lines = [
   { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('never') },
   // turn 6: held after "r1 r2 r3" until the window has been reloaded and shows it again
   { text: Array.from({ length: 40 }, (_, i) => `r${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('reloaded') },
+  // the last turn, in a session over the project once its .trellisd.toml names an MCP server
+  { text: 'Asking the server. ', tool: 'mcp__proj__echo', arguments: { text: 'hello from MCP' } },
+  { text: 'The server said hello.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -567,6 +570,39 @@ try {
     await dialog.locator('.monaco-button', { hasText: 'Delete' }).click();
     await page.locator('.notification-toast', { hasText: 'the session “A fork to try things” was deleted' }).waitFor();
     await waitForLog(extensionLog, /session s-\S+ deleted/);
+  });
+
+  await check('MCP: a project server asks to start, its tool call names server and tool, and the tools view lists it', async () => {
+    const server = path.resolve(here, '../../../tests/fixtures/mcp_server.py');
+    const python = settings['trellisd.command'];
+    fs.writeFileSync(
+      path.join(project, '.trellisd.toml'),
+      `[[mcp]]\nname = "proj"\ncommand = ${JSON.stringify(python)}\nargs = [${JSON.stringify(server)}]\n`,
+    );
+    await palette('trellisd: Start Session');
+    await chat.locator('#session-title', { hasText: 'New session' }).waitFor({ timeout: 60_000 });
+    await send('Ask the MCP server');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'start MCP server proj from the project' }).waitFor({ timeout: 60_000 });
+    await page.screenshot({ path: path.join(artifacts, 'mcp-start.png') });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    await pick.locator('.quick-input-title', { hasText: 'allow MCP tool echo of server proj?' }).waitFor({ timeout: 60_000 });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    const turn = chat.locator('section.turn').nth(0);
+    await turn.locator('.tool', { hasText: 'mcp__proj__echo' }).waitFor({ timeout: 60_000 });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await waitForLog(extensionLog, /approval asked: mcp__proj__echo .*\[MCP server proj, tool echo\]/);
+    await palette("trellisd: Show the Model's Tools and MCP Servers");
+    const row = pick.locator('.monaco-list-row', { hasText: 'mcp__proj__echo' }).first();
+    await row.waitFor({ timeout: 60_000 });
+    const text = (await row.textContent()) ?? '';
+    if (!text.includes('MCP proj · exec · ask · mcp:proj/echo')) {
+      throw new Error(`the tools view shows: ${text}`);
+    }
+    await pick.locator('input.input').fill('proj');
+    await pick.locator('.monaco-list-row', { hasText: 'project · stdio · running' }).first().waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'mcp-tools.png') });
+    await page.keyboard.press('Escape');
   });
 
   exitCode = 0;

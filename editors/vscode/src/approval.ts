@@ -26,6 +26,13 @@ export function approvalItems(params: ApprovalParams): ApprovalItem[] {
 }
 
 export function approvalTitle(params: ApprovalParams): string {
+  const mcp = params.mcp;
+  if (mcp?.start) {
+    return `trellisd: start MCP server ${mcp.server} from the project's .trellisd.toml? ${mcp.start}`;
+  }
+  if (mcp) {
+    return `trellisd: allow MCP tool ${mcp.tool} of server ${mcp.server}? ${params.summary}`.trim();
+  }
   return `trellisd: allow ${params.tool}? ${params.summary}`.trim();
 }
 

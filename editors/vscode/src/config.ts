@@ -7,7 +7,7 @@ import * as os from 'os';
 import * as path from 'path';
 
 import type { DaemonCommand } from './client';
-import type { InitializationOptions } from './protocol';
+import type { InitializationOptions, McpServer } from './protocol';
 
 export interface Settings {
   command: string;
@@ -16,6 +16,8 @@ export interface Settings {
   provider: string;
   model: string;
   baseUrl: string;
+  /** session/open's mcpServers for new sessions. */
+  mcpServers: McpServer[];
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -25,6 +27,7 @@ export const DEFAULT_SETTINGS: Settings = {
   provider: '',
   model: '',
   baseUrl: '',
+  mcpServers: [],
 };
 
 /** ~ and ~/x become the home folder; anything else is kept as written. */
@@ -72,6 +75,7 @@ export function readSettings(get: (key: string) => unknown): Settings {
     return typeof value === 'string' ? value : (DEFAULT_SETTINGS[key] as string);
   };
   const args = get('args');
+  const servers = get('mcpServers');
   return {
     command: text('command'),
     args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [],
@@ -79,5 +83,8 @@ export function readSettings(get: (key: string) => unknown): Settings {
     provider: text('provider'),
     model: text('model'),
     baseUrl: text('baseUrl'),
+    mcpServers: Array.isArray(servers)
+      ? servers.filter((s): s is McpServer => typeof s === 'object' && s !== null && typeof s.name === 'string')
+      : [],
   };
 }

@@ -15,6 +15,7 @@ import { contentProvider, SCHEME, showChanges } from './proposed';
 import { SessionController } from './session';
 import { pickTurn, SessionCommands } from './sessionCommands';
 import { SessionItem, sessionItems } from './sessionPicker';
+import { toolItems } from './toolsView';
 import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
 
@@ -78,7 +79,7 @@ export function activate(context: vscode.ExtensionContext): void {
       return;
     }
     await focusChat();
-    await vscodeapi.withProgress('trellisd: starting a session', () => controller.openSession(root));
+    await vscodeapi.withProgress('trellisd: starting a session', () => controller.openSession(root, undefined, settings().mcpServers));
   };
 
   const reopenSession = async () => {
@@ -142,6 +143,16 @@ export function activate(context: vscode.ExtensionContext): void {
   const showTurnChanges = async (node?: TreeNode) => {
     const turnId = turnOf(node);
     await showChanges(turnId, await controller.changes(turnId));
+  };
+
+  const showTools = async () => {
+    const result = await vscodeapi.withProgress('trellisd: listing the tools', () => controller.tools());
+    await vscodeapi.showQuickPick(toolItems(result), {
+      title: `trellisd: the model's tools (${result.tools.length}) and MCP servers (${result.servers.length})`,
+      placeHolder: 'name · source · kind · what the policy says',
+      matchOnDescription: true,
+      matchOnDetail: true,
+    });
   };
 
   const revertTurn = async (node?: TreeNode) => {
@@ -223,6 +234,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.registerCommand('trellisd.branchHere', act('branch', branchHere)),
     vscodeapi.registerCommand('trellisd.resumeTurn', act('resume the turn', resumeTurn)),
     vscodeapi.registerCommand('trellisd.showChanges', act('show the changes', showTurnChanges)),
+    vscodeapi.registerCommand('trellisd.showTools', act('list the tools', showTools)),
     vscodeapi.registerCommand('trellisd.revertTurn', act('revert the turn', revertTurn)),
     ...registerSessionCommands(new SessionCommands(controller, focusChat, (e) => log.warn(`search: ${messageOf(e)}`))),
     vscodeapi.registerCommand('trellisd.pauseTurn', act('pause the turn', () => controller.pause())),

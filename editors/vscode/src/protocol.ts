@@ -24,6 +24,7 @@ export const Method = {
   resume: 'session/resume',
   pause: 'session/pause',
   takeover: 'session/takeover',
+  tools: 'session/tools',
   turnChanges: 'turn/changes',
   revert: 'turn/revert',
   fork: 'session/fork',
@@ -241,6 +242,50 @@ export interface ApprovalParams extends TurnRef {
   summary: string;
   /** write_file and edit_file: the unified diff against the file on disk now. */
   diff?: string;
+  /** An MCP tool's call ({server, tool}), or a project's MCP server asking to start ({server, source, start}). */
+  mcp?: { server: string; tool?: string; source?: 'project'; start?: string };
+}
+
+/** An MCP server given to session/open: run over stdio, or reached over streamable HTTP. */
+export interface McpServer {
+  name: string;
+  command?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  url?: string;
+  headers?: Record<string, string>;
+  timeout?: number;
+}
+
+/** One tool the model sees (session/tools). */
+export interface ToolInfo {
+  name: string;
+  description: string;
+  source: 'builtin' | 'mcp';
+  server?: string;
+  kind: 'read' | 'write' | 'exec';
+  target?: string;
+  policy: 'allow' | 'ask' | 'refuse' | 'depends';
+}
+
+/** One MCP server of a session (session/tools). */
+export interface McpServerState {
+  name: string;
+  source: 'session' | 'project' | 'config';
+  transport: 'stdio' | 'http';
+  state: 'stopped' | 'running' | 'failed' | 'awaiting approval' | 'declined';
+  tools: number;
+  skipped?: number;
+  commandLine?: string;
+  url?: string;
+  error?: string;
+}
+
+export interface SessionTools {
+  sessionId: string;
+  tools: ToolInfo[];
+  servers: McpServerState[];
 }
 
 /** How one file differs (turn/changes): a unified diff, empty for a binary or too large file. */

@@ -20,6 +20,7 @@ import {
   ErrorCode,
   ExportResult,
   FileChange,
+  McpServer,
   Method,
   PauseResult,
   ReopenResult,
@@ -28,6 +29,7 @@ import {
   Session,
   SessionList,
   SessionSummary,
+  SessionTools,
   SteeredParams,
   SteerResult,
   StepParams,
@@ -167,11 +169,15 @@ export class SessionController {
 
   // sessions
 
-  async openSession(root: string, title?: string): Promise<Session> {
+  async openSession(root: string, title?: string, mcpServers: McpServer[] = []): Promise<Session> {
     this.leaveFollowed();
     this.refuseIfRunning('start another session');
     await this.client.start();
-    const session = await this.client.request<Session>(Method.open, { root, ...(title ? { title } : {}) });
+    const session = await this.client.request<Session>(Method.open, {
+      root,
+      ...(title ? { title } : {}),
+      ...(mcpServers.length ? { mcpServers } : {}),
+    });
     this.adopt(session, []);
     this.log.info(`session ${session.sessionId} opened over ${session.root}`);
     return session;
@@ -448,6 +454,13 @@ export class SessionController {
     this.fireSession();
     this.log.info(`session ${session.sessionId} branched: head is now ${turnId ?? 'before the first turn'}`);
     return session;
+  }
+
+  /** Every tool the session's model sees, built-in and MCP, and its MCP servers. */
+  async tools(): Promise<SessionTools> {
+    const session = this.requireSession();
+    await this.ensureAttached();
+    return this.client.request<SessionTools>(Method.tools, { sessionId: session.sessionId });
   }
 
   /** What a turn changed in the files. */
@@ -776,7 +789,8 @@ export class SessionController {
       this.coalescer.mark(live.turn.key);
       this.coalescer.flush();
     }
-    this.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})`);
+    const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
+    this.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
     if (p.diff && this.session) {
       showProposed(this.session.root, p.diff).catch((e) => this.log.info(`could not show the diff: ${e}`));
     }

@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 import { changesText, contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
+import { toolItems } from '../src/toolsView';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
 import { RecordingView, ScriptLine, stripTags, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
@@ -286,6 +287,28 @@ describe('steering, cancelling, approving', () => {
       assert.ok(daemon.log.has(/approval asked: write_file \{"path":"notes.txt"/));
     });
   }
+
+  test('an MCP tool call is approved naming its server and tool; the tools view lists it with the policy', async () => {
+    const path = await import('node:path');
+    const server = path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py');
+    const c = controller([{ tool: 'mcp__t__echo', arguments: { text: 'from the server' } }, { text: 'Done.' }]);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 50);
+    await c.openSession(daemon.root, undefined, [{ name: 't', command: testCommand().command, args: [server] }]);
+    const result = await c.turn('call the server');
+    assert.equal(result?.outcome, 'finished');
+    assert.match(stub.quickPicks[0].title!, /^trellisd: allow MCP tool echo of server t\? mcp__t__echo wants to exec mcp:t\/echo$/);
+    assert.ok(daemon.log.has(/approval asked: mcp__t__echo .*\[MCP server t, tool echo\]/));
+    const items = toolItems(await c.tools());
+    const echo = items.find((i) => i.label === 'mcp__t__echo');
+    assert.equal(echo?.description, 'MCP t · exec · ask · mcp:t/echo');
+    assert.equal(items.find((i) => i.label === 'read_file')?.description, 'built-in · read · depends');
+    const row = items.find((i) => i.server?.name === 't');
+    assert.equal(row?.description, 'session · stdio · running · 7 tool(s)');
+    assert.deepEqual(
+      items.filter((i) => i.kind === -1).map((i) => i.label),
+      ['built-in', 'MCP server t', 'MCP servers'],
+    );
+  });
 
   test('an approval for an edit opens the diff editor beside it: the file as it is and as it would be', async () => {
     const fs = await import('node:fs');

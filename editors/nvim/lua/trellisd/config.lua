@@ -18,6 +18,10 @@ local function defaults()
     -- The policy new sessions are opened with (session/open's policy), e.g.
     -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
     policy = nil,
+    -- MCP servers new sessions are opened with (session/open's mcpServers), e.g.
+    -- { { name = "fs", command = "npx", args = { "-y", "@modelcontextprotocol/server-filesystem", "." } } }
+    -- or { { name = "web", url = "http://127.0.0.1:8000/mcp" } }; nil: the project's only.
+    mcp_servers = nil,
     -- Extra environment variables for the daemon, laid over the editor's.
     env = nil,
     -- Where the daemon's stderr goes.

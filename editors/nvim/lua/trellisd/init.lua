@@ -79,6 +79,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisTools",
+    0,
+    "List the tools the model sees (built-in and MCP) and the MCP servers",
+    function()
+      M.tools()
+    end,
+  },
+  {
     "TrellisTree",
     0,
     "Show the conversation's tree of turns",
@@ -191,6 +199,10 @@ end
 
 function M.changes()
   sessions().changes()
+end
+
+function M.tools()
+  sessions().tools()
 end
 
 function M.pause()

@@ -298,6 +298,9 @@ local function open_session(title, cb, failed)
   if config.options.policy ~= nil then
     params.policy = config.options.policy
   end
+  if config.options.mcp_servers ~= nil then
+    params.mcpServers = config.options.mcp_servers
+  end
   daemon.request("session/open", params, function(err, session)
     if err then
       ui.error("could not open a session: " .. err.message)
@@ -1213,6 +1216,66 @@ function M.changes()
   end)
 end
 
+-- The lines of :TrellisTools: every tool the model sees, then the MCP servers.
+local function tool_lines(result)
+  local lines = { "# tools: name · source · kind · policy" }
+  for _, t in ipairs(result.tools or {}) do
+    local source = t.source == "mcp" and ("mcp " .. tostring(t.server)) or t.source
+    local line = table.concat({ t.name, source, t.kind, t.policy }, " · ")
+    if t.target and t.target ~= vim.NIL then
+      line = line .. " · " .. t.target
+    end
+    table.insert(lines, line)
+  end
+  table.insert(lines, "")
+  table.insert(lines, "# MCP servers: name · source · transport · state")
+  if #(result.servers or {}) == 0 then
+    table.insert(lines, "(none)")
+  end
+  for _, s in ipairs(result.servers or {}) do
+    local line = table.concat({ s.name, s.source, s.transport, s.state }, " · ")
+    line = line .. " · " .. s.tools .. " tool(s)"
+    if s.skipped and s.skipped ~= vim.NIL then
+      line = line .. " (" .. s.skipped .. " left out)"
+    end
+    line = line .. " · " .. tostring(compat.value(s.commandLine) or compat.value(s.url) or "")
+    table.insert(lines, line)
+    if s.error and s.error ~= vim.NIL then
+      table.insert(lines, "  " .. format.one_line(tostring(s.error), 200))
+    end
+  end
+  return lines
+end
+
+-- :TrellisTools
+function M.tools()
+  local state = need_current("list the tools of")
+  if not state then
+    return
+  end
+  with_daemon(function()
+    daemon.request("session/tools", { sessionId = state.id }, function(err, result)
+      if err then
+        ui.error("could not list the tools: " .. err.message)
+        return
+      end
+      local name = "trellis://" .. state.id .. "/tools"
+      local buf = vim.fn.bufnr(name)
+      if buf < 0 then
+        buf = vim.api.nvim_create_buf(true, true)
+        vim.api.nvim_buf_set_name(buf, name)
+        vim.bo[buf].buftype = "nofile"
+        vim.bo[buf].bufhidden = "hide"
+        vim.bo[buf].swapfile = false
+      end
+      vim.bo[buf].modifiable = true
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, tool_lines(result))
+      vim.bo[buf].modifiable = false
+      show_buffer(buf, "horizontal")
+    end)
+  end)
+end
+
 function M.open_log()
   local path = daemon.log_path()
   if vim.fn.filereadable(path) == 0 then
@@ -1398,8 +1461,18 @@ requests["session/requestApproval"] = function(p, reply, request)
   local tool = tostring(compat.value(p.tool) or "?")
   local args = format.arguments(p.arguments, 100)
   local summary = compat.value(p.summary)
+  local mcp = compat.value(p.mcp)
+  local mcp_line = nil
+  if type(mcp) == "table" and mcp.start then
+    mcp_line = "start MCP server " .. tostring(mcp.server) .. ": " .. tostring(mcp.start)
+  elseif type(mcp) == "table" then
+    mcp_line = "MCP server " .. tostring(mcp.server) .. ", tool " .. tostring(mcp.tool)
+  end
   if state then
     local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
+    if mcp_line then
+      table.insert(lines, "> " .. format.one_line(mcp_line, 300))
+    end
     if summary and summary ~= "" then
       vim.list_extend(lines, quote("> ", summary))
     end
@@ -1414,6 +1487,9 @@ requests["session/requestApproval"] = function(p, reply, request)
     labels[i] = d.label
   end
   local prompt = "trellisd asks to run " .. tool .. " " .. args
+  if mcp_line then
+    prompt = "trellisd asks to " .. (mcp.start and "" or "call ") .. mcp_line .. " " .. args
+  end
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
   end

@@ -1,0 +1,263 @@
+"""Each session's MCP servers: which there are, starting them when a turn needs their tools,
+calling them, and stopping them.
+
+A session's servers come from three sources, later ones replacing earlier ones of the same
+name: the config file (``config``, a callable the daemon plugs in), the project's
+``.trellisd.toml`` (``[[mcp]]``, read when the session's servers are first needed) and
+``session/open``'s ``mcpServers`` (kept while this daemon serves the session).
+
+A project's server runs code from a folder that may have come from anyone, so it starts only
+once the user has approved its exact command line (or URL) for that root, whatever the
+session's approval mode: the first turn that needs it asks (``session/requestApproval``),
+and an ``allow`` or ``allowAlways`` is kept in the user's store (``approvals``). A ``deny``
+holds for the rest of the session.
+
+A server that cannot start, crashes or hangs fails the call at hand with the reason, and is
+started again for the next call (or turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ..convert import structure
+from ..errors import InvalidParams
+from ..policy.load import PROJECT_FILE, read_project_file
+from ..tools.base import ToolFailure
+from ..vocabulary import Decision
+from .answers import Answer, McpFailure
+from .spec import Configured, McpServerSpec, ProjectServers
+from .tools import McpTool, offer
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+State = Literal["stopped", "running", "failed", "awaiting approval", "declined"]
+DEFAULT_TIMEOUT_SECONDS = 60.0
+START_TIMEOUT_SECONDS = 60.0
+
+Ask = Callable[[dict[str, Any]], Awaitable[Decision]]
+Note = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Approvals(Protocol):
+    """The user's store of approved project servers."""
+
+    async def approved(self, root: str, command_line: str) -> bool: ...
+
+    async def approve(self, root: str, command_line: str) -> None: ...
+
+
+def call_timeout(environ: dict[str, str] | Any) -> float:
+    """``TRELLISD_MCP_TIMEOUT``: seconds a call may take unless its server sets its own
+    ``timeout``; 60 when unset or not a positive number."""
+    raw = environ.get("TRELLISD_MCP_TIMEOUT", "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_TIMEOUT_SECONDS
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        log.warning("TRELLISD_MCP_TIMEOUT must be seconds from 0 to 3600, not %r", raw)
+        return DEFAULT_TIMEOUT_SECONDS
+    return seconds
+
+
+@dataclass
+class Server:
+    """One server of a session, with what is known of it now."""
+
+    configured: Configured
+    state: State = "stopped"
+    error: str | None = None
+    tools: list[McpTool] = field(default_factory=list)
+    skipped: int = 0
+    connection: Connection | None = None
+
+    @property
+    def name(self) -> str:
+        return self.configured.spec.name
+
+    def detail(self) -> dict[str, Any]:
+        spec = self.configured.spec
+        out: dict[str, Any] = {
+            "name": spec.name,
+            "source": self.configured.source,
+            "transport": spec.transport,
+            "state": self.state,
+            "tools": len(self.tools),
+        }
+        if spec.command is not None:
+            out["commandLine"] = spec.shown_line
+        else:
+            out["url"] = spec.url
+        if self.skipped:
+            out["skipped"] = self.skipped
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+class SessionServers:
+    """The MCP servers of one session over ``root``."""
+
+    def __init__(
+        self, root: Path, configured: Sequence[Configured], approvals: Approvals, timeout: float
+    ) -> None:
+        self.root, self.approvals, self.timeout = root, approvals, timeout
+        self.servers = {c.spec.name: Server(c) for c in configured}
+        self._lock = asyncio.Lock()
+
+    async def tools(self, ask: Ask | None = None, note: Note | None = None) -> list[McpTool]:
+        """The tools of every server, starting those not running. A project server not yet
+        approved is asked about through ``ask``; without ``ask`` it waits for a turn."""
+        async with self._lock:
+            for server in self.servers.values():
+                if server.state in ("stopped", "failed", "awaiting approval"):
+                    await self._start(server, ask, note)
+            return [t for s in self.servers.values() for t in s.tools]
+
+    async def _start(self, server: Server, ask: Ask | None, note: Note | None) -> None:
+        spec = server.configured.spec
+        if server.configured.source == "project" and not await self._approved(server, ask, note):
+            return
+        from .connection import Connection  # the SDK, imported when a server first starts
+
+        connection = Connection(spec, self.root, START_TIMEOUT_SECONDS)
+        try:
+            listed = await connection.open()
+        except McpFailure as exc:
+            server.state, server.error, server.tools = "failed", str(exc), []
+            if note is not None:
+                await note(server.detail())
+            return
+        offered = offer(spec.name, listed, self._call)
+        server.connection, server.state, server.error = connection, "running", None
+        server.tools, server.skipped = offered.tools, offered.skipped
+        if note is not None:
+            await note(server.detail())
+
+    async def _approved(self, server: Server, ask: Ask | None, note: Note | None) -> bool:
+        spec, root = server.configured.spec, str(self.root)
+        if await self.approvals.approved(root, spec.command_line):
+            return True
+        if ask is None:
+            server.state = "awaiting approval"
+            return False
+        what = "command" if spec.command is not None else "url"
+        request = {
+            "tool": "start_mcp_server",
+            "arguments": {"server": spec.name, what: spec.command_line},
+            "summary": f"{PROJECT_FILE} wants to start MCP server {spec.name}: {spec.command_line}",
+            "mcp": {"server": spec.name, "source": "project", "start": spec.command_line},
+        }
+        decision = await ask(request)
+        if decision in (Decision.ALLOW, Decision.ALLOW_ALWAYS):
+            await self.approvals.approve(root, spec.command_line)
+            return True
+        server.state = "declined"
+        server.error = f"the user did not approve starting it ({decision.value})"
+        if note is not None:
+            await note(server.detail())
+        return False
+
+    async def _call(self, name: str, tool: str, arguments: dict[str, Any]) -> Answer:
+        server = self.servers.get(name)
+        if server is None:
+            raise ToolFailure(f"MCP server {name} is no longer configured")
+        timeout = server.configured.spec.timeout or self.timeout
+        async with self._lock:
+            if server.connection is None or not server.connection.live:
+                await self._stop(server)
+                await self._start(server, None, None)
+            connection = server.connection
+        if connection is None:
+            raise ToolFailure(server.error or f"MCP server {name} is not running")
+        try:
+            return await connection.call(tool, arguments, timeout)
+        except McpFailure as exc:
+            server.state, server.error = "failed", str(exc)
+            await self._stop(server)
+            raise ToolFailure(str(exc)) from exc
+
+    async def _stop(self, server: Server) -> None:
+        connection, server.connection = server.connection, None
+        if connection is not None:
+            await connection.stop()
+
+    def detail(self) -> list[dict[str, Any]]:
+        return [s.detail() for s in self.servers.values()]
+
+    async def close(self) -> None:
+        for server in self.servers.values():
+            await self._stop(server)
+            if server.state == "running":
+                server.state = "stopped"
+
+
+class McpServers:
+    """Every session's MCP servers. ``config`` gives the config file's servers (none until
+    the daemon plugs its config in)."""
+
+    def __init__(
+        self,
+        approvals: Approvals,
+        config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        self.approvals, self.config, self.timeout = approvals, config, timeout
+        self._given: dict[str, tuple[McpServerSpec, ...]] = {}
+        self._by_session: dict[str, SessionServers] = {}
+
+    def give(self, session_id: str, servers: Sequence[McpServerSpec]) -> None:
+        """The servers ``session/open`` gave the session."""
+        if servers:
+            self._given[session_id] = tuple(servers)
+
+    async def of(self, session_id: str, root: str) -> SessionServers:
+        servers = self._by_session.get(session_id)
+        if servers is None:
+            project = await asyncio.to_thread(project_servers, Path(root))
+            configured: dict[str, Configured] = {}
+            for spec in self.config():
+                configured[spec.name] = Configured(spec, "config")
+            for spec in project:
+                configured[spec.name] = Configured(spec, "project")
+            for spec in self._given.get(session_id, ()):
+                configured[spec.name] = Configured(spec, "session")
+            servers = SessionServers(
+                Path(root), list(configured.values()), self.approvals, self.timeout
+            )
+            self._by_session[session_id] = servers
+        return servers
+
+    async def close(self, session_id: str) -> None:
+        """Stop the session's servers; they start again if it is used again."""
+        self._given.pop(session_id, None)
+        servers = self._by_session.pop(session_id, None)
+        if servers is not None:
+            await servers.close()
+
+    async def close_all(self) -> None:
+        sessions, self._by_session = list(self._by_session.values()), {}
+        await asyncio.gather(*(s.close() for s in sessions))
+
+
+def project_servers(root: Path) -> tuple[McpServerSpec, ...]:
+    """The ``[[mcp]]`` servers of ``root/.trellisd.toml``."""
+    data = read_project_file(root)
+    if data is None:
+        return ()
+    path = root / PROJECT_FILE
+    try:
+        return structure(data, ProjectServers, "").mcp
+    except InvalidParams as exc:
+        raise InvalidParams(
+            f"{path}: {exc.message}", field=f"{path}: {exc.data['field']}"
+        ) from None

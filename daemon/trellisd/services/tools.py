@@ -1,0 +1,66 @@
+"""``session/tools``: every tool the model of a session sees, with where it comes from and
+what the session's policy says of it, and the session's MCP servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..mcp import McpServers
+from ..mcp.tools import McpTool
+from ..policy import Policy
+from ..store.facade import AsyncStore
+from ..tools import ToolContext, default_tools
+from ..tools.base import Action
+from .policies import Policies
+
+KINDS = {
+    "read_file": "read",
+    "list_dir": "read",
+    "search": "read",
+    "write_file": "write",
+    "edit_file": "write",
+    "run_command": "exec",
+}
+
+
+class ToolService:
+    def __init__(self, store: AsyncStore, policies: Policies, mcp: McpServers) -> None:
+        self.store, self.policies, self.mcp = store, policies, mcp
+
+    async def of(self, session_id: str) -> dict[str, Any]:
+        """The session's tools; its MCP servers are started (but a project's server not yet
+        approved waits for a turn to ask)."""
+        session = await self.store.sessions.get(session_id)
+        policy = await self.policies.of(session)
+        servers = await self.mcp.of(session_id, session.root)
+        found = await servers.tools()
+        context = ToolContext(Path(session.root))
+        tools = [_builtin(t.name, t.description, policy) for t in default_tools()]
+        tools += [_mcp(t, policy, context) for t in found]
+        return {"sessionId": session_id, "tools": tools, "servers": servers.detail()}
+
+
+def _builtin(name: str, description: str, policy: Policy) -> dict[str, Any]:
+    kind = KINDS.get(name, "exec")
+    ruling = "refuse" if kind != "read" and policy.effective_approval == "never" else "depends"
+    return {
+        "name": name,
+        "description": description,
+        "source": "builtin",
+        "kind": kind,
+        "policy": ruling,
+    }
+
+
+def _mcp(tool: McpTool, policy: Policy, context: ToolContext) -> dict[str, Any]:
+    action: Action = tool.action({}, context)
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "source": "mcp",
+        "server": tool.server,
+        "kind": action.kind,
+        "target": action.target,
+        "policy": policy.check(action).ruling,
+    }
