@@ -25,7 +25,9 @@ from acp import PROTOCOL_VERSION, RequestError, schema
 from acp.helpers import update_current_mode
 
 from .. import __version__
+from ..convert import Invalid
 from ..errors import NotRunning, TrellisError
+from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
@@ -110,6 +112,7 @@ class TrellisAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=False),
                 session_capabilities=schema.SessionCapabilities(
                     list=schema.SessionListCapabilities(),
                     resume=schema.SessionResumeCapabilities(),
@@ -336,12 +339,14 @@ class TrellisAgent:
     # -- helpers --
 
     async def _follow(self, session: Session, mcp_servers: list[McpServer] | None) -> None:
-        """Serve ``session`` on this connection. ``mcp_servers`` is kept for the session's
-        turns: this is the seam where they are handed to the session once trellisd runs
-        MCP servers."""
+        """Serve ``session`` on this connection, its turns offered the tools of
+        ``mcp_servers`` (as ``session/open``'s ``mcpServers``: kept while this process
+        serves the session, never stored)."""
+        specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
         if mcp_servers:
             self.mcp_servers[session.session_id] = list(mcp_servers)
+            self.app.sessions.mcp.give(session.session_id, specs)
 
     async def _set_approval(self, session: Session, approval: Approval) -> None:
         """The session's policy as it would be opened with ``approval``, keeping the grants
@@ -413,3 +418,36 @@ def prompt_text(blocks: Sequence[Any]) -> str:
 def first_line(text: str, limit: int = 80) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def mcp_specs(servers: Sequence[McpServer]) -> list[McpServerSpec]:
+    """ACP's MCP server entries as trellisd's: stdio and streamable HTTP (SSE is not
+    offered); a bad entry is the client's mistake, named by its place in the list."""
+    specs: list[McpServerSpec] = []
+    for index, server in enumerate(servers):
+        try:
+            if isinstance(server, schema.McpServerStdio):
+                specs.append(
+                    McpServerSpec(
+                        name=server.name,
+                        command=server.command,
+                        args=tuple(server.args),
+                        env={v.name: v.value for v in server.env} or None,
+                    )
+                )
+            elif isinstance(server, schema.HttpMcpServer):
+                specs.append(
+                    McpServerSpec(
+                        name=server.name,
+                        url=server.url,
+                        headers={h.name: h.value for h in server.headers} or None,
+                    )
+                )
+            else:
+                raise Invalid("only stdio and streamable HTTP servers are served", "")
+        except Invalid as exc:
+            where = f"mcpServers[{index}]" + (f".{exc.field}" if exc.field else "")
+            raise RequestError.invalid_params(
+                {"field": where, "message": f"{where} {exc.problem}"}
+            ) from exc
+    return specs

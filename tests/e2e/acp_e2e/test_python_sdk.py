@@ -5,6 +5,7 @@ list, load with replay, resume, fork, and a prompt after the agent restarts."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 
@@ -310,3 +311,32 @@ async def test_a_new_session_starts_in_ask_unless_the_project_is_stricter(
     (strict / ".trellisd.toml").write_text('approval = "never"\n')
     new = await agent.conn.new_session(cwd=str(strict), mcp_servers=[])
     assert new.modes is not None and new.modes.current_mode_id == "read-only"
+
+
+async def test_an_mcp_server_from_session_new_gives_the_model_its_tools(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    server = str(Path(__file__).parents[2] / "fixtures" / "mcp_server.py")
+    agent = await spawn_acp()
+    stdio = schema.McpServerStdio(
+        name="t",
+        command=sys.executable,
+        args=[server, "stdio"],
+        env=[schema.EnvVariable(name="GREETING", value="hello")],
+    )
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[stdio])
+    model.reply("", tool_calls=[{"name": "mcp__t__echo", "arguments": {"text": "hi there"}}])
+    model.reply("done")
+    await agent.editor.answers.put("allow")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("echo")])
+    assert answer.stop_reason == "end_turn"
+    offered = {t["function"]["name"] for t in model.requests[0]["tools"]}
+    assert "mcp__t__echo" in offered
+    [asked] = agent.editor.asked
+    assert asked.tool_call.title is not None and "mcp__t__echo" in asked.tool_call.title
+    assert model.requests[1]["messages"][-1]["content"] == "hi there"
+
+    sse = schema.SseMcpServer(name="s", url="http://127.0.0.1:9/sse", headers=[], type="sse")
+    with pytest.raises(RequestError) as refused:
+        await agent.conn.new_session(cwd=str(workspace), mcp_servers=[sse])
+    assert "mcpServers[0]" in str(refused.value.data)
