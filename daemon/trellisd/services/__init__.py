@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import ProviderSettings
+from ..config_file import Settings
 from ..errors import TrellisError
 from ..processes import pid_alive
 from ..providers import make_provider
@@ -42,14 +43,16 @@ class Services:
     def __init__(
         self,
         store: AsyncStore,
-        settings: ProviderSettings,
+        settings: Settings | ProviderSettings,
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
     ) -> None:
         self.store = store
+        if isinstance(settings, ProviderSettings):
+            settings = Settings(settings)
         self.defaults = Defaults(settings)
         self.running = Running()
-        policies = Policies()
+        policies = Policies(store, lambda: self.defaults.policy)
         self.changes = ChangeService(store, self.running, policies, store.folder / "git")
         self.sessions = SessionService(store, self.defaults, self.running, policies, self.changes)
         self.turns = TurnService(
@@ -93,7 +96,7 @@ class Services:
 
 async def start(
     db_path: str | Path,
-    settings: ProviderSettings,
+    settings: Settings | ProviderSettings,
     notifier: Notifier,
     providers: Callable[[ProviderSettings], Provider] = make_provider,
 ) -> Services:

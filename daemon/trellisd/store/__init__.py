@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .changes import Changes
 from .db import Database
+from .grants import Grants
 from .leases import Leases
 from .runs import Runs
 from .search import Search
@@ -24,6 +25,7 @@ class Store:
         self.runs = Runs(self.db, self.leases)
         self.search = Search(self.db)
         self.changes = Changes(self.db, self.leases)
+        self.grants = Grants(self.db)
 
     def close(self) -> None:
         self.db.close()
