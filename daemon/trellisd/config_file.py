@@ -499,8 +499,8 @@ def _env_sources(
         if env.get(var):
             sources[key] = f"environment {var}"
     if provider.name != base.name:
-        if "provider" not in sources or base.name is not None and not env.get("TRELLISD_PROVIDER"):
-            sources["provider"] = f"environment {provider.key_source or 'keys'}"
+        if not env.get("TRELLISD_PROVIDER"):  # picked by the key the environment holds
+            sources["provider"] = f"environment {provider.key_source or 'TRELLISD_SCRIPT'}"
         for key in ("model", "baseUrl"):
             if not env.get(_ENV_OF[key]):
                 sources.pop(key, None)
