@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e import test_shared
 from tests.e2e.conftest import TEST_KEY, DaemonFactory
 from tests.e2e.test_policy_tools import answer_approvals
 from tests.e2e.test_sessions import open_session, turn
-from tests.e2e import test_shared
 from tests.e2e.test_shared import Windows
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
