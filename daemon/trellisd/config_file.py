@@ -68,7 +68,7 @@ from .config import (
 )
 from .convert import Invalid, camel, nonempty, structure
 from .errors import InvalidParams
-from .policy.layers import Approval, LayerSpec, Policy, _approval, _layers
+from .policy.layers import Approval, LayerSpec, Policy, PolicySpec, _approval, _layers
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
 
@@ -438,7 +438,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
     _env_sources(env, base, provider, sources)
     policy = DEFAULT_POLICY
     if parsed.layers:
-        policy = Policy.of(_policy_spec(parsed))
+        policy = Policy.of(PolicySpec(layers=parsed.layers, approval=parsed.approval))
         sources["layers"] = where
     if parsed.approval is not None:
         policy = dataclasses.replace(policy, approval=parsed.approval)
@@ -467,12 +467,6 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         file=str(path) if read is not None else None,
         sources=sources,
     )
-
-
-def _policy_spec(parsed: ConfigFile) -> Any:
-    from .policy.layers import PolicySpec
-
-    return PolicySpec(layers=parsed.layers, approval=parsed.approval)
 
 
 _ENV_OF = {
