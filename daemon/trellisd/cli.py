@@ -265,14 +265,14 @@ def run(argv: list[str] | None) -> None:
 
             attach(str(path), os.environ, args.log_level)
         configure_logging(args.log_level)
-        if args.command == "demo":
-            from .demo import run_demo
-
-            sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
         settings = environment_settings(os.environ)
         if args.command == "config":
             print(config_report(settings))
             sys.exit(0)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
         path = store_path(args.db, os.environ)
         if args.command in ("export", "import"):
             print(archive_command(args, path))
