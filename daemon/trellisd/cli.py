@@ -21,7 +21,7 @@ from . import PROTOCOL_VERSION, __version__
 from .rendezvous import shared_mode, store_file
 
 if TYPE_CHECKING:
-    from .config import ProviderSettings
+    from .config_file import Settings
 
 DESCRIPTION = """\
 trellisd: a coding-agent daemon that editors start over stdio and talk to in JSON-RPC
@@ -43,6 +43,10 @@ environment:
                        (comma-separated)
   TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
                        (default 128000)
+  TRELLISD_PASS_ENV    secret-looking variables commands may see (comma-separated)
+
+config file: $XDG_CONFIG_HOME/trellisd/config.toml (else ~/.config/trellisd/config.toml);
+the environment overrides it. `trellisd config` shows what is in effect.
 """
 
 SERVE_DESCRIPTION = """\
@@ -86,6 +90,13 @@ reopens the session. The folder it works in is removed at the end. Exit status 1
 claim the tour checks did not hold.
 """
 
+
+CONFIG_DESCRIPTION = """\
+Print the settings a daemon started here would use, and where each came from: the built-in
+default, the config file ($XDG_CONFIG_HOME/trellisd/config.toml, else
+~/.config/trellisd/config.toml) or a variable of the environment. Keys are never shown. A
+config file with a mistake is named, with its line and key, and the exit status is 2.
+"""
 
 EXPORT_DESCRIPTION = """\
 Write a session's whole tree (every turn, run, step and event, its policy) to FILE as one
@@ -134,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | acp | status | stop | demo | export | import] [--db PATH]"
+            "%(prog)s [serve | acp | status | stop | config | demo | export | import] [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
         ),
@@ -147,7 +158,9 @@ def parser() -> argparse.ArgumentParser:
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)
     commands = p.add_subparsers(
-        title="commands", dest="command", metavar="{serve,acp,status,stop,demo,export,import}"
+        title="commands",
+        dest="command",
+        metavar="{serve,acp,status,stop,config,demo,export,import}",
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
@@ -156,6 +169,7 @@ def parser() -> argparse.ArgumentParser:
         ("daemon", argparse.SUPPRESS, DAEMON_DESCRIPTION, SERVE_DB),
         ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
         ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
+        ("config", "the effective settings and where each came from", CONFIG_DESCRIPTION, SERVE_DB),
         (
             "demo",
             "a tour of trellisd: a daemon driven over the protocol, offline",
@@ -203,13 +217,26 @@ def store_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
         raise UsageError(str(exc)) from exc
 
 
-def environment_settings(env: Mapping[str, str]) -> ProviderSettings:
-    from .config import provider_from_env
+def environment_settings(env: Mapping[str, str]) -> Settings:
+    """The config file's settings with the environment's over them; a mistake in either
+    is a ``UsageError`` (the daemon does not start half-configured)."""
+    from .config_file import load_settings
 
     try:
-        return provider_from_env(env)
+        return load_settings(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def config_report(settings: Settings) -> str:
+    """``trellisd config``: every setting, its value (keys never shown) and where it came
+    from."""
+    rows = settings.describe()
+    width = max(len(key) for key, _, _ in rows)
+    value_width = min(40, max(len(value) for _, value, _ in rows))
+    lines = [f"config file  {settings.file or '(none: built-in defaults and environment)'}"]
+    lines += [f"{key:<{width}}  {value:<{value_width}}  {source}" for key, value, source in rows]
+    return "\n".join(lines)
 
 
 def configure_logging(level: str) -> None:
@@ -253,6 +280,9 @@ def run(argv: list[str] | None) -> None:
             attach(str(path), os.environ, args.log_level)
         configure_logging(args.log_level)
         settings = environment_settings(os.environ)
+        if args.command == "config":
+            print(config_report(settings))
+            sys.exit(0)
         if args.command == "demo":
             from .demo import run_demo
 

@@ -1,7 +1,8 @@
 """The daemon's configuration: where the store lives and which model answers turns.
 
-Read once from the environment (and the command line), then overridden by the editor's
-``initializationOptions`` and per session by ``session/open``'s ``provider``.
+Read from the user's config file (``config_file``), the environment over it (and the command
+line), then overridden by the editor's ``initializationOptions``, per session by
+``session/open``'s ``provider`` and per turn by ``session/turn``.
 """
 
 from __future__ import annotations
@@ -151,18 +152,34 @@ _LIMITS: dict[str, float] = {
 _LIMIT_WORDS = {0: "zero or more", 0.001: "a positive number of seconds", 1: "1 or more"}
 
 
-def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
-    """Pick the provider from ``TRELLISD_*`` variables, else from a known API key."""
-    name = env.get("TRELLISD_PROVIDER") or None
-    script = env.get("TRELLISD_SCRIPT") or None
-    model = env.get("TRELLISD_MODEL") or None
-    base_url = env.get("TRELLISD_BASE_URL") or None
-    key = env.get("TRELLISD_API_KEY") or None
-    key_source = "TRELLISD_API_KEY" if key else None
+def provider_from_env(
+    env: Mapping[str, str], base: ProviderSettings | None = None
+) -> ProviderSettings:
+    """``TRELLISD_*`` variables laid over ``base`` (the config file's settings). With no
+    provider named by either, one is picked from a known API key. The key comes from
+    ``TRELLISD_API_KEY``, else from ``base`` (the variable the file names, or its ``apiKey``),
+    else from the provider's usual variable (``OPENAI_API_KEY``, ...)."""
+    base = ProviderSettings() if base is None else base
+    named = env.get("TRELLISD_PROVIDER") or None
+    if named is not None and named not in PROVIDERS:
+        raise ValueError(f"TRELLISD_PROVIDER must be one of {', '.join(PROVIDERS)}, not {named!r}")
+    name = named or base.name
+    # A provider named here that is not the file's does not take the file's endpoint,
+    # model or key.
+    own = base if name == base.name else ProviderSettings()
+    script = env.get("TRELLISD_SCRIPT") or base.script
+    model = env.get("TRELLISD_MODEL") or own.model
+    base_url = env.get("TRELLISD_BASE_URL") or own.base_url
+    key, key_source = own.api_key, own.key_source
+    if env.get("TRELLISD_API_KEY"):
+        key, key_source = env["TRELLISD_API_KEY"], "TRELLISD_API_KEY"
     transport = {
-        "max_retries": _limit(env, "TRELLISD_MAX_RETRIES", int, "max_retries"),
-        "retry_budget": _limit(env, "TRELLISD_RETRY_BUDGET", float, "retry_budget"),
-        "read_timeout": _limit(env, "TRELLISD_READ_TIMEOUT", float, "read_timeout"),
+        attr: _limit(env, var, kind, attr, getattr(base, attr))
+        for attr, var, kind in (
+            ("max_retries", "TRELLISD_MAX_RETRIES", int),
+            ("retry_budget", "TRELLISD_RETRY_BUDGET", float),
+            ("read_timeout", "TRELLISD_READ_TIMEOUT", float),
+        )
     }
     if name is None:
         for candidate in ("openrouter", "openai", "anthropic"):
@@ -175,12 +192,12 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
     keys = tuple((var, env[var]) for var in KEY_VARIABLES.values() if env.get(var))
     if name is None:
         return ProviderSettings(script=script, keys=keys, **transport)
-    if name not in PROVIDERS:
-        raise ValueError(f"TRELLISD_PROVIDER must be one of {', '.join(PROVIDERS)}, not {name!r}")
     if key is None and name in KEY_VARIABLES and env.get(KEY_VARIABLES[name]):
         key, key_source = env[KEY_VARIABLES[name]], KEY_VARIABLES[name]
     if name == "openrouter" and model is None:
         model = env.get("OPENROUTER_MODEL") or None
+    temperature = _number(env, "TRELLISD_TEMPERATURE", float)
+    max_tokens = _number(env, "TRELLISD_MAX_TOKENS", int)
     return ProviderSettings(
         name=name,
         model=model,
@@ -188,8 +205,8 @@ def provider_from_env(env: Mapping[str, str]) -> ProviderSettings:
         api_key=key,
         key_source=key_source,
         script=script,
-        temperature=_number(env, "TRELLISD_TEMPERATURE", float),
-        max_tokens=_number(env, "TRELLISD_MAX_TOKENS", int),
+        temperature=own.temperature if temperature is None else temperature,
+        max_tokens=own.max_tokens if max_tokens is None else max_tokens,
         keys=keys,
         **transport,
     )
@@ -205,10 +222,10 @@ def _number(env: Mapping[str, str], var: str, kind: type[Any]) -> Any:
         raise ValueError(f"{var} must be a number, not {raw!r}") from exc
 
 
-def _limit(env: Mapping[str, str], var: str, kind: type[Any], attr: str) -> Any:
+def _limit(env: Mapping[str, str], var: str, kind: type[Any], attr: str, default: Any) -> Any:
     value = _number(env, var, kind)
     if value is None:
-        return getattr(ProviderSettings, attr)
+        return default
     if value < _LIMITS[attr]:
         raise ValueError(f"{var} must be {_LIMIT_WORDS[_LIMITS[attr]]}, not {env[var]!r}")
     return value

@@ -134,6 +134,8 @@ async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> in
         "TRELLISD_SCRIPT": str(script),
         "TRELLISD_MODEL": "scripted",
         "TRELLISD_PRICES": str(prices),
+        # The tour's daemon reads no config file of the user's (its layers, its approval).
+        "XDG_CONFIG_HOME": str(scratch / "config"),
     }
     print("model:    the built-in scripted model, playing the tour's script (offline)")
     print(f"store:    {store}\nfolder:   {workspace} (removed at the end)")

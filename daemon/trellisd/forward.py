@@ -116,7 +116,7 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
     read_end, write_end = os.pipe()
     with open(place.log, "ab") as log_file:
         try:
-            subprocess.Popen(
+            daemon = subprocess.Popen(
                 [
                     sys.executable,
                     "-m",
@@ -141,9 +141,10 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
     with os.fdopen(read_end, "rb") as ready:
         said = ready.readline()
     if said != b"ready\n":
-        raise AttachError(
-            f"the shared daemon for {place.store} did not start: {_last_line(place.log)}"
-        )
+        last = _last_line(place.log)
+        if daemon.wait() == 2:  # refused its settings (a config file's mistake): say it as is
+            raise AttachError(last.removeprefix("trellisd: "), 2)
+        raise AttachError(f"the shared daemon for {place.store} did not start: {last}")
 
 
 def _last_line(path: str) -> str:

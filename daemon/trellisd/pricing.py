@@ -120,9 +120,21 @@ def price_table(env: Mapping[str, str] | None = None) -> Mapping[str, Price]:
     return _table(prices_path(env))
 
 
+_configured: dict[str, Price] = {}
+
+
+def use_prices(prices: Mapping[str, Price]) -> None:
+    """The config file's ``[prices]``, laid over the built-in table and ``prices.json``."""
+    _configured.clear()
+    _configured.update({normal_name(n): p for n, p in prices.items()})
+    _process_table.cache_clear()
+
+
 @cache
 def _process_table() -> Mapping[str, Price]:
-    return _table(prices_path())
+    if not _configured:
+        return _table(prices_path())
+    return MappingProxyType({**_table(prices_path()), **_configured})
 
 
 @lru_cache(maxsize=8)

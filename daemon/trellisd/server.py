@@ -34,7 +34,8 @@ from pygls.protocol import (
 
 from . import PROTOCOL_VERSION, __version__, services, wire
 from .agent.steering import Steer
-from .config import InitializationOptions, ProviderSettings
+from .config import InitializationOptions
+from .config_file import Settings
 from .convert import structure
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
@@ -215,9 +216,12 @@ class Daemon:
     window that started it; in standalone mode the daemon ends with its one window.
     """
 
-    def __init__(self, db_path: str, settings: ProviderSettings, shared: bool = False) -> None:
+    def __init__(self, db_path: str, settings: Settings, shared: bool = False) -> None:
+        from .pricing import use_prices
+
         self.db_path = db_path
         self.settings = settings
+        use_prices(settings.prices)
         self.shared = shared
         self.windows: set[TrellisServer] = set()
         self.following: dict[str, set[TrellisServer]] = {}
@@ -354,9 +358,7 @@ class TrellisServer(LanguageServer):
 
     protocol: TrellisProtocol
 
-    def __init__(
-        self, daemon: Daemon, settings: ProviderSettings, writer: FrameWriter, peer: str
-    ) -> None:
+    def __init__(self, daemon: Daemon, settings: Settings, writer: FrameWriter, peer: str) -> None:
         super().__init__(
             "trellisd",
             __version__,
@@ -365,8 +367,8 @@ class TrellisServer(LanguageServer):
             text_document_sync_kind=types.TextDocumentSyncKind.None_,
         )
         self.daemon = daemon
-        self.settings = settings
-        self.defaults = WindowSettings(settings)
+        self.settings = settings.provider
+        self.defaults = WindowSettings(settings.provider, settings)
         self.peer = peer
         self.writer = writer
         self.protocol.set_writer(writer)
@@ -631,14 +633,12 @@ def register(server: TrellisServer) -> TrellisServer:
     return server
 
 
-def window(
-    daemon: Daemon, settings: ProviderSettings, writer: FrameWriter, peer: str
-) -> TrellisServer:
+def window(daemon: Daemon, settings: Settings, writer: FrameWriter, peer: str) -> TrellisServer:
     """A window of ``daemon``: an editor's connection, served with ``settings``."""
     return register(TrellisServer(daemon, settings, writer, peer))
 
 
-def serve_stdio(db_path: str, settings: ProviderSettings) -> None:
+def serve_stdio(db_path: str, settings: Settings) -> None:
     """Standalone mode: one daemon, one window on stdin and stdout, until ``exit`` or the end
     of input; either way, end like ``exit``. A closed stdout drops what is sent afterwards,
     so what the daemon records never depends on the editor being there."""

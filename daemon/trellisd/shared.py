@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from . import __version__, server
-from .config import ProviderSettings, provider_from_env
+from .config_file import Settings, load_settings
 from .rendezvous import Place, end_record, read_line, record
 from .transport import FrameReader, FrameWriter
 
@@ -50,7 +50,7 @@ def idle_exit_seconds(env: Mapping[str, str]) -> float:
 
 
 class SharedDaemon:
-    def __init__(self, db_path: str, settings: ProviderSettings, idle_exit: float) -> None:
+    def __init__(self, db_path: str, settings: Settings, idle_exit: float) -> None:
         self.place = Place(db_path)
         self.daemon = server.Daemon(db_path, settings, shared=True)
         self.daemon.on_change = self._changed
@@ -173,7 +173,10 @@ class SharedDaemon:
         try:
             if not isinstance(env, dict):
                 raise ValueError("a window must hand over its environment as an object")
-            settings = provider_from_env({str(k): str(v) for k, v in env.items()})
+            # The window's model settings over the daemon's environment (the first
+            # window's, less its keys), and the config file read again: a window attaching
+            # after the file was broken is refused, as a daemon starting would be.
+            settings = load_settings({**os.environ, **{str(k): str(v) for k, v in env.items()}})
         except ValueError as exc:
             self._answer(conn, {"ok": False, "error": str(exc), "exit": 2})
             conn.close()
@@ -281,9 +284,7 @@ class SharedDaemon:
         await self.daemon.exit(0)
 
 
-def serve_shared(
-    db_path: str, settings: ProviderSettings, ready_fd: int | None, idle_exit: float
-) -> None:
+def serve_shared(db_path: str, settings: Settings, ready_fd: int | None, idle_exit: float) -> None:
     daemon = SharedDaemon(db_path, settings, idle_exit)
     daemon.claim()
 

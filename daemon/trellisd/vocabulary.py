@@ -43,6 +43,7 @@ class Decision(StrEnum):
 
     ALLOW = "allow"
     ALLOW_ALWAYS = "allowAlways"
+    ALLOW_ALWAYS_PROJECT = "allowAlwaysProject"
     DENY = "deny"
     TIMEOUT = "timeout"
 
@@ -56,7 +57,7 @@ class FeedKind(StrEnum):
     TURN_ENDED = "turnEnded"
 
 
-ANSWERS = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.DENY)
+ANSWERS = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT, Decision.DENY)
 """The decisions an editor may send; ``timeout`` is the daemon's own."""
 
 

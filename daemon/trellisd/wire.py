@@ -38,6 +38,7 @@ from .records import (
     TurnResult,
 )
 from .store.chain import Verdict
+from .tools.base import ActionKind
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -215,6 +216,28 @@ class TurnRevert:
 class SessionFork:
     session_id: str
     turn_id: str | None  # required, but null: an empty fork
+
+
+@attrs.frozen
+class RevokedGrant:
+    """A remembered approval to take back, as ``session/policy`` lists it."""
+
+    kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
+    target: str
+    scope: Literal["policy", "session", "project"] | None = attrs.field(
+        default=None, metadata={"must": "be one of 'session' or 'project'"}
+    )
+
+    def __attrs_post_init__(self) -> None:
+        _nonempty("grant.target", self.target)
+
+
+@attrs.frozen
+class SessionRevoke:
+    """``session/revoke``: one grant of the session (or of its root) taken back."""
+
+    session_id: str
+    grant: RevokedGrant
 
 
 @attrs.frozen

@@ -499,18 +499,53 @@ def _approval_script(path: str) -> list[dict[str, Any]]:
 
 def test_an_approval_allowed_for_the_session_is_asked_once(start: Start, tmp_path: Path) -> None:
     ed = start(script=_approval_script("notes.txt"))
-    ed.will_pick("Allow for this session")
+    ed.will_pick("Allow always (this session)")
     ed.command("Trellis write a note")
     ed.wait_idle()
     text = ed.text()
     approvals = [a for a in ed.asked() if a.get("kind") == "trellisd.approval"]
     assert len(approvals) == 1, approvals
-    assert approvals[0]["items"] == ["Allow once", "Allow for this session", "Deny"]
+    assert approvals[0]["items"] == [
+        "Allow once",
+        "Allow always (this session)",
+        "Allow always (this project)",
+        "Deny",
+    ]
     assert "write_file" in approvals[0]["prompt"] and "notes.txt" in approvals[0]["prompt"]
     assert "> approval asked: `write_file`" in text
-    assert "> allowed for this session" in text
+    assert "> allowed always for this session" in text
     assert (tmp_path / "project" / "notes.txt").read_text() == "hello again\n"
     assert "The note is written." in text
+
+
+def test_an_approval_for_the_project_holds_in_a_new_session_until_revoked(
+    start: Start, tmp_path: Path
+) -> None:
+    script = _approval_script("notes.txt")
+    script[2:2] = [
+        {"text": "Written twice."},
+        {"tool": "write_file", "arguments": {"path": "notes.txt", "content": "third\n"}},
+    ]
+    ed = start(script=script)
+    ed.will_pick("Allow always (this project)")
+    ed.command("Trellis write a note")
+    ed.wait_idle()
+    assert "> allowed always for every session of this project" in ed.text()
+    ed.command("TrellisNew another")
+    ed.wait_text("# another")
+    ed.command("Trellis write it once more")
+    ed.wait_idle()
+    approvals = [a for a in ed.asked() if a.get("kind") == "trellisd.approval"]
+    assert len(approvals) == 1, "the project's grant holds in the new session"
+    assert (tmp_path / "project" / "notes.txt").read_text() == "third\n"
+
+    ed.will_pick("write notes.txt · this project", "Revoke it")
+    ed.command("TrellisGrants")
+    ed.wait_note("revoked: write notes.txt · this project")
+    listed = [a for a in ed.asked() if a.get("kind") == "trellisd.grants"]
+    assert listed[-1]["items"] == ["write notes.txt · this project"]
+    ed.command("TrellisGrants")
+    ed.wait_note("no remembered approvals")
 
 
 def test_an_approval_denied_leaves_the_file_alone(start: Start, tmp_path: Path) -> None:

@@ -18,11 +18,12 @@ import logging
 from pathlib import Path
 
 from ..config import ProviderSettings
+from ..config_file import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def serve(db_path: str | Path, settings: ProviderSettings) -> None:
+async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> None:
     """Serve ACP on stdin/stdout until the client closes stdin."""
     from acp import run_agent
 
@@ -42,5 +43,5 @@ async def serve(db_path: str | Path, settings: ProviderSettings) -> None:
         await app.close()
 
 
-def serve_stdio(db_path: str | Path, settings: ProviderSettings) -> None:
+def serve_stdio(db_path: str | Path, settings: Settings | ProviderSettings) -> None:
     asyncio.run(serve(db_path, settings))

@@ -31,7 +31,6 @@ from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
-from ..services.policies import load
 from . import updates
 from .files import ClientFiles, offered
 from .notifier import AcpNotifier
@@ -355,8 +354,8 @@ class TrellisAgent:
         policies = self.app.sessions.policies
         current = await policies.of(session)
         spec = attrs.evolve(session.policy or PolicySpec(), approval=approval)
-        fresh = await asyncio.to_thread(load, Path(session.root), spec)
-        policies.remember(session.session_id, dataclasses.replace(fresh, grants=current.grants))
+        fresh = await asyncio.to_thread(policies.load, Path(session.root), spec)
+        await policies.remember(session, dataclasses.replace(fresh, grants=current.grants))
 
     async def _state(self, session: Session) -> tuple[schema.SessionModeState, list[ConfigOption]]:
         policy = await self.app.sessions.policies.of(session)

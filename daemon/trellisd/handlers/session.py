@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import wire
 from ..services import Services
+from ..tools.base import Action
 from .base import Method
 
 
@@ -23,6 +24,11 @@ async def session_tools(app: Services, p: wire.SessionRef) -> Any:
 
 async def session_policy(app: Services, p: wire.SessionRef) -> Any:
     return (await app.sessions.policy(p.session_id)).to_wire()
+
+
+async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
+    action = Action(p.grant.kind, p.grant.target)
+    return (await app.sessions.revoke(p.session_id, action, p.grant.scope)).to_wire()
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
@@ -135,6 +141,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open, follow="answer"),
     Method("session/policy", wire.SessionRef, session_policy),
     Method("session/tools", wire.SessionRef, session_tools),
+    Method("session/revoke", wire.SessionRevoke, session_revoke),
     Method("session/reopen", wire.SessionReopen, session_reopen, follow="live"),
     Method("session/list", wire.SessionList, session_list),
     Method("session/history", wire.SessionPage, session_history),

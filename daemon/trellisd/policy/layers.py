@@ -53,6 +53,8 @@ Ruling = Literal["allow", "ask", "refuse"]
 STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
 APPROVAL_LAYER = "approval"
 GRANT_LAYER = "grant"
+GrantScope = Literal["policy", "session", "project"]
+GRANT_SCOPES: tuple[GrantScope, ...] = ("policy", "session", "project")
 MAX_GLOB_CHARS = 4096
 MAX_GLOBS = 1000
 """The most globs one source (a project file, ``session/open``'s policy) may hold: each
@@ -140,6 +142,19 @@ class Policy:
     layers: tuple[Layer, ...] = ()
     approval: Approval | None = None
     grants: frozenset[Action] = field(default_factory=frozenset)
+    """Given with the policy itself (``session/open``'s ``policy``): scope ``policy``."""
+    session_grants: frozenset[Action] = field(default_factory=frozenset)
+    """``allowAlways`` answers, kept with the session in the store: scope ``session``."""
+    project_grants: frozenset[Action] = field(default_factory=frozenset)
+    """``allowAlwaysProject`` answers, kept for every session over the same root: scope
+    ``project``."""
+
+    def granted(self, action: Action) -> bool:
+        return (
+            action in self.grants
+            or action in self.session_grants
+            or (action in self.project_grants)
+        )
 
     @property
     def effective_approval(self) -> Approval:
@@ -218,7 +233,7 @@ class Policy:
                 f"{what} is refused: this session is read-only (approval 'never').",
             )
         if approval == "ask":
-            if action in self.grants:
+            if self.granted(action):
                 return Verdict(
                     "allow", GRANT_LAYER, action.target, f"{what} is allowed for this session."
                 )
@@ -232,7 +247,11 @@ class Policy:
 
     def with_grant(self, action: Action) -> Policy:
         """This policy with ``action`` allowed for the rest of the session, without asking."""
-        return replace(self, grants=self.grants | {action})
+        return replace(self, session_grants=self.session_grants | {action})
+
+    def with_kept(self, session: frozenset[Action], project: frozenset[Action]) -> Policy:
+        """This policy with the grants kept in the store for the session and its root."""
+        return replace(self, session_grants=session, project_grants=project)
 
     def stacked(self, above: Policy) -> Policy:
         """This policy with ``above``'s layers on top; ``above``'s approval if it sets one."""
@@ -240,6 +259,8 @@ class Policy:
             self.layers + above.layers,
             above.approval or self.approval,
             self.grants | above.grants,
+            self.session_grants | above.session_grants,
+            self.project_grants | above.project_grants,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -247,8 +268,13 @@ class Policy:
             "layers": [layer.to_wire() for layer in self.layers],
             "approval": self.effective_approval,
             "grants": [
-                {"kind": g.kind, "target": g.target}
-                for g in sorted(self.grants, key=lambda g: (g.kind, g.target))
+                {"kind": g.kind, "target": g.target, "scope": scope}
+                for g, scope in sorted(
+                    [(g, "policy") for g in self.grants]
+                    + [(g, "session") for g in self.session_grants]
+                    + [(g, "project") for g in self.project_grants],
+                    key=lambda gs: (gs[0].kind, gs[0].target, GRANT_SCOPES.index(gs[1])),
+                )
             ],
         }
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
+from ..config_file import Settings, client_spec
 from ..errors import TrellisError
 from ..mcp import McpServers, McpServerSpec, call_timeout
 from ..processes import pid_alive
@@ -47,15 +48,22 @@ class Services:
     def __init__(
         self,
         store: AsyncStore,
-        settings: ProviderSettings,
+        settings: Settings | ProviderSettings,
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
-        mcp_config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
+        mcp_config: Callable[[], Sequence[McpServerSpec]] | None = None,
     ) -> None:
         self.store = store
+        if isinstance(settings, ProviderSettings):
+            settings = Settings(settings)
         self.defaults = Defaults(settings)
         self.running = Running()
-        policies = Policies()
+        policies = Policies(store, lambda: self.defaults.policy)
+        if mcp_config is None:  # the config file's servers, as the window's settings have them
+
+            def mcp_config() -> list[McpServerSpec]:
+                return [client_spec(s) for s in self.defaults.settings.mcp_servers]
+
         self.mcp = McpServers(store.mcp_approvals, mcp_config, call_timeout(os.environ))
         self.changes = ChangeService(store, self.running, policies, store.folder / "git")
         self.sessions = SessionService(
@@ -111,10 +119,10 @@ class Services:
 
 async def start(
     db_path: str | Path,
-    settings: ProviderSettings,
+    settings: Settings | ProviderSettings,
     notifier: Notifier,
     providers: Callable[[ProviderSettings], Provider] = make_provider,
-    mcp_config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
+    mcp_config: Callable[[], Sequence[McpServerSpec]] | None = None,
 ) -> Services:
     """Open the store at ``db_path`` and start the services over it (``StoreError`` if the
     store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time

@@ -1,44 +1,96 @@
-"""Each session's effective policy, with the grants the user gave while this daemon runs."""
+"""Each session's effective policy, with the grants the user gave: those kept with the
+session and those kept for its root (``store.grants``), the same in every window."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import InvalidParams, NotFound
 from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
 from ..records import Session
+from ..store.facade import AsyncStore
 from ..tools.base import Action
 
 
-def load(root: Path, requested: PolicySpec | None) -> Policy:
-    """The daemon's default layer applies unless the session names its own layers."""
+def load(root: Path, requested: PolicySpec | None, default: Policy = DEFAULT_POLICY) -> Policy:
+    """The default layers (the config file's, else the built-in one) apply unless the
+    session names its own layers."""
     if requested is not None and requested.layers:
-        return load_policy(root, requested, default=Policy(approval=DEFAULT_POLICY.approval))
-    return load_policy(root, requested)
+        return load_policy(root, requested, default=Policy(approval=default.approval))
+    return load_policy(root, requested, default=default)
 
 
 class Policies:
-    def __init__(self) -> None:
+    def __init__(
+        self, store: AsyncStore, default: Callable[[], Policy] = lambda: DEFAULT_POLICY
+    ) -> None:
+        self.store, self.default = store, default
         self._by_session: dict[str, Policy] = {}
+        self._roots: dict[str, str] = {}
+        self._own: dict[str, frozenset[Action]] = {}
+        self._project: dict[str, frozenset[Action]] = {}
 
-    def remember(self, session_id: str, policy: Policy) -> None:
-        self._by_session[session_id] = policy
+    def load(self, root: Path, requested: PolicySpec | None) -> Policy:
+        return load(root, requested, self.default())
+
+    async def remember(self, session: Session, policy: Policy) -> None:
+        self._by_session[session.session_id] = policy
+        await self._kept(session)
 
     def forget(self, session_id: str) -> None:
         """The session was closed or deleted: read its policy afresh if it is used again."""
         self._by_session.pop(session_id, None)
+        self._own.pop(session_id, None)
+        self._roots.pop(session_id, None)
+
+    async def _kept(self, session: Session) -> None:
+        own, project = await self.store.grants.of(session.session_id, session.root)
+        self._roots[session.session_id] = session.root
+        self._own[session.session_id] = own
+        self._project[session.root] = project
 
     async def of(self, session: Session) -> Policy:
         """The session's effective policy, read from its root the first time."""
-        policy = self._by_session.get(session.session_id)
-        if policy is None:
-            policy = await asyncio.to_thread(load, Path(session.root), session.policy)
-            self._by_session[session.session_id] = policy
-        return policy
+        if session.session_id not in self._by_session:
+            policy = await asyncio.to_thread(self.load, Path(session.root), session.policy)
+            await self.remember(session, policy)
+        return self._composed(session.session_id)
+
+    def _composed(self, session_id: str) -> Policy:
+        root = self._roots[session_id]
+        return self._by_session[session_id].with_kept(
+            self._own.get(session_id, frozenset()), self._project.get(root, frozenset())
+        )
 
     def check(self, session_id: str, action: Action) -> Verdict:
-        return self._by_session[session_id].check(action)
+        return self._composed(session_id).check(action)
 
-    def grant(self, session_id: str, action: Action) -> None:
-        """The user allowed ``action`` for the rest of the session (``allowAlways``)."""
-        self._by_session[session_id] = self._by_session[session_id].with_grant(action)
+    async def grant(self, session_id: str, action: Action, project: bool) -> None:
+        """The user allowed ``action`` from now on: for the session (``allowAlways``), or for
+        every session over its root (``allowAlwaysProject``); kept in the store."""
+        root = self._roots[session_id]
+        await self.store.grants.add(session_id, root, action, project)
+        if project:
+            self._project[root] = self._project.get(root, frozenset()) | {action}
+        else:
+            self._own[session_id] = self._own.get(session_id, frozenset()) | {action}
+
+    async def revoke(self, session: Session, action: Action, scope: str | None) -> Policy:
+        """Take back a kept grant; ``NotFound`` when the session has no such grant."""
+        policy = await self.of(session)
+        if scope == "policy" or (scope is None and action in policy.grants):
+            raise InvalidParams(
+                f"the grant to {action.kind} {action.target} came with the session's policy"
+                " (session/open); it is not revoked here",
+                field="grant.scope",
+            )
+        removed = await self.store.grants.remove(session.session_id, session.root, action, scope)
+        if not removed:
+            raise NotFound(
+                f"session {session.session_id} has no grant to {action.kind} {action.target}",
+                sessionId=session.session_id,
+            )
+        await self._kept(session)
+        return self._composed(session.session_id)

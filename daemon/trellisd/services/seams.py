@@ -122,8 +122,10 @@ class Gate:
                     "decision": decision.value,
                 },
             )
-            if decision == Decision.ALLOW_ALWAYS:
-                self.policies.grant(session_id, action)
+            if decision in (Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT):
+                await self.policies.grant(
+                    session_id, action, decision == Decision.ALLOW_ALWAYS_PROJECT
+                )
             elif decision != Decision.ALLOW:
                 await self._refusal(
                     call, action, step, "approval", decision.value, "the user did not approve it"

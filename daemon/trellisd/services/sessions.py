@@ -26,8 +26,9 @@ from ..records import (
 from ..store.chain import Verdict
 from ..store.facade import AsyncStore
 from ..store.sessions import expect
+from ..tools.base import Action
 from .changes import ChangeService
-from .policies import Policies, load
+from .policies import Policies
 from .running import Running
 from .settings import Defaults
 
@@ -59,17 +60,21 @@ class SessionService:
         folder = workspace(root)
         choice = provider or ProviderChoice()
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
-        effective = await asyncio.to_thread(load, folder, policy)
+        effective = await asyncio.to_thread(self.policies.load, folder, policy)
         await asyncio.to_thread(project_servers, folder)  # refuse a bad [[mcp]] now
         session = await self.store.sessions.create(
             str(folder), title or "", choice, policy, instructions or None
         )
-        self.policies.remember(session.session_id, effective)
+        await self.policies.remember(session, effective)
         self.mcp.give(session.session_id, mcp_servers)
         return session
 
     async def policy(self, session_id: str) -> Policy:
         return await self.policies.of(await self.store.sessions.get(session_id))
+
+    async def revoke(self, session_id: str, action: Action, scope: str | None) -> Policy:
+        """Take back a remembered approval; the session's policy after it."""
+        return await self.policies.revoke(await self.store.sessions.get(session_id), action, scope)
 
     async def reopen(
         self, session_id: str, limit: int | None

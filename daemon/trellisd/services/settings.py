@@ -8,15 +8,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ..config import ProviderSettings
+from ..config_file import Settings
+from ..policy import Policy
 from ..records import ProviderChoice
+from ..tools.environment import use_passed
 
 
 @dataclass
 class WindowSettings:
-    """A window's settings; an editor that sends ``initialize`` again changes them for the
-    turns it starts afterwards."""
+    """A window's settings: those of its environment and the config file (``base``), and
+    the provider its ``initializationOptions`` made of them; an editor that sends
+    ``initialize`` again changes that for the turns it starts afterwards."""
 
     provider: ProviderSettings
+    base: Settings
 
 
 _window: ContextVar[WindowSettings | None] = ContextVar("trellisd_window", default=None)
@@ -25,13 +30,27 @@ _window: ContextVar[WindowSettings | None] = ContextVar("trellisd_window", defau
 def use_window(settings: WindowSettings) -> None:
     """The requests served from the calling task on (and the turns they run) use ``settings``."""
     _window.set(settings)
+    use_passed(settings.base.pass_env)
 
 
 class Defaults:
     """The settings of the window a request came from, else the daemon's own."""
 
-    def __init__(self, provider: ProviderSettings) -> None:
-        self._own = provider
+    def __init__(self, settings: Settings) -> None:
+        self._base = settings
+        self._own = settings.provider
+
+    @property
+    def settings(self) -> Settings:
+        """The file and environment's settings of the window a request came from (its MCP
+        servers, its default policy), else the daemon's own."""
+        window = _window.get()
+        return self._base if window is None else window.base
+
+    @property
+    def policy(self) -> Policy:
+        """The default policy a session's own is stacked on."""
+        return self.settings.policy
 
     @property
     def provider(self) -> ProviderSettings:

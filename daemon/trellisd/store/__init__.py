@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .changes import Changes
 from .db import Database
+from .grants import Grants
 from .leases import Leases
 from .mcp_approvals import McpApprovals
 from .runs import Runs
@@ -26,6 +27,7 @@ class Store:
         self.search = Search(self.db)
         self.changes = Changes(self.db, self.leases)
         self.mcp_approvals = McpApprovals(self.db)
+        self.grants = Grants(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -29,6 +29,7 @@ from ..records import (
     Step,
     Turn,
 )
+from ..tools.base import Action
 from . import Store, archive
 from .chain import Verdict
 from .changes import Recorded, TurnRun
@@ -246,6 +247,20 @@ class AsyncMcpApprovals:
         await self._run(self._store.mcp_approvals.approve, root, command_line)
 
 
+class AsyncGrants:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def add(self, session_id: str, root: str, action: Action, project: bool) -> None:
+        await self._run(self._store.grants.add, session_id, root, action, project)
+
+    async def of(self, session_id: str, root: str) -> tuple[frozenset[Action], frozenset[Action]]:
+        return await self._run(self._store.grants.of, session_id, root)
+
+    async def remove(self, session_id: str, root: str, action: Action, scope: str | None) -> int:
+        return await self._run(self._store.grants.remove, session_id, root, action, scope)
+
+
 class AsyncStore:
     """The store's aggregates, each with named async methods."""
 
@@ -257,6 +272,7 @@ class AsyncStore:
         self.leases = AsyncLeases(store, self._thread)
         self.changes = AsyncChanges(store, self._thread)
         self.mcp_approvals = AsyncMcpApprovals(store, self._thread)
+        self.grants = AsyncGrants(store, self._thread)
 
     @property
     def folder(self) -> Path:

@@ -262,4 +262,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         PRIMARY KEY (root, command_line)
     ) STRICT;
     """,
+    # 12: remembered approvals: a grant kept with its session (``scope`` 'session', ``owner``
+    # the session's id) or with every session over a folder ('project', the root). A
+    # session's grants go with it.
+    """
+    CREATE TABLE approval_grant (
+        scope TEXT NOT NULL CHECK (scope IN ('session', 'project')),
+        owner TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        target TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (scope, owner, kind, target)
+    ) STRICT;
+    CREATE TRIGGER approval_grant_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM approval_grant WHERE scope = 'session' AND owner = old.id;
+    END;
+    """,
 )

@@ -11,13 +11,16 @@ the model's service. Left out:
 
 ``TRELLISD_PASS_ENV`` is a comma-separated list of variable names, in the daemon's own
 environment, to let through all the same (``TRELLISD_PASS_ENV=NPM_TOKEN,PIP_INDEX_KEY``);
-it cannot let a provider key through.
+else the config file's ``passEnv`` list. It cannot let a provider key through. The daemon
+sets the list for the requests of each window (``use_passed``); MCP servers get the same
+environment.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 
 from ..config import KEY_VARIABLES
 
@@ -26,14 +29,29 @@ PROVIDER_KEYS = frozenset({"TRELLISD_API_KEY", *KEY_VARIABLES.values()})
 SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
 
 
-def child_environment(parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``parent`` (the daemon's environment by default) without its secrets."""
+_passed: ContextVar[tuple[str, ...] | None] = ContextVar("trellisd_passed", default=None)
+
+
+def use_passed(names: tuple[str, ...]) -> None:
+    """The programs started from the calling task on may see ``names`` (the effective
+    ``passEnv``), in place of what ``TRELLISD_PASS_ENV`` says."""
+    _passed.set(names)
+
+
+def child_environment(
+    parent: Mapping[str, str] | None = None, passed: tuple[str, ...] | None = None
+) -> dict[str, str]:
+    """``parent`` (the daemon's environment by default) without its secrets; ``passed``
+    (else the list ``use_passed`` set, else ``TRELLISD_PASS_ENV``) let through."""
     parent = os.environ if parent is None else parent
-    passed = {name.strip() for name in parent.get(PASS_VARIABLE, "").split(",")}
+    names = _passed.get() if passed is None else passed
+    if names is None:
+        names = tuple(name.strip() for name in parent.get(PASS_VARIABLE, "").split(","))
+    passed_set = set(names)
     return {
         name: value
         for name, value in parent.items()
-        if name not in PROVIDER_KEYS and (name in passed or not secret_name(name))
+        if name not in PROVIDER_KEYS and (name in passed_set or not secret_name(name))
     }
 
 

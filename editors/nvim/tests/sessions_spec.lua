@@ -314,7 +314,12 @@ test("an approval is asked with vim.ui.select and answered with the choice", fun
   wait_for(function()
     return asked
   end, nil, "the approval question")
-  eq({ "Allow once", "Allow for this session", "Deny" }, asked.items)
+  eq({
+    "Allow once",
+    "Allow always (this session)",
+    "Allow always (this project)",
+    "Deny",
+  }, asked.items)
   eq(
     "trellisd asks to run write_file path: notes.txt, content: hi (write 2 bytes to notes.txt)",
     asked.prompt
@@ -323,7 +328,7 @@ test("an approval is asked with vim.ui.select and answered with the choice", fun
   eq("trellis: approval needed", trellis.statusline())
   idle()
   eq("allowAlways", decision)
-  wait_text("> allowed for this session")
+  wait_text("> allowed always for this session")
   wait_text("> write 2 bytes to notes.txt")
   finish_test()
 end)

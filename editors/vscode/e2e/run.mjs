@@ -380,7 +380,7 @@ try {
     }
   });
 
-  await check('a write needs approval: the quick pick shows the tool, its arguments and a summary; "Allow once" runs it', async () => {
+  await check('a write needs approval: the quick pick shows the tool, its arguments and a summary; "Allow always (this project)" runs it', async () => {
     await send('Write a note');
     const pick = page.locator('.quick-input-widget');
     await pick.locator('.quick-input-title', { hasText: 'allow write_file?' }).waitFor({ timeout: 30_000 });
@@ -392,13 +392,16 @@ try {
     // the diff editor beside the question: the file as it is, and as the write would leave it
     await page.locator('.tab', { hasText: 'notes.txt: what the write would change' }).waitFor({ timeout: 30_000 });
     await page.screenshot({ path: path.join(artifacts, 'approval.png') });
-    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    for (const offered of ['Allow once', 'Allow always (this session)', 'Deny']) {
+      await pick.locator('.monaco-list-row', { hasText: offered }).waitFor();
+    }
+    await pick.locator('.monaco-list-row', { hasText: 'Allow always (this project)' }).click();
     const turn = chat.locator('section.turn').nth(1);
-    await turn.locator('.approval', { hasText: 'allowed once' }).waitFor();
+    await turn.locator('.approval', { hasText: 'allowed always for this project' }).waitFor();
     await turn.locator('.tool', { hasText: 'write_file' }).waitFor();
     await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
     await turn.locator('.reply .text code', { hasText: 'notes.txt' }).waitFor();
-    await waitForLog(extensionLog, /approval answered: allow for write_file/);
+    await waitForLog(extensionLog, /approval answered: allowAlwaysProject for write_file/);
     const written = fs.readFileSync(path.join(project, 'notes.txt'), 'utf8');
     if (written !== 'written after approval\n') {
       throw new Error(`notes.txt holds ${JSON.stringify(written)}`);
@@ -570,6 +573,20 @@ try {
     await dialog.locator('.monaco-button', { hasText: 'Delete' }).click();
     await page.locator('.notification-toast', { hasText: 'the session “A fork to try things” was deleted' }).waitFor();
     await waitForLog(extensionLog, /session s-\S+ deleted/);
+  });
+
+  await check('remembered approvals: "trellisd: Remembered Approvals…" lists the project\'s grant; revoking it asks first', async () => {
+    await palette('trellisd: Remembered Approvals…');
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: 'write notes.txt' });
+    await row.locator('.label-description', { hasText: 'this project' }).waitFor();
+    await row.click();
+    const dialog = page.locator('.monaco-dialog-box');
+    await dialog.locator('.dialog-message-text', { hasText: 'Revoke the approval to write notes.txt (this project)?' }).waitFor();
+    await dialog.locator('.monaco-button', { hasText: 'Revoke' }).click();
+    await page.locator('.notification-toast', { hasText: 'revoked write notes.txt (this project)' }).waitFor();
+    await waitForLog(extensionLog, /revoked write notes\.txt \(project\)/);
+    await palette('trellisd: Remembered Approvals…');
+    await page.locator('.notification-toast', { hasText: 'no remembered approvals in this session' }).waitFor();
   });
 
   await check('MCP: a project server asks to start, its tool call names server and tool, and the tools view lists it', async () => {

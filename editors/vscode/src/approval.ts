@@ -17,9 +17,14 @@ export function approvalItems(params: ApprovalParams): ApprovalItem[] {
   return [
     { label: '$(check) Allow once', description: `run ${params.tool} this time`, decision: 'allow' },
     {
-      label: '$(check-all) Allow for this session',
+      label: '$(check-all) Allow always (this session)',
       description: 'do not ask again for this in this session',
       decision: 'allowAlways',
+    },
+    {
+      label: '$(root-folder) Allow always (this project)',
+      description: 'do not ask again for this in any session of this folder',
+      decision: 'allowAlwaysProject',
     },
     { label: '$(circle-slash) Deny', description: 'refuse; the model is told so', decision: 'deny' },
   ];

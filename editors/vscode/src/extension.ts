@@ -192,6 +192,7 @@ export function activate(context: vscode.ExtensionContext): void {
     vscodeapi.registerCommand('trellisd.forkHere', act('fork', commands.fork)),
     vscodeapi.registerCommand('trellisd.renameSession', act('rename the session', commands.rename)),
     vscodeapi.registerCommand('trellisd.deleteSession', act('delete a session', commands.delete)),
+    vscodeapi.registerCommand('trellisd.showGrants', act('show the remembered approvals', commands.grants)),
     vscodeapi.registerCommand('trellisd.exportSession', act('export the session', commands.export)),
     vscodeapi.registerCommand('trellisd.importSession', act('import a session', commands.import)),
     vscodeapi.registerCommand('trellisd.searchSessions', act('search sessions', commands.search)),

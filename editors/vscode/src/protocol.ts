@@ -30,6 +30,8 @@ export const Method = {
   fork: 'session/fork',
   rename: 'session/rename',
   delete: 'session/delete',
+  policy: 'session/policy',
+  revoke: 'session/revoke',
   export: 'session/export',
   import: 'session/import',
   // daemon -> editor
@@ -304,9 +306,23 @@ export interface Restored {
 }
 
 /** The answers an editor may give to session/requestApproval, as the schema lists them. */
-export const APPROVAL_DECISIONS = ['allow', 'allowAlways', 'deny'] as const;
+export const APPROVAL_DECISIONS = ['allow', 'allowAlways', 'allowAlwaysProject', 'deny'] as const;
 
 export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
+
+/** A remembered approval (session/policy's grants): what it allows, and where it is kept. */
+export interface Grant {
+  kind: 'read' | 'write' | 'exec';
+  target: string;
+  /** policy: given with session/open's policy; session: this session's; project: every session over the root. */
+  scope?: 'policy' | 'session' | 'project';
+}
+
+/** session/policy's answer, as far as the extension reads it. */
+export interface PolicyView {
+  approval: 'all' | 'ask' | 'never';
+  grants: Grant[];
+}
 
 export interface ApprovalResult {
   decision: ApprovalDecision;

@@ -21,8 +21,10 @@ import {
   ExportResult,
   FileChange,
   McpServer,
+  Grant,
   Method,
   PauseResult,
+  PolicyView,
   ReopenResult,
   Restored,
   RunningTurn,
@@ -520,6 +522,23 @@ export class SessionController {
       this.fireSession();
     }
     this.log.info(`session ${current.sessionId} renamed to ${JSON.stringify(title)}`);
+  }
+
+  /** The open session's remembered approvals (session/policy's grants). */
+  async grants(): Promise<Grant[]> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const policy = await this.client.request<PolicyView>(Method.policy, { sessionId: current.sessionId });
+    return policy.grants;
+  }
+
+  /** Take back a remembered approval: the action is asked for again. */
+  async revoke(grant: Grant): Promise<Grant[]> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const policy = await this.client.request<PolicyView>(Method.revoke, { sessionId: current.sessionId, grant });
+    this.log.info(`revoked ${grant.kind} ${grant.target} (${grant.scope ?? 'session'}) of session ${current.sessionId}`);
+    return policy.grants;
   }
 
   /** Delete a session for good; when it is the open one, the view is emptied. */

@@ -8,7 +8,7 @@ import * as path from 'path';
 import type { QuickPickItem } from 'vscode';
 
 import { DaemonError } from './errors';
-import { ErrorCode, SessionSummary, Turn } from './protocol';
+import { ErrorCode, Grant, SessionSummary, Turn } from './protocol';
 import { SessionController } from './session';
 import { sessionItems, SessionItem } from './sessionPicker';
 import { searchSessions } from './sessionSearch';
@@ -38,6 +38,17 @@ export async function pickTurn(controller: SessionController, title: string, nod
     })),
   ];
   return vscodeapi.showQuickPick(items, { title, matchOnDescription: true, matchOnDetail: true });
+}
+
+const GRANT_SCOPES: Record<string, string> = { session: 'this session', project: 'this project', policy: "the session's policy" };
+
+/** A remembered approval as the list shows it: what it allows, and where it is kept. */
+export function grantItem(grant: Grant): QuickPickItem & { grant: Grant } {
+  return {
+    label: `${grant.kind === 'exec' ? '$(terminal)' : '$(edit)'} ${grant.kind} ${grant.target}`,
+    description: GRANT_SCOPES[grant.scope ?? 'session'] ?? grant.scope,
+    grant,
+  };
 }
 
 /** A file name from a session's title: "Fix the parser" -> "fix-the-parser.trellisd". */
@@ -122,6 +133,32 @@ export class SessionCommands {
     if (sure) {
       await this.controller.deleteSession(picked.sessionId);
       void vscodeapi.showInformationMessage(`trellisd: the session “${name}” was deleted.`);
+    }
+  };
+
+  /** The open session's remembered approvals; the one picked is revoked after a confirmation. */
+  readonly grants = async (): Promise<void> => {
+    const grants = await this.controller.grants();
+    if (grants.length === 0) {
+      void vscodeapi.showInformationMessage('trellisd: no remembered approvals in this session: "Allow always" answers are kept here.');
+      return;
+    }
+    const picked = await vscodeapi.showQuickPick(grants.map(grantItem), {
+      title: 'trellisd: remembered approvals (pick one to revoke it)',
+      matchOnDescription: true,
+    });
+    if (!picked) {
+      return;
+    }
+    const what = `${picked.grant.kind} ${picked.grant.target} (${picked.description})`;
+    if (picked.grant.scope === 'policy') {
+      void vscodeapi.showInformationMessage(`trellisd: ${what} came with the session's policy; open a session with another policy to drop it.`);
+      return;
+    }
+    const sure = await vscodeapi.confirm(`Revoke the approval to ${what}?`, 'The action will be asked for again.', 'Revoke');
+    if (sure) {
+      await this.controller.revoke(picked.grant);
+      void vscodeapi.showInformationMessage(`trellisd: revoked ${what}.`);
     }
   };
 

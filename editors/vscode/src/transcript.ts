@@ -170,7 +170,8 @@ const DECISIONS: Record<ApprovalDecision | 'pending' | 'withdrawn', string> = {
   pending: 'waiting for your answer',
   withdrawn: 'withdrawn: answered in another window, or the turn ended first',
   allow: 'allowed once',
-  allowAlways: 'allowed for this session',
+  allowAlways: 'allowed always for this session',
+  allowAlwaysProject: 'allowed always for this project',
   deny: 'denied',
 };
 

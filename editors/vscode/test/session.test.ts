@@ -278,7 +278,7 @@ describe('steering, cancelling, approving', () => {
       assert.match(pick.placeholder!, /"path":"notes.txt"/);
       assert.deepEqual(
         pick.items.map((i) => i.label.replace(/^\$\([^)]+\) /, '')),
-        ['Allow once', 'Allow for this session', 'Deny'],
+        ['Allow once', 'Allow always (this session)', 'Allow always (this project)', 'Deny'],
       );
       assert.ok(pick.disposed);
       assert.match(stripTags(view.last!.body), new RegExp(`write_file ${decision}`));
@@ -364,13 +364,13 @@ describe('steering, cancelling, approving', () => {
     assert.equal(fs.existsSync(`${daemon.root}/a.txt`), false);
   });
 
-  test('"Allow for this session" is not asked again for the same action', async () => {
+  test('"Allow always (this session)" is not asked again for the same action', async () => {
     const c = controller([
       { tool: 'write_file', arguments: { path: 'a.txt', content: 'first' } },
       { tool: 'write_file', arguments: { path: 'a.txt', content: 'second' } },
       { text: 'Written twice.' },
     ]);
-    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow for this session'), 20);
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow always (this session)'), 20);
     await c.openSession(daemon.root);
     const result = await c.turn('write two files');
     assert.equal(result?.outcome, 'finished');

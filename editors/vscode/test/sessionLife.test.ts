@@ -91,6 +91,31 @@ describe("a session's life, against the daemon", () => {
     await assert.rejects(c.reopenSession(doomed.sessionId), (e) => e instanceof DaemonError && e.code === -32010);
   });
 
+  test('"Allow always (this project)" holds in a new session of the folder; the grants list revokes it', async () => {
+    daemon.setScript([
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'first' } },
+      { text: 'Written.' },
+      { tool: 'write_file', arguments: { path: 'a.txt', content: 'second' } },
+      { text: 'Written again.' },
+    ]);
+    const c = controller();
+    stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow always (this project)'), 20);
+    await c.openSession(daemon.root, 'first');
+    await c.turn('write a');
+    await c.openSession(daemon.root, 'second');
+    await c.turn('write a again');
+    assert.equal(stub.quickPicks.length, 1, 'asked once: the project grant holds in the second session');
+    assert.equal(fs.readFileSync(path.join(daemon.root, 'a.txt'), 'utf8'), 'second');
+
+    const listed: string[] = [];
+    stub.answerQuickPick = (items) => (listed.push(...items.map((i) => `${i.label} · ${i.description}`)), items[0]);
+    stub.answerMessage = (shown) => (shown.items.includes('Revoke') ? 'Revoke' : undefined);
+    await commands(c).grants();
+    assert.deepEqual(listed, ['$(edit) write a.txt · this project']);
+    assert.deepEqual(await c.grants(), []);
+    assert.ok(daemon.log.has(/revoked write a.txt \(project\)/));
+  });
+
   test('export to a file, import into another store; again: refused, then as a copy', async () => {
     const c = controller();
     const session = await c.openSession(daemon.root, 'worth keeping');

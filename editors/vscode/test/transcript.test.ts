@@ -81,7 +81,7 @@ describe('the transcript', () => {
     turn.blocks.push({ kind: 'steer', clientMsgId: 'c1', text: 'use <b>', state: 'delivered', step: 2 });
     turn.blocks.push({ kind: 'steer', clientMsgId: 'c2', text: 'late', state: 'undelivered' });
     const html = bodyHtml(turn);
-    const order = ['Looking.', 'allowed for this session', 'created a.txt (1 bytes)', 'use &lt;b&gt;', 'delivered at step 2', 'not delivered'];
+    const order = ['Looking.', 'allowed always for this session', 'created a.txt (1 bytes)', 'use &lt;b&gt;', 'delivered at step 2', 'not delivered'];
     let at = -1;
     for (const text of order) {
       const next = html.indexOf(text);

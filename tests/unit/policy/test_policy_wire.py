@@ -22,7 +22,7 @@ WIRE: dict[str, Any] = {
         }
     ],
     "approval": "all",
-    "grants": [{"kind": "exec", "target": "make test"}],
+    "grants": [{"kind": "exec", "target": "make test", "scope": "policy"}],
 }
 
 
@@ -46,8 +46,20 @@ def test_from_wire_reads_every_field() -> None:
 
 def test_to_wire_round_trips() -> None:
     assert Policy.from_wire(WIRE).to_wire() == WIRE
-    effective = DEFAULT_POLICY.stacked(Policy.from_wire(WIRE)).with_grant(Action("write", "b"))
+    effective = DEFAULT_POLICY.stacked(Policy.from_wire(WIRE))
     assert Policy.from_wire(effective.to_wire()) == effective
+
+
+def test_grants_say_where_they_are_kept() -> None:
+    kept = DEFAULT_POLICY.stacked(Policy.from_wire({"grants": WIRE["grants"]})).with_kept(
+        frozenset({Action("write", "b")}), frozenset({Action("exec", "make test")})
+    )
+    assert kept.to_wire()["grants"] == [
+        {"kind": "exec", "target": "make test", "scope": "policy"},
+        {"kind": "exec", "target": "make test", "scope": "project"},
+        {"kind": "write", "target": "b", "scope": "session"},
+    ]
+    assert kept.check(Action("write", "b")).ruling == "allow"
 
 
 def test_everything_but_a_layer_name_may_be_left_out() -> None:

@@ -65,7 +65,7 @@ async def test_allow_always_is_not_asked_again_in_the_session(
     assert len(editor.asked) == 1
     assert (root / "a.txt").read_text() == "y"
     grants = (await app.sessions.policy(session)).to_wire()["grants"]
-    assert grants == [{"kind": "write", "target": "a.txt"}]
+    assert grants == [{"kind": "write", "target": "a.txt", "scope": "session"}]
 
 
 @pytest.mark.parametrize("decision", [Decision.DENY, Decision.TIMEOUT])

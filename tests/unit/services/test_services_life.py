@@ -109,7 +109,7 @@ async def test_agents_md_never_widens_the_policy(
     assert not (root / "a.txt").exists()
 
 
-async def test_close_lets_go_of_the_lease_and_the_grants(
+async def test_close_lets_go_of_the_lease_and_keeps_the_grants(
     app: Services, model: Model, editor: Editor, root: Path, tmp_path: Path
 ) -> None:
     session = (await app.sessions.open(str(root), None, None, None)).session_id
@@ -131,7 +131,10 @@ async def test_close_lets_go_of_the_lease_and_the_grants(
         other.leases.release(session)
     finally:
         other.close()
-    assert (await app.sessions.policy(session)).to_wire()["grants"] == []
+    # Grants are kept with the session in the store: read again after the close.
+    assert (await app.sessions.policy(session)).to_wire()["grants"] == [
+        {"kind": "write", "target": "a.txt", "scope": "session"}
+    ]
     _, history, _, _ = await app.sessions.reopen(session, None)
     assert [t.prompt for t in history] == ["write a"]
 

@@ -127,6 +127,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisGrants",
+    0,
+    "List the remembered approvals and revoke one",
+    function()
+      M.grants()
+    end,
+  },
+  {
     "TrellisExport",
     "?",
     "Export the conversation to a file",
@@ -231,6 +239,10 @@ end
 
 function M.delete()
   sessions().delete()
+end
+
+function M.grants()
+  sessions().grants()
 end
 
 function M.export(path)

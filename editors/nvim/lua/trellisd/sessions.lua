@@ -1053,6 +1053,78 @@ function M.delete()
   end, current and current.id)
 end
 
+local GRANT_SCOPES = { session = "this session", project = "this project", policy = "its policy" }
+
+--- One line for a remembered approval: what it allows and where it is kept.
+function M.grant_label(grant)
+  local scope = compat.value(grant.scope) or "session"
+  return tostring(grant.kind)
+    .. " "
+    .. format.one_line(tostring(grant.target), 100)
+    .. " · "
+    .. (GRANT_SCOPES[scope] or scope)
+end
+
+-- :TrellisGrants: the remembered approvals of the session (session/policy's grants); pick
+-- one to revoke it (session/revoke), after a confirmation.
+function M.grants()
+  local state = need_current("show the grants of")
+  if not state then
+    return
+  end
+  with_daemon(function()
+    daemon.request("session/policy", { sessionId = state.id }, function(err, policy)
+      if err then
+        ui.error("could not read the session's policy: " .. err.message)
+        return
+      end
+      local grants = type(policy) == "table" and compat.value(policy.grants) or {}
+      if #grants == 0 then
+        ui.notify("no remembered approvals: “allow always” answers are kept here")
+        return
+      end
+      local labels = {}
+      for i, grant in ipairs(grants) do
+        labels[i] = M.grant_label(grant)
+      end
+      ui.select(
+        labels,
+        { prompt = "Remembered approvals (pick one to revoke)", kind = "trellisd.grants" },
+        function(grant, index)
+          if not index then
+            return
+          end
+          grant = grants[index]
+          if compat.value(grant.scope) == "policy" then
+            ui.warn("that grant came with the session's policy; open a session with another")
+            return
+          end
+          ui.select({ "Revoke it", "Keep it" }, {
+            prompt = "Revoke " .. labels[index] .. "? It will be asked again.",
+            kind = "trellisd.confirm",
+          }, function(_, answer)
+            if answer ~= 1 then
+              return
+            end
+            local revoked = { kind = grant.kind, target = grant.target, scope = grant.scope }
+            daemon.request(
+              "session/revoke",
+              { sessionId = state.id, grant = revoked },
+              function(failed)
+                if failed then
+                  ui.error("could not revoke: " .. failed.message)
+                  return
+                end
+                ui.notify("revoked: " .. labels[index])
+              end
+            )
+          end)
+        end
+      )
+    end)
+  end)
+end
+
 local function absolute(path)
   return vim.fn.fnamemodify(vim.fn.expand(vim.trim(path)), ":p")
 end
@@ -1417,9 +1489,19 @@ local requests = {}
 
 local DECISIONS = {
   { label = "Allow once", decision = "allow", said = "allowed once" },
-  { label = "Allow for this session", decision = "allowAlways", said = "allowed for this session" },
+  {
+    label = "Allow always (this session)",
+    decision = "allowAlways",
+    said = "allowed always for this session",
+  },
+  {
+    label = "Allow always (this project)",
+    decision = "allowAlwaysProject",
+    said = "allowed always for every session of this project",
+  },
   { label = "Deny", decision = "deny", said = "denied" },
 }
+local DENY = #DECISIONS
 
 --- A floating window beside the approval question showing what a write would change
 --- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
@@ -1517,7 +1599,7 @@ requests["session/requestApproval"] = function(p, reply, request)
     if request.withdrawn then
       return
     end
-    local choice = DECISIONS[index] or DECISIONS[3]
+    local choice = DECISIONS[index] or DECISIONS[DENY]
     reply({ decision = choice.decision })
     if run then
       run.approval = false

@@ -1,0 +1,212 @@
+"""The user's config file: its keys, its mistakes named by line and key, and its place in
+the order of precedence (defaults < file < environment < initializationOptions <
+session/open < session/turn)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trellisd.config import InitializationOptions
+from trellisd.config_file import (
+    ConfigError,
+    McpHttpServer,
+    McpStdioServer,
+    config_path,
+    load_settings,
+)
+from trellisd.pricing import Price
+from trellisd.records import ProviderChoice
+from trellisd.tools.environment import child_environment
+
+
+def env_with(tmp_path: Path, text: str | None, mode: int = 0o600, **env: str) -> dict[str, str]:
+    config = tmp_path / "config"
+    if text is not None:
+        (config / "trellisd").mkdir(parents=True, exist_ok=True)
+        path = config / "trellisd" / "config.toml"
+        path.write_text(text)
+        path.chmod(mode)
+    return {"XDG_CONFIG_HOME": str(config), "HOME": str(tmp_path), **env}
+
+
+def test_the_file_is_found_under_xdg_config_home_else_the_home_folder(tmp_path: Path) -> None:
+    assert config_path({"XDG_CONFIG_HOME": "/x"}) == Path("/x/trellisd/config.toml")
+    assert config_path({"HOME": "/h"}) == Path("/h/.config/trellisd/config.toml")
+
+
+def test_no_file_is_the_built_in_defaults(tmp_path: Path) -> None:
+    settings = load_settings(env_with(tmp_path, None))
+    assert settings.file is None and settings.provider.name is None
+    assert settings.policy.layers[0].name == "default" and settings.mcp_servers == ()
+    assert {source for _, _, source in settings.describe()} == {"built-in default"}
+
+
+def test_each_setting_comes_from_the_most_specific_source(tmp_path: Path) -> None:
+    env = env_with(
+        tmp_path,
+        'provider = "openai"\nmodel = "file-model"\nbaseUrl = "http://file/v1"\n'
+        "temperature = 0.1\nmaxTokens = 100\nmaxRetries = 5\n",
+        TRELLISD_MODEL="env-model",
+        OPENAI_API_KEY="sk-env",
+    )
+    settings = load_settings(env)
+    p = settings.provider
+    assert (p.name, p.model, p.base_url, p.temperature, p.max_retries) == (
+        "openai",
+        "env-model",
+        "http://file/v1",
+        0.1,
+        5,
+    )
+    sources = {key: source for key, _, source in settings.describe()}
+    assert sources["model"] == "environment TRELLISD_MODEL"
+    assert sources["baseUrl"].startswith("config file ") and sources["maxRetries"] != (
+        "built-in default"
+    )
+    assert sources["apiKey"] == "environment OPENAI_API_KEY"
+    assert sources["readTimeout"] == "built-in default"
+    # initializationOptions over the environment, session/open over those, the turn last.
+    window = p.merged(
+        InitializationOptions(model="init-model", max_tokens=7), "initializationOptions"
+    )
+    session = window.merged(ProviderChoice(model="open-model"), "provider")
+    turn = session.merged(ProviderChoice(temperature=0.9), "turn")
+    assert (window.model, window.max_tokens, window.temperature) == ("init-model", 7, 0.1)
+    assert (session.model, turn.model, turn.temperature, turn.max_tokens) == (
+        "open-model",
+        "open-model",
+        0.9,
+        7,
+    )
+
+
+def test_another_provider_in_the_environment_does_not_take_the_files_model(
+    tmp_path: Path,
+) -> None:
+    env = env_with(
+        tmp_path,
+        'provider = "openai"\nmodel = "gpt-x"\nkeyVariable = "WORK_KEY"\n',
+        TRELLISD_PROVIDER="anthropic",
+        WORK_KEY="sk-work",
+        ANTHROPIC_API_KEY="sk-ant",
+    )
+    p = load_settings(env).provider
+    assert (p.name, p.effective_model, p.api_key, p.key_source) == (
+        "anthropic",
+        "claude-sonnet-4-5",
+        "sk-ant",
+        "ANTHROPIC_API_KEY",
+    )
+
+
+def test_the_key_comes_from_the_variable_the_file_names(tmp_path: Path) -> None:
+    env = env_with(tmp_path, 'provider = "openai"\nkeyVariable = "WORK_KEY"\n', WORK_KEY="sk-work")
+    settings = load_settings(env)
+    assert (settings.provider.api_key, settings.provider.key_source) == ("sk-work", "WORK_KEY")
+    shown = " ".join(" ".join(row) for row in settings.describe())
+    assert "sk-work" not in shown and "WORK_KEY (named by config file" in shown
+
+
+def test_a_key_in_the_file_is_taken_only_from_a_file_no_one_else_may_read(
+    tmp_path: Path,
+) -> None:
+    text = 'provider = "openai"\n\napiKey = "sk-in-file"\n'
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env_with(tmp_path, text, mode=0o644))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path}/config/trellisd/config.toml:3: apiKey is refused")
+    assert "chmod 600" in message and "sk-in-file" not in message and "\n" not in message
+    settings = load_settings(env_with(tmp_path, text, mode=0o600))
+    assert settings.provider.api_key == "sk-in-file"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ('provider = "openai"\nmodel = 3\n', 2, "model must be a string, not a number"),
+        ('model = "x"\nmaxRetrys = 2\n', 2, "maxRetrys is not a config field"),
+        ("provider = \n", 1, "not valid TOML"),
+        ('provider = "bogus"\n', 1, "provider must be one of"),
+        ("readTimeout = 0\n", 1, "readTimeout must be a positive number of seconds"),
+        ('[[layers]]\nname = "a"\ndenyWrite = [1]\n', 3, "layers[0].denyWrite"),
+        (
+            '[[mcp]]\nname = "a"\ncommand = "x"\n\n[[mcp]]\nname = "b"\n\nurl = "ftp://x"\n',
+            8,
+            "mcp[1].url must be an http:// or https:// URL",
+        ),
+        ('[[mcp]]\nname = "a"\ncommand = "x"\nurl = "http://x"\n', 3, "needs either command"),
+        (
+            '[[mcp]]\nname = "a"\ncommand = "x"\n[[mcp]]\nname = "a"\nurl = "http://x"\n',
+            5,
+            "names another server",
+        ),
+        ('[prices."m"]\ninput = 1\noutput = "cheap"\n', 3, "prices.m.output must be a number"),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_file_the_line_and_the_key(
+    tmp_path: Path, text: str, line: int, words: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env_with(tmp_path, text))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path}/config/trellisd/config.toml:{line}: ")
+    assert words in message
+
+
+def test_an_environment_mistake_is_still_refused_with_a_good_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="TRELLISD_PROVIDER must be one of"):
+        load_settings(env_with(tmp_path, 'model = "m"\n', TRELLISD_PROVIDER="bogus"))
+
+
+def test_mcp_servers_are_a_typed_list_in_the_shape_of_session_open(tmp_path: Path) -> None:
+    text = """
+[[mcp]]
+name = "files"
+command = "npx"
+args = ["-y", "server", "."]
+env = { LOG = "1" }
+cwd = "/tmp"
+
+[[mcp]]
+name = "search"
+url = "https://example.com/mcp"
+headers = [{ name = "X-Team", value = "a" }]
+"""
+    settings = load_settings(env_with(tmp_path, text))
+    assert settings.mcp_servers == (
+        McpStdioServer("files", "npx", ("-y", "server", "."), (("LOG", "1"),), "/tmp"),
+        McpHttpServer("search", "https://example.com/mcp", (("X-Team", "a"),)),
+    )
+
+
+def test_the_default_policy_and_prices_come_from_the_file(tmp_path: Path) -> None:
+    text = """
+approval = "never"
+
+[[layers]]
+name = "mine"
+allowRead = ["**"]
+
+[prices."my-model"]
+input = 0.5
+output = 1.5
+"""
+    settings = load_settings(env_with(tmp_path, text))
+    assert [layer.name for layer in settings.policy.layers] == ["mine"]
+    assert settings.policy.effective_approval == "never"
+    assert settings.prices == {"my-model": Price(0.5, 1.5, 0.5)}
+
+
+def test_pass_env_comes_from_the_file_unless_the_environment_names_it(tmp_path: Path) -> None:
+    settings = load_settings(env_with(tmp_path, 'passEnv = ["NPM_TOKEN"]\n'))
+    assert settings.pass_env == ("NPM_TOKEN",)
+    parent = {"NPM_TOKEN": "n", "GH_TOKEN": "g", "OPENAI_API_KEY": "k", "PATH": "/bin"}
+    assert child_environment(parent, settings.pass_env) == {"NPM_TOKEN": "n", "PATH": "/bin"}
+    over = load_settings(
+        env_with(tmp_path, 'passEnv = ["NPM_TOKEN"]\n', TRELLISD_PASS_ENV="GH_TOKEN")
+    )
+    assert over.pass_env == ("GH_TOKEN",)
+    assert {k: src for k, _, src in over.describe()}["passEnv"] == "environment TRELLISD_PASS_ENV"
