@@ -46,10 +46,13 @@ class ToolContext:
     """Where a tool works. ``may_read`` is asked, with a root-relative posix path, before a
     tool that reads many files (``search``) opens one of them: the session's policy plugs in
     here so that a search does not show what a read would be refused. None reads everything.
+    ``output`` is given a running program's output as it is produced (``run_command``), for
+    the editor to show live; None when no one watches.
     """
 
     root: Path
     may_read: Callable[[str], bool] | None = None
+    output: Callable[[bytes], None] | None = None
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.
