@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import attrs
 
-from ..errors import InvalidParams
+from ..convert import Invalid
 
 ContextKind = Literal["file", "selection", "diagnostics"]
 
@@ -36,9 +36,7 @@ class LineRange:
 
     def __attrs_post_init__(self) -> None:
         if self.start_line < 1 or self.end_line < self.start_line:
-            raise InvalidParams(
-                "a context range needs 1 <= startLine <= endLine", field="context.range"
-            )
+            raise Invalid("needs 1 <= startLine <= endLine")
 
 
 @attrs.frozen
