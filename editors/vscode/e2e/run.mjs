@@ -534,19 +534,20 @@ try {
     await editor.click();
     await page.keyboard.press('Control+Home');
     await page.keyboard.press('Shift+ArrowDown');
+    await page.keyboard.press('Shift+ArrowDown');
     await page.keyboard.press('Shift+End');
     await page.keyboard.press('Shift+F10');
     await page.locator('.monaco-menu .action-item', { hasText: 'Ask About Selection' }).first().click();
     const input = page.locator('.quick-input-widget input.input');
-    await page.locator('.quick-input-widget', { hasText: 'ask about lines 1–2' }).waitFor();
+    await page.locator('.quick-input-widget', { hasText: 'ask about lines 1–3' }).waitFor();
     await input.fill('What do these lines say?');
     await input.press('Enter');
     const turn = chat.locator('section.turn').nth(6);
-    await turn.locator('.notice', { hasText: 'with lines 1–2 of README.md' }).waitFor();
+    await turn.locator('.notice', { hasText: 'with lines 1–3 of README.md' }).waitFor();
     await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
     await turn.locator('.reply', { hasText: 'Those lines are its title.' }).waitFor();
     const prompt = stepPrompt('What do these lines say?');
-    if (!prompt.includes('<selection path="README.md" lines="1-2">\n# demo project\n\n</selection>')) {
+    if (!prompt.includes('<selection path="README.md" lines="1-3">\n# demo project\n\nA folder for trying trellisd.\n</selection>')) {
       throw new Error(`the model was given ${JSON.stringify(prompt)}`);
     }
   });
