@@ -495,8 +495,8 @@ try {
       which(daemonCommand),
       [
         '-c',
-        'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(c.execute("SELECT s.prompt FROM step s' +
-          ' JOIN turn t ON t.run_id = s.run_id WHERE t.prompt = ? AND s.n = 1", (sys.argv[2],)).fetchone()[0])',
+        'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(c.execute("SELECT s.prompt FROM step s JOIN run r ON r.id = s.run_id' +
+          ' JOIN turn t ON t.id = r.turn_id WHERE t.prompt = ? AND s.n = 1", (sys.argv[2],)).fetchone()[0])',
         settings['trellisd.db'],
         turnPrompt,
       ],
