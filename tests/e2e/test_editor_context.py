@@ -110,3 +110,21 @@ async def test_bad_context_is_refused_before_the_turn_starts(
     assert (await daemon.call("session/history", {"sessionId": session["sessionId"]}))[
         "turns"
     ] == []
+
+
+async def test_a_resumed_turn_sends_its_context_again(
+    daemon: Daemon, model: ModelServer, project: Path
+) -> None:
+    session = await open_session(daemon, project, policy=POLICY)
+    model.reply("", tool_calls=[{"name": "list_dir", "arguments": {}}])
+    model.reply("Seen.")
+    context = [{"kind": "file", "path": "notes.txt", "text": "unsaved words"}]
+    paused = await turn(daemon, session, "look", context=context, stepMode=True)
+    assert paused["outcome"] == "paused"
+
+    resumed = await daemon.call(
+        "session/resume", {"sessionId": session["sessionId"], "turnId": paused["turnId"]}
+    )
+    assert resumed["outcome"] == "finished"
+    framed = '<editor-context>\n<file path="notes.txt">\nunsaved words\n</file>\n</editor-context>'
+    assert model.user_messages(-1)[0] == framed + "\n\nlook"
