@@ -39,11 +39,11 @@ from .config_file import Settings
 from .convert import structure
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
-from .records import Step, TurnRef
+from .records import Step, ToolCall, TurnRef
 from .services import Services
 from .services.settings import WindowSettings, use_window
 from .transport import BadFrame, FrameReader, FrameWriter, loads
-from .vocabulary import ANSWERS, Decision
+from .vocabulary import ANSWERS, CallStatus, Decision
 
 log = logging.getLogger(__name__)
 
@@ -541,6 +541,12 @@ class _WireNotifier:
         if running is not None:
             running.committed()
         self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
+
+    def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None:
+        self._notify(turn, "session/toolCall", wire.tool_call(turn, step, call, status.value))
+
+    def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
+        self._notify(turn, "session/toolOutput", wire.tool_output(turn, step, call, text))
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         approval = _Approval(turn, request)

@@ -1,9 +1,11 @@
 """The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
-a session's feed entries, the user's decisions on an approval, and the error codes.
+a session's feed entries, a tool call's statuses, the user's decisions on an approval, and
+the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
-``FeedKind``, ``Decision`` and ``Error.code``); ``python -m trellisd.vocabulary`` writes them
-there, and the tests check the schema, the TypeScript and the Lua copies against these.
+``FeedKind``, ``CallStatus``, ``Decision`` and ``Error.code``); ``python -m
+trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
+the Lua copies against these.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ class Decision(StrEnum):
     TIMEOUT = "timeout"
 
 
+class CallStatus(StrEnum):
+    """Where a tool call stands; a ``session/toolCall`` notification's ``status``."""
+
+    PROPOSED = "proposed"  # the model's call is complete; policy and approval come next
+    RUNNING = "running"
+    DONE = "done"
+    REFUSED = "refused"  # by the policy or the user
+    FAILED = "failed"  # the tool could not do it (its result says why)
+    CANCELLED = "cancelled"  # the turn stopped before the call ended
+
+
 class FeedKind(StrEnum):
     """What an entry of a session's feed (``session/events``) records."""
 
@@ -85,6 +98,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["StepKind"]["enum"] = [k.value for k in StepKind]
     defs["Decision"]["enum"] = [d.value for d in Decision]
     defs["FeedKind"]["enum"] = [k.value for k in FeedKind]
+    defs["CallStatus"]["enum"] = [s.value for s in CallStatus]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]
     answer["properties"]["decision"]["enum"] = [d.value for d in ANSWERS]
     defs["Error"]["properties"]["code"]["enum"] = [c.value for c in ErrorCode]

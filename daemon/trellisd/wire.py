@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from .agent.attached import ContextEntry
 from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
@@ -33,6 +34,7 @@ from .records import (
     SessionSummary,
     Step,
     Tokens,
+    ToolCall,
     Turn,
     TurnRef,
     TurnResult,
@@ -172,6 +174,7 @@ class SessionTurn:
     step_mode: bool | None = None
     expect_head: ExpectHead = ANY_HEAD
     on_conflict: Literal["fork"] | None = None
+    context: tuple[ContextEntry, ...] | None = None
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -442,6 +445,26 @@ def run_summary(value: RunSummary) -> dict[str, Any]:
 def turn_ref(value: TurnRef) -> dict[str, Any]:
     """Written out rather than reflected: every token notification starts with it."""
     return {"sessionId": value.session_id, "turnId": value.turn_id, "runId": value.run_id}
+
+
+def call_id(step: int, call: ToolCall) -> str:
+    """The provider's id of a tool call; a provider that gives none gets one from its step."""
+    return call.id or f"step-{step}"
+
+
+def tool_call(turn: TurnRef, step: int, call: ToolCall, status: str) -> dict[str, Any]:
+    return {
+        **turn_ref(turn),
+        "step": step,
+        "callId": call_id(step, call),
+        "tool": call.name,
+        "arguments": call.arguments,
+        "status": status,
+    }
+
+
+def tool_output(turn: TurnRef, step: int, call: ToolCall, text: str) -> dict[str, Any]:
+    return {**turn_ref(turn), "step": step, "callId": call_id(step, call), "text": text}
 
 
 def session_list(page: list[SessionSummary], cursor: str | None) -> dict[str, Any]:

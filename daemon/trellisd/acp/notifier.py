@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from acp import schema
-from acp.helpers import tool_diff_content, update_agent_message_text, update_tool_call
+from acp.helpers import (
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+    update_tool_call,
+)
 
 from ..agent.steering import Steer
 from ..changes import read_content
@@ -30,7 +36,7 @@ from ..records import Step, ToolCall, TurnRef
 from ..services.changes import ChangeService
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
-from ..vocabulary import Decision
+from ..vocabulary import CallStatus, Decision
 from . import updates
 
 log = logging.getLogger(__name__)
@@ -141,6 +147,7 @@ class Followed:
     rejected: set[str] = field(default_factory=set)
     last_step: dict[str, int] = field(default_factory=dict)
     last_input: int | None = None
+    output: dict[str, str] = field(default_factory=dict)  # running calls' output so far
 
 
 class AcpNotifier:
@@ -191,6 +198,7 @@ class AcpNotifier:
         if step.tool_call is None:
             return
         known = updates.tool_call_id(turn.run_id, step.step) in followed.announced
+        followed.output.pop(updates.tool_call_id(turn.run_id, step.step), None)
 
         async def produce() -> list[Any]:
             edits = await self._changes().step_edits(turn.turn_id) if step.result else []
@@ -198,6 +206,37 @@ class AcpNotifier:
             return [updates.finished(turn.run_id, step, content, known)]
 
         self.send(turn.session_id, produce)
+
+    def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None:
+        """A call is announced (``pending``) as soon as the model made it, and is
+        ``in_progress`` while it runs; its step, once committed, finishes it. A call overtaken
+        by a cancel has no step: it ends ``failed`` here."""
+        followed = self.follow(turn.session_id, "")
+        ident = updates.tool_call_id(turn.run_id, step)
+        if status == CallStatus.PROPOSED:
+            if ident not in followed.announced:
+                followed.announced.add(ident)
+
+                async def produce() -> list[Any]:
+                    content = await asyncio.to_thread(_edit, call, followed.root)
+                    return [updates.announced(turn.run_id, step, call, content)]
+
+                self.send(turn.session_id, produce)
+        elif status == CallStatus.RUNNING:
+            self.send(turn.session_id, update_tool_call(ident, status="in_progress"))
+        elif status == CallStatus.CANCELLED and ident in followed.announced:
+            followed.output.pop(ident, None)
+            self.send(turn.session_id, update_tool_call(ident, status="failed"))
+
+    def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
+        """A running command's output so far, as the call's content (ACP replaces it)."""
+        followed = self.follow(turn.session_id, "")
+        ident = updates.tool_call_id(turn.run_id, step)
+        shown = followed.output[ident] = followed.output.get(ident, "") + text
+        self.send(
+            turn.session_id,
+            update_tool_call(ident, content=[tool_content(text_block(shown))]),
+        )
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         future = self._steers.pop(steer.client_msg_id or "", None)
@@ -214,10 +253,11 @@ class AcpNotifier:
             return Decision.DENY
         number = followed.last_step.get(turn.run_id, 0) + 1
         call = ToolCall("", str(request.get("tool", "")), dict(request.get("arguments") or {}))
-        content = await asyncio.to_thread(_edit, call, followed.root)
         ident = updates.tool_call_id(turn.run_id, number)
-        followed.announced.add(ident)
-        self.send(turn.session_id, updates.announced(turn.run_id, number, call, content))
+        if ident not in followed.announced:  # else announced, with its diff, when proposed
+            followed.announced.add(ident)
+            content = await asyncio.to_thread(_edit, call, followed.root)
+            self.send(turn.session_id, updates.announced(turn.run_id, number, call, content))
         await self.flush()
         if self.peer is None:
             return Decision.TIMEOUT
@@ -241,9 +281,7 @@ class AcpNotifier:
         decision = DECISIONS.get(outcome.option_id, Decision.DENY)
         if outcome.option_id == "denyAlways":
             followed.rejected.add(summary)
-        if decision in (Decision.ALLOW, Decision.ALLOW_ALWAYS):
-            self.send(turn.session_id, update_tool_call(ident, status="in_progress"))
-        return decision
+        return decision  # the call's ``running`` says ``in_progress``
 
 
 def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:

@@ -37,7 +37,8 @@ from ..providers.base import (
 )
 from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
-from ..vocabulary import Outcome
+from ..vocabulary import CallStatus, Outcome
+from .activity import Quiet, ToolActivity, abandon, running
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class TurnPlan:
     check: Check | None = None
     watch: ChangeWatch | None = None
     pause: Callable[[], bool] | None = None  # asked at each step boundary: stop here?
+    activity: ToolActivity = field(default_factory=Quiet)  # told of tool calls as they happen
 
 
 @dataclass
@@ -245,9 +247,12 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         told_nameless = told_nameless or nameless
         messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
+            plan.activity.call(number + index, call, CallStatus.PROPOSED)
+        for index, call in enumerate(streamed.calls):
             if index:
                 number += 1
                 if number > max_steps:
+                    abandon(plan.activity, streamed.calls[index:], number)
                     end.outcome = FAILURE if plan.check is not None else EXHAUSTED
                     return end
             first = index == 0
@@ -255,13 +260,15 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             text_here = streamed.text if first else ""
             tokens_here = streamed.tokens if first else NO_TOKENS
             try:
-                result = await _run_tool(tools.get(call.name), call, plan, number)
+                status, result = await _run_tool(tools.get(call.name), call, plan, number)
             except asyncio.CancelledError:
+                abandon(plan.activity, streamed.calls[index:], number)
                 # The tool's work is abandoned, but what the model said stays.
                 await commit(
                     Step(number, "cancelled", prompt_here, text_here, call, None, tokens_here)
                 )
                 raise
+            plan.activity.call(number, call, status)
             await commit(Step(number, "tool", prompt_here, text_here, call, result, tokens_here))
             messages.append(Message("tool", result, tool_call_id=call.id))
 
@@ -278,24 +285,29 @@ async def _deliver(
     return "\n\n".join(s.text for s in steers) if steers else None
 
 
-async def _run_tool(tool: Tool | None, call: ToolCall, plan: TurnPlan, step: int) -> str:
+async def _run_tool(
+    tool: Tool | None, call: ToolCall, plan: TurnPlan, step: int
+) -> tuple[CallStatus, str]:
+    """The call's result for the model, and how the call ended."""
+    failed = CallStatus.FAILED
     if not call.name:
-        return NAMELESS
+        return failed, NAMELESS
     if tool is None:
-        return f"error: there is no tool named {call.name!r}"
+        return failed, f"error: there is no tool named {call.name!r}"
     if "_unparsed" in call.arguments:
-        return f"error: the arguments of {call.name} were not a JSON object"
+        return failed, f"error: the arguments of {call.name} were not a JSON object"
     try:
         action = tool.action(call.arguments, plan.context)
         if plan.gate is not None:
             refusal = await plan.gate.admit(call, action, step)
             if refusal is not None:
-                return refusal
-        if plan.watch is None:
-            return await tool.run(call.arguments, plan.context)
-        async with plan.watch.around(action, step):
-            return await tool.run(call.arguments, plan.context)
+                return CallStatus.REFUSED, refusal
+        with running(plan.activity, step, call, plan.context) as context:
+            if plan.watch is None:
+                return CallStatus.DONE, await tool.run(call.arguments, context)
+            async with plan.watch.around(action, step):
+                return CallStatus.DONE, await tool.run(call.arguments, context)
     except ToolFailure as exc:
-        return f"error: {exc}"
+        return failed, f"error: {exc}"
     except OSError as exc:
-        return f"error: {call.name} failed: {exc.strerror or exc}"
+        return failed, f"error: {call.name} failed: {exc.strerror or exc}"

@@ -63,6 +63,7 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
         bool(p.step_mode),
         p.expect_head,
         p.on_conflict == "fork",
+        p.context or (),
     )
     return wire.turn_result(result)
 

@@ -14,7 +14,7 @@ from ..records import Step, ToolCall, TurnRef
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 from ..tools.verify import run_check
-from ..vocabulary import Decision
+from ..vocabulary import CallStatus, Decision
 from .policies import Policies
 
 CHECK_TIMEOUT_SECONDS = 600.0
@@ -49,6 +49,10 @@ class Notifier(Protocol):
     def step(self, turn: TurnRef, step: Step) -> None: ...
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
+
+    def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None: ...
+
+    def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None: ...
 
     def forked(self, origin_id: str, fork_id: str) -> None:
         """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever
@@ -205,3 +209,16 @@ class Sink:
 
     def steered(self, step: int, steer: Steer, delivered: bool) -> None:
         self.notifier.steered(self.ref, step, steer, delivered)
+
+
+class Activity:
+    """Tells the editor about one turn's tool calls as they happen."""
+
+    def __init__(self, notifier: Notifier, ref: TurnRef) -> None:
+        self.notifier, self.ref = notifier, ref
+
+    def call(self, step: int, call: ToolCall, status: CallStatus) -> None:
+        self.notifier.tool_call(self.ref, step, call, status)
+
+    def output(self, step: int, call: ToolCall, text: str) -> None:
+        self.notifier.tool_output(self.ref, step, call, text)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.attached import Attached, ContextEntry, frame
 from ..agent.context import conversation, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
@@ -29,10 +30,11 @@ from ..store.facade import AsyncStore
 from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, Outcome, StepKind
+from .attach import attach
 from .changes import ChangeService, approval_diff
 from .policies import Policies
 from .running import Running, RunningTurn
-from .seams import Check, Gate, Notifier, Recorder, Sink
+from .seams import Activity, Check, Gate, Notifier, Recorder, Sink
 from .settings import Defaults
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class _Start:
     instruction_files: tuple[InstructionFile, ...] = ()
     step_mode: bool = False
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
+    attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
 
 
 class TurnService:
@@ -100,14 +103,16 @@ class TurnService:
         step_mode: bool = False,
         expect_head: ExpectHead = ANY_HEAD,
         fork_on_conflict: bool = False,
+        context: tuple[ContextEntry, ...] = (),
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
         a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
         step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
         ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
-        instead."""
+        instead; ``context``: what the editor attached to the prompt."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
+        attached = await self._attach(session, context)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
         told = await self._instructions(session)
@@ -120,23 +125,33 @@ class TurnService:
             if not fork_on_conflict:
                 raise
             return await self._in_fork(
-                session_id, expect_head, prompt, choice, max_steps, verify, step_mode
+                session_id, expect_head, prompt, choice, max_steps, verify, step_mode, context
             )
         ref = TurnRef(session_id, turn_id, run_id)
-        messages = conversation(session.root, path, prompt, told.text)
+        framed = frame(prompt, attached)
+        messages = conversation(session.root, path, framed, told.text)
         return await self._run(
             _Start(
                 session,
                 ref,
                 settings,
                 messages,
-                prompt,
+                framed,
                 max_steps,
                 verify,
                 instruction_files=told.files,
                 step_mode=step_mode,
+                attached=tuple(attached),
             )
         )
+
+    async def _attach(self, session: Session, context: tuple[ContextEntry, ...]) -> list[Attached]:
+        """The editor context, checked and read under the session's policy."""
+        if not context:
+            return []
+        policy = await self.policies.of(session)
+        tools = ToolContext(Path(session.root), may_read=policy.may_read)
+        return await attach(context, tools, policy.check)
 
     async def _instructions(self, session: Session) -> Instructions:
         """The session's standing instructions with the root's AGENTS.md, read now."""
@@ -153,6 +168,7 @@ class TurnService:
         max_steps: int | None,
         verify: tuple[list[str], int] | None,
         step_mode: bool,
+        context: tuple[ContextEntry, ...] = (),
     ) -> TurnResult:
         """The turn, run in a fork of the session taken at ``expect_head``, or (with no
         expectation) at the last turn of its path that has ended."""
@@ -165,7 +181,9 @@ class TurnService:
         fork = await self.store.sessions.fork(session_id, at)
         self.notifier.forked(session_id, fork.session_id)
         log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
-        result = await self.turn(fork.session_id, prompt, choice, max_steps, verify, step_mode)
+        result = await self.turn(
+            fork.session_id, prompt, choice, max_steps, verify, step_mode, context=context
+        )
         return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
 
     async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
@@ -201,14 +219,16 @@ class TurnService:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
-        messages = conversation(session.root, path, turn.prompt, told.text) + replay(steps)
+        prompt = steps[0].prompt if steps and steps[0].step == 1 and steps[0].prompt else None
+        prompt = prompt or turn.prompt  # the first step's prompt holds the editor context
+        messages = conversation(session.root, path, prompt, told.text) + replay(steps)
         return await self._run(
             _Start(
                 session,
                 ref,
                 settings,
                 messages,
-                turn.prompt,
+                prompt,
                 first_step=first,
                 instruction_files=told.files,
                 step_mode=step_mode,
@@ -277,6 +297,9 @@ class TurnService:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
             await self.store.runs.add_event(ref.run_id, "model", None, model)
+            if start.attached:
+                entries = [a.detail() for a in start.attached]
+                await self.store.runs.add_event(ref.run_id, "context", 1, {"entries": entries})
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
@@ -380,6 +403,7 @@ class TurnService:
             inbox=running.inbox,
             first_step=start.first_step,
             pause=running.pausing,
+            activity=Activity(self.notifier, ref),
         )
         try:
             return await run_turn(

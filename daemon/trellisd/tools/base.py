@@ -61,11 +61,14 @@ class ToolContext:
     here so that a search does not show what a read would be refused. None reads everything.
     ``editor``: the editor's files, which ``read_file``, ``write_file`` and ``edit_file`` go
     through when it is there.
+    ``output`` is given a running program's output as it is produced (``run_command``), for
+    the editor to show live; None when no one watches.
     """
 
     root: Path
     may_read: Callable[[str], bool] | None = None
     editor: EditorFiles | None = None
+    output: Callable[[bytes], None] | None = None
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.

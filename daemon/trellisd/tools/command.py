@@ -26,6 +26,7 @@ import secrets
 import shlex
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,13 +90,15 @@ class _Collector(asyncio.SubprocessProtocol):
     """Gathers the output as it comes and notes when the program exits and when the output
     ends (which is later if the program leaves processes behind that hold it open)."""
 
-    def __init__(self, capture: _Capture) -> None:
-        self.capture = capture
+    def __init__(self, capture: _Capture, listener: Callable[[bytes], None] | None) -> None:
+        self.capture, self.listener = capture, listener
         self.exited = asyncio.Event()
         self.output_ended = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self.capture.add(data)
+        if self.listener is not None:
+            self.listener(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         self.output_ended.set()
@@ -104,15 +107,18 @@ class _Collector(asyncio.SubprocessProtocol):
         self.exited.set()
 
 
-async def execute(argv: list[str], cwd: Path, timeout: float) -> Execution:
+async def execute(
+    argv: list[str], cwd: Path, timeout: float, listener: Callable[[bytes], None] | None = None
+) -> Execution:
     """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds or when
-    cancelled. Raises ``ToolFailure`` when the program cannot be started."""
+    cancelled; ``listener`` is given the output as it comes. Raises ``ToolFailure`` when the
+    program cannot be started."""
     capture = _Capture(MAX_OUTPUT_BYTES)
     loop = asyncio.get_running_loop()
     mark = secrets.token_hex(8)
     try:
         transport, collector = await loop.subprocess_exec(
-            lambda: _Collector(capture),
+            lambda: _Collector(capture, listener),
             *argv,
             cwd=cwd,
             env={**child_environment(), RUN_MARK: mark},
@@ -258,7 +264,7 @@ class RunCommand:
         given, cwd = self._arguments(arguments, context)
         if not cwd.is_dir():
             raise ToolFailure(f"cwd {given.cwd} is not a folder")
-        execution = await execute(list(given.argv), cwd, given.seconds)
+        execution = await execute(list(given.argv), cwd, given.seconds, context.output)
         return format_execution(shlex.join(given.argv), execution, given.seconds)
 
     def _arguments(

@@ -149,6 +149,10 @@ fs.writeFileSync(path.join(project, 'README.md'), '# demo project\n\nA folder fo
 // holdAfter pieces, then waits until that file exists: the test decides when the rest comes,
 // so that what it looks at (a partial reply, a steer, a cancel) happens while the turn runs,
 // however slow the machine.
+// A command that prints a line, then waits until the file named by its argument exists.
+const WAITS =
+  "const fs = require('fs'); console.log('halfway there');" +
+  " const t = setInterval(() => { if (fs.existsSync(process.argv[1])) { clearInterval(t); console.log('all done'); } }, 20);";
 const holds = path.join(tmp, 'holds');
 fs.mkdirSync(holds);
 const hold = (name) => path.join(holds, name);
@@ -168,6 +172,13 @@ const lines = [
   { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('never') },
   // turn 6: held after "r1 r2 r3" until the window has been reloaded and shows it again
   { text: Array.from({ length: 40 }, (_, i) => `r${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('reloaded') },
+  // turn 7: a command that prints a line, then waits until the test has seen it
+  { text: 'Running it. ', tool: 'run_command', arguments: { argv: [process.execPath, '-e', WAITS, hold('command-may-end')] } },
+  { text: 'The command printed two lines.' },
+  // turn 8: asked about the selected lines of the README
+  { text: 'Those lines are its title.' },
+  // turn 9: sent from the input box with the active file attached
+  { text: 'That is the README.' },
   // the last turn, in a session over the project once its .trellisd.toml names an MCP server
   { text: 'Asking the server. ', tool: 'mcp__proj__echo', arguments: { text: 'hello from MCP' } },
   { text: 'The server said hello.' },
@@ -482,6 +493,86 @@ try {
     await waitForLog(extensionLog, /turn t-\S+ finished .*\(followed\)/);
   });
 
+  // --- live tool activity and editor context ---
+
+  // The prompt of a step as the daemon recorded it (the shared daemon's store, read by Python).
+  const stepPrompt = (turnPrompt) =>
+    execFileSync(
+      which(daemonCommand),
+      [
+        '-c',
+        'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(c.execute("SELECT s.prompt FROM step s JOIN run r ON r.id = s.run_id' +
+          ' JOIN turn t ON t.id = r.turn_id WHERE t.prompt = ? AND s.n = 1", (sys.argv[2],)).fetchone()[0])',
+        settings['trellisd.db'],
+        turnPrompt,
+      ],
+      { env, encoding: 'utf8' },
+    );
+
+  await check('a tool call is drawn as it happens, and a command\'s output shows while it runs', async () => {
+    await send('Run the slow command');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'allow run_command?' }).waitFor({ timeout: 30_000 });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    const turn = chat.locator('section.turn').nth(5);
+    const call = turn.locator('.tool', { hasText: 'run_command' });
+    // The command waits for the test: what it printed is on the screen before it ends.
+    await call.locator('.tool-output', { hasText: 'halfway there' }).waitFor();
+    await call.locator('.tool-status', { hasText: 'running' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^running/ }).waitFor();
+    if (((await call.locator('.tool-output').textContent()) ?? '').includes('all done')) {
+      throw new Error('the output shows its end before the command was let go');
+    }
+    await page.screenshot({ path: path.join(artifacts, 'live-command.png') });
+    release('command-may-end');
+    await call.locator('.tool-status', { hasText: 'done' }).waitFor();
+    await call.locator('.tool-output', { hasText: 'all done' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    if ((await turn.locator('.tool').count()) !== 1) {
+      throw new Error('the call is drawn twice');
+    }
+    await waitForLog(extensionLog, /step 1: run_command running/);
+  });
+
+  await check('"Ask About Selection…" in the editor\'s context menu sends the selected lines with the prompt', async () => {
+    await page.locator('.tabs-container .tab', { hasText: 'README.md' }).click();
+    const editor = page.locator('.editor-instance .monaco-editor .view-lines').first();
+    await editor.click();
+    await page.keyboard.press('Control+Home');
+    await page.keyboard.press('Shift+ArrowDown');
+    await page.keyboard.press('Shift+ArrowDown');
+    await page.keyboard.press('Shift+End');
+    await page.keyboard.press('Shift+F10');
+    await page.locator('.monaco-menu .action-item', { hasText: 'Ask About Selection' }).first().click();
+    const input = page.locator('.quick-input-widget input.input');
+    await page.locator('.quick-input-widget', { hasText: 'ask about lines 1–3' }).waitFor();
+    await input.fill('What do these lines say?');
+    await input.press('Enter');
+    const turn = chat.locator('section.turn').nth(6);
+    await turn.locator('.notice', { hasText: 'with lines 1–3 of README.md' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await turn.locator('.reply', { hasText: 'Those lines are its title.' }).waitFor();
+    const prompt = stepPrompt('What do these lines say?');
+    if (!prompt.includes('<selection path="README.md" lines="1-3">\n# demo project\n\nA folder for trying trellisd.\n</selection>')) {
+      throw new Error(`the model was given ${JSON.stringify(prompt)}`);
+    }
+  });
+
+  await check('with "Attach the Active File" on, a prompt from the input box goes with the active file', async () => {
+    await palette('trellisd: Attach the Active File to Prompts (Toggle)');
+    await page.locator('.notification-toast', { hasText: 'each prompt goes with the active file' }).waitFor();
+    await send('What is this file?');
+    const turn = chat.locator('section.turn').nth(7);
+    await turn.locator('.notice', { hasText: 'with README.md' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    const prompt = stepPrompt('What is this file?');
+    if (!prompt.includes('<file path="README.md">\n# demo project\n')) {
+      throw new Error(`the model was given ${JSON.stringify(prompt)}`);
+    }
+    await palette('trellisd: Attach the Active File to Prompts (Toggle)');
+    await page.locator('.notification-toast', { hasText: 'prompts go without the active file' }).waitFor();
+  });
+
   // --- the session's life: fork, rename, export and import, search, delete ---
 
   const header = async (selector, text) => chat.locator(selector, { hasText: text }).waitFor();
@@ -650,7 +741,7 @@ try {
   }
   // The shared daemon outlives the windows: stop it, and wait until it has exited (after its
   // turns, which a failed check may have left held).
-  for (const name of ['first-reply', 'steer-queued', 'reloaded']) {
+  for (const name of ['first-reply', 'steer-queued', 'reloaded', 'command-may-end']) {
     release(name);
   }
   try {

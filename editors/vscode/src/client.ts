@@ -30,6 +30,8 @@ import {
   SteeredParams,
   StepParams,
   TokenParams,
+  ToolCallParams,
+  ToolOutputParams,
 } from './protocol';
 
 export interface DaemonCommand {
@@ -52,6 +54,8 @@ export interface DaemonHandlers {
   token?(params: TokenParams): void;
   step?(params: StepParams): void;
   steered?(params: SteeredParams): void;
+  toolCall?(params: ToolCallParams): void;
+  toolOutput?(params: ToolOutputParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -315,6 +319,8 @@ export class DaemonClient {
     connection.onNotification(Method.token, (p: TokenParams) => this.handlers.token?.(p));
     connection.onNotification(Method.step, (p: StepParams) => this.handlers.step?.(p));
     connection.onNotification(Method.steered, (p: SteeredParams) => this.handlers.steered?.(p));
+    connection.onNotification(Method.toolCall, (p: ToolCallParams) => this.handlers.toolCall?.(p));
+    connection.onNotification(Method.toolOutput, (p: ToolOutputParams) => this.handlers.toolOutput?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {

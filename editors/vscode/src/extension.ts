@@ -10,6 +10,7 @@ import { DaemonClient } from './client';
 import { ChatViewProvider } from './chatView';
 import { daemonCommand, initializationOptions, readSettings } from './config';
 import { messageOf } from './errors';
+import type { ContextEntry } from './protocol';
 import { ChannelLog } from './log';
 import { contentProvider, SCHEME, showChanges } from './proposed';
 import { SessionController } from './session';
@@ -108,6 +109,44 @@ export function activate(context: vscode.ExtensionContext): void {
       }
     }
     await controller.send(text);
+  };
+
+  /** The most text of an editor sent with a prompt; past it, the daemon reads the file. */
+  const CONTEXT_BYTES = 256 * 1024;
+  const withText = (entry: ContextEntry, text: string): ContextEntry =>
+    Buffer.byteLength(text, 'utf8') <= CONTEXT_BYTES ? { ...entry, text } : entry;
+
+  controller.activeFile = () => {
+    const editor = vscodeapi.activeEditor();
+    return editor?.scheme === 'file' ? withText({ kind: 'file', path: editor.path }, editor.text) : undefined;
+  };
+
+  /** "Ask About Selection…": a prompt about the selected lines (the whole file, with none). */
+  const askAboutSelection = async () => {
+    const editor = vscodeapi.activeEditor();
+    if (editor?.scheme !== 'file') {
+      throw new Error('open a file and select the lines to ask about');
+    }
+    const selection = editor.selection;
+    const entry: ContextEntry = selection
+      ? withText(
+          { kind: 'selection', path: editor.path, range: { startLine: selection.startLine, endLine: selection.endLine } },
+          selection.text,
+        )
+      : withText({ kind: 'file', path: editor.path }, editor.text);
+    const what = selection ? `lines ${selection.startLine}–${selection.endLine}` : 'the file';
+    const prompt = await vscodeapi.showInputBox({ title: `trellisd: ask about ${what}`, ignoreFocusOut: true });
+    if (!prompt?.trim()) {
+      return;
+    }
+    if (!controller.session) {
+      await startSession();
+      if (!controller.session) {
+        return;
+      }
+    }
+    await focusChat();
+    await controller.turn(prompt.trim(), [entry]);
   };
 
   /** The branch command asks whether the files go back too. */
@@ -232,6 +271,17 @@ export function activate(context: vscode.ExtensionContext): void {
       }),
     ),
     vscodeapi.registerCommand('trellisd.cancelTurn', act('cancel the turn', () => controller.cancel())),
+    vscodeapi.registerCommand('trellisd.askAboutSelection', act('ask about the selection', askAboutSelection)),
+    vscodeapi.registerCommand(
+      'trellisd.toggleActiveFile',
+      act('attach the active file', async () => {
+        const on = controller.toggleAttachActiveFile();
+        void vscodeapi.setContext('trellisd.attachActiveFile', on);
+        void vscodeapi.showInformationMessage(
+          on ? 'trellisd: each prompt goes with the active file.' : 'trellisd: prompts go without the active file.',
+        );
+      }),
+    ),
     vscodeapi.registerCommand('trellisd.branchHere', act('branch', branchHere)),
     vscodeapi.registerCommand('trellisd.resumeTurn', act('resume the turn', resumeTurn)),
     vscodeapi.registerCommand('trellisd.showChanges', act('show the changes', showTurnChanges)),

@@ -38,6 +38,8 @@ export const Method = {
   token: 'session/token',
   step: 'session/step',
   steered: 'session/steered',
+  toolCall: 'session/toolCall',
+  toolOutput: 'session/toolOutput',
   requestApproval: 'session/requestApproval',
 } as const;
 
@@ -232,6 +234,37 @@ export interface SteeredParams extends TurnRef {
   text: string;
   clientMsgId?: string;
   delivered: boolean;
+}
+
+/** Where a tool call stands (session/toolCall), as the schema's `CallStatus` lists them. */
+export const CALL_STATUSES = ['proposed', 'running', 'done', 'refused', 'failed', 'cancelled'] as const;
+
+export type CallStatus = (typeof CALL_STATUSES)[number];
+
+export interface ToolCallParams extends TurnRef {
+  step: number;
+  callId: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  status: CallStatus;
+}
+
+/** A running command's output since the previous one of the call. */
+export interface ToolOutputParams extends TurnRef {
+  step: number;
+  callId: string;
+  text: string;
+}
+
+/** What the editor attaches to a prompt (session/turn's context). */
+export interface ContextEntry {
+  kind: 'file' | 'selection' | 'diagnostics';
+  /** Absolute, inside the session's root, or relative to it. */
+  path: string;
+  /** Lines, 1-based and inclusive. */
+  range?: { startLine: number; endLine: number };
+  /** Left out: the daemon reads the file (or the range of it). */
+  text?: string;
 }
 
 export interface CancelResult {

@@ -17,6 +17,7 @@ import {
   ApprovalParams,
   ApprovalResult,
   CancelResult,
+  ContextEntry,
   ErrorCode,
   ExportResult,
   FileChange,
@@ -36,6 +37,8 @@ import {
   SteerResult,
   StepParams,
   TokenParams,
+  ToolCallParams,
+  ToolOutputParams,
   Turn,
   TurnResult,
 } from './protocol';
@@ -43,6 +46,10 @@ import {
   addBlock,
   appendText,
   Block,
+  callChanged,
+  callEnded,
+  callPrinted,
+  contextLine,
   finish,
   footerText,
   fromHistory,
@@ -120,6 +127,8 @@ export class SessionController {
     token: (p) => this.onToken(p),
     step: (p) => this.onStep(p),
     steered: (p) => this.onSteered(p),
+    toolCall: (p) => this.onToolCall(p),
+    toolOutput: (p) => this.onToolOutput(p),
     requestApproval: (p, token) => this.onApproval(p, token),
   };
 
@@ -232,22 +241,44 @@ export class SessionController {
     if (this.live) {
       await this.steer(trimmed);
     } else {
-      await this.turn(trimmed);
+      const active = this.attachActiveFile ? this.activeFile() : undefined;
+      await this.turn(trimmed, active ? [active] : undefined);
     }
   }
 
-  /** Run one turn; the reply streams into the view. Errors are shown, not thrown. */
-  async turn(prompt: string): Promise<TurnResult | undefined> {
+  /** With it on, a prompt from the input box goes with the active editor's file. */
+  attachActiveFile = false;
+
+  /** The active editor's file as context; set by the extension (it reads the editor). */
+  activeFile: () => ContextEntry | undefined = () => undefined;
+
+  toggleAttachActiveFile(): boolean {
+    this.attachActiveFile = !this.attachActiveFile;
+    this.log.info(`the active file ${this.attachActiveFile ? 'goes' : 'no longer goes'} with each prompt`);
+    return this.attachActiveFile;
+  }
+
+  /** Run one turn; the reply streams into the view. Errors are shown, not thrown.
+   * `context`: what the editor attaches to the prompt (a selection, a file). */
+  async turn(prompt: string, context?: ContextEntry[]): Promise<TurnResult | undefined> {
     const session = this.requireSession();
     if (this.live) {
       throw new TrellisError('A turn is running: steer it or cancel it first.');
     }
     const turn: TranscriptTurn = { key: `local-${++this.keys}`, prompt, blocks: [], outcome: 'running' };
+    if (context?.length) {
+      const root = session.root.endsWith('/') ? session.root : `${session.root}/`;
+      const relative = (p: string) => (p.startsWith(root) ? p.slice(root.length) : p);
+      const text = contextLine(context, relative);
+      addBlock(turn, { kind: 'notice', level: 'info', text });
+      this.log.info(`prompt ${text}`);
+    }
     this.transcript.push(turn);
     return this.run(turn, true, async (token) => {
       await this.ensureAttached();
       const stepMode = this.stepMode || undefined;
-      return this.client.request<TurnResult>(Method.turn, { sessionId: session.sessionId, prompt, stepMode }, token);
+      const params = { sessionId: session.sessionId, prompt, stepMode, ...(context?.length ? { context } : {}) };
+      return this.client.request<TurnResult>(Method.turn, params, token);
     });
   }
 
@@ -743,14 +774,34 @@ export class SessionController {
     if (p.toolCall) {
       // a tool that ran, or one cancelled while it ran or waited for approval
       const result = p.result ?? (p.decision === 'cancelled' ? 'cancelled' : null);
-      addBlock(live.turn, {
-        kind: 'tool',
-        step: p.step,
-        name: p.toolCall.name,
-        arguments: p.toolCall.arguments ?? {},
-        result,
-      });
+      if (!callEnded(live.turn, p.toolCall.id, result)) {
+        addBlock(live.turn, {
+          kind: 'tool',
+          step: p.step,
+          name: p.toolCall.name,
+          arguments: p.toolCall.arguments ?? {},
+          result,
+        });
+      }
       this.log.info(`step ${p.step}: ${p.toolCall.name} ${argumentsLine(p.toolCall.arguments ?? {})} -> ${excerpt(p.result ?? '')}`);
+      this.coalescer.mark(live.turn.key);
+    }
+  }
+
+  private onToolCall(p: ToolCallParams): void {
+    const live = this.liveFor(p);
+    if (!live) {
+      return;
+    }
+    live.turn.turnId ??= p.turnId;
+    callChanged(live.turn, p);
+    this.log.info(`step ${p.step}: ${p.tool} ${p.status}`);
+    this.coalescer.mark(live.turn.key);
+  }
+
+  private onToolOutput(p: ToolOutputParams): void {
+    const live = this.liveFor(p);
+    if (live && callPrinted(live.turn, p.callId, p.text)) {
       this.coalescer.mark(live.turn.key);
     }
   }

@@ -4,13 +4,23 @@
  */
 
 import { escapeHtml, renderMarkdown } from './markdown';
-import type { ApprovalDecision, Tokens, Turn, TurnResult } from './protocol';
+import type { ApprovalDecision, CallStatus, ContextEntry, Tokens, ToolCallParams, Turn, TurnResult } from './protocol';
 
 export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
 
 export type Block =
   | { kind: 'text'; step: number; text: string; html?: string }
-  | { kind: 'tool'; step: number; name: string; arguments: Record<string, unknown>; result: string | null }
+  | {
+      kind: 'tool';
+      step: number;
+      name: string;
+      arguments: Record<string, unknown>;
+      result: string | null;
+      /** Live calls (session/toolCall): the call's id, where it stands, what it printed so far. */
+      callId?: string;
+      status?: CallStatus;
+      output?: string;
+    }
   | { kind: 'steer'; clientMsgId: string; text: string; state: SteerState; step?: number; note?: string }
   | {
       kind: 'approval';
@@ -87,6 +97,66 @@ export function steerDelivered(turn: TranscriptTurn, block: Extract<Block, { kin
   block.step = step;
   block.note = undefined;
   turn.blocks.push(block);
+}
+
+type ToolBlock = Extract<Block, { kind: 'tool' }>;
+
+function findCall(turn: TranscriptTurn, callId: string): ToolBlock | undefined {
+  return turn.blocks.find((b): b is ToolBlock => b.kind === 'tool' && b.callId === callId);
+}
+
+/** A tool call changed status: drawn when the model proposes it, then updated in place. */
+export function callChanged(turn: TranscriptTurn, p: ToolCallParams): void {
+  const block = findCall(turn, p.callId);
+  if (block) {
+    block.status = p.status;
+    return;
+  }
+  addBlock(turn, {
+    kind: 'tool',
+    step: p.step,
+    name: p.tool,
+    arguments: p.arguments ?? {},
+    result: null,
+    callId: p.callId,
+    status: p.status,
+  });
+}
+
+/** The most output a call shows; the daemon caps it per call well below this. */
+const OUTPUT_LIMIT = 64 * 1024;
+
+/** A running command printed `text`; false when the call is not drawn here. */
+export function callPrinted(turn: TranscriptTurn, callId: string, text: string): boolean {
+  const block = findCall(turn, callId);
+  if (!block) {
+    return false;
+  }
+  const output = (block.output ?? '') + text;
+  block.output = output.length > OUTPUT_LIMIT ? output.slice(0, OUTPUT_LIMIT) : output;
+  return true;
+}
+
+/** The call's step is committed: its result goes on the block drawn live; false when none is. */
+export function callEnded(turn: TranscriptTurn, callId: string, result: string | null): boolean {
+  const block = findCall(turn, callId);
+  if (!block) {
+    return false;
+  }
+  block.result = result;
+  return true;
+}
+
+/** "with lines 3–7 of src/app.py, notes.txt": what the editor attached to a prompt. */
+export function contextLine(context: ContextEntry[], relative: (path: string) => string = (p) => p): string {
+  const parts = context.map((entry) => {
+    const path = relative(entry.path);
+    if (entry.kind === 'diagnostics') {
+      return `the diagnostics of ${path}`;
+    }
+    return entry.range ? `lines ${entry.range.startLine}–${entry.range.endLine} of ${path}` : path;
+  });
+  return `with ${parts.join(', ')}`;
 }
 
 export function finish(turn: TranscriptTurn, result: TurnResult): void {
@@ -182,10 +252,16 @@ export function blockHtml(block: Block): string {
       return `<div class="text">${block.html}</div>`;
     case 'tool': {
       const result = block.result === null ? '' : firstLine(block.result);
+      const status = block.status
+        ? ` <span class="tool-status tool-status-${block.status}">${escapeHtml(block.status)}</span>`
+        : '';
+      const output = block.output ? `<pre class="tool-output">${escapeHtml(block.output)}</pre>` : '';
       return (
         `<div class="tool"><span class="tool-name">${escapeHtml(block.name)}</span>` +
         ` <code class="tool-args">${escapeHtml(compactJson(block.arguments))}</code>` +
+        status +
         (result ? ` <span class="tool-result">→ ${escapeHtml(result)}</span>` : '') +
+        output +
         '</div>'
       );
     }

@@ -98,6 +98,36 @@ export function fileUri(path: string): vscode.Uri {
   return vscode.Uri.file(path);
 }
 
+/** The active text editor as plain values: its file, its text, and the lines the selection
+ * covers (1-based, inclusive; none when nothing is selected). */
+export interface ActiveEditor {
+  path: string;
+  scheme: string;
+  text: string;
+  selection?: { startLine: number; endLine: number; text: string };
+}
+
+export function activeEditor(): ActiveEditor | undefined {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    return undefined;
+  }
+  const document = editor.document;
+  const active: ActiveEditor = { path: document.uri.fsPath, scheme: document.uri.scheme, text: document.getText() };
+  const selection = editor.selection;
+  if (!selection.isEmpty) {
+    const startLine = selection.start.line + 1;
+    // a selection that ends at the start of a line does not take that line
+    const endLine = Math.max(startLine, selection.end.character === 0 ? selection.end.line : selection.end.line + 1);
+    const lines: string[] = [];
+    for (let line = startLine - 1; line < endLine; line++) {
+      lines.push(document.lineAt(line).text);
+    }
+    active.selection = { startLine, endLine, text: `${lines.join('\n')}\n` };
+  }
+  return active;
+}
+
 export function besideColumn(): vscode.ViewColumn {
   return vscode.ViewColumn.Beside;
 }

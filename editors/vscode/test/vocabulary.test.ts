@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
-import { APPROVAL_DECISIONS, ErrorCode, Method, OUTCOMES, STEP_KINDS } from '../src/protocol';
+import { APPROVAL_DECISIONS, CALL_STATUSES, ErrorCode, Method, OUTCOMES, STEP_KINDS } from '../src/protocol';
 
 const schemaPath = path.join(__dirname, '..', '..', '..', '..', 'protocol', 'schema.json');
 const schema = JSON.parse(fs.readFileSync(schemaPath, 'utf8'));
@@ -17,6 +17,10 @@ describe('the vocabulary, against protocol/schema.json', () => {
 
   test('step kinds', () => {
     assert.deepEqual([...STEP_KINDS], defs.StepKind.enum);
+  });
+
+  test('tool call statuses', () => {
+    assert.deepEqual([...CALL_STATUSES], defs.CallStatus.enum);
   });
 
   test('approval decisions the editor may send', () => {

@@ -340,3 +340,23 @@ async def test_an_mcp_server_from_session_new_gives_the_model_its_tools(
     with pytest.raises(RequestError) as refused:
         await agent.conn.new_session(cwd=str(workspace), mcp_servers=[sse])
     assert "mcpServers[0]" in str(refused.value.data)
+
+
+async def test_a_command_is_announced_when_proposed_and_its_output_shown_while_it_runs(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="auto")
+    argv = [sys.executable, "-c", "print('first line', flush=True)"]
+    model.reply("", tool_calls=[{"name": "run_command", "arguments": {"argv": argv}}])
+    model.reply("done")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
+    assert answer.stop_reason == "end_turn"
+    assert agent.editor.asked == []
+    [started] = agent.editor.of_kind("tool_call", new.session_id)
+    assert started.status == "pending" and started.kind == "execute"
+    seen = agent.editor.of_kind("tool_call_update", new.session_id)
+    assert [u.status for u in seen if u.status] == ["in_progress", "completed"]
+    shown = [u.content[0].content.text for u in seen if u.status is None and u.content]
+    assert shown and "first line" in shown[-1]

@@ -166,6 +166,46 @@ function M.tool_lines(call, result)
   return lines
 end
 
+-- The line that shows a tool call when it changes status (session/toolCall): the whole
+-- call when the model proposes it, then the tool's name and its new status.
+function M.call_status(tool, arguments, status)
+  if status == "proposed" then
+    return "> tool " .. M.call(tool, arguments) .. " · proposed"
+  end
+  return "> " .. M.code(tostring(compat.value(tool) or "?")) .. " " .. tostring(status)
+end
+
+-- The line under a prompt that says what the editor attached to it.
+function M.context_line(context)
+  local parts = {}
+  for _, entry in ipairs(context) do
+    local path = vim.fn.fnamemodify(entry.path, ":~:.")
+    if entry.range then
+      parts[#parts + 1] = "lines "
+        .. entry.range.startLine
+        .. "–"
+        .. entry.range.endLine
+        .. " of "
+        .. path
+    else
+      parts[#parts + 1] = path
+    end
+  end
+  return "> with " .. table.concat(parts, ", ")
+end
+
+-- A running command's output as the conversation shows it: each line after "│ ".
+-- `at_start`: the previous piece ended a line. Returns the text and whether this one did.
+function M.output(text, at_start)
+  local ends = text:sub(-1) == "\n"
+  local body = ends and text:sub(1, -2) or text
+  body = body:gsub("\n", "\n│ ")
+  if at_start then
+    body = "│ " .. body
+  end
+  return body .. (ends and "\n" or ""), ends
+end
+
 -- Days since 1970-01-01 of a date in the proleptic Gregorian calendar (H. Hinnant's).
 local function days_from_civil(y, m, d)
   if m <= 2 then

@@ -15,6 +15,20 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisAsk",
+    "?",
+    "Ask about the selected lines (:'<,'>TrellisAsk), or about the current buffer",
+    function(o)
+      if o.range > 0 then
+        M.ask_about(o.args, o.line1, o.line2)
+      else
+        M.ask_about(o.args)
+      end
+    end,
+    nil,
+    true,
+  },
+  {
     "TrellisNew",
     "?",
     "Start a new conversation over this folder",
@@ -167,7 +181,7 @@ function M.create_commands()
     vim.api.nvim_create_user_command(
       c[1],
       c[4],
-      { nargs = c[2], desc = c[3], complete = c[5], force = true }
+      { nargs = c[2], desc = c[3], complete = c[5], range = c[6], force = true }
     )
   end
 end
@@ -183,6 +197,10 @@ end
 
 function M.ask(prompt)
   sessions().ask(prompt)
+end
+
+function M.ask_about(prompt, line1, line2)
+  sessions().ask_about(prompt, line1, line2)
 end
 
 function M.new(title)

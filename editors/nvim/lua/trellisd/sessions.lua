@@ -477,19 +477,25 @@ local function start_turn(state, conn, method, params, heading, retry)
   redraw_status()
 end
 
-local function send(state, conn, prompt)
+-- `context`: what the editor attaches to the prompt (session/turn's context), or nil.
+local function send(state, conn, prompt, context)
+  local heading = View.prompt_lines(prompt)
+  if context then
+    table.insert(heading, #heading - 1, format.context_line(context))
+    table.insert(heading, #heading - 1, "")
+  end
   start_turn(
     state,
     conn,
     "session/turn",
-    { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil },
-    View.prompt_lines(prompt),
+    { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil, context = context },
+    heading,
     function()
       daemon.ensure(function(err, c)
         if err then
           ui.error(err)
         else
-          send(state, c, prompt)
+          send(state, c, prompt, context)
         end
       end)
     end
@@ -527,20 +533,22 @@ function M.send_waiting(state)
   daemon.ensure(function(err, conn)
     if err then
       ui.error(err)
-    elseif not state.running then
-      send(state, conn, prompt)
-    else
+    elseif state.running then
       table.insert(state.waiting, 1, prompt)
+    elseif type(prompt) == "table" then -- a prompt with its editor context
+      send(state, conn, prompt.prompt, prompt.context)
+    else
+      send(state, conn, prompt)
     end
   end)
 end
 
--- :Trellis [prompt]
-function M.ask(prompt)
+-- :Trellis [prompt]; `context`: what the editor attaches to it (see M.ask_about).
+function M.ask(prompt, context)
   if prompt == nil or prompt:match("^%s*$") then
     ui.input({ prompt = "Trellis: " }, function(text)
       if text and not text:match("^%s*$") then
-        M.ask(text)
+        M.ask(text, context)
       end
     end)
     return
@@ -550,17 +558,47 @@ function M.ask(prompt)
       ensure_view(state, function()
         show(state)
         if state.running then
-          table.insert(state.waiting, prompt)
+          table.insert(state.waiting, context and { prompt = prompt, context = context } or prompt)
           ui.notify(
             "your prompt waits for the running turn to end (:TrellisSteer steers the running turn)"
           )
           redraw_status()
         else
-          send(state, conn, prompt)
+          send(state, conn, prompt, context)
         end
       end)
     end)
   end)
+end
+
+-- The most text of a buffer sent with a prompt; past it, the daemon reads the file itself.
+local CONTEXT_BYTES = 256 * 1024
+
+-- :[range]TrellisAsk [prompt]: ask about the lines of the range (a selection: :'<,'>), or
+-- without a range about the whole current buffer. The text goes as the editor shows it,
+-- unsaved changes included.
+function M.ask_about(prompt, line1, line2)
+  local buf = vim.api.nvim_get_current_buf()
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" or vim.bo[buf].buftype ~= "" then
+    ui.warn("this buffer is not a file: open the file to ask about it")
+    return
+  end
+  local entry = { path = real(name) }
+  local lines
+  if line1 then
+    entry.kind = "selection"
+    entry.range = { startLine = line1, endLine = line2 }
+    lines = vim.api.nvim_buf_get_lines(buf, line1 - 1, line2, false)
+  else
+    entry.kind = "file"
+    lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  end
+  local text = table.concat(lines, "\n") .. "\n"
+  if #text <= CONTEXT_BYTES then
+    entry.text = text
+  end
+  M.ask(prompt, { entry })
 end
 
 -- :TrellisResume: continue the paused or interrupted turn at the head.
@@ -1371,6 +1409,9 @@ function M.statusline()
   if run.approval then
     return "trellis: approval needed"
   end
+  if run.call then
+    return "trellis: running " .. run.call
+  end
   local text = "trellis: streaming " .. run.tokens .. " tok"
   if run.steers > 0 then
     text = text .. ", " .. format.count(run.steers, "steer", "steers") .. " queued"
@@ -1446,12 +1487,49 @@ notifications["session/step"] = function(p)
   end
   local call = compat.value(p.toolCall)
   if p.decision == "tool" and call then
-    state.view:block(format.tool_lines(call, p.result))
+    local lines = format.tool_lines(call, p.result)
+    if run.calls and run.calls[call.id] then
+      table.remove(lines, 1) -- the call is drawn already, as it happened
+    end
+    state.view:block(lines)
     check_written(state, call)
   end
   if run.followed and ENDINGS[p.decision] then
     check_followed(state, run)
   end
+end
+
+-- The turn a live notification belongs to, when it is drawn here.
+local function live_run(p)
+  local state = M.open[p.sessionId]
+  local run = state and state.running
+  if not run or (run.followed and p.turnId ~= run.turnId) then
+    return nil
+  end
+  return state, run
+end
+
+notifications["session/toolCall"] = function(p)
+  local state, run = live_run(p)
+  if not state then
+    return
+  end
+  run.calls = run.calls or {}
+  run.calls[p.callId] = p.status
+  run.call = p.status == "running" and p.tool or nil
+  state.view:block({ format.call_status(p.tool, p.arguments, p.status) })
+  run.output_at_start = true
+  redraw_status()
+end
+
+notifications["session/toolOutput"] = function(p)
+  local state, run = live_run(p)
+  if not state then
+    return
+  end
+  local text
+  text, run.output_at_start = format.output(p.text, run.output_at_start ~= false)
+  state.view:stream(text)
 end
 
 notifications["session/steered"] = function(p)
