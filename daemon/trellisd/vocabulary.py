@@ -36,6 +36,7 @@ class StepKind(StrEnum):
     TOOL = "tool"
     ERROR = "error"
     CANCELLED = "cancelled"
+    COMPACTION = "compaction"
 
 
 class Decision(StrEnum):

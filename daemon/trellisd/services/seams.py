@@ -50,6 +50,10 @@ class Notifier(Protocol):
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
 
+    def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
+        """After a step: the context's size and window, the tokens and cost so far."""
+        ...
+
     def forked(self, origin_id: str, fork_id: str) -> None:
         """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever
         follows the origin is told of that turn, and asked its approvals, too."""

@@ -21,16 +21,29 @@ from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
+from ..pricing import cost
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
+from ..records import (
+    ANY_HEAD,
+    Compacted,
+    ExpectHead,
+    ProviderChoice,
+    Session,
+    Step,
+    Tokens,
+    Turn,
+    TurnRef,
+    TurnResult,
+)
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
 from .changes import ChangeService, approval_diff
+from .context import UsageSink, Windows, keeper_for, spent
 from .policies import Policies
 from .running import Running, RunningTurn
-from .seams import Check, Gate, Notifier, Recorder, Sink
+from .seams import Check, Gate, Notifier, Recorder
 from .settings import Defaults
 
 log = logging.getLogger(__name__)
@@ -54,6 +67,7 @@ class _Start:
     instruction_files: tuple[InstructionFile, ...] = ()
     step_mode: bool = False
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
+    path: tuple[Turn, ...] = ()  # the turns ``messages`` starts with, after the system
 
 
 class TurnService:
@@ -72,6 +86,7 @@ class TurnService:
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
+        self.windows = Windows()
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -130,6 +145,7 @@ class TurnService:
                 verify,
                 instruction_files=told.files,
                 step_mode=step_mode,
+                path=tuple(path),
             )
         )
 
@@ -208,7 +224,63 @@ class TurnService:
                 instruction_files=told.files,
                 step_mode=step_mode,
                 held=held,
+                path=tuple(path),
             )
+        )
+
+    async def compact(self, session_id: str) -> Compacted:
+        """Compact the session's branch now (``session/compact``): the oldest turns of the
+        path to its head, all but the newest, summarized into a step of the head turn."""
+        self.running.refuse(session_id, "compact it")
+        session = await self.store.sessions.get(session_id)
+        path = await self.store.sessions.history(session_id)
+        if not path:
+            raise Conflict(f"session {session_id} has no turns to compact", sessionId=session_id)
+        await self.store.leases.claim(session_id)
+        head = path[-1]
+        ref = TurnRef(session_id, head.turn_id, head.run_id)
+        settings = self.defaults.for_session(session.provider)
+        try:
+            provider = self._provider(settings)
+        except ProviderError as exc:
+            raise TrellisError(str(exc), sessionId=session_id) from exc
+        told = await self._instructions(session)
+        recorder = Recorder(self.store, head.run_id)
+        system = conversation(session.root, [], "", told.text)[0]
+        keeper = await keeper_for(
+            self.store, self.windows, settings, provider, recorder, system, path, []
+        )
+        number = len(await self.store.runs.steps(head.run_id)) + 1
+        made: list[Step] = []
+
+        async def commit(step: Step) -> None:
+            await recorder.add_step(step)
+            made.append(step)
+            self.notifier.step(ref, step)
+
+        self.running.refuse(session_id, "compact it")
+        self.running.start(ref)
+        try:
+            await keeper.compact(keeper.head(), number, commit, {"onDemand": True})
+        except ProviderError as exc:
+            raise TrellisError(
+                f"compacting session {session_id} failed: {exc}", sessionId=session_id
+            ) from exc
+        finally:
+            self.running.end(session_id)
+        if not made:
+            return Compacted(session_id, head.turn_id, None, 0, None, Tokens(), None)
+        step, summary = made[0], keeper.summary
+        assert summary is not None
+        spent_here = cost(provider.model, step.tokens)
+        return Compacted(
+            session_id,
+            head.turn_id,
+            step.step,
+            summary.turns,
+            summary.text,
+            step.tokens,
+            spent_here,
         )
 
     async def steer(
@@ -327,8 +399,23 @@ class TurnService:
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
         context = ToolContext(root, may_read=policy.may_read)
+        recorder = Recorder(self.store, ref.run_id)
+        path = list(start.path)
+        keeper = await keeper_for(
+            self.store,
+            self.windows,
+            settings,
+            provider,
+            recorder,
+            start.messages[0],
+            path,
+            [ref.run_id],
+        )
+        messages = keeper.head() + start.messages[1 + 2 * len(path) :]
+        spend = await spent(self.store, ref.session_id, ref.turn_id)
+        sink = UsageSink(self.notifier, ref, keeper, provider.model, spend)
         plan = TurnPlan(
-            messages=start.messages,
+            messages=messages,
             provider=provider,
             tools=default_tools(),
             context=context,
@@ -347,7 +434,6 @@ class TurnService:
             inbox=running.inbox,
             first_step=start.first_step,
             pause=running.pausing,
+            keeper=keeper,
         )
-        return await run_turn(
-            plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt
-        )
+        return await run_turn(plan, recorder, sink, start.prompt)

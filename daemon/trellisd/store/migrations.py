@@ -253,4 +253,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
     """,
+    # 11: a branch's compactions (events of kind ``compaction``, each on the step that holds
+    # the summary), found among the runs of a path without reading their other events.
+    """
+    CREATE INDEX event_compaction ON event(run_id, step) WHERE kind = 'compaction';
+    """,
 )
