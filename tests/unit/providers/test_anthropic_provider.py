@@ -89,9 +89,7 @@ async def test_text_streams_with_the_anthropic_headers_and_request_shape(
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
         "stream": True,
-        "system": [
-            {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}
-        ],
+        "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
         "tools": [
             {
                 "name": "read_file",
