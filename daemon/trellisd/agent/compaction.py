@@ -7,7 +7,8 @@ messages added since (``estimate_tokens``: four characters a token, no tokenizer
 first call, with nothing reported yet, is estimated whole.
 
 When the estimate passes ``compact_at`` of the window, the keeper first asks the model for a
-summary of the oldest turns of the path (all but the ``KEEP_RECENT`` newest) and records it as
+summary of the oldest turns of the path (all but the ``KEEP_RECENT`` newest, and
+never the newest) and records it as
 a step of kind ``compaction``: its prompt, the summary as its ``result``, its tokens. An event
 ``compaction`` on that step says how many turns of the path, from its first, the summary
 stands for. From then on the branch sends the summary in their place, then the turns after
@@ -179,7 +180,7 @@ class ContextKeeper:
         summarize."""
         start = 0 if self.summary is None else self.summary.turns
         unsummarized = self.path[start:]
-        keep = min(KEEP_RECENT, max(len(unsummarized) - 1, 0))
+        keep = min(KEEP_RECENT, max(len(unsummarized) - 1, 1))  # the newest stays
         cover = unsummarized[: len(unsummarized) - keep]
         if not cover:
             return False
