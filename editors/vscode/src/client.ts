@@ -30,6 +30,7 @@ import {
   SteeredParams,
   StepParams,
   TokenParams,
+  UsageParams,
 } from './protocol';
 
 export interface DaemonCommand {
@@ -52,6 +53,7 @@ export interface DaemonHandlers {
   token?(params: TokenParams): void;
   step?(params: StepParams): void;
   steered?(params: SteeredParams): void;
+  usage?(params: UsageParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -315,6 +317,7 @@ export class DaemonClient {
     connection.onNotification(Method.token, (p: TokenParams) => this.handlers.token?.(p));
     connection.onNotification(Method.step, (p: StepParams) => this.handlers.step?.(p));
     connection.onNotification(Method.steered, (p: SteeredParams) => this.handlers.steered?.(p));
+    connection.onNotification(Method.usage, (p: UsageParams) => this.handlers.usage?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {

@@ -17,6 +17,7 @@ import {
   ApprovalParams,
   ApprovalResult,
   CancelResult,
+  CompactResult,
   ErrorCode,
   ExportResult,
   FileChange,
@@ -34,6 +35,7 @@ import {
   TokenParams,
   Turn,
   TurnResult,
+  UsageParams,
 } from './protocol';
 import {
   addBlock,
@@ -110,12 +112,16 @@ export class SessionController {
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
   private readonly runningListeners = new Set<Listener<boolean>>();
+  private readonly usageListeners = new Set<Listener<UsageParams>>();
+  /** The open session's last `session/usage`: its context meter and spend. */
+  usage?: UsageParams;
   private readonly exitSubscription: { dispose(): void };
 
   readonly handlers: DaemonHandlers = {
     token: (p) => this.onToken(p),
     step: (p) => this.onStep(p),
     steered: (p) => this.onSteered(p),
+    usage: (p) => this.onUsage(p),
     requestApproval: (p, token) => this.onApproval(p, token),
   };
 
@@ -147,6 +153,36 @@ export class SessionController {
   onDidChangeSession(listener: Listener<Session | undefined>): { dispose(): void } {
     this.sessionListeners.add(listener);
     return { dispose: () => this.sessionListeners.delete(listener) };
+  }
+
+  onDidChangeUsage(listener: Listener<UsageParams>): { dispose(): void } {
+    this.usageListeners.add(listener);
+    return { dispose: () => this.usageListeners.delete(listener) };
+  }
+
+  private onUsage(p: UsageParams): void {
+    if (p.sessionId !== this.session?.sessionId) {
+      return;
+    }
+    this.usage = p;
+    for (const listener of this.usageListeners) {
+      listener(p);
+    }
+  }
+
+  /** Summarize the oldest turns of the session's branch (`session/compact`): from then on they
+   * are sent as that summary; the transcript keeps them as they were. */
+  async compact(): Promise<CompactResult> {
+    const session = this.requireSession();
+    this.refuseIfRunning('compact the session');
+    await this.ensureAttached();
+    const result = await this.client.request<CompactResult>(Method.compact, { sessionId: session.sessionId });
+    this.log.info(
+      result.compacted
+        ? `session ${session.sessionId} compacted: the first ${result.turns} turn(s) now sent as a summary`
+        : `session ${session.sessionId}: nothing to compact`,
+    );
+    return result;
   }
 
   onDidChangeRunning(listener: Listener<boolean>): { dispose(): void } {
