@@ -11,7 +11,11 @@ import pytest
 
 from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.test_shared import Windows, followed, runtime, windows
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import eventually
+
+__all__ = ["runtime", "windows"]  # the fixtures of the shared daemon's windows
 
 # A window a request of three earlier turns of PROMPT passes at 0.8, and two do not: the
 # system prompt and the tools are about 780 tokens, each turn about 610 (4 characters a token).
@@ -248,3 +252,22 @@ async def test_usage_after_each_step_counts_the_turn_and_the_session_at_their_pr
     assert last["cost"]["turn"] == pytest.approx(expected)
     cache = await events_of(daemon, second["runId"], "cache")
     assert cache and cache[0]["detail"]["cachedTokens"] > 0
+
+
+async def test_every_window_following_the_session_is_told_its_usage(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    model.reply("told to both")
+    result = await turn(a, session, "hello")
+    for window in (a, b):
+        told = await eventually(
+            lambda window=window: [
+                u for u in followed(window, "session/usage") if u["turnId"] == result["turnId"]
+            ],
+            "the usage reaches the window",
+        )
+        assert told[-1]["tokens"]["turn"]["input"] == result["tokens"]["input"]
