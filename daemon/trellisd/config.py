@@ -39,6 +39,7 @@ KEY_VARIABLES = dict(
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BUDGET = 60.0
 DEFAULT_READ_TIMEOUT = 120.0
+DEFAULT_COMPACT_AT = 0.8
 
 NO_PROVIDER = (
     "no model provider is configured: set TRELLISD_PROVIDER (openai, anthropic, openrouter or"
@@ -77,6 +78,8 @@ class ProviderSettings:
     max_retries: int = DEFAULT_MAX_RETRIES
     retry_budget: float = DEFAULT_RETRY_BUDGET
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    context_window: int | None = None  # None: the model's known window
+    compact_at: float = DEFAULT_COMPACT_AT
     # The provider keys of the environment these settings were read from (a window's, in the
     # shared daemon): a session that picks another provider takes its key from there.
     keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -113,6 +116,11 @@ class ProviderSettings:
                 raise InvalidParams(
                     f"{where}.{key} must be {_LIMIT_WORDS[least]}", field=f"{where}.{key}"
                 )
+            if attr == "compact_at" and value > 1:
+                raise InvalidParams(
+                    f"{where}.compactAt must be a share of the window, at most 1",
+                    field=f"{where}.compactAt",
+                )
             changes["name" if attr == "provider" else attr] = value
         name = changes.get("name")
         if name is not None and name not in PROVIDERS:
@@ -127,6 +135,8 @@ class ProviderSettings:
                 max_retries=self.max_retries,
                 retry_budget=self.retry_budget,
                 read_timeout=self.read_timeout,
+                context_window=self.context_window,
+                compact_at=self.compact_at,
                 keys=self.keys,
             )
             if name in KEY_VARIABLES and "api_key" not in changes:
@@ -148,8 +158,15 @@ _LIMITS: dict[str, float] = {
     "read_timeout": 0.001,
     "max_tokens": 1,
     "temperature": 0,
+    "context_window": 1,
+    "compact_at": 0.01,
 }
-_LIMIT_WORDS = {0: "zero or more", 0.001: "a positive number of seconds", 1: "1 or more"}
+_LIMIT_WORDS = {
+    0: "zero or more",
+    0.001: "a positive number of seconds",
+    1: "1 or more",
+    0.01: "a share of the window between 0.01 and 1",
+}
 
 
 def provider_from_env(
@@ -179,8 +196,16 @@ def provider_from_env(
             ("max_retries", "TRELLISD_MAX_RETRIES", int),
             ("retry_budget", "TRELLISD_RETRY_BUDGET", float),
             ("read_timeout", "TRELLISD_READ_TIMEOUT", float),
+            ("compact_at", "TRELLISD_COMPACT_AT", float),
         )
     }
+    transport["context_window"] = _number(env, "TRELLISD_CONTEXT_WINDOW", int)
+    if transport["context_window"] is None:
+        transport["context_window"] = base.context_window
+    if transport["context_window"] is not None and transport["context_window"] < 1:
+        raise ValueError("TRELLISD_CONTEXT_WINDOW must be a number of tokens, 1 or more")
+    if transport["compact_at"] > 1:
+        raise ValueError("TRELLISD_COMPACT_AT must be a share of the window, at most 1")
     if name is None:
         for candidate in ("openrouter", "openai", "anthropic"):
             if env.get(KEY_VARIABLES[candidate]):

@@ -63,6 +63,8 @@ class ProviderChoice:
     max_retries: int | None = None
     retry_budget: float | None = None
     read_timeout: float | None = None
+    context_window: int | None = None  # the model's context window, in tokens
+    compact_at: float | None = None  # the share of the window a request may fill
 
 
 class AnyHead(enum.Enum):
@@ -224,6 +226,20 @@ class TurnResult:
     head_hash: str | None = None  # the session's log after the turn
     session_id: str | None = None  # set when the turn ran in a fork (onConflict)
     forked_from: ForkedFrom | None = None
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What ``session/compact`` did: the step of the head turn that holds the summary (None:
+    every turn but the newest was compacted already) and how many turns it stands for."""
+
+    session_id: str
+    turn_id: str
+    step: int | None
+    turns: int
+    summary: str | None
+    tokens: Tokens
+    cost: float | None
 
 
 @dataclass(frozen=True)

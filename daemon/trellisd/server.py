@@ -532,6 +532,11 @@ class _WireNotifier:
         for window in self.daemon.followers(turn.session_id):
             window.protocol.notify(method, params)
 
+    def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
+        self._notify(
+            turn, "session/usage", {"sessionId": turn.session_id, "turnId": turn.turn_id, **figures}
+        )
+
     def forked(self, origin_id: str, fork_id: str) -> None:
         for window in self.daemon.followers(origin_id):
             self.daemon.follow(window, fork_id)

@@ -38,6 +38,7 @@ class StepKind(StrEnum):
     TOOL = "tool"
     ERROR = "error"
     CANCELLED = "cancelled"
+    COMPACTION = "compaction"
 
 
 class Decision(StrEnum):

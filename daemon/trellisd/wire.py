@@ -22,6 +22,7 @@ from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
     ANY_HEAD,
+    Compacted,
     Event,
     ExpectHead,
     Exported,
@@ -483,6 +484,12 @@ def steer_receipt(ref: TurnRef, new: bool) -> dict[str, Any]:
     """``duplicate`` when the steer's clientMsgId was already queued in this turn."""
     receipt = {"turnId": ref.turn_id, "runId": ref.run_id, "queued": True}
     return receipt if new else {**receipt, "duplicate": True}
+
+
+def compacted(value: Compacted) -> dict[str, Any]:
+    out: dict[str, Any] = to_wire(value)
+    out["compacted"] = value.step is not None
+    return out
 
 
 def cancelled(ref: TurnRef | None) -> dict[str, Any]:

@@ -46,9 +46,11 @@ class Daemon:
         self.db = db
         self.tokens: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
+        self.usages: list[dict[str, Any]] = []
         client.feature("session/token")(lambda ls, params: self.tokens.append(params))
         client.feature("session/step")(lambda ls, params: self.steps.append(params))
         client.feature("session/steered")(lambda ls, params: None)
+        client.feature("session/usage")(lambda ls, params: self.usages.append(params))
 
     def pieces(self) -> int:
         """How many of the model's pieces (words) the editor has been sent; the daemon joins

@@ -721,7 +721,9 @@ def test_export_then_import_into_another_store_and_again_as_a_copy(
     other = start(db=tmp_path / "other" / "trellisd.db")
     other.command(f"TrellisImport {exported}")
     other.wait_note("imported: worth keeping")
-    assert other.text() == original, "the same conversation, in the other store"
+    # the same conversation, in the other store (whose header has no context meter until a
+    # step is taken there)
+    assert other.text() == re.sub(r"\ncontext .* tokens \(\d+%\).*\n", "\n", original)
 
     other.will_pick("as a copy")
     other.command(f"TrellisImport {exported}")

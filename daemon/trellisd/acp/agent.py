@@ -393,7 +393,7 @@ class TrellisAgent:
         cost of its turns so far."""
         turns = await self.app.sessions.history(session.session_id) if turns is None else turns
         followed = self.notifier.follow(session.session_id, session.root)
-        size = updates.context_window()
+        size = followed.window or updates.context_window()
         self.notifier.send(session.session_id, updates.info(session.title, session.updated_at))
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
 

@@ -148,6 +148,7 @@ class Followed:
     last_step: dict[str, int] = field(default_factory=dict)
     last_input: int | None = None
     output: dict[str, str] = field(default_factory=dict)  # running calls' output so far
+    window: int | None = None  # the model's context window, as the last step's usage said
 
 
 class AcpNotifier:
@@ -236,6 +237,22 @@ class AcpNotifier:
         self.send(
             turn.session_id,
             update_tool_call(ident, content=[tool_content(text_block(shown))]),
+        )
+
+    def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
+        """After each step: the context the branch holds against the model's window, and
+        what the session cost so far (None while a model's price is unknown)."""
+        followed = self.follow(turn.session_id, "")
+        followed.window = int(figures["contextWindow"])
+        spent = figures["cost"]["session"]
+        self.send(
+            turn.session_id,
+            schema.UsageUpdate(
+                session_update="usage_update",
+                used=max(int(figures["contextTokens"] or 0), 0),
+                size=followed.window,
+                cost=None if spent is None else schema.Cost(amount=spent, currency="USD"),
+            ),
         )
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..providers.base import Message
 from ..records import Step, Turn
+from ..vocabulary import StepKind
 from .steering import STEER_NOTE
 
 SYSTEM_PROMPT = (
@@ -14,24 +15,39 @@ SYSTEM_PROMPT = (
 )
 
 
-def conversation(
-    root: str, path: list[Turn], prompt: str, instructions: str | None = None
-) -> list[Message]:
+def system_message(root: str, instructions: str | None = None) -> Message:
+    """The daemon's prompt for the folder ``root``, then the standing instructions."""
     system = SYSTEM_PROMPT.format(root=root)
     if instructions:
         system += "\n\n" + instructions
-    messages = [Message("system", system)]
-    for turn in path:
+    return Message("system", system)
+
+
+def turn_messages(turns: list[Turn]) -> list[Message]:
+    """The messages that stand for ``turns``: each prompt and its reply."""
+    messages: list[Message] = []
+    for turn in turns:
         messages.append(Message("user", turn.prompt))
         messages.append(Message("assistant", turn.reply or f"(no reply: the turn {turn.outcome})"))
-    messages.append(Message("user", prompt))
     return messages
+
+
+def conversation(
+    root: str, path: list[Turn], prompt: str, instructions: str | None = None
+) -> list[Message]:
+    return [
+        system_message(root, instructions),
+        *turn_messages(path),
+        Message("user", prompt),
+    ]
 
 
 def replay(steps: list[Step]) -> list[Message]:
     """The messages a run's committed steps added, to continue it where it stopped."""
     messages: list[Message] = []
     for step in steps:
+        if step.decision == StepKind.COMPACTION:
+            continue  # the summary is in the conversation's head
         if step.prompt and step.step > 1:
             messages.append(Message("user", STEER_NOTE + step.prompt))
         if step.tool_call is not None:

@@ -39,6 +39,7 @@ from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
 from ..vocabulary import CallStatus, Outcome
 from .activity import Quiet, ToolActivity, abandon, running
+from .compaction import NOTHING_TO_COMPACT, TOO_LONG_AGAIN, ContextKeeper
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,7 @@ class TurnPlan:
     watch: ChangeWatch | None = None
     pause: Callable[[], bool] | None = None  # asked at each step boundary: stop here?
     activity: ToolActivity = field(default_factory=Quiet)  # told of tool calls as they happen
+    keeper: ContextKeeper | None = None  # keeps the requests inside the model's window
 
 
 @dataclass
@@ -169,6 +171,8 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     number = plan.first_step - 1
     max_steps = plan.max_steps if plan.max_steps is not None else default_max_steps()
     told_nameless = False
+    again, kept = False, None  # a request sent again after a compaction, and its prompt
+    overflowed = False  # the request was refused as too long and compacted once
 
     async def commit(step: Step) -> None:
         await recorder.add_step(step)
@@ -187,7 +191,11 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         step_prompt = (
             prompt if number == 1 else await _deliver(plan, messages, number, recorder, sink)
         )
+        if again:  # the prompt of the request refused as too long goes with its retry
+            step_prompt, again = kept or step_prompt, False
         try:
+            if plan.keeper is not None and await plan.keeper.fit(messages, specs, number, commit):
+                number += 1  # the compaction took this step; the call takes the next
             request = ModelRequest(messages, specs, plan.temperature, plan.max_tokens)
             async for event in plan.provider.stream(request):
                 if isinstance(event, TextDelta):
@@ -205,7 +213,16 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                     )
                 elif isinstance(event, Stop):
                     pass
+            if plan.keeper is not None:
+                await plan.keeper.reported(len(messages), streamed.usage, number)
+            overflowed = False
         except ProviderError as exc:
+            if exc.too_long and plan.keeper is not None and not streamed.pieces:
+                refused = await _overflow(plan.keeper, messages, number, commit, exc, overflowed)
+                if refused is None:
+                    overflowed, again, kept = True, True, step_prompt
+                    continue  # sent once more, compacted, as the next step
+                exc = ProviderError(refused)
             if streamed.pieces:
                 await commit(
                     Step(number, "error", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS)
@@ -283,6 +300,25 @@ async def _deliver(
         await recorder.add_event("steered", number, dict(steer.detail()))
         sink.steered(number, steer, True)
     return "\n\n".join(s.text for s in steers) if steers else None
+
+
+async def _overflow(
+    keeper: ContextKeeper,
+    messages: list[Message],
+    number: int,
+    commit: Callable[[Step], Awaitable[None]],
+    exc: ProviderError,
+    overflowed: bool,
+) -> str | None:
+    """Compact a request the provider refused as too long; None when it was, else why the
+    turn ends."""
+    if overflowed:
+        return TOO_LONG_AGAIN.format(error=exc)
+    try:
+        done = await keeper.compact(messages, number, commit, {"tooLong": True})
+    except ProviderError as failed:
+        return f"{exc}; compacting the session's history failed: {failed}"
+    return None if done else NOTHING_TO_COMPACT.format(error=exc)
 
 
 async def _run_tool(

@@ -87,6 +87,10 @@ async def session_cancel(app: Services, p: wire.SessionRef) -> Any:
     return wire.cancelled(await app.turns.cancel(p.session_id))
 
 
+async def session_compact(app: Services, p: wire.SessionRef) -> Any:
+    return wire.compacted(await app.turns.compact(p.session_id))
+
+
 async def session_resume(app: Services, p: wire.SessionResume) -> Any:
     return wire.turn_result(await app.turns.resume(p.session_id, p.turn_id, bool(p.step_mode)))
 
@@ -152,6 +156,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/changes", wire.SessionChanges, session_changes),
     Method("session/steer", wire.SessionSteer, session_steer),
     Method("session/cancel", wire.SessionRef, session_cancel),
+    Method("session/compact", wire.SessionRef, session_compact),
     Method("session/resume", wire.SessionResume, session_resume, follow="before"),
     Method("session/pause", wire.SessionRef, session_pause),
     Method("session/takeover", wire.SessionRef, session_takeover, follow="answer"),

@@ -27,9 +27,11 @@ from .base import (
     ToolCallRequested,
     ToolSpec,
     Usage,
+    says_too_long,
 )
 from .calls import PartialCall, as_object, parameters_schema
 from .http import Endpoint, HttpSettings
+from .models import stated_window
 from .sse import ServerSentEvent
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,19 @@ STOP_REASONS = {
 }
 RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 QUIET_DELTAS = frozenset({"thinking_delta", "signature_delta", "citations_delta"})
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def mark_cached_prefix(messages: list[dict[str, Any]]) -> int:
+    """Put a cache breakpoint on the last block before the newest message: the earlier turns
+    are the stable prefix the next call reads from the cache (the system and the tools carry
+    their own breakpoints). Returns how many messages the marked prefix holds."""
+    for index in range(len(messages) - 2, -1, -1):
+        blocks = messages[index]["content"]
+        if blocks:
+            blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
+            return index + 1
+    return 0
 
 
 def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -117,9 +132,11 @@ class AnthropicProvider:
             "stream": True,
         }
         if system is not None:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
         if request.tools:
             body["tools"] = to_anthropic_tools(request.tools)
+            body["tools"][-1]["cache_control"] = EPHEMERAL
+        mark_cached_prefix(messages)
         if request.temperature is not None:
             body["temperature"] = request.temperature
         return body
@@ -127,6 +144,11 @@ class AnthropicProvider:
     def path(self) -> str:
         """``/v1/messages``, or ``/messages`` when the base URL already ends in ``/v1``."""
         return "/messages" if self.http.base_url.rstrip("/").endswith("/v1") else "/v1/messages"
+
+    async def context_window(self) -> int | None:
+        """The window ``GET /v1/models`` states for the model, if it states one."""
+        models = self.path().replace("/messages", "/models")
+        return await stated_window(self.endpoint, models, self.headers())
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         return self.endpoint.stream(
@@ -233,6 +255,7 @@ class MessagesDecoder:
         raise ProviderError(
             f"the provider at {self.http.base_url} reported an error mid-stream: {kind}: {message}",
             retryable=kind in RETRYABLE_ERRORS,
+            too_long=says_too_long(message),
         )
 
     def _take_usage(self, usage: Any, output: bool) -> None:

@@ -87,6 +87,8 @@ class ProviderError(Exception):
 
     ``status`` is the HTTP status when there was one. ``retryable`` says the same request may
     succeed if sent again, and ``retry_after`` how long the provider asked to wait first.
+    ``too_long`` says the provider refused the request as longer than the model's context
+    window (OpenAI's ``context_length_exceeded``, Anthropic's ``prompt is too long``).
     """
 
     def __init__(
@@ -96,11 +98,26 @@ class ProviderError(Exception):
         *,
         retryable: bool = False,
         retry_after: float | None = None,
+        too_long: bool = False,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.too_long = too_long
+
+
+TOO_LONG_WORDS = (
+    "context_length_exceeded",
+    "prompt is too long",
+    "maximum context length",
+)
+
+
+def says_too_long(text: str) -> bool:
+    """Whether a provider's words about a failed request say it was too long for the model."""
+    lowered = text.lower()
+    return any(words in lowered for words in TOO_LONG_WORDS)
 
 
 class Provider(Protocol):

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..config import DEFAULT_MAX_RETRIES, DEFAULT_READ_TIMEOUT, DEFAULT_RETRY_BUDGET
-from .base import ProviderError, ProviderEvent, Retrying
+from .base import ProviderError, ProviderEvent, Retrying, says_too_long
 from .retry import Backoff, retry_after, retryable_status
 from .sse import (
     MAX_EVENT_BYTES,
@@ -286,6 +286,7 @@ def _outgoing(
         error.status,
         retryable=error.retryable,
         retry_after=error.retry_after,
+        too_long=error.too_long,
     )
     # Chain to the transport's exception (never to ``error``, whose text was not redacted).
     outgoing.__cause__ = error.__cause__
@@ -300,6 +301,7 @@ def status_error(response: httpx.Response, http: HttpSettings) -> ProviderError:
         status,
         retryable=retryable_status(status),
         retry_after=retry_after(response.headers),
+        too_long=status in (400, 413) and says_too_long(response.text),
     )
 
 

@@ -25,9 +25,11 @@ from .base import (
     ToolCallRequested,
     ToolSpec,
     Usage,
+    says_too_long,
 )
 from .calls import PartialCall, as_object, parameters_schema
 from .http import Endpoint, HttpSettings
+from .models import stated_window
 from .retry import retryable_status
 from .sse import ServerSentEvent
 
@@ -122,6 +124,10 @@ class OpenAIProvider:
             return httpx.URL(self.http.base_url).host == "api.openai.com"
         except httpx.InvalidURL:
             return False
+
+    async def context_window(self) -> int | None:
+        """The window ``GET /models`` states for the model, if it states one."""
+        return await stated_window(self.endpoint, "/models", self.headers())
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
         return self.endpoint.stream(
@@ -253,4 +259,5 @@ def _stream_error(error: Any, http: HttpSettings) -> ProviderError:
     return ProviderError(
         f"the provider at {http.base_url} reported an error mid-stream: {message}",
         retryable=isinstance(code, int) and retryable_status(code),
+        too_long=says_too_long(json.dumps(error)),
     )

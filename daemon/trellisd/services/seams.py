@@ -53,6 +53,9 @@ class Notifier(Protocol):
     def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None: ...
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None: ...
+    def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
+        """After a step: the context's size and window, the tokens and cost so far."""
+        ...
 
     def forked(self, origin_id: str, fork_id: str) -> None:
         """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever

@@ -23,18 +23,31 @@ from ..agent.steering import Steer
 from ..config import ProviderSettings
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..mcp import McpServers
+from ..pricing import cost
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
+from ..records import (
+    ANY_HEAD,
+    Compacted,
+    ExpectHead,
+    ProviderChoice,
+    Session,
+    Step,
+    Tokens,
+    Turn,
+    TurnRef,
+    TurnResult,
+)
 from ..store.facade import AsyncStore
 from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, Outcome, StepKind
 from .attach import attach
 from .changes import ChangeService, approval_diff
+from .context import UsageSink, Windows, keeper_for, spent
 from .policies import Policies
 from .running import Running, RunningTurn
-from .seams import Activity, Check, Gate, Notifier, Recorder, Sink
+from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
 
 log = logging.getLogger(__name__)
@@ -59,6 +72,7 @@ class _Start:
     step_mode: bool = False
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
     attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
+    path: tuple[Turn, ...] = ()  # the turns ``messages`` starts with, after the system
 
 
 class TurnService:
@@ -80,6 +94,7 @@ class TurnService:
         self._providers: dict[ProviderSettings, Provider] = {}
         # The editor's files for a turn's file tools, where its protocol has them (ACP).
         self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
+        self.windows = Windows()
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -142,6 +157,7 @@ class TurnService:
                 instruction_files=told.files,
                 step_mode=step_mode,
                 attached=tuple(attached),
+                path=tuple(path),
             )
         )
 
@@ -233,7 +249,63 @@ class TurnService:
                 instruction_files=told.files,
                 step_mode=step_mode,
                 held=held,
+                path=tuple(path),
             )
+        )
+
+    async def compact(self, session_id: str) -> Compacted:
+        """Compact the session's branch now (``session/compact``): the oldest turns of the
+        path to its head, all but the newest, summarized into a step of the head turn."""
+        self.running.refuse(session_id, "compact it")
+        session = await self.store.sessions.get(session_id)
+        path = await self.store.sessions.history(session_id)
+        if not path:
+            raise Conflict(f"session {session_id} has no turns to compact", sessionId=session_id)
+        await self.store.leases.claim(session_id)
+        head = path[-1]
+        ref = TurnRef(session_id, head.turn_id, head.run_id)
+        settings = self.defaults.for_session(session.provider)
+        try:
+            provider = self._provider(settings)
+        except ProviderError as exc:
+            raise TrellisError(str(exc), sessionId=session_id) from exc
+        told = await self._instructions(session)
+        recorder = Recorder(self.store, head.run_id)
+        system = conversation(session.root, [], "", told.text)[0]
+        keeper = await keeper_for(
+            self.store, self.windows, settings, provider, recorder, system, path, []
+        )
+        number = len(await self.store.runs.steps(head.run_id)) + 1
+        made: list[Step] = []
+
+        async def commit(step: Step) -> None:
+            await recorder.add_step(step)
+            made.append(step)
+            self.notifier.step(ref, step)
+
+        self.running.refuse(session_id, "compact it")
+        self.running.start(ref)
+        try:
+            await keeper.compact(keeper.head(), number, commit, {"onDemand": True})
+        except ProviderError as exc:
+            raise TrellisError(
+                f"compacting session {session_id} failed: {exc}", sessionId=session_id
+            ) from exc
+        finally:
+            self.running.end(session_id)
+        if not made:
+            return Compacted(session_id, head.turn_id, None, 0, None, Tokens(), None)
+        step, summary = made[0], keeper.summary
+        assert summary is not None
+        spent_here = cost(provider.model, step.tokens)
+        return Compacted(
+            session_id,
+            head.turn_id,
+            step.step,
+            summary.turns,
+            summary.text,
+            step.tokens,
+            spent_here,
         )
 
     async def steer(
@@ -383,8 +455,23 @@ class TurnService:
         settle = None if watch is None else watch.settle
         verify = start.verify
         check = None if verify is None else Check(self.store, ref, root, *verify, settle)
+        recorder = Recorder(self.store, ref.run_id)
+        path = list(start.path)
+        keeper = await keeper_for(
+            self.store,
+            self.windows,
+            settings,
+            provider,
+            recorder,
+            start.messages[0],
+            path,
+            [ref.run_id],
+        )
+        messages = keeper.head() + start.messages[1 + 2 * len(path) :]
+        spend = await spent(self.store, ref.session_id, ref.turn_id)
+        sink = UsageSink(self.notifier, ref, keeper, provider.model, spend)
         plan = TurnPlan(
-            messages=start.messages,
+            messages=messages,
             provider=provider,
             tools=[*default_tools(), *await self._mcp_tools(session, ref)],
             context=context,
@@ -404,11 +491,10 @@ class TurnService:
             first_step=start.first_step,
             pause=running.pausing,
             activity=Activity(self.notifier, ref),
+            keeper=keeper,
         )
         try:
-            return await run_turn(
-                plan, Recorder(self.store, ref.run_id), Sink(self.notifier, ref), start.prompt
-            )
+            return await run_turn(plan, recorder, sink, start.prompt)
         finally:
             if watch is not None:
                 await watch.settle()  # the change set is whole before the turn ends

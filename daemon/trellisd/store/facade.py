@@ -184,6 +184,9 @@ class AsyncRuns:
     async def summary(self, run_id: str) -> RunSummary:
         return await self._run(self._store.runs.summary, run_id)
 
+    async def compaction(self, run_ids: list[str]) -> tuple[str, int] | None:
+        return await self._run(self._store.runs.compaction, run_ids)
+
     async def steps(self, run_id: str) -> list[Step]:
         return await self._run(self._store.runs.steps, run_id)
 

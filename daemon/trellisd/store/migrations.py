@@ -278,4 +278,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM approval_grant WHERE scope = 'session' AND owner = old.id;
     END;
     """,
+    # 13: a branch's compactions (events of kind ``compaction``, each on the step that holds
+    # the summary), found among the runs of a path without reading their other events.
+    """
+    CREATE INDEX event_compaction ON event(run_id, step) WHERE kind = 'compaction';
+    """,
 )

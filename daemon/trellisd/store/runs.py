@@ -267,6 +267,28 @@ class Runs:
         tokens = sum((s.tokens for s in steps), Tokens())
         return RunSummary(row[0], row[1], row[2], row[3], row[4], tokens, len(steps))
 
+    def compaction(self, run_ids: list[str]) -> tuple[str, int] | None:
+        """The latest compaction among ``run_ids`` (a path's runs): its summary and how many
+        turns of the path, from the first, it stands for; None when there is none."""
+        if not run_ids:
+            return None
+        found: tuple[str, int] | None = None
+        with self.db.read() as con:
+            for start in range(0, len(run_ids), 500):
+                chunk = run_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = con.execute(
+                    "SELECT e.detail, s.result FROM event e"
+                    " JOIN step s ON s.run_id = e.run_id AND s.n = e.step"
+                    f" WHERE e.kind = 'compaction' AND e.run_id IN ({marks})",
+                    chunk,
+                ).fetchall()
+                for detail, summary in rows:
+                    turns = json.loads(str(detail)).get("turns")
+                    if isinstance(turns, int) and (found is None or turns >= found[1]):
+                        found = (str(summary or ""), turns)
+        return found
+
     def steps(self, run_id: str) -> list[Step]:
         with self.db.read() as con:
             self._summary(con, run_id)

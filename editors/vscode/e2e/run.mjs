@@ -373,6 +373,12 @@ try {
     await chat.locator('section.turn').nth(1).locator('.reply', { hasText: 'which the branch leaves behind' }).waitFor();
   });
 
+  await check('the status bar shows the context meter and the cost after each step', async () => {
+    const meter = page.locator('.statusbar-item', { hasText: /ctx \d+% · cost unknown/ }).first();
+    await meter.waitFor();
+    say(`status bar: ${JSON.stringify((await meter.textContent())?.trim())}`);
+  });
+
   await check('"Branch here" on the first turn in the turn tree moves the head; the second turn stays as abandoned', async () => {
     const first = page.locator('.monaco-list-row', { hasText: 'What is in this folder?' }).first();
     await first.waitFor({ timeout: 30_000 });

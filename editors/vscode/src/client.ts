@@ -32,6 +32,7 @@ import {
   TokenParams,
   ToolCallParams,
   ToolOutputParams,
+  UsageParams,
 } from './protocol';
 
 export interface DaemonCommand {
@@ -56,6 +57,7 @@ export interface DaemonHandlers {
   steered?(params: SteeredParams): void;
   toolCall?(params: ToolCallParams): void;
   toolOutput?(params: ToolOutputParams): void;
+  usage?(params: UsageParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -321,6 +323,7 @@ export class DaemonClient {
     connection.onNotification(Method.steered, (p: SteeredParams) => this.handlers.steered?.(p));
     connection.onNotification(Method.toolCall, (p: ToolCallParams) => this.handlers.toolCall?.(p));
     connection.onNotification(Method.toolOutput, (p: ToolOutputParams) => this.handlers.toolOutput?.(p));
+    connection.onNotification(Method.usage, (p: UsageParams) => this.handlers.usage?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {

@@ -17,6 +17,8 @@ import { SessionController } from './session';
 import { pickTurn, SessionCommands } from './sessionCommands';
 import { SessionItem, sessionItems } from './sessionPicker';
 import { toolItems } from './toolsView';
+import { usageText, usageTooltip } from './usage';
+import { formatCost } from './transcript';
 import { firstLine, TreeNode, TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
 
@@ -246,7 +248,32 @@ export function activate(context: vscode.ExtensionContext): void {
     showLog,
   });
 
+  // The context meter and the spend of the open session, after each step; a click compacts it.
+  const meter = vscodeapi.createStatusBarItem('trellisd.usage', 'trellisd context and cost');
+  meter.command = 'trellisd.compactSession';
+  const compactSession = async () => {
+    const result = await controller.compact();
+    const cost = result.cost === null ? '' : ` (${formatCost(result.cost)})`;
+    void vscodeapi.showInformationMessage(
+      result.compacted
+        ? `trellisd: the first ${result.turns} turn(s) are now sent as a summary${cost}`
+        : 'trellisd: nothing to compact; only the newest turn is sent in full',
+    );
+  };
+
   context.subscriptions.push(
+    meter,
+    controller.onDidChangeUsage((usage) => {
+      meter.text = usageText(usage);
+      meter.tooltip = usageTooltip(usage);
+      meter.show();
+    }),
+    controller.onDidChangeSession((session) => {
+      if (!session || controller.usage?.sessionId !== session.sessionId) {
+        meter.hide();
+      }
+    }),
+    vscodeapi.registerCommand('trellisd.compactSession', act('compact the session', compactSession)),
     channel,
     tree,
     { dispose: () => controller.dispose() },

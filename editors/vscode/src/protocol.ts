@@ -23,6 +23,7 @@ export const Method = {
   cancel: 'session/cancel',
   resume: 'session/resume',
   pause: 'session/pause',
+  compact: 'session/compact',
   takeover: 'session/takeover',
   tools: 'session/tools',
   turnChanges: 'turn/changes',
@@ -40,6 +41,7 @@ export const Method = {
   steered: 'session/steered',
   toolCall: 'session/toolCall',
   toolOutput: 'session/toolOutput',
+  usage: 'session/usage',
   requestApproval: 'session/requestApproval',
 } as const;
 
@@ -82,7 +84,7 @@ export const OUTCOMES = [
 export type Outcome = (typeof OUTCOMES)[number] | string;
 
 /** What a step is (its `decision` field), as the schema's `StepKind` lists them. */
-export const STEP_KINDS = ['reply', 'tool', 'error', 'cancelled'] as const;
+export const STEP_KINDS = ['reply', 'tool', 'error', 'cancelled', 'compaction'] as const;
 
 export interface ProviderChoice {
   name?: string;
@@ -359,4 +361,34 @@ export interface PolicyView {
 
 export interface ApprovalResult {
   decision: ApprovalDecision;
+}
+
+/** Tokens summed over steps, unknown figures counted as 0 (`session/usage`). */
+export interface Spend {
+  input: number;
+  output: number;
+  cached: number;
+  total: number;
+}
+
+/** `session/usage`: after each step, the branch's context against the window, and the spend so far. */
+export interface UsageParams {
+  sessionId: string;
+  turnId: string;
+  contextTokens: number;
+  contextWindow: number;
+  tokens: { turn: Spend; session: Spend };
+  cost: { turn: number | null; session: number | null };
+}
+
+/** What `session/compact` did. */
+export interface CompactResult {
+  compacted: boolean;
+  sessionId: string;
+  turnId: string;
+  step: number | null;
+  turns: number;
+  summary: string | null;
+  tokens: Tokens;
+  cost: number | null;
 }

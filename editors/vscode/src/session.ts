@@ -18,6 +18,7 @@ import {
   ApprovalResult,
   CancelResult,
   ContextEntry,
+  CompactResult,
   ErrorCode,
   ExportResult,
   FileChange,
@@ -41,6 +42,7 @@ import {
   ToolOutputParams,
   Turn,
   TurnResult,
+  UsageParams,
 } from './protocol';
 import {
   addBlock,
@@ -121,6 +123,9 @@ export class SessionController {
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
   private readonly runningListeners = new Set<Listener<boolean>>();
+  private readonly usageListeners = new Set<Listener<UsageParams>>();
+  /** The open session's last `session/usage`: its context meter and spend. */
+  usage?: UsageParams;
   private readonly exitSubscription: { dispose(): void };
 
   readonly handlers: DaemonHandlers = {
@@ -129,6 +134,7 @@ export class SessionController {
     steered: (p) => this.onSteered(p),
     toolCall: (p) => this.onToolCall(p),
     toolOutput: (p) => this.onToolOutput(p),
+    usage: (p) => this.onUsage(p),
     requestApproval: (p, token) => this.onApproval(p, token),
   };
 
@@ -160,6 +166,36 @@ export class SessionController {
   onDidChangeSession(listener: Listener<Session | undefined>): { dispose(): void } {
     this.sessionListeners.add(listener);
     return { dispose: () => this.sessionListeners.delete(listener) };
+  }
+
+  onDidChangeUsage(listener: Listener<UsageParams>): { dispose(): void } {
+    this.usageListeners.add(listener);
+    return { dispose: () => this.usageListeners.delete(listener) };
+  }
+
+  private onUsage(p: UsageParams): void {
+    if (p.sessionId !== this.session?.sessionId) {
+      return;
+    }
+    this.usage = p;
+    for (const listener of this.usageListeners) {
+      listener(p);
+    }
+  }
+
+  /** Summarize the oldest turns of the session's branch (`session/compact`): from then on they
+   * are sent as that summary; the transcript keeps them as they were. */
+  async compact(): Promise<CompactResult> {
+    const session = this.requireSession();
+    this.refuseIfRunning('compact the session');
+    await this.ensureAttached();
+    const result = await this.client.request<CompactResult>(Method.compact, { sessionId: session.sessionId });
+    this.log.info(
+      result.compacted
+        ? `session ${session.sessionId} compacted: the first ${result.turns} turn(s) now sent as a summary`
+        : `session ${session.sessionId}: nothing to compact`,
+    );
+    return result;
   }
 
   onDidChangeRunning(listener: Listener<boolean>): { dispose(): void } {

@@ -35,6 +35,12 @@ export function showInputBox(options: vscode.InputBoxOptions): Thenable<string |
   return vscode.window.showInputBox(options);
 }
 
+export function createStatusBarItem(id: string, name: string): vscode.StatusBarItem {
+  const item = vscode.window.createStatusBarItem(id, vscode.StatusBarAlignment.Right, 100);
+  item.name = name;
+  return item;
+}
+
 export function createOutputChannel(name: string): vscode.OutputChannel {
   return vscode.window.createOutputChannel(name);
 }

@@ -159,6 +159,28 @@ describe('the extension in a stand-in VS Code', () => {
     assert.equal(reset.turns.length, 1, 'with its turns');
   });
 
+  test('the status bar shows the context meter and the cost; clicking it compacts the session', async () => {
+    const meter = stub.statusBarItems.get('trellisd.usage');
+    assert.ok(meter, 'the meter is made');
+    assert.equal(meter.command, 'trellisd.compactSession');
+    const chat = resolveChat();
+    chat.send({ type: 'ready' });
+    chat.send({ type: 'send', text: 'one more prompt' });
+    await waitFor('the meter to show', () => meter.visible && /ctx \d+%/.test(meter.text));
+    assert.match(meter.text, /^\$\(dashboard\) ctx \d+% · cost unknown$/);
+    assert.match(String(meter.tooltip), /^Context: \d+ of 128\.0k tokens \(\d+%\)/);
+    await waitFor('the turn to end', () => stub.context.get('trellisd.running') === false);
+
+    await stub.commands.get(meter.command)!();
+    const told = await waitFor('the compaction to be told', () =>
+      stub.messages.find((m) => m.level === 'information' && /summary/.test(m.message)),
+    );
+    assert.match(told.message, /^trellisd: the first 1 turn\(s\) are now sent as a summary$/);
+    assert.ok(stub.output.some((l) => /compacted: the first 1 turn\(s\) now sent as a summary/.test(l)));
+    await stub.commands.get(meter.command)!();
+    await waitFor('nothing left to compact', () => stub.messages.some((m) => /nothing to compact/.test(m.message)));
+  });
+
   test('a changed setting restarts the daemon at the next action', async () => {
     const lines = () => stub.output.filter((l) => /is running \(pid/.test(l)).length;
     const before = lines();

@@ -185,6 +185,7 @@ export const stub = {
   answerOpenDialog: (_options: unknown): string | undefined => undefined,
   webviewProviders: new Map<string, any>(),
   treeProviders: new Map<string, any>(),
+  statusBarItems: new Map<string, StatusBarItem>(),
   reset(): void {
     this.messages = [];
     this.quickPicks = [];
@@ -203,8 +204,31 @@ export const stub = {
     this.answerOpenDialog = () => undefined;
     this.webviewProviders.clear();
     this.treeProviders.clear();
+    this.statusBarItems.clear();
   },
 };
+
+export const StatusBarAlignment = { Left: 1, Right: 2 } as const;
+
+/** A status bar item: what it shows, and whether it is shown. */
+export class StatusBarItem {
+  text = '';
+  tooltip: string | undefined;
+  command: string | undefined;
+  name: string | undefined;
+  visible = false;
+  constructor(readonly id: string) {}
+  show(): void {
+    this.visible = true;
+  }
+  hide(): void {
+    this.visible = false;
+  }
+  dispose(): void {
+    this.visible = false;
+    stub.statusBarItems.delete(this.id);
+  }
+}
 
 function show(level: Shown['level']) {
   return (message: string, ...items: unknown[]): Promise<string | undefined> => {
@@ -249,6 +273,11 @@ export const window = {
     return { dispose: () => stub.treeProviders.delete(id) };
   },
   withProgress: <R>(_options: unknown, task: () => Promise<R>): Promise<R> => task(),
+  createStatusBarItem: (id: string): StatusBarItem => {
+    const item = new StatusBarItem(id);
+    stub.statusBarItems.set(id, item);
+    return item;
+  },
 };
 
 export const commands = {

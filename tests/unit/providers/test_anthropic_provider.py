@@ -89,9 +89,14 @@ async def test_text_streams_with_the_anthropic_headers_and_request_shape(
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
         "stream": True,
-        "system": "be brief",
+        "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
         "tools": [
-            {"name": "read_file", "description": "Read a file", "input_schema": READ.parameters}
+            {
+                "name": "read_file",
+                "description": "Read a file",
+                "input_schema": READ.parameters,
+                "cache_control": {"type": "ephemeral"},
+            }
         ],
     }
 
@@ -176,7 +181,10 @@ async def test_tool_results_go_back_as_one_user_message_of_tool_result_blocks(
     await collect(provider(server).stream(ModelRequest(history, [READ])))
 
     body = server.requests[0].body
-    assert body["system"] == "you are careful"
+    assert body["system"] == [
+        {"type": "text", "text": "you are careful", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "read both"}]},
         {
@@ -194,6 +202,7 @@ async def test_tool_results_go_back_as_one_user_message_of_tool_result_blocks(
                     "id": "toolu_b",
                     "name": "read_file",
                     "input": {"path": "b.py"},
+                    "cache_control": {"type": "ephemeral"},
                 },
             ],
         },
@@ -293,3 +302,33 @@ async def test_make_provider_builds_the_anthropic_wire(server: ScriptServer) -> 
 
     assert made.model == "claude-sonnet-4-5"
     assert text_of(events) == "hello"
+
+
+async def test_the_stable_prefix_carries_cache_breakpoints_and_cache_reads_are_counted(
+    server: ScriptServer,
+) -> None:
+    """The system, the tools and the turns before the newest message are marked for the
+    prompt cache; what the cache served comes back as ``Usage.cached``, inside ``input``."""
+    figures = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 1}
+    server.queue(Response(chunks=anthropic_reply(["again"], usage=figures, output_tokens=1)))
+    history = [
+        Message("system", "you are careful"),
+        Message("user", "first question"),
+        Message("assistant", "first answer"),
+        Message("user", "second question"),
+    ]
+
+    events = await collect(provider(server).stream(ModelRequest(history, [READ])))
+
+    assert [e for e in events if isinstance(e, Usage)] == [Usage(100, 1, 90)]
+    body = server.requests[0].body
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"][-1]["cache_control"] == ephemeral
+    assert body["tools"][-1]["cache_control"] == ephemeral
+    assert body["messages"][1]["content"][-1] == {
+        "type": "text",
+        "text": "first answer",
+        "cache_control": ephemeral,
+    }
+    assert "cache_control" not in body["messages"][0]["content"][-1]
+    assert "cache_control" not in body["messages"][2]["content"][-1]

@@ -72,6 +72,53 @@ function M.cost(cost)
   return string.format("$%.2f", cost)
 end
 
+-- A number of tokens the short way: 950, 12.3k, 1.05M.
+function M.short_tokens(n)
+  n = number(n) or 0
+  if n >= 1000000 then
+    return string.format("%.2fM", n / 1000000)
+  elseif n >= 1000 then
+    return string.format("%.1fk", n / 1000)
+  end
+  return tostring(math.floor(n))
+end
+
+-- The share of the context window a session/usage says is filled, in whole percent.
+function M.context_percent(u)
+  local window = number(compat.value(u.contextWindow)) or 0
+  if window <= 0 then
+    return 0
+  end
+  return math.floor(100 * (number(compat.value(u.contextTokens)) or 0) / window + 0.5)
+end
+
+-- The context meter and the session's cost from a session/usage, for the session window:
+-- "context 12.3k of 128.0k tokens (10%) · $0.0123 this session".
+function M.usage_line(u)
+  local text = "context "
+    .. M.short_tokens(compat.value(u.contextTokens))
+    .. " of "
+    .. M.short_tokens(compat.value(u.contextWindow))
+    .. " tokens ("
+    .. M.context_percent(u)
+    .. "%)"
+  local cost = M.cost(compat.value((compat.value(u.cost) or {}).session))
+  if cost then
+    text = text .. " · " .. cost .. " this session"
+  end
+  return text
+end
+
+-- The same, short, for a statusline: "ctx 10% · $0.0123".
+function M.usage_short(u)
+  local text = "ctx " .. M.context_percent(u) .. "%"
+  local cost = M.cost(compat.value((compat.value(u.cost) or {}).session))
+  if cost then
+    text = text .. " · " .. cost
+  end
+  return text
+end
+
 -- The line under a turn: outcome, tokens, model and cost, e.g. "*finished · 52 tokens
 -- (in 40, out 12) · gpt-4o-mini · $0.0004*". `t` is a Turn or a TurnResult.
 function M.footer(t)

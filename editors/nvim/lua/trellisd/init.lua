@@ -167,6 +167,14 @@ local COMMANDS = {
     "file",
   },
   {
+    "TrellisCompact",
+    0,
+    "Summarize the oldest turns, so that the conversation fits the model's context window",
+    function()
+      M.compact()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -271,6 +279,10 @@ function M.import(path)
   sessions().import(path)
 end
 
+function M.compact()
+  sessions().compact()
+end
+
 function M.log()
   sessions().open_log()
 end
@@ -281,6 +293,15 @@ function M.statusline()
     return "trellis: idle"
   end
   return sessions().statusline()
+end
+
+-- For the statusline: the context meter and the session's cost, "ctx 12% · $0.0123" (""
+-- until the daemon has told them).
+function M.usage()
+  if not package.loaded["trellisd.sessions"] then
+    return ""
+  end
+  return sessions().usage()
 end
 
 -- The conversation commands act on: {sessionId, root, title, head, buf, running} or nil.

@@ -73,11 +73,14 @@ end
 local function render(state, turns, live)
   state.view:render(View.history_lines(state.session, turns, live, state.lineage))
   state.view.header_count = #View.header(state.session, state.lineage)
+  if state.usage then
+    state.view:set_header(View.header(state.session, state.lineage, state.usage))
+  end
 end
 
 local function paint_header(state)
   if state.view and state.view:valid() then
-    state.view:set_header(View.header(state.session, state.lineage))
+    state.view:set_header(View.header(state.session, state.lineage, state.usage))
   end
 end
 
@@ -762,6 +765,38 @@ function M.cancel()
       check_followed(state, run)
     end
   end)
+end
+
+-- :TrellisCompact: the oldest turns of the conversation are summarized by the model, and
+-- from then on sent as that summary (the turns stay in the conversation as they were).
+function M.compact()
+  local state = need_current("compact")
+  if not state then
+    return
+  end
+  ui.notify("compacting the conversation…")
+  daemon.request("session/compact", { sessionId = state.id }, function(err, result)
+    if err then
+      ui.error("could not compact: " .. err.message)
+    elseif result.compacted then
+      local turns = format.count(result.turns, "turn", "turns")
+      local cost = format.cost(compat.value(result.cost))
+      local paid = cost and (" (" .. cost .. ")") or ""
+      ui.notify("compacted: the first " .. turns .. " now sent as a summary" .. paid)
+    else
+      ui.notify("nothing to compact: only the newest turn is sent in full")
+    end
+  end)
+end
+
+-- The context meter and the session's cost, for a statusline: "ctx 12% · $0.0123", or ""
+-- before the daemon has said.
+function M.usage()
+  local state = M.current_state()
+  if not state or not state.usage then
+    return ""
+  end
+  return format.usage_short(state.usage)
 end
 
 -- :TrellisPause: the running turn stops after the step it is taking.
@@ -1530,6 +1565,16 @@ notifications["session/toolOutput"] = function(p)
   local text
   text, run.output_at_start = format.output(p.text, run.output_at_start ~= false)
   state.view:stream(text)
+end
+
+notifications["session/usage"] = function(p)
+  local state = M.open[p.sessionId]
+  if not state then
+    return
+  end
+  state.usage = p
+  paint_header(state)
+  redraw_status()
 end
 
 notifications["session/steered"] = function(p)

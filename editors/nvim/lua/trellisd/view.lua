@@ -198,13 +198,16 @@ end
 
 -- The title, the folder and id, and where the session came from when it was forked
 -- (lineage: "forked from “…” at turn 3", or nil).
-function View.header(session, lineage)
+function View.header(session, lineage, usage)
   local lines = {
     "# " .. format.title(session),
     format.folder(session.root) .. " · " .. tostring(session.sessionId),
   }
   if lineage then
     lines[3] = lineage
+  end
+  if usage then
+    lines[#lines + 1] = format.usage_line(usage)
   end
   return lines
 end
