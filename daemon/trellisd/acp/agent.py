@@ -21,17 +21,16 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import attrs
-from acp import PROTOCOL_VERSION, RequestError, schema
+from acp import RequestError, schema
 from acp.helpers import update_current_mode
 
-from .. import __version__
 from ..convert import Invalid
 from ..errors import NotRunning, TrellisError
 from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
-from . import updates
+from . import hello, updates
 from .files import ClientFiles, offered
 from .notifier import AcpNotifier
 
@@ -106,23 +105,7 @@ class TrellisAgent:
         **kwargs: Any,
     ) -> schema.InitializeResponse:
         self.fs = offered(client_capabilities)
-        return schema.InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=schema.PromptCapabilities(embedded_context=True),
-                mcp_capabilities=schema.McpCapabilities(http=True, sse=False),
-                session_capabilities=schema.SessionCapabilities(
-                    list=schema.SessionListCapabilities(),
-                    resume=schema.SessionResumeCapabilities(),
-                    fork=schema.SessionForkCapabilities(),
-                ),
-            ),
-            agent_info=schema.Implementation(
-                name="trellisd", title="trellisd", version=__version__
-            ),
-            auth_methods=[],
-        )
+        return schema.InitializeResponse.model_validate(hello.capabilities())
 
     @translated
     async def new_session(

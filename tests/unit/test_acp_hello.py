@@ -1,0 +1,44 @@
+"""The answer ``trellisd acp`` gives to ``initialize`` before the ACP SDK is loaded is the
+SDK's own answer, and anything but a well-formed ``initialize`` is left to the SDK."""
+
+from __future__ import annotations
+
+import json
+
+import acp
+import pytest
+from acp import schema
+
+from trellisd.acp.hello import PROTOCOL_VERSION, answer_early, capabilities
+
+
+def test_the_early_answer_is_what_the_sdk_would_send() -> None:
+    assert PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+    request = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}},
+    }
+    early = answer_early(json.dumps(request).encode() + b"\n")
+    assert early is not None
+    line, fs = early
+    answer = json.loads(line)
+    assert line.endswith(b"\n") and answer["id"] == 0 and fs == (True, False)
+    typed = schema.InitializeResponse.model_validate(answer["result"])
+    assert typed.model_dump(by_alias=True, exclude_none=True) == capabilities()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json\n",
+        b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{}}\n',
+        b'{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1"}}\n',
+        b'{"jsonrpc":"2.0","id":true,"method":"initialize","params":{"protocolVersion":1}}\n',
+        b"",
+    ],
+)
+def test_anything_else_is_left_to_the_sdk(line: bytes) -> None:
+    assert answer_early(line) is None
