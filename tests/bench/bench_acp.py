@@ -1,10 +1,12 @@
 """``trellisd acp`` against the native protocol, in the same run and against the same model
 server (OpenAI-format SSE on 127.0.0.1, no delay between pieces): from spawning the process
-to the answer to ``initialize``, from sending a prompt to the first streamed text
-(``agent_message_chunk`` / ``session/token``), and to the whole reply of ``--tokens`` pieces
-received. Each client is a bare reader of its framing (newline-delimited JSON for ACP,
-``Content-Length`` frames for native), so the figures are the daemon's. Runs alternate
-native and ACP on a fresh store each.
+to the answer to ``initialize`` and to a session opened on top of it (``session/open``,
+``session/new``: ``trellisd acp`` answers ``initialize`` before it has loaded the ACP SDK and
+the store, so the second figure is the one a first prompt waits for), from sending a prompt
+to the first streamed text (``agent_message_chunk`` / ``session/token``), and to the whole
+reply of ``--tokens`` pieces received. Each client is a bare reader of its framing
+(newline-delimited JSON for ACP, ``Content-Length`` frames for native), so the figures are
+the daemon's. Runs alternate native and ACP on a fresh store each.
 
     python tests/bench/bench_acp.py [--runs 5] [--tokens 2000]
 
@@ -63,7 +65,10 @@ class Timing:
             self.all = now
 
 
-async def native(server: ModelServer, scratch: Path, tokens: int) -> tuple[float, float, float]:
+Figures = tuple[float, float, float, float]
+
+
+async def native(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     workspace = scratch / "workspace"
     workspace.mkdir()
     spawned = time.perf_counter()
@@ -75,12 +80,13 @@ async def native(server: ModelServer, scratch: Path, tokens: int) -> tuple[float
     timing = Timing(tokens)
     client.on_notification = lambda m, p: timing.text(p["text"]) if m == "session/token" else None
     session = await client.request("session/open", {"root": str(workspace)})
+    opened = time.perf_counter() - spawned
     server.reply(PIECE * tokens, pieces=tokens)
     asked = time.perf_counter()
     await client.request("session/turn", {"sessionId": session["sessionId"], "prompt": "go"})
     await client.close()
     assert timing.first is not None and timing.all is not None, "the reply did not stream"
-    return ready, timing.first - asked, timing.all - asked
+    return ready, opened, timing.first - asked, timing.all - asked
 
 
 class AcpClient:
@@ -118,7 +124,7 @@ class AcpClient:
         await self.reader
 
 
-async def acp(server: ModelServer, scratch: Path, tokens: int) -> tuple[float, float, float]:
+async def acp(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     workspace = scratch / "workspace"
     workspace.mkdir()
     timing = Timing(tokens)
@@ -138,17 +144,18 @@ async def acp(server: ModelServer, scratch: Path, tokens: int) -> tuple[float, f
     await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     ready = time.perf_counter() - spawned
     session = await client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+    opened = time.perf_counter() - spawned
     server.reply(PIECE * tokens, pieces=tokens)
     asked = time.perf_counter()
     prompt = [{"type": "text", "text": "go"}]
     await client.request("session/prompt", {"sessionId": session["sessionId"], "prompt": prompt})
     await client.close()
     assert timing.first is not None and timing.all is not None, "the reply did not stream"
-    return ready, timing.first - asked, timing.all - asked
+    return ready, opened, timing.first - asked, timing.all - asked
 
 
 async def run(runs: int, tokens: int) -> None:
-    figures: dict[str, list[tuple[float, float, float]]] = {"native": [], "acp": []}
+    figures: dict[str, list[Figures]] = {"native": [], "acp": []}
     with ModelServer() as server:
         for _ in range(runs):
             for name, one in (("native", native), ("acp", acp)):
@@ -156,6 +163,7 @@ async def run(runs: int, tokens: int) -> None:
                     figures[name].append(await one(server, Path(d), tokens))
     labels = (
         "spawn to initialize answer",
+        "spawn to a session opened (session/open, session/new)",
         "prompt to first text",
         f"prompt to {tokens:,} tokens received",
     )
