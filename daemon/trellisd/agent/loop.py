@@ -38,6 +38,7 @@ from ..providers.base import (
 from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
 from ..vocabulary import Outcome
+from .budget import BudgetExhausted
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,8 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 await commit(
                     Step(number, "error", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS)
                 )
-            end.outcome, end.error = ERROR, str(exc)
+            end.outcome = EXHAUSTED if isinstance(exc, BudgetExhausted) else ERROR
+            end.error = str(exc)
             return end
         except asyncio.CancelledError:
             if streamed.pieces:

@@ -8,6 +8,8 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- runs      RunService       a run's summary, steps and events
     +-- archive   ArchiveService   a session exported to a file, imported from one
     +-- changes   ChangeService    change sets, diffs, restoring and reverting files
+    +-- budgets   BudgetService    a session's budget and spend
+    +-- queues    PromptQueues     prompts queued behind a session's running turn
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from ..providers.base import Provider
 from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
+from .budgets import BudgetService
 from .changes import ChangeService
 from .policies import Policies
+from .queue import PromptQueues
 from .running import Running
 from .runs import RunService
 from .seams import Notifier
@@ -57,6 +61,8 @@ class Services:
         )
         self.runs = RunService(store)
         self.archive = ArchiveService(store)
+        self.budgets = BudgetService(store)
+        self.queues = PromptQueues(self.running, notifier)
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

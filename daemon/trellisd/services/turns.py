@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.budget import Budgeted
 from ..agent.context import conversation, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
@@ -23,10 +24,11 @@ from ..config import ProviderSettings
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
-from ..records import ANY_HEAD, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
+from ..records import ANY_HEAD, Budget, ExpectHead, ProviderChoice, Session, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools import ToolContext, default_tools, remove_leftover_writes
 from ..vocabulary import Outcome, StepKind
+from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .policies import Policies
 from .running import Running, RunningTurn
@@ -54,6 +56,7 @@ class _Start:
     instruction_files: tuple[InstructionFile, ...] = ()
     step_mode: bool = False
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
+    budget: Budget | None = None  # what this turn may spend (its session's budget aside)
 
 
 class TurnService:
@@ -72,6 +75,7 @@ class TurnService:
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
         self._providers: dict[ProviderSettings, Provider] = {}
+        self.budgets = BudgetService(store)
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -95,12 +99,13 @@ class TurnService:
         step_mode: bool = False,
         expect_head: ExpectHead = ANY_HEAD,
         fork_on_conflict: bool = False,
+        budget: Budget | None = None,
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
         a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
         step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
         ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
-        instead."""
+        instead; ``budget``: what this turn may spend."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
@@ -130,6 +135,7 @@ class TurnService:
                 verify,
                 instruction_files=told.files,
                 step_mode=step_mode,
+                budget=budget,
             )
         )
 
@@ -324,6 +330,9 @@ class TurnService:
             provider = self._provider(settings)
         except ProviderError as exc:
             return TurnEnd(Outcome.ERROR, str(exc))
+        ledger = await self.budgets.ledger(session.session_id, provider.model, start.budget)
+        if ledger is not None:
+            provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
         context = ToolContext(root, may_read=policy.may_read)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .budgets import Budgets
 from .changes import Changes
 from .db import Database
 from .leases import Leases
@@ -24,6 +25,7 @@ class Store:
         self.runs = Runs(self.db, self.leases)
         self.search = Search(self.db)
         self.changes = Changes(self.db, self.leases)
+        self.budgets = Budgets(self.db)
 
     def close(self) -> None:
         self.db.close()

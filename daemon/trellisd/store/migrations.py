@@ -253,4 +253,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
     """,
+    # 11: a session's budget (``budgets``): what all its turns together may spend, as JSON
+    # ``{"tokens": ..., "usd": ...}``; NULL for none.
+    """
+    ALTER TABLE session ADD COLUMN budget TEXT;
+    """,
 )
