@@ -9,12 +9,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.e2e import test_shared
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_shared import Windows, runtime, windows  # noqa: F401
 from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.test_shared import Windows
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import eventually, until
 
+runtime, windows = test_shared.runtime, test_shared.windows  # the shared daemon's windows
 SMALL_OUTPUT = {"maxTokens": 100}  # the output allowance of every call
 
 

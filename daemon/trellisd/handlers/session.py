@@ -65,7 +65,7 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
             p.budget,
         )
 
-    result = await (app.queues.turn(p.session_id, p.prompt, run) if p.queue else run())
+    result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))
     _, spent = await app.budgets.status(result.session_id or p.session_id)
     return {**wire.turn_result(result), "spent": wire.spent(spent)}
 

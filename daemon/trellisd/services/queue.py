@@ -53,19 +53,32 @@ class PromptQueues:
     def __init__(self, running: Running, watcher: QueueWatcher, limit: int = QUEUE_LIMIT) -> None:
         self.running, self.watcher, self.limit = running, watcher, limit
         self._queues: dict[str, list[Queued]] = {}
-        self._starting: set[str] = set()  # sessions whose queued turn left the queue to run
+        self._starting: set[str] = set()  # sessions with a turn started here, until it ends
 
     def waiting(self, session_id: str) -> list[Queued]:
         """The session's queued prompts, first to run first."""
         return list(self._queues.get(session_id, ()))
 
     async def turn(
-        self, session_id: str, prompt: str, run: Callable[[], Awaitable[TurnResult]]
+        self,
+        session_id: str,
+        prompt: str,
+        run: Callable[[], Awaitable[TurnResult]],
+        queue_it: bool = False,
     ) -> TurnResult:
-        """``run`` the turn now when the session is idle with nothing queued; else queue it
-        and run it in its turn. Answers when the turn has run."""
+        """``run`` the turn now when the session is idle with nothing queued; else, with
+        ``queue_it``, queue it and run it in its turn, or refuse it (``Conflict``). Answers
+        when the turn has run."""
         queue = self._queues.get(session_id)
-        if not queue and self.running.get(session_id) is None and session_id not in self._starting:
+        busy = self.running.get(session_id) is not None or session_id in self._starting
+        if not queue_it and busy:
+            self.running.refuse(session_id, "start another")
+            raise Conflict(
+                f"session {session_id} is starting a turn; wait for it to end or cancel it"
+                " before you start another",
+                sessionId=session_id,
+            )
+        if not queue and not busy:
             self._starting.add(session_id)
             try:
                 return await run()
