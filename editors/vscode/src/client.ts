@@ -22,11 +22,13 @@ import {
 import {
   ApprovalParams,
   ApprovalResult,
+  DequeuedParams,
   InitializationOptions,
   InitializeResult,
   Method,
   PROTOCOL_NAME,
   PROTOCOL_VERSION,
+  Queued,
   SteeredParams,
   StepParams,
   TokenParams,
@@ -52,6 +54,8 @@ export interface DaemonHandlers {
   token?(params: TokenParams): void;
   step?(params: StepParams): void;
   steered?(params: SteeredParams): void;
+  queued?(params: Queued): void;
+  dequeued?(params: DequeuedParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -315,6 +319,8 @@ export class DaemonClient {
     connection.onNotification(Method.token, (p: TokenParams) => this.handlers.token?.(p));
     connection.onNotification(Method.step, (p: StepParams) => this.handlers.step?.(p));
     connection.onNotification(Method.steered, (p: SteeredParams) => this.handlers.steered?.(p));
+    connection.onNotification(Method.queued, (p: Queued) => this.handlers.queued?.(p));
+    connection.onNotification(Method.dequeued, (p: DequeuedParams) => this.handlers.dequeued?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {
