@@ -168,6 +168,9 @@ const lines = [
   { text: Array.from({ length: 60 }, (_, i) => `${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('never') },
   // turn 6: held after "r1 r2 r3" until the window has been reloaded and shows it again
   { text: Array.from({ length: 40 }, (_, i) => `r${i + 1}`).join(' '), holdAfter: 3, holdFile: hold('reloaded') },
+  // turn 7: held after "h1" while two prompts are queued behind it; turn 8: the one not dropped
+  { text: 'h1 h2 h3', holdAfter: 1, holdFile: hold('queued') },
+  { text: 'The queued answer.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -474,6 +477,51 @@ try {
     await turn.locator('.turn-footer', { hasText: /^finished · scripted/ }).waitFor();
     await chat.locator('#send', { hasText: 'Send' }).waitFor();
     await waitForLog(extensionLog, /turn t-\S+ finished .*\(followed\)/);
+  });
+
+  await check('prompts queued while a turn runs are listed, one dropped, the other run after it', async () => {
+    await send('Hold on a moment');
+    const running = chat.locator('section.turn').nth(5);
+    await running.locator('.reply .text', { hasText: 'h1' }).waitFor();
+    const prompt = chat.locator('#prompt');
+    for (const text of ['Then answer this', 'Never mind this one']) {
+      await prompt.click();
+      await prompt.fill(text);
+      await chat.locator('#queue-send').click();
+    }
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).waitFor();
+    await chat.locator('#queue li', { hasText: 'Then answer this' }).waitFor();
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).locator('button.drop').click();
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).waitFor({ state: 'detached' });
+    await waitForLog(extensionLog, /dropped queued prompt q-\S+/);
+    release('queued');
+    await running.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    const queued = chat.locator('section.turn', { has: chat.locator('.prompt', { hasText: 'Then answer this' }) });
+    await queued.locator('.reply', { hasText: 'The queued answer.' }).waitFor();
+    await queued.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await chat.locator('#queue').waitFor({ state: 'hidden' });
+    if ((await chat.locator('section.turn .prompt', { hasText: 'Never mind this one' }).count()) !== 0) {
+      throw new Error('the dropped prompt ran');
+    }
+    await page.screenshot({ path: path.join(artifacts, 'queue.png') });
+  });
+
+  await check("the session's budget is shown against its spend, and a turn that would pass it ends exhausted", async () => {
+    await palette("Set the Session's Budget");
+    const input = page.locator('.quick-input-widget input.input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('tokens=5');
+    await input.press('Enter');
+    await chat.locator('#session-spend', { hasText: /^spent \d+ of 5 tokens$/ }).waitFor();
+    await send('Spend more');
+    const turn = chat.locator('section.turn', { has: chat.locator('.prompt', { hasText: 'Spend more' }) });
+    await turn.locator('.turn-footer', { hasText: /would pass the session's budget of 5 tokens/ }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /exhausted · / }).waitFor();
+    await palette("Set the Session's Budget");
+    await input.waitFor({ state: 'visible' });
+    await input.fill('off');
+    await input.press('Enter');
+    await chat.locator('#session-spend').waitFor({ state: 'hidden' });
   });
 
   // --- the session's life: fork, rename, export and import, search, delete ---
