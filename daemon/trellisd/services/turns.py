@@ -120,7 +120,7 @@ class TurnService:
             if not fork_on_conflict:
                 raise
             return await self._in_fork(
-                session_id, expect_head, prompt, choice, max_steps, verify, step_mode
+                session_id, expect_head, prompt, choice, max_steps, verify, step_mode, budget
             )
         ref = TurnRef(session_id, turn_id, run_id)
         messages = conversation(session.root, path, prompt, told.text)
@@ -154,6 +154,7 @@ class TurnService:
         max_steps: int | None,
         verify: tuple[list[str], int] | None,
         step_mode: bool,
+        budget: Budget | None = None,
     ) -> TurnResult:
         """The turn, run in a fork of the session taken at ``expect_head``, or (with no
         expectation) at the last turn of its path that has ended."""
@@ -166,7 +167,9 @@ class TurnService:
         fork = await self.store.sessions.fork(session_id, at)
         self.notifier.forked(session_id, fork.session_id)
         log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
-        result = await self.turn(fork.session_id, prompt, choice, max_steps, verify, step_mode)
+        result = await self.turn(
+            fork.session_id, prompt, choice, max_steps, verify, step_mode, budget=budget
+        )
         return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
 
     async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
