@@ -515,7 +515,7 @@ try {
     await chat.locator('#session-spend', { hasText: /^spent \d+ of 5 tokens$/ }).waitFor();
     await send('Spend more');
     const turn = chat.locator('section.turn', { has: chat.locator('.prompt', { hasText: 'Spend more' }) });
-    await turn.locator('.turn-footer', { hasText: /would pass the session's budget of 5 tokens/ }).waitFor();
+    await turn.locator('.turn-error', { hasText: /would pass the session's budget of 5 tokens/ }).waitFor();
     await turn.locator('.turn-footer', { hasText: /exhausted · / }).waitFor();
     await palette("Set the Session's Budget");
     await input.waitFor({ state: 'visible' });
