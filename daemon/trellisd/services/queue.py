@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import Conflict, Dropped, NotFound
 from ..records import TurnResult
@@ -53,7 +53,9 @@ class PromptQueues:
     def __init__(self, running: Running, watcher: QueueWatcher, limit: int = QUEUE_LIMIT) -> None:
         self.running, self.watcher, self.limit = running, watcher, limit
         self._queues: dict[str, list[Queued]] = {}
-        self._starting: set[str] = set()  # sessions with a turn started here, until it ends
+        # The request (task) of each session's turn started here, until it has answered: the
+        # next queued turn starts once that answer is written, not before.
+        self._starting: dict[str, asyncio.Task[Any]] = {}
 
     def waiting(self, session_id: str) -> list[Queued]:
         """The session's queued prompts, first to run first."""
@@ -79,12 +81,7 @@ class PromptQueues:
                 sessionId=session_id,
             )
         if not queue and not busy:
-            self._starting.add(session_id)
-            try:
-                return await run()
-            finally:
-                self._starting.discard(session_id)
-                self._wake(session_id)
+            return await self._run(session_id, run)
         if queue is not None and len(queue) >= self.limit:
             raise Conflict(
                 f"session {session_id} already has {len(queue)} queued prompts, the most it"
@@ -100,22 +97,34 @@ class PromptQueues:
             while True:
                 await self._turn_of(entry)
                 self._leave(entry, "started")
-                self._starting.add(session_id)
                 try:
-                    return await run()
+                    return await self._run(session_id, run)
                 except Conflict:
                     # A turn started in between (not a queued one): wait for it, first in line.
                     if self.running.get(session_id) is None:
                         raise
+                    if self._starting.get(session_id) is asyncio.current_task():
+                        del self._starting[session_id]
                     self._queues.setdefault(session_id, []).insert(0, entry)
                     self.watcher.queued(entry, 1)
-                finally:
-                    self._starting.discard(session_id)
-                    self._wake(session_id)
         except asyncio.CancelledError:
             if self._leave(entry, "cancelled"):
                 log.info("queued prompt %s was cancelled before it ran", entry.queue_id)
             raise
+
+    async def _run(self, session_id: str, run: Callable[[], Awaitable[TurnResult]]) -> TurnResult:
+        """Run the turn in this request; the session counts as busy until the request has
+        answered (its task is done), which wakes the queued prompts."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._starting[session_id] = task
+            task.add_done_callback(lambda _: self._done(session_id, task))
+        return await run()
+
+    def _done(self, session_id: str, task: asyncio.Task[Any]) -> None:
+        if self._starting.get(session_id) is task:
+            del self._starting[session_id]
+        self._wake(session_id)
 
     async def _turn_of(self, entry: Queued) -> None:
         """Wait until ``entry`` is first in its queue and no turn of its session runs;
@@ -134,9 +143,12 @@ class PromptQueues:
             if idle and queue and queue[0] is entry:
                 return
             entry.wake.clear()
-            waits: list[asyncio.Future[object]] = [asyncio.ensure_future(entry.wake.wait())]
+            waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(entry.wake.wait())]
             if running is not None and running.task is not None:
                 waits.append(running.task)
+            starting = self._starting.get(entry.session_id)
+            if starting is not None:
+                waits.append(starting)
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
