@@ -116,6 +116,7 @@ export class SessionController {
   private keys = 0;
   /** A reopen is under way to show a turn another window started. */
   private catchingUp = false;
+  private catchUpAgain = false;
   private view: ChatSink = NO_VIEW;
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
@@ -679,6 +680,7 @@ export class SessionController {
    * follow it from there. */
   private async catchUp(sessionId: string): Promise<void> {
     if (this.catchingUp) {
+      this.catchUpAgain = true; // what it reads may be older than what was just said
       return;
     }
     this.catchingUp = true;
@@ -697,6 +699,12 @@ export class SessionController {
       this.fireSession();
     } finally {
       this.catchingUp = false;
+      if (this.catchUpAgain) {
+        this.catchUpAgain = false;
+        if (!this.live) {
+          await this.catchUp(sessionId);
+        }
+      }
     }
   }
 
@@ -868,6 +876,9 @@ export class SessionController {
       });
       this.takeSpend(result);
       this.log.info(`queued turn ${result.turnId} ended ${result.outcome}`);
+      if (!this.live && !this.transcript.some((t) => t.turnId === result.turnId)) {
+        await this.catchUp(session.sessionId); // it ran before this window could follow it
+      }
       if (result.outcome === 'error' || result.outcome === 'exhausted') {
         void this.showError(`trellisd: the queued turn ended ${result.outcome}: ${result.error ?? 'no reason given'}`);
       }
