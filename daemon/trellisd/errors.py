@@ -11,6 +11,7 @@ message a person understands, and structured ``data``. The tree:
     +-- StaleHead (-32022)            the session's head is not the one the write expected
     +-- LeaseHeld (-32030)            another process is the session's writer
     +-- StoreError (-32040)           the store cannot be used (newer schema, disk full, ...)
+    +-- Dropped (-32800)              a queued prompt left its queue before it ran
 
 ``protocol/README.md`` documents each code (``vocabulary.ErrorCode`` lists them all); the
 server maps them onto JSON-RPC errors.
@@ -58,3 +59,9 @@ class LeaseHeld(TrellisError):
 
 class StoreError(TrellisError):
     CODE: int = ErrorCode.STORE_ERROR
+
+
+class Dropped(TrellisError):
+    """A queued prompt that never ran: dropped (``session/unqueue``) or the daemon exited."""
+
+    CODE: int = ErrorCode.REQUEST_CANCELLED

@@ -67,6 +67,24 @@ class ProviderChoice:
     compact_at: float | None = None  # the share of the window a request may fill
 
 
+@attrs.frozen
+class Budget:
+    """What a turn, or a whole session, may spend: total tokens (input and output) and USD.
+    None: not capped."""
+
+    tokens: int | None = None
+    usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a session has spent: its turns' tokens (input and output) and their cost in USD
+    (the turns whose price is unknown count no USD)."""
+
+    tokens: int = 0
+    usd: float = 0.0
+
+
 class AnyHead(enum.Enum):
     """No expectation about a session's head: a write that names no ``expectHead``."""
 

@@ -41,6 +41,7 @@ from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
 from .records import Step, ToolCall, TurnRef
 from .services import Services
+from .services.queue import Queued
 from .services.settings import WindowSettings, use_window
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, CallStatus, Decision
@@ -335,6 +336,7 @@ class Daemon:
 
     async def _exit(self, code: int) -> None:
         if self._services is not None:
+            self._services.queues.drop_all("dropped as the daemon exited")
             self._services.running.cancel_all()
         pending = [
             cast("asyncio.Future[Any]", f)
@@ -570,6 +572,15 @@ class _WireNotifier:
             if not waiting:
                 self.daemon.approvals.pop(turn.session_id, None)
             approval.withdraw()
+
+    def queued(self, entry: Queued, position: int) -> None:
+        for window in self.daemon.followers(entry.session_id):
+            window.protocol.notify("session/queued", wire.queued(entry, position))
+
+    def dequeued(self, entry: Queued, reason: str) -> None:
+        params = {"sessionId": entry.session_id, "queueId": entry.queue_id, "reason": reason}
+        for window in self.daemon.followers(entry.session_id):
+            window.protocol.notify("session/dequeued", params)
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         self._notify(

@@ -22,6 +22,7 @@ from .policy.layers import PolicySpec
 from .pricing import cost
 from .records import (
     ANY_HEAD,
+    Budget,
     Compacted,
     Event,
     ExpectHead,
@@ -33,6 +34,7 @@ from .records import (
     RunSummary,
     Session,
     SessionSummary,
+    Spend,
     Step,
     Tokens,
     ToolCall,
@@ -40,6 +42,7 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .services.queue import Queued
 from .store.chain import Verdict
 from .tools.base import ActionKind
 from .vocabulary import FeedKind
@@ -68,6 +71,16 @@ def _nonempty(name: str, value: str) -> None:
         raise InvalidParams(f"{name} must not be empty", field=name)
 
 
+def _affordable(name: str, budget: Budget | None) -> None:
+    """A budget caps something, with a positive figure."""
+    if budget is None:
+        return
+    if budget.tokens is not None and budget.tokens < 1:
+        raise InvalidParams(f"{name}.tokens must be at least 1", field=f"{name}.tokens")
+    if budget.usd is not None and not 0 < budget.usd < float("inf"):
+        raise InvalidParams(f"{name}.usd must be more than 0", field=f"{name}.usd")
+
+
 def _within(name: str, value: int | None, low: int, high: int) -> None:
     if value is not None and not low <= value <= high:
         raise InvalidParams(f"{name} must be from {low} to {high}", field=name)
@@ -83,6 +96,10 @@ class SessionOpen:
     mcp_servers: tuple[McpServerSpec, ...] = attrs.field(
         default=(), metadata={"must": "be a list of MCP servers"}
     )
+    budget: Budget | None = None  # what all the session's turns together may spend
+
+    def __attrs_post_init__(self) -> None:
+        _affordable("budget", self.budget)
 
 
 @attrs.frozen
@@ -176,10 +193,13 @@ class SessionTurn:
     expect_head: ExpectHead = ANY_HEAD
     on_conflict: Literal["fork"] | None = None
     context: tuple[ContextEntry, ...] | None = None
+    budget: Budget | None = None  # what this turn may spend
+    queue: bool | None = None  # while another turn runs: wait for it, in line
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
         _within("maxSteps", self.max_steps, 1, MAX_STEPS)
+        _affordable("budget", self.budget)
 
     @property
     def choice(self) -> ProviderChoice:
@@ -291,6 +311,21 @@ class SessionSteer:
 
     def __attrs_post_init__(self) -> None:
         _nonempty("text", self.text)
+
+
+@attrs.frozen
+class SessionBudget:
+    session_id: str
+    budget: Budget | None  # required, but null: none
+
+    def __attrs_post_init__(self) -> None:
+        _affordable("budget", self.budget)
+
+
+@attrs.frozen
+class SessionUnqueue:
+    session_id: str
+    queue_id: str
 
 
 @attrs.frozen
@@ -526,3 +561,31 @@ def branched(value: Session, files: Restored | None) -> dict[str, Any]:
 
 def pausing(ref: TurnRef | None) -> dict[str, Any]:
     return {"pausing": False} if ref is None else {"pausing": True, **turn_ref(ref)}
+
+
+def budget(session_id: str, value: Budget | None, spend: Spend) -> dict[str, Any]:
+    """A session's budget (null: none) and what its turns have spent."""
+    return {
+        "sessionId": session_id,
+        "budget": None if value is None else unstructure(value),
+        "spent": spent(spend),
+    }
+
+
+def spent(value: Spend) -> dict[str, Any]:
+    return {"tokens": value.tokens, "usd": round(value.usd, 6)}
+
+
+def queued(value: Queued, position: int) -> dict[str, Any]:
+    return {
+        "sessionId": value.session_id,
+        "queueId": value.queue_id,
+        "position": position,
+        "prompt": value.prompt,
+        "queuedAt": value.queued_at,
+    }
+
+
+def queue(session_id: str, values: list[Queued]) -> dict[str, Any]:
+    """A session's queued prompts, first to run first."""
+    return {"sessionId": session_id, "queued": [queued(v, n) for n, v in enumerate(values, 1)]}

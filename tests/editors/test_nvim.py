@@ -301,8 +301,8 @@ def test_two_prompts_before_the_daemon_is_up_go_to_one_session_in_order(
     ed.command("Trellis first prompt")
     ed.command("Trellis second prompt")  # the daemon is still starting
     ed.wait_text("### You\nfirst prompt")
-    ed.wait_note("your prompt waits for the running turn to end")
-    assert ed.statusline().endswith(", 1 prompt waiting")
+    ed.wait_note("your prompt is queued")
+    ed.wait_for(lambda: ed.statusline().endswith(", 1 prompt queued"), "the queued prompt counted")
     go.touch()
     text = ed.wait_for(
         lambda: len(re.findall(r"^\*finished", t := ed.text(), re.M)) == 2 and t,
@@ -852,3 +852,61 @@ def test_an_mcp_tool_is_approved_naming_its_server_and_listed_in_the_tools_view(
     assert "read_file · builtin · read · depends" in lines
     assert "mcp__t__echo · mcp t · exec · ask · mcp:t/echo" in lines
     assert any(line.startswith("t · session · stdio · running · 7 tool(s)") for line in lines)
+
+
+def test_prompts_typed_while_a_turn_runs_are_queued_listed_and_one_dropped(
+    start: Start, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    ed = start(
+        script=[
+            {"text": "First answer.", "holdFile": str(go)},
+            {"text": "Second answer."},
+            {"text": "Fourth answer."},
+        ]
+    )
+    ed.command("Trellis first prompt")
+    ed.wait_text("### You\nfirst prompt")
+    ed.wait_for(lambda: ed.current() and ed.current()["running"], "the first turn runs")
+    for prompt in ("second prompt", "third prompt", "fourth prompt"):
+        ed.command(f"Trellis {prompt}")
+    ed.wait_for(lambda: ed.statusline().endswith(", 3 prompts queued"), "three prompts queued")
+
+    ed.will_pick("third prompt")
+    ed.command("TrellisQueue")
+    ed.wait_note("dropped from the queue: third prompt")
+    listed = ed.asked()[-1]
+    assert listed["kind"] == "trellisd.queue"
+    assert listed["items"] == ["1. second prompt", "2. third prompt", "3. fourth prompt"]
+    ed.wait_note("your queued prompt did not run: queued prompt")
+    ed.wait_for(lambda: ed.statusline().endswith(", 2 prompts queued"), "two prompts queued")
+    go.touch()
+
+    text = ed.wait_for(
+        lambda: len(re.findall(r"^\*finished", t := ed.text(), re.M)) == 3 and t,
+        "the first turn and the two queued ones to finish",
+    )
+    assert "third prompt" not in text
+    assert text.index("First answer.") < text.index("### You\nsecond prompt")
+    assert "Second answer." in section(text, "second prompt")
+    assert "Fourth answer." in section(text, "fourth prompt")
+    ed.wait_idle()
+
+
+def test_a_budget_stops_the_next_turn_and_the_spend_is_shown(start: Start) -> None:
+    ed = start(script=[{"text": "First answer."}, {"text": "never sent"}])
+    ed.command("Trellis first prompt")
+    ed.wait_text("First answer.")
+    ed.wait_idle()
+    ed.command("TrellisBudget tokens=5")
+    note = ed.wait_note("spent ")
+    spent = int(re.search(r"spent (\d+) of 5 tokens", note).group(1))
+    assert spent > 5
+    assert ed.statusline() == f"trellis: idle · spent {spent} of 5 tokens"
+
+    ed.command("Trellis second prompt")
+    text = ed.wait_text("*exhausted: the next model call")
+    assert "would pass the session's budget of 5 tokens" in section(text, "second prompt")
+    assert f"*spent {spent} of 5 tokens*" in section(text, "second prompt")
+    ed.wait_note("the turn stopped before the model finished: the next model call")
+    assert "never sent" not in text

@@ -34,6 +34,7 @@ from ..agent.steering import Steer
 from ..changes import read_content
 from ..records import Step, ToolCall, TurnRef
 from ..services.changes import ChangeService
+from ..services.queue import Queued
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
 from ..vocabulary import CallStatus, Decision
@@ -254,6 +255,13 @@ class AcpNotifier:
                 cost=None if spent is None else schema.Cost(amount=spent, currency="USD"),
             ),
         )
+
+    def queued(self, entry: Queued, position: int) -> None:
+        """Nothing to tell: ACP has no queue (a prompt sent while a turn runs is a steer), and
+        only this agent's own prompts run in its process."""
+
+    def dequeued(self, entry: Queued, reason: str) -> None:
+        """As ``queued``."""
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         future = self._steers.pop(steer.client_msg_id or "", None)

@@ -39,6 +39,7 @@ from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
 from ..vocabulary import CallStatus, Outcome
 from .activity import Quiet, ToolActivity, abandon, running
+from .budget import BudgetExhausted
 from .compaction import NOTHING_TO_COMPACT, TOO_LONG_AGAIN, ContextKeeper
 from .steering import STEER_NOTE, Steer, SteerInbox
 
@@ -227,7 +228,8 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 await commit(
                     Step(number, "error", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS)
                 )
-            end.outcome, end.error = ERROR, str(exc)
+            end.outcome = EXHAUSTED if isinstance(exc, BudgetExhausted) else ERROR
+            end.error = str(exc)
             return end
         except asyncio.CancelledError:
             if streamed.pieces:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from .. import wire
+from ..records import TurnResult
 from ..services import Services
 from ..tools.base import Action
 from .base import Method
 
 
 async def session_open(app: Services, p: wire.SessionOpen) -> Any:
-    return wire.session(
+    opened = wire.session(
         await app.sessions.open(
             p.root, p.title, p.provider, p.policy, p.instructions, p.mcp_servers
         )
     )
+    if p.budget is None:
+        return opened
+    return {
+        **opened,
+        **wire.budget(opened["sessionId"], *await app.budgets.set(opened["sessionId"], p.budget)),
+    }
 
 
 async def session_tools(app: Services, p: wire.SessionRef) -> Any:
@@ -32,7 +40,8 @@ async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
-    return wire.reopened(*await app.sessions.reopen(p.session_id, p.limit))
+    reopened = wire.reopened(*await app.sessions.reopen(p.session_id, p.limit))
+    return {**reopened, **wire.budget(p.session_id, *await app.budgets.status(p.session_id))}
 
 
 async def session_list(app: Services, p: wire.SessionList) -> Any:
@@ -54,18 +63,37 @@ async def session_turns(app: Services, p: wire.SessionPage) -> Any:
 
 async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
     verify = None if p.verify is None else (p.verify.argv, p.verify.exit_code)
-    result = await app.turns.turn(
-        p.session_id,
-        p.prompt,
-        p.choice,
-        p.max_steps,
-        verify,
-        bool(p.step_mode),
-        p.expect_head,
-        p.on_conflict == "fork",
-        p.context or (),
-    )
-    return wire.turn_result(result)
+
+    def run() -> Awaitable[TurnResult]:
+        return app.turns.turn(
+            p.session_id,
+            p.prompt,
+            p.choice,
+            p.max_steps,
+            verify,
+            bool(p.step_mode),
+            p.expect_head,
+            p.on_conflict == "fork",
+            context=p.context or (),
+            budget=p.budget,
+        )
+
+    result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))
+    _, spent = await app.budgets.status(result.session_id or p.session_id)
+    return {**wire.turn_result(result), "spent": wire.spent(spent)}
+
+
+async def session_queue(app: Services, p: wire.SessionRef) -> Any:
+    return wire.queue(p.session_id, app.queues.waiting(p.session_id))
+
+
+async def session_unqueue(app: Services, p: wire.SessionUnqueue) -> Any:
+    entry = app.queues.unqueue(p.session_id, p.queue_id)
+    return {"sessionId": p.session_id, "queueId": entry.queue_id, "dropped": True}
+
+
+async def session_budget(app: Services, p: wire.SessionBudget) -> Any:
+    return wire.budget(p.session_id, *await app.budgets.set(p.session_id, p.budget))
 
 
 async def session_branch(app: Services, p: wire.SessionBranch) -> Any:
@@ -153,6 +181,9 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/turns", wire.SessionPage, session_turns),
     Method("session/turn", wire.SessionTurn, session_turn, follow="before"),
     Method("session/branch", wire.SessionBranch, session_branch),
+    Method("session/queue", wire.SessionRef, session_queue),
+    Method("session/unqueue", wire.SessionUnqueue, session_unqueue),
+    Method("session/budget", wire.SessionBudget, session_budget),
     Method("session/changes", wire.SessionChanges, session_changes),
     Method("session/steer", wire.SessionSteer, session_steer),
     Method("session/cancel", wire.SessionRef, session_cancel),

@@ -10,6 +10,8 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- changes   ChangeService    change sets, diffs, restoring and reverting files
     +-- tools     ToolService      the tools a session's model sees (built-in and MCP)
     +-- mcp       McpServers       each session's MCP servers (``mcp``)
+    +-- budgets   BudgetService    a session's budget and spend
+    +-- queues    PromptQueues     prompts queued behind a session's running turn
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from ..providers.base import Provider
 from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
+from .budgets import BudgetService
 from .changes import ChangeService
 from .policies import Policies
+from .queue import PromptQueues
 from .running import Running
 from .runs import RunService
 from .seams import Notifier
@@ -82,6 +86,8 @@ class Services:
         self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)
         self.archive = ArchiveService(store)
+        self.budgets = BudgetService(store)
+        self.queues = PromptQueues(self.running, notifier)
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -16,6 +16,7 @@ from ..tools.base import Action
 from ..tools.verify import run_check
 from ..vocabulary import CallStatus, Decision
 from .policies import Policies
+from .queue import Queued
 
 CHECK_TIMEOUT_SECONDS = 600.0
 CHECK_OUTPUT_CHARS = 4000
@@ -60,6 +61,14 @@ class Notifier(Protocol):
     def forked(self, origin_id: str, fork_id: str) -> None:
         """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever
         follows the origin is told of that turn, and asked its approvals, too."""
+        ...
+
+    def queued(self, entry: Queued, position: int) -> None:
+        """A prompt joined its session's queue at ``position`` (1: runs next)."""
+        ...
+
+    def dequeued(self, entry: Queued, reason: str) -> None:
+        """A prompt left its session's queue: ``started``, ``dropped`` or ``cancelled``."""
         ...
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:

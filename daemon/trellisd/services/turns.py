@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
+from ..agent.budget import Budgeted
 from ..agent.context import conversation, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
@@ -28,6 +29,7 @@ from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
 from ..records import (
     ANY_HEAD,
+    Budget,
     Compacted,
     ExpectHead,
     ProviderChoice,
@@ -43,6 +45,7 @@ from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, Outcome, StepKind
 from .attach import attach
+from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import UsageSink, Windows, keeper_for, spent
 from .policies import Policies
@@ -73,6 +76,7 @@ class _Start:
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
     attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
     path: tuple[Turn, ...] = ()  # the turns ``messages`` starts with, after the system
+    budget: Budget | None = None  # what this turn may spend (its session's budget aside)
 
 
 class TurnService:
@@ -95,6 +99,7 @@ class TurnService:
         # The editor's files for a turn's file tools, where its protocol has them (ACP).
         self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
         self.windows = Windows()
+        self.budgets = BudgetService(store)
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -119,12 +124,14 @@ class TurnService:
         expect_head: ExpectHead = ANY_HEAD,
         fork_on_conflict: bool = False,
         context: tuple[ContextEntry, ...] = (),
+        budget: Budget | None = None,
     ) -> TurnResult:
         """Run a turn after the session's head; it answers when the turn ends. ``verify``:
         a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
         step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
         ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
-        instead; ``context``: what the editor attached to the prompt."""
+        instead; ``context``: what the editor attached to the prompt; ``budget``: what this
+        turn may spend."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         attached = await self._attach(session, context)
@@ -140,7 +147,15 @@ class TurnService:
             if not fork_on_conflict:
                 raise
             return await self._in_fork(
-                session_id, expect_head, prompt, choice, max_steps, verify, step_mode, context
+                session_id,
+                expect_head,
+                prompt,
+                choice,
+                max_steps,
+                verify,
+                step_mode,
+                context,
+                budget,
             )
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
@@ -158,6 +173,7 @@ class TurnService:
                 step_mode=step_mode,
                 attached=tuple(attached),
                 path=tuple(path),
+                budget=budget,
             )
         )
 
@@ -185,6 +201,7 @@ class TurnService:
         verify: tuple[list[str], int] | None,
         step_mode: bool,
         context: tuple[ContextEntry, ...] = (),
+        budget: Budget | None = None,
     ) -> TurnResult:
         """The turn, run in a fork of the session taken at ``expect_head``, or (with no
         expectation) at the last turn of its path that has ended."""
@@ -198,7 +215,14 @@ class TurnService:
         self.notifier.forked(session_id, fork.session_id)
         log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
         result = await self.turn(
-            fork.session_id, prompt, choice, max_steps, verify, step_mode, context=context
+            fork.session_id,
+            prompt,
+            choice,
+            max_steps,
+            verify,
+            step_mode,
+            context=context,
+            budget=budget,
         )
         return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
 
@@ -448,6 +472,9 @@ class TurnService:
             provider = self._provider(settings)
         except ProviderError as exc:
             return TurnEnd(Outcome.ERROR, str(exc))
+        ledger = await self.budgets.ledger(session.session_id, provider.model, start.budget)
+        if ledger is not None:
+            provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
         context = ToolContext(root, may_read=policy.may_read, editor=self.editor_files(ref))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .budgets import Budgets
 from .changes import Changes
 from .db import Database
 from .grants import Grants
@@ -28,6 +29,7 @@ class Store:
         self.changes = Changes(self.db, self.leases)
         self.mcp_approvals = McpApprovals(self.db)
         self.grants = Grants(self.db)
+        self.budgets = Budgets(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -19,6 +19,7 @@ from ..errors import TrellisError
 from ..policy.layers import PolicySpec
 from ..records import (
     ANY_HEAD,
+    Budget,
     Event,
     ExpectHead,
     FeedEntry,
@@ -218,6 +219,17 @@ class AsyncChanges:
         return await self._run(self._store.changes.load, content)
 
 
+class AsyncBudgets:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def get(self, session_id: str) -> Budget | None:
+        return await self._run(self._store.budgets.get, session_id)
+
+    async def set(self, session_id: str, budget: Budget | None) -> None:
+        await self._run(self._store.budgets.set, session_id, budget, self._store.leases)
+
+
 class AsyncLeases:
     def __init__(self, store: Store, thread: _Thread) -> None:
         self._store, self._run = store, thread
@@ -276,6 +288,7 @@ class AsyncStore:
         self.changes = AsyncChanges(store, self._thread)
         self.mcp_approvals = AsyncMcpApprovals(store, self._thread)
         self.grants = AsyncGrants(store, self._thread)
+        self.budgets = AsyncBudgets(store, self._thread)
 
     @property
     def folder(self) -> Path:

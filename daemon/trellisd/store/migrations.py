@@ -283,4 +283,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE INDEX event_compaction ON event(run_id, step) WHERE kind = 'compaction';
     """,
+    # 14: a session's budget (``budgets``): what all its turns together may spend, as JSON
+    # ``{"tokens": ..., "usd": ...}``; NULL for none.
+    """
+    ALTER TABLE session ADD COLUMN budget TEXT;
+    """,
 )

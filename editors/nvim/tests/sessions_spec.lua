@@ -757,7 +757,7 @@ test("an interrupted last turn is announced on reopen and :TrellisResume continu
   finish_test()
 end)
 
-test("two prompts before the daemon is up: one session, the second sent after the first", function()
+test("two prompts before the daemon is up: one session, the second queued behind the first", function()
   local s, fake
   local turns = {}
   s, fake = start(function(p, proc, m, t)
@@ -768,21 +768,27 @@ test("two prompts before the daemon is up: one session, the second sent after th
   vim.cmd("Trellis first")
   vim.cmd("Trellis second")
   wait_for(function()
-    return #turns >= 1
-  end, nil, "the first turn")
+    return #turns >= 2
+  end, nil, "both turns asked for")
   eq(1, #fake.sent("session/open"), "one session is opened")
+  eq(vim.NIL, turns[1].p.queue or vim.NIL, "the first prompt is not queued")
+  eq(true, turns[2].p.queue, "the second prompt is queued in the daemon")
+  eq(turns[1].p.sessionId, turns[2].p.sessionId)
+  local ref = { sessionId = turns[2].p.sessionId, queueId = "q-1" }
+  turns[1].proc.notify(
+    "session/queued",
+    vim.tbl_extend("force", ref, { position = 1, prompt = "second", queuedAt = "2026-01-01T00:00:00Z" })
+  )
   wait_for(function()
-    return trellis.statusline():find("1 prompt waiting", 1, true) ~= nil
-  end, nil, "the statusline to count the waiting prompt")
-  eq(1, #fake.sent("session/turn"), "the second prompt waits for the first turn")
+    return trellis.statusline():find("1 prompt queued", 1, true) ~= nil
+  end, nil, "the statusline to count the queued prompt")
   s.token(turns[1].proc, turns[1].t, "one")
   s.finish(turns[1].proc, turns[1].m, turns[1].t)
-  wait_for(function()
-    return #turns == 2
-  end, nil, "the second turn")
-  eq("second", turns[2].p.prompt)
-  eq(turns[1].p.sessionId, turns[2].p.sessionId)
+  turns[1].proc.notify("session/dequeued", vim.tbl_extend("force", ref, { reason = "started" }))
+  wait_text("### You\nsecond")
+  s.token(turns[2].proc, turns[2].t, "two")
   s.finish(turns[2].proc, turns[2].m, turns[2].t)
+  wait_text("two\n\n*finished")
   idle()
   local shown = 0
   for _, win in ipairs(vim.api.nvim_list_wins()) do

@@ -179,6 +179,9 @@ const lines = [
   { text: 'Those lines are its title.' },
   // turn 9: sent from the input box with the active file attached
   { text: 'That is the README.' },
+  // turn 10: held after "h1" while two prompts are queued behind it; turn 11: the one not dropped
+  { text: 'h1 h2 h3', holdAfter: 1, holdFile: hold('queued') },
+  { text: 'The queued answer.' },
   // the last turn, in a session over the project once its .trellisd.toml names an MCP server
   { text: 'Asking the server. ', tool: 'mcp__proj__echo', arguments: { text: 'hello from MCP' } },
   { text: 'The server said hello.' },
@@ -577,6 +580,51 @@ try {
     }
     await palette('trellisd: Attach the Active File to Prompts (Toggle)');
     await page.locator('.notification-toast', { hasText: 'prompts go without the active file' }).waitFor();
+  });
+
+  await check('prompts queued while a turn runs are listed, one dropped, the other run after it', async () => {
+    await send('Hold on a moment');
+    const running = chat.locator('section.turn').nth(8);
+    await running.locator('.reply .text', { hasText: 'h1' }).waitFor();
+    const prompt = chat.locator('#prompt');
+    for (const text of ['Then answer this', 'Never mind this one']) {
+      await prompt.click();
+      await prompt.fill(text);
+      await chat.locator('#queue-send').click();
+    }
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).waitFor();
+    await chat.locator('#queue li', { hasText: 'Then answer this' }).waitFor();
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).locator('button.drop').click();
+    await chat.locator('#queue li', { hasText: 'Never mind this one' }).waitFor({ state: 'detached' });
+    await waitForLog(extensionLog, /dropped queued prompt q-\S+/);
+    release('queued');
+    await running.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    const queued = chat.locator('section.turn', { has: chat.locator('.prompt', { hasText: 'Then answer this' }) });
+    await queued.locator('.reply', { hasText: 'The queued answer.' }).waitFor();
+    await queued.locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await chat.locator('#queue').waitFor({ state: 'hidden' });
+    if ((await chat.locator('section.turn .prompt', { hasText: 'Never mind this one' }).count()) !== 0) {
+      throw new Error('the dropped prompt ran');
+    }
+    await page.screenshot({ path: path.join(artifacts, 'queue.png') });
+  });
+
+  await check("the session's budget is shown against its spend, and a turn that would pass it ends exhausted", async () => {
+    await palette("Set the Session's Budget");
+    const input = page.locator('.quick-input-widget input.input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('tokens=5');
+    await input.press('Enter');
+    await chat.locator('#session-spend', { hasText: /^spent \d+ of 5 tokens$/ }).waitFor();
+    await send('Spend more');
+    const turn = chat.locator('section.turn', { has: chat.locator('.prompt', { hasText: 'Spend more' }) });
+    await turn.locator('.turn-error', { hasText: /would pass the session's budget of 5 tokens/ }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /exhausted · / }).waitFor();
+    await palette("Set the Session's Budget");
+    await input.waitFor({ state: 'visible' });
+    await input.fill('off');
+    await input.press('Enter');
+    await chat.locator('#session-spend').waitFor({ state: 'hidden' });
   });
 
   // --- the session's life: fork, rename, export and import, search, delete ---

@@ -9,6 +9,9 @@
   const prompt = /** @type {HTMLTextAreaElement} */ (byId('prompt'));
   const send = /** @type {HTMLButtonElement} */ (byId('send'));
   const cancel = /** @type {HTMLButtonElement} */ (byId('cancel'));
+  const queueSend = /** @type {HTMLButtonElement} */ (byId('queue-send'));
+  const queue = byId('queue');
+  const queueList = byId('queue-list');
   const empty = byId('empty');
   const header = byId('session-header');
   const notice = byId('notice');
@@ -57,6 +60,7 @@
     document.body.classList.toggle('running', value);
     send.textContent = value ? 'Steer' : 'Send';
     cancel.hidden = !value;
+    queueSend.hidden = !value;
     prompt.placeholder = value
       ? 'Steer the running turn: it reaches the model at its next step'
       : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
@@ -83,12 +87,40 @@
     noticeTimer = setTimeout(() => (notice.hidden = true), 8000);
   }
 
-  function submit() {
+  /** @param {{queueId: string, prompt: string}[]} queued */
+  function drawQueue(queued) {
+    queueList.textContent = '';
+    for (const entry of queued) {
+      const item = document.createElement('li');
+      item.dataset.queueId = entry.queueId;
+      const text = document.createElement('span');
+      text.className = 'queued-prompt';
+      text.textContent = entry.prompt;
+      const drop = document.createElement('button');
+      drop.type = 'button';
+      drop.className = 'secondary drop';
+      drop.textContent = 'Drop';
+      drop.title = 'Drop it from the queue: it never runs';
+      drop.addEventListener('click', () => vscode.postMessage({ type: 'unqueue', queueId: entry.queueId }));
+      item.append(text, drop);
+      queueList.appendChild(item);
+    }
+    queue.hidden = queued.length === 0;
+  }
+
+  /** @param {string | null} text */
+  function setSpend(text) {
+    const spend = byId('session-spend');
+    spend.textContent = text ?? '';
+    spend.hidden = !text;
+  }
+
+  function submit(type = 'send') {
     const text = prompt.value.trim();
     if (!text) {
       return;
     }
-    vscode.postMessage({ type: 'send', text });
+    vscode.postMessage({ type, text });
     prompt.value = '';
     vscode.setState({ draft: '' });
   }
@@ -117,6 +149,12 @@
       case 'session':
         setSession(message.session);
         break;
+      case 'queue':
+        drawQueue(message.queued);
+        break;
+      case 'spend':
+        setSpend(message.text);
+        break;
       case 'draft':
         if (!prompt.value.trim()) {
           prompt.value = message.text;
@@ -133,7 +171,8 @@
     }
   });
   prompt.addEventListener('input', () => vscode.setState({ draft: prompt.value }));
-  send.addEventListener('click', submit);
+  send.addEventListener('click', () => submit());
+  queueSend.addEventListener('click', () => submit('queue'));
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
   byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
   byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));

@@ -44,6 +44,7 @@ export function chatHtml(page: ChatPage): string {
   <div id="session-title"></div>
   <div id="session-root"></div>
   <div id="session-lineage" hidden></div>
+  <div id="session-spend" hidden></div>
 </header>
 <div id="empty">
   <p>No session is open. A session keeps a branchable conversation with the coding agent about this folder.</p>
@@ -52,10 +53,15 @@ export function chatHtml(page: ChatPage): string {
 </div>
 <main id="turns" aria-live="polite"></main>
 <div id="notice" role="status" hidden></div>
+<section id="queue" aria-label="Queued prompts" hidden>
+  <div class="queue-title">Queued: they run when the running turn ends</div>
+  <ol id="queue-list"></ol>
+</section>
 <footer id="composer">
   <textarea id="prompt" rows="3" aria-label="Prompt" placeholder="Ask about this folder (Enter sends, Shift+Enter starts a new line)"></textarea>
   <div id="buttons">
     <button id="send" type="button">Send</button>
+    <button id="queue-send" type="button" class="secondary" hidden title="Run it after the running turn">Queue</button>
     <button id="cancel" type="button" class="secondary" hidden>Cancel turn</button>
   </div>
 </footer>

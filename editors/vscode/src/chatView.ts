@@ -8,6 +8,8 @@ import type { ChatSink, FromWebview, SessionController, ToWebview } from './sess
 export interface ChatActions {
   send(text: string): void;
   cancel(): void;
+  queue(text: string): void;
+  unqueue(queueId: string): void;
   start(): void;
   reopen(): void;
   showLog(): void;
@@ -56,6 +58,12 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
         break;
       case 'cancel':
         this.actions.cancel();
+        break;
+      case 'queue':
+        this.actions.queue(String(message.text ?? ''));
+        break;
+      case 'unqueue':
+        this.actions.unqueue(String(message.queueId ?? ''));
         break;
       case 'start':
         this.actions.start();

@@ -22,11 +22,13 @@ import {
 import {
   ApprovalParams,
   ApprovalResult,
+  DequeuedParams,
   InitializationOptions,
   InitializeResult,
   Method,
   PROTOCOL_NAME,
   PROTOCOL_VERSION,
+  Queued,
   SteeredParams,
   StepParams,
   TokenParams,
@@ -58,6 +60,8 @@ export interface DaemonHandlers {
   toolCall?(params: ToolCallParams): void;
   toolOutput?(params: ToolOutputParams): void;
   usage?(params: UsageParams): void;
+  queued?(params: Queued): void;
+  dequeued?(params: DequeuedParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -324,6 +328,8 @@ export class DaemonClient {
     connection.onNotification(Method.toolCall, (p: ToolCallParams) => this.handlers.toolCall?.(p));
     connection.onNotification(Method.toolOutput, (p: ToolOutputParams) => this.handlers.toolOutput?.(p));
     connection.onNotification(Method.usage, (p: UsageParams) => this.handlers.usage?.(p));
+    connection.onNotification(Method.queued, (p: Queued) => this.handlers.queued?.(p));
+    connection.onNotification(Method.dequeued, (p: DequeuedParams) => this.handlers.dequeued?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {

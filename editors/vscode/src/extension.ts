@@ -12,6 +12,7 @@ import { daemonCommand, initializationOptions, readSettings } from './config';
 import { messageOf } from './errors';
 import type { ContextEntry } from './protocol';
 import { ChannelLog } from './log';
+import { parseBudget, spendText } from './queue';
 import { contentProvider, SCHEME, showChanges } from './proposed';
 import { SessionController } from './session';
 import { pickTurn, SessionCommands } from './sessionCommands';
@@ -243,6 +244,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const chat = new ChatViewProvider(context.extensionUri, controller, {
     send: act('send', send),
     cancel: act('cancel', () => controller.cancel()),
+    queue: act('queue a prompt', (text: string) => controller.queuePrompt(text.trim())),
+    unqueue: act('drop a queued prompt', (queueId: string) => controller.unqueue(queueId)),
     start: act('start a session', startSession),
     reopen: act('reopen a session', reopenSession),
     showLog,
@@ -295,6 +298,39 @@ export function activate(context: vscode.ExtensionContext): void {
         if (text?.trim()) {
           await send(text);
         }
+      }),
+    ),
+    vscodeapi.registerCommand(
+      'trellisd.queuePrompt',
+      act('queue a prompt', async () => {
+        const text = await vscodeapi.showInputBox({
+          title: 'trellisd: queue a prompt',
+          prompt: 'It runs after the running turn (and the prompts queued before it).',
+          ignoreFocusOut: true,
+        });
+        if (text?.trim()) {
+          await controller.queuePrompt(text.trim());
+        }
+      }),
+    ),
+    vscodeapi.registerCommand(
+      'trellisd.setBudget',
+      act('set the budget', async () => {
+        const text = await vscodeapi.showInputBox({
+          title: 'trellisd: what this session may spend',
+          prompt: 'tokens=N and/or usd=X, or off',
+          value: 'tokens=100000',
+          ignoreFocusOut: true,
+        });
+        if (text === undefined) {
+          return;
+        }
+        const budget = parseBudget(text);
+        if (typeof budget === 'string') {
+          throw new Error(budget);
+        }
+        const status = await controller.setBudget(budget);
+        void vscodeapi.showInformationMessage(`trellisd: ${spendText(status.budget, status.spent)}`);
       }),
     ),
     vscodeapi.registerCommand('trellisd.cancelTurn', act('cancel the turn', () => controller.cancel())),

@@ -35,7 +35,12 @@ export const Method = {
   revoke: 'session/revoke',
   export: 'session/export',
   import: 'session/import',
+  queue: 'session/queue',
+  unqueue: 'session/unqueue',
+  budget: 'session/budget',
   // daemon -> editor
+  queued: 'session/queued',
+  dequeued: 'session/dequeued',
   token: 'session/token',
   step: 'session/step',
   steered: 'session/steered',
@@ -168,6 +173,9 @@ export interface ReopenResult extends Session {
   running?: RunningTurn;
   /** The cheap check of the session's log: 'broken' when its store was changed by hand. */
   integrity?: 'unchecked' | 'ok' | 'broken';
+  /** The session's budget (null: none) and what its turns have spent. */
+  budget?: Budget | null;
+  spent?: Spent;
 }
 
 export interface RunningTurn extends TurnRef {
@@ -195,6 +203,8 @@ export interface TurnResult {
   error?: string;
   model?: string | null;
   cost?: number | null;
+  /** session/turn: what the session has spent, this turn included. */
+  spent?: Spent;
 }
 
 export interface ToolCall {
@@ -392,3 +402,39 @@ export interface CompactResult {
   tokens: Tokens;
   cost: number | null;
 }
+
+/** What a turn or a session may spend; a field left out caps nothing. */
+export interface Budget {
+  tokens?: number | null;
+  usd?: number | null;
+}
+
+/** What a session's turns have spent. */
+export interface Spent {
+  tokens: number;
+  usd: number;
+}
+
+/** session/budget's answer; session/reopen's (and session/open's, with a budget) carry the same. */
+export interface BudgetStatus {
+  sessionId: string;
+  budget: Budget | null;
+  spent: Spent;
+}
+
+/** A prompt waiting in a session's queue (session/queued, session/queue). */
+export interface Queued {
+  sessionId: string;
+  queueId: string;
+  /** 1: runs when the running turn ends. */
+  position: number;
+  prompt: string;
+  queuedAt: string;
+}
+
+export interface DequeuedParams {
+  sessionId: string;
+  queueId: string;
+  reason: 'started' | 'dropped' | 'cancelled' | string;
+}
+

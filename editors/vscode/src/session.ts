@@ -13,12 +13,16 @@ import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
 import { Coalescer } from './coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from './errors';
 import { findOrigin, lineageText } from './lineage';
+import { PromptQueue, QueueEntry, spendText } from './queue';
 import {
   ApprovalParams,
   ApprovalResult,
+  Budget,
+  BudgetStatus,
   CancelResult,
   ContextEntry,
   CompactResult,
+  DequeuedParams,
   ErrorCode,
   ExportResult,
   FileChange,
@@ -27,6 +31,7 @@ import {
   Method,
   PauseResult,
   PolicyView,
+  Queued,
   ReopenResult,
   Restored,
   RunningTurn,
@@ -34,6 +39,7 @@ import {
   SessionList,
   SessionSummary,
   SessionTools,
+  Spent,
   SteeredParams,
   SteerResult,
   StepParams,
@@ -77,13 +83,17 @@ export type ToWebview =
   | { type: 'running'; running: boolean }
   | { type: 'notice'; level: 'info' | 'error'; text: string }
   | { type: 'draft'; text: string }
-  | { type: 'session'; session: SessionHeader };
+  | { type: 'session'; session: SessionHeader }
+  | { type: 'queue'; queued: QueueEntry[] }
+  | { type: 'spend'; text: string | null };
 
 /** Messages from the chat webview. */
 export type FromWebview =
   | { type: 'ready' }
   | { type: 'send'; text: string }
   | { type: 'cancel' }
+  | { type: 'queue'; text: string }
+  | { type: 'unqueue'; queueId: string }
   | { type: 'start' }
   | { type: 'reopen' }
   | { type: 'showLog' };
@@ -119,6 +129,7 @@ export class SessionController {
   private keys = 0;
   /** A reopen is under way to show a turn another window started. */
   private catchingUp = false;
+  private catchUpAgain = false;
   private view: ChatSink = NO_VIEW;
   private readonly coalescer: Coalescer;
   private readonly sessionListeners = new Set<Listener<Session | undefined>>();
@@ -127,6 +138,11 @@ export class SessionController {
   /** The open session's last `session/usage`: its context meter and spend. */
   usage?: UsageParams;
   private readonly exitSubscription: { dispose(): void };
+  /** The prompts queued behind the running turn (from any window), first to run first. */
+  readonly queue = new PromptQueue();
+  /** The session's budget (null: none) and what its turns have spent, once known. */
+  budget: Budget | null = null;
+  spent?: Spent;
 
   readonly handlers: DaemonHandlers = {
     token: (p) => this.onToken(p),
@@ -135,6 +151,8 @@ export class SessionController {
     toolCall: (p) => this.onToolCall(p),
     toolOutput: (p) => this.onToolOutput(p),
     usage: (p) => this.onUsage(p),
+    queued: (p) => this.onQueued(p),
+    dequeued: (p) => this.onDequeued(p),
     requestApproval: (p, token) => this.onApproval(p, token),
   };
 
@@ -385,6 +403,7 @@ export class SessionController {
       const result = await request(source.token);
       this.coalescer.flush();
       finish(turn, result);
+      this.takeSpend(result);
       if (movesHead && this.session?.sessionId === session.sessionId) {
         this.session.head = result.turnId;
         if (!this.session.title) {
@@ -760,6 +779,7 @@ export class SessionController {
    * follow it from there. */
   private async catchUp(sessionId: string): Promise<void> {
     if (this.catchingUp) {
+      this.catchUpAgain = true; // what it reads may be older than what was just said
       return;
     }
     this.catchingUp = true;
@@ -770,6 +790,7 @@ export class SessionController {
       }
       this.session = session;
       this.transcript = history.map(fromHistory);
+      this.takeSpend(session);
       this.postReset();
       if (running) {
         this.follow(running);
@@ -777,6 +798,12 @@ export class SessionController {
       this.fireSession();
     } finally {
       this.catchingUp = false;
+      if (this.catchUpAgain) {
+        this.catchUpAgain = false;
+        if (!this.live) {
+          await this.catchUp(sessionId);
+        }
+      }
     }
   }
 
@@ -929,12 +956,97 @@ export class SessionController {
   private postReset(): void {
     this.coalescer.flush();
     const session = this.session;
+    this.postQueue();
     this.view.post({
       type: 'reset',
       session: session ? header(session, this.lineage) : null,
       turns: this.transcript.map(turnView),
       running: this.isRunning,
     });
+  }
+
+  private postQueue(): void {
+    this.view.post({ type: 'queue', queued: [...this.queue.list] });
+    const text = this.budget ? spendText(this.budget, this.spent) : undefined;
+    this.view.post({ type: 'spend', text: text ?? null });
+  }
+
+  /** A budget and what was spent, from an answer that has them. */
+  private takeSpend(answer: Partial<BudgetStatus>): void {
+    if (answer.budget !== undefined) {
+      this.budget = answer.budget;
+    }
+    if (answer.spent) {
+      this.spent = answer.spent;
+    }
+    this.postQueue();
+  }
+
+  /** Queue a prompt behind the running turn (from any window): it runs when that turn and the
+   * prompts queued before it have run, and is drawn here as it runs. Errors are shown. */
+  async queuePrompt(prompt: string): Promise<void> {
+    const session = this.requireSession();
+    await this.ensureAttached();
+    this.log.info(`queueing a prompt: ${excerpt(prompt)}`);
+    try {
+      const result = await this.client.request<TurnResult>(Method.turn, {
+        sessionId: session.sessionId,
+        prompt,
+        queue: true,
+      });
+      this.takeSpend(result);
+      this.log.info(`queued turn ${result.turnId} ended ${result.outcome}`);
+      if (!this.live && !this.transcript.some((t) => t.turnId === result.turnId)) {
+        await this.catchUp(session.sessionId); // it ran before this window could follow it
+      }
+      if (result.outcome === 'error' || result.outcome === 'exhausted') {
+        void this.showError(`trellisd: the queued turn ended ${result.outcome}: ${result.error ?? 'no reason given'}`);
+      }
+    } catch (error) {
+      if (error instanceof DaemonError && error.code === ErrorCode.requestCancelled) {
+        this.notice('info', `Not run: ${messageOf(error)}`);
+        this.log.info(`queued prompt not run: ${messageOf(error)}`);
+      } else {
+        void this.showError(messageOf(error), error);
+      }
+    }
+  }
+
+  /** Drop a queued prompt: it never runs. */
+  async unqueue(queueId: string): Promise<void> {
+    const session = this.requireSession();
+    await this.client.request(Method.unqueue, { sessionId: session.sessionId, queueId });
+    this.queue.remove({ queueId });
+    this.postQueue();
+    this.log.info(`dropped queued prompt ${queueId}`);
+  }
+
+  /** What all the session's turns together may spend from now on (null: no budget). */
+  async setBudget(budget: Budget | null): Promise<BudgetStatus> {
+    const session = this.requireSession();
+    await this.ensureAttached();
+    const status = await this.client.request<BudgetStatus>(Method.budget, { sessionId: session.sessionId, budget });
+    this.takeSpend(status);
+    this.log.info(`budget of session ${session.sessionId}: ${spendText(status.budget, status.spent)}`);
+    return status;
+  }
+
+  private onQueued(p: Queued): void {
+    if (this.session?.sessionId !== p.sessionId) {
+      return;
+    }
+    this.queue.add(p);
+    this.log.info(`prompt ${p.queueId} queued at ${p.position}: ${excerpt(p.prompt)}`);
+    this.postQueue();
+  }
+
+  private onDequeued(p: DequeuedParams): void {
+    if (this.session?.sessionId !== p.sessionId) {
+      return;
+    }
+    this.queue.remove(p);
+    this.log.info(`prompt ${p.queueId} left the queue: ${p.reason}`);
+    this.postQueue();
   }
 
   notice(level: 'info' | 'error', text: string): void {
@@ -949,6 +1061,10 @@ export class SessionController {
     void this.describeLineage(session);
     this.attached = this.client.generation;
     this.transcript = history.map(fromHistory);
+    this.queue.clear();
+    this.budget = null;
+    this.spent = undefined;
+    this.takeSpend(session as Partial<BudgetStatus>);
     this.postReset();
     this.fireSession();
   }

@@ -150,6 +150,8 @@ export class RecordingView implements ChatSink {
   order: string[] = [];
   running = false;
   notices: string[] = [];
+  queued: { queueId: string; prompt: string }[] = [];
+  spend: string | null = null;
 
   post(message: ToWebview): void {
     this.messages.push(message);
@@ -170,6 +172,12 @@ export class RecordingView implements ChatSink {
         break;
       case 'notice':
         this.notices.push(message.text);
+        break;
+      case 'queue':
+        this.queued = message.queued;
+        break;
+      case 'spend':
+        this.spend = message.text;
         break;
     }
   }

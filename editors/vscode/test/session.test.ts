@@ -608,3 +608,59 @@ describe('windows sharing one daemon', () => {
     assert.equal(fs.readFileSync(`${daemon.root}/shared.txt`, 'utf8'), 'both saw it');
   });
 });
+
+// These use session/turn's queue and budget, session/queued, session/dequeued, session/unqueue
+// and session/budget.
+describe('queued prompts and budgets', () => {
+  test('prompts queued while a turn runs are listed, run in order, and a dropped one never runs', async () => {
+    const c = controller([
+      { text: 'First answer.', holdAfter: 1, holdFile: daemon.hold('first') },
+      { text: 'Second answer.' },
+      { text: 'Fourth answer.' },
+    ]);
+    await c.openSession(daemon.root);
+    const first = c.turn('one');
+    await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
+    const queued = ['two', 'three', 'four'].map((p) => c.queuePrompt(p));
+    await waitFor('three queued prompts', () => view.queued.length === 3);
+    assert.deepEqual(
+      view.queued.map((q) => q.prompt),
+      ['two', 'three', 'four'],
+    );
+    await c.unqueue(view.queued[1].queueId);
+    assert.deepEqual(
+      view.queued.map((q) => q.prompt),
+      ['two', 'four'],
+    );
+    daemon.release('first');
+    await first;
+    await Promise.all(queued);
+    await waitFor('the queue to empty', () => view.queued.length === 0);
+    const turns = await waitFor('the queued turns drawn', () => {
+      const shown = view.order.map((k) => view.turns.get(k)!);
+      return shown.filter((t) => t.outcome === 'finished').length === 3 && shown;
+    });
+    assert.deepEqual(
+      turns.map((t) => stripTags(t.prompt)),
+      ['one', 'two', 'four'],
+    );
+    assert.match(stripTags(turns[2].body), /Fourth answer/);
+    assert.ok(view.notices.some((n) => /dropped from the queue/.test(n)), view.notices.join('\n'));
+  });
+
+  test('spend is shown against the budget, and a turn that would pass it is not sent', async () => {
+    const c = controller([{ text: 'First answer.' }, { text: 'never sent' }]);
+    await c.openSession(daemon.root);
+    await c.turn('one');
+    const status = await c.setBudget({ tokens: 5 });
+    assert.ok(status.spent.tokens > 5);
+    assert.equal(view.spend, `spent ${status.spent.tokens} of 5 tokens`);
+    const result = await c.turn('two');
+    assert.equal(result?.outcome, 'exhausted');
+    assert.match(result?.error ?? '', /would pass the session's budget of 5 tokens/);
+    assert.match(stripTags(view.last!.footer), /exhausted · /);
+    assert.doesNotMatch(stripTags(view.last!.body), /never sent/);
+    await c.setBudget(null);
+    assert.equal(view.spend, null);
+  });
+});

@@ -26,7 +26,7 @@ def test_every_error_a_client_can_see_has_a_code_of_the_vocabulary() -> None:
         for c in vars(errors).values()
         if isinstance(c, type) and issubclass(c, errors.TrellisError)
     ]
-    assert len(classes) == 8
+    assert len(classes) == 9
     for cls in classes:
         assert cls.CODE in set(ErrorCode), cls
 

@@ -175,6 +175,22 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisQueue",
+    0,
+    "List the prompts queued behind the running turn; pick one to drop it",
+    function()
+      M.queue()
+    end,
+  },
+  {
+    "TrellisBudget",
+    "?",
+    "Set what the conversation may spend: tokens=N usd=X, or off",
+    function(o)
+      M.budget(o.args)
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -285,6 +301,14 @@ end
 
 function M.log()
   sessions().open_log()
+end
+
+function M.queue()
+  sessions().queue()
+end
+
+function M.budget(args)
+  sessions().budget(args)
 end
 
 -- For the statusline: "trellis: streaming 42 tok", "trellis: idle", ...

@@ -7,6 +7,7 @@ local config = require("trellisd.config")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local queue = require("trellisd.queue")
 local tree = require("trellisd.tree")
 local ui = require("trellisd.ui")
 local View = require("trellisd.view")
@@ -58,6 +59,7 @@ local function adopt(session)
   state.title = compat.value(session.title) or ""
   state.head = compat.value(session.head)
   state.session = session
+  queue.budget_from(state, session)
   if type(compat.value(session.forkedFrom)) == "table" then
     describe_lineage(state) -- the header says it once the origin is looked up
   else
@@ -423,6 +425,10 @@ local function turn_ended(state, run, err, result)
     end
   else
     view:block({ format.footer(result) })
+    queue.budget_from(state, result)
+    if state.budget then
+      view:block({ "*" .. queue.spend_text(state) .. "*" })
+    end
     state.head = compat.value(result.turnId) or state.head
     if state.title == "" then
       state.title = format.one_line(run.prompt, 200)
@@ -433,6 +439,8 @@ local function turn_ended(state, run, err, result)
     local why = compat.value(result.error)
     if outcome == "error" then
       ui.error("the turn failed: " .. (why or "no reason given"))
+    elseif outcome == "exhausted" and why then
+      ui.warn("the turn stopped before the model finished: " .. why)
     elseif outcome == "exhausted" then
       ui.warn("the turn stopped before the model finished: it used all the steps it was given")
     elseif outcome == "paused" then
@@ -561,11 +569,7 @@ function M.ask(prompt, context)
       ensure_view(state, function()
         show(state)
         if state.running then
-          table.insert(state.waiting, context and { prompt = prompt, context = context } or prompt)
-          ui.notify(
-            "your prompt waits for the running turn to end (:TrellisSteer steers the running turn)"
-          )
-          redraw_status()
+          M.send_queued(state, conn, prompt, context)
         else
           send(state, conn, prompt, context)
         end
@@ -602,6 +606,96 @@ function M.ask_about(prompt, line1, line2)
     entry.text = text
   end
   M.ask(prompt, { entry })
+end
+
+-- A prompt given while a turn runs is queued in the daemon (session/turn with queue), shown
+-- by :TrellisQueue in every editor following the session, and run after the running turn;
+-- its turn is drawn here when it starts (session/dequeued), and ends when the request answers.
+function M.send_queued(state, conn, prompt, context)
+  local run = { prompt = prompt, tokens = 0, step = nil, steers = 0, approval = false }
+  queue.sent(state, run)
+  local params = { sessionId = state.id, prompt = prompt, queue = true, context = context }
+  params.stepMode = state.step_mode or nil
+  run.request = conn:request("session/turn", params, function(err, result)
+    queue.answered(state, run)
+    if state.running == run or run.started then
+      turn_ended(state, run, err, result)
+    elseif err then
+      ui.warn("your queued prompt did not run: " .. err.message)
+    end
+    redraw_status()
+  end)
+  ui.notify("your prompt is queued: it runs when the running turn ends (:TrellisQueue lists the queue)")
+  redraw_status()
+end
+
+function M.start_queued(state, run)
+  run.started = true
+  state.running = run
+  state.view:block(View.prompt_lines(run.prompt))
+  redraw_status()
+end
+
+-- :TrellisQueue: the prompts queued behind the running turn; picking one offers to drop it.
+function M.queue()
+  local state = need_current("list the queue of")
+  if not state then
+    return
+  end
+  daemon.request("session/queue", { sessionId = state.id }, function(err, result)
+    if err then
+      ui.error("could not read the queue: " .. err.message)
+      return
+    end
+    state.queue = {}
+    for _, q in ipairs(result.queued or {}) do
+      queue.queued(state, q)
+    end
+    redraw_status()
+    if queue.count(state) == 0 then
+      ui.notify("no prompt is queued")
+      return
+    end
+    ui.select(queue.labels(state), {
+      prompt = "Queued prompts (pick one to drop it)",
+      kind = "trellisd.queue",
+    }, function(_, index)
+      local entry = index and queue.entry(state, index)
+      if not entry then
+        return
+      end
+      local params = { sessionId = state.id, queueId = entry.queueId }
+      daemon.request("session/unqueue", params, function(e)
+        if e then
+          ui.warn("could not drop it: " .. e.message)
+        else
+          ui.notify("dropped from the queue: " .. format.one_line(entry.prompt, 80))
+        end
+      end)
+    end)
+  end)
+end
+
+-- :TrellisBudget tokens=N usd=X (or off): what the conversation's turns may spend together.
+function M.budget(args)
+  local state = need_current("budget")
+  if not state then
+    return
+  end
+  local budget, problem = queue.parse(args)
+  if budget == nil then
+    ui.warn(problem)
+    return
+  end
+  daemon.request("session/budget", { sessionId = state.id, budget = budget }, function(err, r)
+    if err then
+      ui.error("could not set the budget: " .. err.message)
+      return
+    end
+    queue.budget_from(state, r)
+    ui.notify(queue.spend_text(state) or "budget set")
+    redraw_status()
+  end)
 end
 
 -- :TrellisResume: continue the paused or interrupted turn at the head.
@@ -1439,7 +1533,8 @@ function M.statusline()
   local state = M.current_state()
   local run = state and state.running
   if not run then
-    return "trellis: idle"
+    local spend = state and state.budget and queue.spend_text(state)
+    return "trellis: idle" .. (spend and (" · " .. spend) or "")
   end
   if run.approval then
     return "trellis: approval needed"
@@ -1453,6 +1548,9 @@ function M.statusline()
   end
   if #state.waiting > 0 then
     text = text .. ", " .. format.count(#state.waiting, "prompt", "prompts") .. " waiting"
+  end
+  if queue.count(state) > 0 then
+    text = text .. ", " .. format.count(queue.count(state), "prompt", "prompts") .. " queued"
   end
   return text
 end
@@ -1594,6 +1692,23 @@ notifications["session/steered"] = function(p)
     state.view:block(
       quote("> steer" .. (step and (" (step " .. step .. ")") or "") .. ": ", p.text)
     )
+  end
+  redraw_status()
+end
+
+notifications["session/queued"] = function(p)
+  local state = M.open[p.sessionId]
+  if state then
+    queue.queued(state, p)
+    redraw_status()
+  end
+end
+
+notifications["session/dequeued"] = function(p)
+  local state = M.open[p.sessionId]
+  local run = state and queue.dequeued(state, p)
+  if run then
+    M.start_queued(state, run)
   end
   redraw_status()
 end

@@ -1,0 +1,41 @@
+"""A session's budget: what all its turns together may spend, kept with the session (the
+``budget`` column of ``session``), so it holds in every daemon and after a reopen."""
+
+from __future__ import annotations
+
+import json
+
+from ..convert import structure, unstructure
+from ..records import Budget
+from .db import Database, now
+from .sessions import Sessions, Writer
+
+
+class Budgets:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get(self, session_id: str) -> Budget | None:
+        """The session's budget; None when it has none (``NotFound`` for no such session)."""
+        with self.db.read() as con:
+            Sessions._get(con, session_id)
+            row = con.execute("SELECT budget FROM session WHERE id = ?", (session_id,)).fetchone()
+        return None if row is None or row[0] is None else _budget(row[0])
+
+    def set(self, session_id: str, budget: Budget | None, writer: Writer) -> None:
+        """A new budget for the session's turns from now on; None (or nothing capped): none."""
+        stored = None
+        if budget is not None and (budget.tokens is not None or budget.usd is not None):
+            stored = json.dumps(unstructure(budget))
+        with self.db.write() as con:
+            Sessions._get(con, session_id)
+            writer.acquire(con, session_id)
+            con.execute(
+                "UPDATE session SET budget = ?, updated_at = ? WHERE id = ?",
+                (stored, now(), session_id),
+            )
+
+
+def _budget(stored: str) -> Budget:
+    budget: Budget = structure(json.loads(stored), Budget, "budget")
+    return budget
