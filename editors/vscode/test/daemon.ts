@@ -94,7 +94,10 @@ export class TestDaemon {
 
   client(options: Partial<ClientOptions> = {}): DaemonClient {
     const { command, args } = testCommand();
-    const shared = this.runtime ? { TRELLISD_SHARED: '1', XDG_RUNTIME_DIR: this.runtime } : {};
+    // Standalone unless shared: a test's daemon never outlives it in a shared daemon's place.
+    const shared = this.runtime
+      ? { TRELLISD_SHARED: '1', XDG_RUNTIME_DIR: this.runtime }
+      : { TRELLISD_SHARED: '0' };
     const client = new DaemonClient({
       command: () => ({
         command,
