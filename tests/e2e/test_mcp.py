@@ -17,8 +17,9 @@ import pytest
 from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_policy_tools import answer_approvals, events
 from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
-from tests.fixtures.waits import alive, eventually
+from tests.fixtures.waits import SAFETY_NET, alive, eventually
 
 SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_server.py")
 FILESYSTEM = (
@@ -286,3 +287,42 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     await eventually(
         lambda: int(second) not in ps_pids(), "the server dies with its daemon, even on kill -9"
     )
+
+
+async def test_a_config_file_server_is_offered_to_every_session(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "home" / ".config" / "trellisd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        f'[[mcp]]\nname = "cfg"\ncommand = {json.dumps(sys.executable)}\n'
+        f'args = [{json.dumps(SERVER)}, "stdio"]\nenv = {{ GREETING = "from the file" }}\n'
+    )
+    daemon = await spawn()
+    answer_approvals(daemon, ["allow"])
+    session = await open_session(daemon, workspace)
+    said, _ = await one_call(daemon, model, session, call("mcp__cfg__echo", text="hello"))
+
+    assert said == "hello"
+    listed = await daemon.call("session/tools", {"sessionId": session["sessionId"]})
+    [server] = listed["servers"]
+    assert server["name"] == "cfg" and server["source"] == "config"
+    assert server["state"] == "running"
+
+
+async def test_a_config_file_server_the_client_cannot_start_is_refused_at_start(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "home" / ".config" / "trellisd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[[mcp]]\nname = "two__parts"\ncommand = "x"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "trellisd", "config"],
+        env=hermetic_env(tmp_path / "home"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert done.returncode == 2
+    assert f"{config}:2: mcp[0].name" in done.stderr, done.stderr
