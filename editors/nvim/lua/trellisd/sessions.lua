@@ -1054,6 +1054,24 @@ local function paint_tree(state, buf, entries)
   vim.bo[buf].modifiable = false
 end
 
+-- The scratch buffer named `name` (made, with `filetype`, the first time); true when new.
+local function scratch(name, filetype)
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      return b, false
+    end
+  end
+  local buf = vim.api.nvim_create_buf(true, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  if filetype then
+    vim.bo[buf].filetype = filetype
+  end
+  return buf, true
+end
+
 -- :TrellisTree
 function M.tree()
   local state = need_current("show")
@@ -1062,20 +1080,8 @@ function M.tree()
   end
   with_daemon(function()
     with_tree(state, function(entries)
-      local name = "trellis://" .. state.id .. "/tree"
-      local buf
-      for _, b in ipairs(vim.api.nvim_list_bufs()) do
-        if vim.api.nvim_buf_get_name(b) == name then
-          buf = b
-        end
-      end
-      if buf == nil then
-        buf = vim.api.nvim_create_buf(true, true)
-        vim.api.nvim_buf_set_name(buf, name)
-        vim.bo[buf].buftype = "nofile"
-        vim.bo[buf].bufhidden = "hide"
-        vim.bo[buf].swapfile = false
-        vim.bo[buf].filetype = "trellistree"
+      local buf, new = scratch("trellis://" .. state.id .. "/tree", "trellistree")
+      if new then
         vim.keymap.set("n", "<CR>", function()
           M.branch_at_cursor(buf)
         end, { buffer = buf, desc = "Branch from the turn under the cursor" })
@@ -1434,16 +1440,7 @@ function M.changes()
         ui.error("could not read the changes: " .. err.message)
         return
       end
-      local name = "trellis://" .. state.id .. "/changes"
-      local buf = vim.fn.bufnr(name)
-      if buf < 0 then
-        buf = vim.api.nvim_create_buf(true, true)
-        vim.api.nvim_buf_set_name(buf, name)
-        vim.bo[buf].buftype = "nofile"
-        vim.bo[buf].bufhidden = "hide"
-        vim.bo[buf].swapfile = false
-        vim.bo[buf].filetype = "diff"
-      end
+      local buf = scratch("trellis://" .. state.id .. "/changes", "diff")
       vim.keymap.set("n", "R", function()
         revert(state, turn_id, false)
       end, { buffer = buf, desc = "Revert this turn's changes" })
@@ -1498,15 +1495,7 @@ function M.tools()
         ui.error("could not list the tools: " .. err.message)
         return
       end
-      local name = "trellis://" .. state.id .. "/tools"
-      local buf = vim.fn.bufnr(name)
-      if buf < 0 then
-        buf = vim.api.nvim_create_buf(true, true)
-        vim.api.nvim_buf_set_name(buf, name)
-        vim.bo[buf].buftype = "nofile"
-        vim.bo[buf].bufhidden = "hide"
-        vim.bo[buf].swapfile = false
-      end
+      local buf = scratch("trellis://" .. state.id .. "/tools")
       vim.bo[buf].modifiable = true
       vim.api.nvim_buf_set_lines(buf, 0, -1, false, tool_lines(result))
       vim.bo[buf].modifiable = false
