@@ -40,7 +40,8 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, **extra: str) ->
         failing = [
             "\n".join(lines[max(0, i - 3) : i + 40])
             for i, line in enumerate(lines)
-            if line.lstrip().startswith("not ok")
+            # node --test says "not ok"; the e2e run says "FAIL" after its clock
+            if line.lstrip().startswith("not ok") or "] FAIL " in line
         ]
         pytest.fail(
             f"{' '.join(argv)} exited {done.returncode}\n"

@@ -773,6 +773,18 @@ try {
     const page = context.pages()[0];
     await page?.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => undefined);
     say(`failure screenshot: ${path.join(artifacts, 'failure.png')}`);
+    // What the chat view held when the check gave up: the end of its turns, as HTML.
+    if (page) {
+      const views = await page.locator('iframe.webview.ready').count().catch(() => 0);
+      const html = await page
+        .frameLocator('iframe.webview.ready')
+        .first()
+        .frameLocator('#active-frame')
+        .locator('#turns')
+        .innerHTML({ timeout: 5000 })
+        .catch((e) => `(not readable: ${e?.message ?? e})`);
+      console.log(`----- chat view (${views} webview frame(s)), end of #turns -----\n${html.slice(-4000)}`);
+    }
   }
   for (const [name, file] of [['extension log', extensionLog], ['code-server log (last 60 lines)', serverLog]]) {
     if (fs.existsSync(file)) {

@@ -37,10 +37,12 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
     });
     view.webview.onDidReceiveMessage((message: FromWebview) => this.receive(message));
     view.onDidDispose(() => {
+      // A view resolved again (the side bar moved, the window reloaded) replaced this one:
+      // the controller keeps drawing into the new one.
       if (this.view === view) {
         this.view = undefined;
+        this.controller.detachView(this);
       }
-      this.controller.detachView(this);
     });
   }
 

@@ -229,6 +229,7 @@ export class SessionController {
   detachView(view: ChatSink): void {
     if (this.view === view) {
       this.view = NO_VIEW;
+      this.log.info('the chat view was closed');
     }
   }
 
@@ -783,6 +784,7 @@ export class SessionController {
       return;
     }
     this.catchingUp = true;
+    this.log.info(`session ${sessionId}: a turn started in another window; drawing it`);
     try {
       const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
       if (this.session?.sessionId !== sessionId || this.live) {
