@@ -84,6 +84,7 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
 
 
 async def session_queue(app: Services, p: wire.SessionRef) -> Any:
+    await app.store.sessions.get(p.session_id)  # no such session: not found, not an empty queue
     return wire.queue(p.session_id, app.queues.waiting(p.session_id))
 
 

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from trellisd import wire
 from trellisd.errors import Conflict, Dropped, NotFound
+from trellisd.handlers.session import session_queue
 from trellisd.records import Tokens, TurnRef, TurnResult
+from trellisd.services import Services
 from trellisd.services.queue import PromptQueues, Queued
 from trellisd.services.running import Running
 
@@ -102,3 +105,8 @@ async def test_the_queue_is_capped_and_a_cancelled_request_leaves_it() -> None:
     assert (await first).reply == "one" and (await waiting[1]).reply == "b"
     assert waiting[0].cancelled() and turns.started == ["one", "b"]
     assert ("cancelled", "a", None) in watcher.said
+
+
+async def test_the_queue_of_a_session_that_does_not_exist_is_not_found(app: Services) -> None:
+    with pytest.raises(NotFound, match="s-none"):
+        await session_queue(app, wire.SessionRef("s-none"))
