@@ -134,6 +134,10 @@ class SessionPage:
 class SessionReopen:
     session_id: str
     limit: int | None = None  # the newest turns of the history; all when left out
+    # as session/open's: for a session this daemon has not started MCP servers for yet
+    mcp_servers: tuple[McpServerSpec, ...] = attrs.field(
+        default=(), metadata={"must": "be a list of MCP servers"}
+    )
 
     def __attrs_post_init__(self) -> None:
         _within("limit", self.limit, 1, 1000)

@@ -113,6 +113,29 @@ async def test_session_tools_lists_builtin_and_mcp_tools_with_the_policy(
     assert server["source"] == "session" and server["transport"] == "stdio"
 
 
+async def test_a_reopen_in_a_new_daemon_gets_the_editors_servers_again(
+    spawn: DaemonFactory, workspace: Path
+) -> None:
+    first = await spawn()
+    session = await open_session(first, workspace, mcpServers=[stdio()])
+    await first.client.shutdown_session()
+
+    # Session servers are not stored: a daemon started since has none until the editor
+    # gives them with the reopen, as it gave them with the open.
+    second = await spawn()
+    sid = session["sessionId"]
+    await second.call("session/reopen", {"sessionId": sid})
+    assert (await second.call("session/tools", {"sessionId": sid}))["servers"] == []
+    await second.call("session/close", {"sessionId": sid})
+    await second.call("session/reopen", {"sessionId": sid, "mcpServers": [stdio()]})
+    listed = await second.call("session/tools", {"sessionId": sid})
+    [server] = listed["servers"]
+    assert server["name"] == "t" and server["source"] == "session"
+    assert "mcp__t__echo" in {t["name"] for t in listed["tools"]}
+    error = await second.error("session/reopen", {"sessionId": sid, "mcpServers": [{"name": 1}]})
+    assert error.code == -32602 and "mcpServers" in str(error)
+
+
 async def test_a_denied_mcp_tool_is_refused_by_the_policy(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:

@@ -854,6 +854,26 @@ def test_an_mcp_tool_is_approved_naming_its_server_and_listed_in_the_tools_view(
     assert any(line.startswith("t · session · stdio · running · 7 tool(s)") for line in lines)
 
 
+def test_a_reopened_session_gets_the_configured_mcp_servers_again(
+    start: Start, tmp_path: Path
+) -> None:
+    first = start(db=tmp_path / "kept.db")
+    first.command("Trellis alpha question")
+    first.wait_idle()
+    first.close()
+
+    # A daemon started since the session was opened: the servers come with the reopen.
+    servers = [{"name": "t", "command": sys.executable, "args": [MCP_SERVER]}]
+    ed = start(db=tmp_path / "kept.db", setup={"mcp_servers": servers})
+    ed.will_pick("alpha question")
+    ed.command("TrellisSessions")
+    ed.wait_text("### You\nalpha question")
+    ed.command("TrellisTools")
+    lines = ed.wait_for(lambda: ed.buffer_named("/tools"), "the tools buffer")
+    assert "mcp__t__echo · mcp t · exec · ask · mcp:t/echo" in lines
+    assert any(line.startswith("t · session · stdio · running") for line in lines)
+
+
 def test_prompts_typed_while_a_turn_runs_are_queued_listed_and_one_dropped(
     start: Start, tmp_path: Path
 ) -> None:

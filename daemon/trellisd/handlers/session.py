@@ -40,7 +40,7 @@ async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
-    reopened = wire.reopened(*await app.sessions.reopen(p.session_id, p.limit))
+    reopened = wire.reopened(*await app.sessions.reopen(p.session_id, p.limit, p.mcp_servers))
     return {**reopened, **wire.budget(p.session_id, *await app.budgets.status(p.session_id))}
 
 

@@ -77,11 +77,14 @@ class SessionService:
         return await self.policies.revoke(await self.store.sessions.get(session_id), action, scope)
 
     async def reopen(
-        self, session_id: str, limit: int | None
+        self, session_id: str, limit: int | None, mcp_servers: Sequence[McpServerSpec] = ()
     ) -> tuple[Session, list[Turn], str | None, str]:
         """The session with its history (all of it, or its newest ``limit`` turns and a
-        cursor to the older ones) and how its log's tail checked."""
-        return await self.store.sessions.reopen(session_id, limit)
+        cursor to the older ones) and how its log's tail checked. ``mcp_servers`` are given
+        to it as ``open`` gives them (they hold once the session's servers have started)."""
+        reopened = await self.store.sessions.reopen(session_id, limit)
+        self.mcp.give(session_id, mcp_servers)
+        return reopened
 
     async def verify(self, session_id: str) -> Verdict:
         """Check the session's whole log."""

@@ -44,6 +44,7 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const daemon = client;
   const controller = new SessionController(daemon, log, showLog);
+  controller.mcpServers = () => settings().mcpServers;
 
   const act =
     <A extends unknown[]>(name: string, fn: (...args: A) => Promise<unknown>) =>

@@ -143,6 +143,9 @@ export class SessionController {
   /** The session's budget (null: none) and what its turns have spent, once known. */
   budget: Budget | null = null;
   spent?: Spent;
+  /** The MCP servers of the user's settings: given to a session again when it is reopened
+   * (a daemon started since it was opened has only the config file's and the project's). */
+  mcpServers: () => McpServer[] = () => [];
 
   readonly handlers: DaemonHandlers = {
     token: (p) => this.onToken(p),
@@ -235,6 +238,11 @@ export class SessionController {
 
   // sessions
 
+  private serversParam(): { mcpServers?: McpServer[] } {
+    const mcpServers = this.mcpServers();
+    return mcpServers.length ? { mcpServers } : {};
+  }
+
   async openSession(root: string, title?: string, mcpServers: McpServer[] = []): Promise<Session> {
     this.leaveFollowed();
     this.refuseIfRunning('start another session');
@@ -255,6 +263,7 @@ export class SessionController {
     await this.client.start();
     const { history, running, integrity, ...session } = await this.client.request<ReopenResult>(Method.reopen, {
       sessionId,
+      ...this.serversParam(),
     });
     this.adopt(session, history);
     this.log.info(`session ${session.sessionId} reopened with ${history.length} turn(s) on its path`);
@@ -1081,6 +1090,7 @@ export class SessionController {
     const generation = this.client.generation;
     const { history, running, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
       sessionId: session.sessionId,
+      ...this.serversParam(),
     });
     if (this.session?.sessionId !== session.sessionId) {
       return;

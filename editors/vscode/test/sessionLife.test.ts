@@ -9,7 +9,7 @@ import { DaemonError } from '../src/errors';
 import type { Turn } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { SessionCommands } from '../src/sessionCommands';
-import { RecordingView, TestDaemon, waitFor } from './daemon';
+import { RecordingView, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -161,5 +161,20 @@ describe("a session's life, against the daemon", () => {
     assert.deepEqual(hits.map((h) => h.title), ['gardening']);
     assert.match(hits[0].match!.snippet, /«tulips»/);
     assert.equal((await c.searchSessions('')).length, 2, 'no words: every session, newest first');
+  });
+
+  test("a reopened session gets the settings' MCP servers again, as a new one gets them", async () => {
+    const c = controller();
+    const session = await c.openSession(daemon.root);
+    const { command } = testCommand();
+    const server = { name: 'proj', command, args: [path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py'), 'stdio'] };
+    c.mcpServers = () => [server];
+    await c.reopenSession(session.sessionId);
+    const client = (c as unknown as { client: { request<R>(m: string, p: object): Promise<R> } }).client;
+    const tools = await client.request<{ servers: { name: string; source: string }[] }>('session/tools', { sessionId: session.sessionId });
+    assert.deepEqual(
+      tools.servers.map((s) => [s.name, s.source]),
+      [['proj', 'session']],
+    );
   });
 });

@@ -247,7 +247,10 @@ local function check_followed(state, run)
 end
 
 local function reopen(id, cb)
-  daemon.request("session/reopen", { sessionId = id }, function(err, result)
+  -- The configured MCP servers again: a daemon started since the session was opened has
+  -- only the config file's and the project's.
+  local params = { sessionId = id, mcpServers = config.options.mcp_servers }
+  daemon.request("session/reopen", params, function(err, result)
     if err then
       ui.error("could not reopen the session: " .. err.message)
       return
