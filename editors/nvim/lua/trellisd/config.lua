@@ -18,7 +18,7 @@ local function defaults()
     -- The policy new sessions are opened with (session/open's policy), e.g.
     -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
     policy = nil,
-    -- MCP servers new sessions are opened with (session/open's mcpServers), e.g.
+    -- MCP servers sessions are opened and reopened with (mcpServers), e.g.
     -- { { name = "fs", command = "npx", args = { "-y", "@modelcontextprotocol/server-filesystem", "." } } }
     -- or { { name = "web", url = "http://127.0.0.1:8000/mcp" } }; nil: the project's only.
     mcp_servers = nil,
