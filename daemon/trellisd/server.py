@@ -298,11 +298,16 @@ class Daemon:
 
     def live(self, session_id: str) -> dict[str, Any] | None:
         """The session's running turn as a window that reopens it draws it: its ids, its step
-        and the text of that step streamed so far."""
+        and the text of that step streamed so far, and the calls of steps not committed yet."""
         running = None if self._services is None else self._services.running.get(session_id)
         if running is None:
             return None
-        return {**wire.turn_ref(running.ref), "step": running.step, "text": running.text()}
+        return {
+            **wire.turn_ref(running.ref),
+            "step": running.step,
+            "text": running.text(),
+            "calls": [wire.live_call(c) for c in running.calls.values()],
+        }
 
     async def serve_window(self, window: TrellisServer, reader: FrameReader) -> int:
         """Serve one window's frames until it sends ``exit`` or its input ends; the exit code
@@ -546,14 +551,22 @@ class _WireNotifier:
     def step(self, turn: TurnRef, step: Step) -> None:
         running = self.daemon.services.running.get(turn.session_id)
         if running is not None:
-            running.committed()
+            running.committed(step.step)
         self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
     def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None:
-        self._notify(turn, "session/toolCall", wire.tool_call(turn, step, call, status.value))
+        params = wire.tool_call(turn, step, call, status.value)
+        running = self.daemon.services.running.get(turn.session_id)
+        if running is not None:
+            running.call_changed(step, params["callId"], call.name, call.arguments, status.value)
+        self._notify(turn, "session/toolCall", params)
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
-        self._notify(turn, "session/toolOutput", wire.tool_output(turn, step, call, text))
+        params = wire.tool_output(turn, step, call, text)
+        running = self.daemon.services.running.get(turn.session_id)
+        if running is not None:
+            running.call_printed(params["callId"], text)
+        self._notify(turn, "session/toolOutput", params)
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         approval = _Approval(turn, request)

@@ -43,6 +43,7 @@ from .records import (
     TurnResult,
 )
 from .services.queue import Queued
+from .services.running import LiveCall
 from .store.chain import Verdict
 from .tools.base import ActionKind
 from .vocabulary import FeedKind
@@ -505,6 +506,18 @@ def tool_call(turn: TurnRef, step: int, call: ToolCall, status: str) -> dict[str
 
 def tool_output(turn: TurnRef, step: int, call: ToolCall, text: str) -> dict[str, Any]:
     return {**turn_ref(turn), "step": step, "callId": call_id(step, call), "text": text}
+
+
+def live_call(call: LiveCall) -> dict[str, Any]:
+    """A call of the running turn's uncommitted steps, in a reopen's ``running``."""
+    return {
+        "step": call.step,
+        "callId": call.call_id,
+        "tool": call.tool,
+        "arguments": call.arguments,
+        "status": call.status,
+        "output": "".join(call.output),
+    }
 
 
 def session_list(page: list[SessionSummary], cursor: str | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -563,10 +564,28 @@ def test_an_approval_denied_leaves_the_file_alone(start: Start, tmp_path: Path) 
 # Two editors on one shared daemon: session/reopen's running turn, followed, then cancelled.
 
 
+@contextmanager
+def two_editors(
+    start: Start, script: list[dict[str, Any]]
+) -> Iterator[tuple[fx.Editor, fx.Editor, set[int]]]:
+    """Two editors on one shared daemon, and the set the test adds the daemon's pid to (so
+    that it is stopped after them)."""
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: a socket's path
+    first = start(script=script, shared=runtime)
+    second = start(script=script, shared=runtime)
+    daemons: set[int] = set()
+    try:
+        yield first, second, daemons
+    finally:
+        for editor in (first, second):
+            editor.close()
+        for pid in daemons - {0}:
+            fx.stop_shared_daemon(pid)
+
+
 def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
     start: Start, tmp_path: Path
 ) -> None:
-    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: a socket's path
     go = tmp_path / "go"
     script = [
         {
@@ -582,10 +601,7 @@ def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
             "holdFile": str(tmp_path / "never"),
         },
     ]
-    first = start(script=script, shared=runtime)
-    second = start(script=script, shared=runtime)
-    daemons: set[int] = set()
-    try:
+    with two_editors(start, script) as (first, second, daemons):
         first.command("Trellis look around")
         first.wait_text("Looking at")
         daemons.add(first.shared_daemon_pid() or 0)
@@ -614,11 +630,37 @@ def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
             text = editor.wait_text("*cancelled")
             assert re.search(r"^\*cancelled · ", text, re.M), text
             assert "word199" not in text
-    finally:
-        for editor in (first, second):
-            editor.close()
-        for pid in daemons - {0}:
-            fx.stop_shared_daemon(pid)
+
+
+def test_a_second_editor_opening_mid_command_shows_the_call_and_its_output_so_far(
+    start: Start, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    waits = (
+        "import os, sys, time; print('halfway there', flush=True)\n"
+        "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+        "print('all done')"
+    )
+    script = [
+        {"tool": "run_command", "arguments": {"argv": [sys.executable, "-c", waits, str(go)]}},
+        {"text": "It ran."},
+    ]
+    with two_editors(start, script) as (first, second, daemons):
+        first.will_pick("Allow once")
+        first.command("Trellis run the slow one")
+        first.wait_text("│ halfway there")
+        daemons.add(first.shared_daemon_pid() or 0)
+
+        second.will_pick("")
+        second.command("TrellisSessions")
+        so_far = second.wait_text("> `run_command` running\n\n│ halfway there")
+        daemons.add(second.shared_daemon_pid() or 0)
+        assert "> tool `run_command`" in so_far and "all done" not in so_far, so_far
+
+        go.touch()
+        text = second.wait_text("│ all done", "It ran.")
+        assert text.count("│ halfway there") == 1, text
+        second.wait_idle()
 
 
 # The session's life: fork, rename, delete, export and import, search.

@@ -13,6 +13,19 @@ from ..records import TurnRef
 
 
 @dataclass
+class LiveCall:
+    """A tool call of a step not committed yet, as a window that reopens the session mid-turn
+    draws it: where it stands and what it printed so far (capped as the live output is)."""
+
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    status: str
+    output: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RunningTurn:
     ref: TurnRef
     task: asyncio.Task[Any] | None
@@ -24,6 +37,7 @@ class RunningTurn:
     # mid-turn: kept in memory only, a step's text at most.
     step: int | None = None
     _pieces: list[str] = field(default_factory=list)
+    calls: dict[str, LiveCall] = field(default_factory=dict)
 
     def pausing(self) -> bool:
         return self.pause_requested or self.step_mode
@@ -33,9 +47,26 @@ class RunningTurn:
             self.step, self._pieces = step, []
         self._pieces.append(text)
 
-    def committed(self) -> None:
-        """The step streamed so far is committed (in the history now): nothing streams."""
+    def committed(self, step: int) -> None:
+        """Step ``step`` is committed (in the history now): nothing streams, and its calls
+        and those before it are in ``run/steps``."""
         self.step, self._pieces = None, []
+        for call_id in [c.call_id for c in self.calls.values() if c.step <= step]:
+            del self.calls[call_id]
+
+    def call_changed(
+        self, step: int, call_id: str, tool: str, arguments: dict[str, Any], status: str
+    ) -> None:
+        live = self.calls.get(call_id)
+        if live is None:
+            self.calls[call_id] = LiveCall(step, call_id, tool, arguments, status)
+        else:
+            live.status = status
+
+    def call_printed(self, call_id: str, text: str) -> None:
+        live = self.calls.get(call_id)
+        if live is not None:
+            live.output.append(text)
 
     def text(self) -> str:
         if len(self._pieces) > 1:

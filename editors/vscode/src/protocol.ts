@@ -182,6 +182,17 @@ export interface RunningTurn extends TurnRef {
   /** The step being streamed; null before its first piece. */
   step: number | null;
   text: string;
+  /** The calls of the steps not committed yet: where each stands, what it printed so far. */
+  calls?: LiveCall[];
+}
+
+export interface LiveCall {
+  step: number;
+  callId: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  status: CallStatus;
+  output: string;
 }
 
 export interface PauseResult {

@@ -56,6 +56,7 @@ import {
   Block,
   callChanged,
   callEnded,
+  callFound,
   callPrinted,
   contextLine,
   finish,
@@ -735,6 +736,10 @@ export class SessionController {
     const stored = turn.blocks.map((b) => (b.kind === 'text' ? b.text : '')).join('');
     if (running.text && !stored.endsWith(running.text)) {
       appendText(turn, running.step ?? 1, running.text);
+    }
+    // A command still running, calls waiting: drawn as far as they have gone.
+    for (const call of running.calls ?? []) {
+      callFound(turn, { sessionId: running.sessionId, turnId: running.turnId, runId: running.runId }, call);
     }
     let settle: () => void = () => undefined;
     const done = new Promise<void>((r) => (settle = r));

@@ -4,7 +4,7 @@
  */
 
 import { escapeHtml, renderMarkdown } from './markdown';
-import type { ApprovalDecision, CallStatus, ContextEntry, Tokens, ToolCallParams, Turn, TurnResult } from './protocol';
+import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
 
 export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
 
@@ -121,6 +121,15 @@ export function callChanged(turn: TranscriptTurn, p: ToolCallParams): void {
     callId: p.callId,
     status: p.status,
   });
+}
+
+/** A call of a running turn as a reopen found it: drawn (or redrawn) with its output so far. */
+export function callFound(turn: TranscriptTurn, ref: TurnRef, call: LiveCall): void {
+  callChanged(turn, { ...ref, step: call.step, callId: call.callId, tool: call.tool, arguments: call.arguments, status: call.status });
+  const block = findCall(turn, call.callId);
+  if (block && call.output) {
+    block.output = call.output.slice(0, OUTPUT_LIMIT);
+  }
 }
 
 /** The most output a call shows; the daemon caps it per call well below this. */

@@ -4,7 +4,7 @@ import * as assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import type { ToolCallParams } from '../src/protocol';
-import { bodyHtml, callChanged, callEnded, callPrinted, contextLine, TranscriptTurn } from '../src/transcript';
+import { bodyHtml, callChanged, callEnded, callFound, callPrinted, contextLine, TranscriptTurn } from '../src/transcript';
 
 const ref = { sessionId: 's', turnId: 't', runId: 'r' };
 
@@ -29,6 +29,19 @@ describe('live tool calls in the transcript', () => {
     assert.match(bodyHtml(turn), /tool-status-done">done<.*→ \$ make/);
     assert.equal(callPrinted(turn, 'other', 'x'), false);
     assert.equal(callEnded(turn, 'other', null), false);
+  });
+
+  test('a reopen mid-command draws the running call with its output so far, once, and the notifications carry it on', () => {
+    const turn: TranscriptTurn = { key: 'k', prompt: 'p', blocks: [], outcome: 'running' };
+    const live = { step: 1, callId: 'c1', tool: 'run_command', arguments: { argv: ['make'] }, status: 'running' as const, output: 'halfway\n' };
+    callFound(turn, ref, live);
+    callFound(turn, ref, live); // a second reopen of the same turn
+    callFound(turn, ref, { ...live, step: 2, callId: 'c2', status: 'proposed', output: '' });
+    assert.equal(turn.blocks.length, 2);
+    assert.match(bodyHtml(turn), /tool-status-running">running<.*<pre class="tool-output">halfway\n<\/pre>.*tool-status-proposed/);
+    callPrinted(turn, 'c1', 'all done\n');
+    callChanged(turn, call('done'));
+    assert.match(bodyHtml(turn), /tool-status-done">done<.*<pre class="tool-output">halfway\nall done\n<\/pre>/);
   });
 
   test('the context line names what the editor attached, relative to the root', () => {

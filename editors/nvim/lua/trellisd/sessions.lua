@@ -224,6 +224,23 @@ local function follow(state, history, live)
   if text ~= "" and reply:sub(-#text) ~= text then
     state.view:stream(text)
   end
+  -- a command still running, calls waiting: drawn as far as they have gone
+  for _, call in ipairs(compat.value(live.calls) or {}) do
+    run.calls = run.calls or {}
+    run.calls[call.callId] = call.status
+    run.call = call.status == "running" and call.tool or nil
+    -- as the window that saw it happen shows it: the whole call, then where it stands
+    state.view:block({ format.call_status(call.tool, call.arguments, "proposed") })
+    if call.status ~= "proposed" then
+      state.view:block({ format.call_status(call.tool, call.arguments, call.status) })
+    end
+    run.output_at_start = true
+    if (call.output or "") ~= "" then
+      local drawn
+      drawn, run.output_at_start = format.output(call.output, true)
+      state.view:stream(drawn)
+    end
+  end
   redraw_status()
 end
 
