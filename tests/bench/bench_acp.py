@@ -1,8 +1,8 @@
 """``trellisd acp`` against the native protocol, in the same run and against the same model
 server (OpenAI-format SSE on 127.0.0.1, no delay between pieces): from spawning the process
 to the answer to ``initialize`` and to a session opened on top of it (``session/open``,
-``session/new``: ``trellisd acp`` answers ``initialize`` before it has loaded the ACP SDK and
-the store, so the second figure is the one a first prompt waits for), from sending a prompt
+``session/new``: ``trellisd acp`` answers ``initialize`` before it has loaded the store and
+the agent loop, so the second figure is the one a first prompt waits for), from sending a prompt
 to the first streamed text (``agent_message_chunk`` / ``session/token``), and to the whole
 reply of ``--tokens`` pieces received. Each client is a bare reader of its framing
 (newline-delimited JSON for ACP, ``Content-Length`` frames for native), so the figures are

@@ -1,5 +1,5 @@
-"""The answer ``trellisd acp`` gives to ``initialize`` before the ACP SDK is loaded is the
-SDK's own answer, and anything but a well-formed ``initialize`` is left to the SDK."""
+"""The answer ``trellisd acp`` gives to ``initialize`` before the store is loaded is one the
+ACP SDK reads, and anything but a well-formed ``initialize`` is left to the connection."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from acp import schema
 from trellisd.acp.hello import PROTOCOL_VERSION, answer_early, capabilities
 
 
-def test_the_early_answer_is_what_the_sdk_would_send() -> None:
+def test_the_early_answer_is_what_the_sdk_reads() -> None:
     assert PROTOCOL_VERSION == acp.PROTOCOL_VERSION
     request = {
         "jsonrpc": "2.0",
@@ -40,5 +40,5 @@ def test_the_early_answer_is_what_the_sdk_would_send() -> None:
         b"",
     ],
 )
-def test_anything_else_is_left_to_the_sdk(line: bytes) -> None:
+def test_anything_else_is_left_to_the_connection(line: bytes) -> None:
     assert answer_early(line) is None

@@ -14,9 +14,17 @@ from trellisd.services.changes import StepEdit
 from trellisd.vocabulary import Outcome
 
 
-def wire(update: Any) -> dict[str, Any]:
-    out: dict[str, Any] = update.model_dump(by_alias=True, exclude_none=True)
-    return out
+def wire(update: dict[str, Any]) -> dict[str, Any]:
+    """``update`` as sent, after checking it is the shape the ACP SDK's type for it reads."""
+    typed: Any
+    if "sessionUpdate" in update:
+        notification = {"sessionId": "s1", "update": update}
+        typed = schema.SessionNotification.model_validate(notification).update
+    else:  # a tool call's content
+        call = {"sessionUpdate": "tool_call_update", "toolCallId": "c", "content": [update]}
+        [typed] = schema.ToolCallProgress.model_validate(call).content or []
+    assert typed.model_dump(by_alias=True, exclude_none=True) == update
+    return update
 
 
 def turn(prompt: str = "p", reply: str = "", model: str | None = "gpt-4o") -> Turn:
@@ -99,7 +107,7 @@ def test_prompt_blocks_become_the_prompt_text() -> None:
         ),
         schema.ResourceContentBlock(type="resource_link", uri="file:///b.py", name="b.py"),
     ]
-    text = prompt_text(blocks)
+    text = prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in blocks])
     assert text.startswith("fix it") and "x=1" in text and "file:///b.py" in text
     assert first_line("  a long\nsecond") == "a long"
     assert len(first_line("x" * 200)) == 80

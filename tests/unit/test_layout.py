@@ -69,3 +69,14 @@ def test_only_the_wire_knows_pygls_and_only_providers_speak_http(name: str) -> N
         assert "pygls" not in imported and "lsprotocol" not in imported
     if not name.startswith("trellisd.providers"):
         assert "httpx" not in imported
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_the_daemon_speaks_acp_without_the_acp_sdk_or_pydantic(name: str) -> None:
+    """``trellisd acp`` starts fast: the SDK's pydantic models cost more than the whole
+    native server's imports. The SDK is the tests' client, and only the MCP client (loaded
+    when a session has MCP servers) brings pydantic."""
+    imported = {m.split(".")[0] for m in _imports(name)}
+    assert "acp" not in imported
+    if not name.startswith("trellisd.mcp"):
+        assert "pydantic" not in imported

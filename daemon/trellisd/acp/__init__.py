@@ -3,12 +3,17 @@ JSON-RPC on stdin/stdout, for Zed, the JetBrains IDEs, codecompanion.nvim and ev
 client. It serves the store's sessions with the same services and agent loop as the native
 protocol, so a session started over one protocol continues over the other.
 
-    agent     the ACP methods over the services (the ``Agent`` role of the ACP SDK)
+    rpc       the connection: JSON-RPC 2.0, one message a line, requests both ways
+    agent     the ACP methods over the services, each over the params' plain JSON
+    params    reading the params of a request (a -32602 naming a bad field)
     notifier  the services' ``Notifier``: a turn's tokens, steps and approvals as ACP updates
     updates   trellisd's records as ACP ``session/update``s (replay, tool calls, usage)
+    files     the file tools through the client (``fs/read_text_file``, ``fs/write_text_file``)
+    hello     the answer to ``initialize``, sent before the store is loaded
 
-The ACP Python SDK (``agent-client-protocol``) runs the connection: its pydantic types are
-generated from the ACP schema, and its router serves ACP's stable methods and ``session/fork``.
+Messages are plain dicts in the wire's shape; the ACP v1 JSON schema is the reference, and
+the tests check every message sent against it. Nothing here loads the ACP SDK or pydantic,
+so the agent starts about as fast as the native server.
 """
 
 from __future__ import annotations
@@ -21,25 +26,26 @@ from pathlib import Path
 from ..config import ProviderSettings
 from ..config_file import Settings
 from .hello import answer_early
+from .rpc import LINE_LIMIT_BYTES, Connection
 
 log = logging.getLogger(__name__)
-
-LINE_LIMIT_BYTES = 50 * 1024 * 1024  # one message, as the SDK allows
 
 
 async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> None:
     """Serve ACP on stdin/stdout until the client closes stdin. A first ``initialize`` is
-    answered before the SDK and the store are loaded (``hello``)."""
+    answered before the services and the store are loaded (``hello``)."""
     reader, writer = await _stdio()
-    first = await reader.readline()
+    try:
+        first = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        first = exc.partial
+    except asyncio.LimitOverrunError:
+        first = b""  # the connection reads it, and drops it as too long
     early = answer_early(first)
     if early is not None:
         writer.write(early[0])
         await writer.drain()
-    else:
-        reader = _put_back(first, reader)
-
-    from acp import run_agent
+        first = b""
 
     from .. import services
     from .agent import TrellisAgent
@@ -52,8 +58,10 @@ async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> N
     agent = TrellisAgent(app, notifier)
     if early is not None:
         agent.fs = early[1]
+    conn = Connection(reader, writer, agent.dispatch)
+    agent.connect(conn)
     try:
-        await run_agent(agent, writer, reader, use_unstable_protocol=True)
+        await conn.serve(first)
     finally:
         if notifier.outbox is not None:
             await notifier.outbox.close()
@@ -61,7 +69,7 @@ async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> N
 
 
 async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """stdin and stdout as asyncio streams, as the SDK makes them."""
+    """stdin and stdout as asyncio streams."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -71,24 +79,6 @@ async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
 
 class _Drained(asyncio.streams.FlowControlMixin):
     """The write side's flow control, which ``StreamWriter.drain`` waits on."""
-
-
-def _put_back(line: bytes, rest: asyncio.StreamReader) -> asyncio.StreamReader:
-    """A reader that gives ``line`` and then what ``rest`` gives."""
-    reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
-    reader.feed_data(line)
-
-    async def pump() -> None:
-        while chunk := await rest.read(65536):
-            reader.feed_data(chunk)
-        reader.feed_eof()
-
-    _pumps.add(task := asyncio.get_running_loop().create_task(pump()))
-    task.add_done_callback(_pumps.discard)
-    return reader
-
-
-_pumps: set[asyncio.Task[None]] = set()
 
 
 def serve_stdio(db_path: str | Path, settings: Settings | ProviderSettings) -> None:

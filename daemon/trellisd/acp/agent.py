@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import attrs
-from acp import RequestError, schema
-from acp.helpers import update_current_mode
 
 from ..convert import Invalid
 from ..errors import NotRunning, TrellisError
@@ -30,23 +28,17 @@ from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, TurnRef
 from ..services import Services
-from . import hello, updates
-from .files import ClientFiles, offered
+from . import hello, params, updates
+from .files import ClientFiles
 from .notifier import AcpNotifier
+from .params import Params
+from .rpc import Connection, RpcError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
-ConfigOption = schema.SessionConfigOptionSelect | schema.SessionConfigOptionBoolean
-McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
-PromptBlock = (
-    schema.TextContentBlock
-    | schema.ImageContentBlock
-    | schema.AudioContentBlock
-    | schema.ResourceContentBlock
-    | schema.EmbeddedResourceContentBlock
-)
+Result = dict[str, Any]
 
 LIST_LIMIT = 50
 MODES: dict[str, tuple[Approval, str, str]] = {
@@ -67,28 +59,57 @@ def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
         try:
             return await fn(*args, **kwargs)
         except TrellisError as exc:
-            raise RequestError(int(exc.CODE), exc.message, exc.data or None) from exc
+            raise RpcError(int(exc.CODE), exc.message, exc.data or None) from exc
 
     return wrapper
 
 
 class TrellisAgent:
-    """The ACP ``Agent`` role over trellisd's services."""
+    """The ACP agent over trellisd's services: ``dispatch`` serves the client's methods."""
 
     def __init__(self, app: Services, notifier: AcpNotifier) -> None:
         self.app, self.notifier = app, notifier
         self.models: dict[str, str] = {}  # the model chosen for a session's turns
-        self.mcp_servers: dict[str, list[McpServer]] = {}
+        self.mcp_servers: dict[str, list[Params]] = {}
         # The stop reason of each session's running turn, once it ends.
         self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
         self._cancelled: set[str] = set()
-        self.conn: Any = None
+        self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
         app.turns.editor_files = self._editor_files
+        self.requests: dict[str, Callable[[Params], Coroutine[Any, Any, Result]]] = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/fork": self.fork_session,
+            "session/list": self.list_sessions,
+            "session/close": self.close_session,
+            "session/set_mode": self.set_session_mode,
+            "session/set_config_option": self.set_config_option,
+            "session/prompt": self.prompt,
+        }
 
-    def on_connect(self, conn: Any) -> None:
+    def connect(self, conn: Connection) -> None:
         self.conn = conn
         self.notifier.connect(conn)
+
+    async def dispatch(self, method: str, raw: Any, is_notification: bool) -> Result | None:
+        """The ``rpc.Dispatch`` of the connection: a method by its name; ``_``-prefixed
+        extension methods are not served (an extension notification is ignored)."""
+        if is_notification:
+            if method == "session/cancel":
+                await self.cancel(params.text(params.of(raw), "sessionId"))
+            elif method.startswith("_"):
+                log.debug("ignored the extension notification %s", method[1:])
+            else:
+                raise RpcError.method_not_found(method)
+            return None
+        handler = self.requests.get(method)
+        if handler is None:
+            raise RpcError.method_not_found(method[1:] if method.startswith("_") else method)
+        return await handler(params.of(raw))
 
     def _editor_files(self, ref: TurnRef) -> ClientFiles | None:
         read, write = self.fs
@@ -97,43 +118,28 @@ class TrellisAgent:
         return ClientFiles(self.conn, ref.session_id, read, write)
 
     @translated
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: schema.ClientCapabilities | None = None,
-        client_info: schema.Implementation | None = None,
-        **kwargs: Any,
-    ) -> schema.InitializeResponse:
-        self.fs = offered(client_capabilities)
-        return schema.InitializeResponse.model_validate(hello.capabilities())
+    async def initialize(self, p: Params) -> Result:
+        version = p.get("protocolVersion")
+        if version is None:
+            raise params.invalid(["protocolVersion"], "Field required", "missing")
+        self.fs = hello.offered(p.get("clientCapabilities"))
+        return hello.capabilities()
 
     @translated
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> schema.NewSessionResponse:
+    async def new_session(self, p: Params) -> Result:
+        cwd, servers = params.text(p, "cwd"), params.mcp_servers(p, required=True)
         # The daemon's default approval is ask; a project file may only make it stricter.
         session = await self.app.sessions.open(cwd, None, None, None)
-        await self._follow(session, mcp_servers)
-        modes, options = await self._state(session)
-        return schema.NewSessionResponse(
-            session_id=session.session_id, modes=modes, config_options=options
-        )
+        await self._follow(session, servers)
+        return {"sessionId": session.session_id, **await self._state(session)}
 
     @translated
-    async def load_session(
-        self,
-        cwd: str,
-        session_id: str,
-        mcp_servers: list[McpServer] | None = None,
-        additional_directories: list[str] | None = None,
-        **kwargs: Any,
-    ) -> schema.LoadSessionResponse | None:
+    async def load_session(self, p: Params) -> Result:
+        servers = params.mcp_servers(p, required=True)
+        params.text(p, "cwd")
+        session_id = params.text(p, "sessionId")
         session = await self.app.store.sessions.get(session_id)
-        await self._follow(session, mcp_servers)
+        await self._follow(session, servers)
         turns = await self.app.sessions.history(session_id)
         for turn in turns:
             steps = await self.app.runs.steps(turn.run_id)
@@ -144,121 +150,99 @@ class TrellisAgent:
                 self.notifier.follow(session_id, session.root).last_input = steps[-1].tokens.input
         await self._tell_state(session, turns)
         await self.notifier.flush()
-        modes, options = await self._state(session)
-        return schema.LoadSessionResponse(modes=modes, config_options=options)
+        return await self._state(session)
 
     @translated
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> schema.ResumeSessionResponse:
+    async def resume_session(self, p: Params) -> Result:
+        session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
+        servers = params.mcp_servers(p, required=False)
         session = await self.app.store.sessions.get(session_id)
-        await self._follow(session, mcp_servers)
-        modes, options = await self._state(session)
-        return schema.ResumeSessionResponse(modes=modes, config_options=options)
+        await self._follow(session, servers)
+        return await self._state(session)
 
     @translated
-    async def fork_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[McpServer] | None = None,
-        **kwargs: Any,
-    ) -> schema.ForkSessionResponse:
+    async def fork_session(self, p: Params) -> Result:
+        session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
+        servers = params.mcp_servers(p, required=False)
         origin = await self.app.store.sessions.get(session_id)
         fork = await self.app.sessions.fork(session_id, origin.head)
-        await self._follow(fork, mcp_servers)
+        await self._follow(fork, servers)
         if session_id in self.models:
             self.models[fork.session_id] = self.models[session_id]
-        modes, options = await self._state(fork)
-        return schema.ForkSessionResponse(
-            session_id=fork.session_id, modes=modes, config_options=options
-        )
+        return {"sessionId": fork.session_id, **await self._state(fork)}
 
     @translated
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
-    ) -> schema.ListSessionsResponse:
+    async def list_sessions(self, p: Params) -> Result:
+        cwd, cursor = params.maybe_text(p, "cwd"), params.maybe_text(p, "cursor")
         page, after = await self.app.sessions.page(cwd, LIST_LIMIT, cursor)
-        return schema.ListSessionsResponse(
-            sessions=[
-                schema.SessionInfo(
-                    session_id=s.session.session_id,
-                    cwd=s.session.root,
-                    title=s.session.title or None,
-                    updated_at=s.session.updated_at,
-                )
-                for s in page
-            ],
-            next_cursor=after,
-        )
+        listed = [
+            {"sessionId": s.session.session_id, "cwd": s.session.root}
+            | ({"title": s.session.title} if s.session.title else {})
+            | ({"updatedAt": s.session.updated_at} if s.session.updated_at is not None else {})
+            for s in page
+        ]
+        return {"sessions": listed} | ({"nextCursor": after} if after is not None else {})
 
     @translated
-    async def set_session_mode(
-        self, session_id: str, mode_id: str, **kwargs: Any
-    ) -> schema.SetSessionModeResponse:
+    async def set_session_mode(self, p: Params) -> Result:
+        session_id, mode_id = params.text(p, "sessionId"), params.text(p, "modeId")
         if mode_id not in MODES:
-            raise RequestError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
+            raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
         session = await self.app.store.sessions.get(session_id)
         await self._set_approval(session, MODES[mode_id][0])
-        self.notifier.send(session_id, update_current_mode(mode_id))
+        self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
-        return schema.SetSessionModeResponse()
+        return {}
 
     @translated
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> schema.SetSessionConfigOptionResponse:
+    async def set_config_option(self, p: Params) -> Result:
+        session_id, config_id = params.text(p, "sessionId"), params.text(p, "configId")
+        value = p.get("value")
+        if p.get("type") == "boolean" and not isinstance(value, bool):
+            raise params.invalid(["value"], "Input should be a valid boolean", "bool_type")
+        if p.get("type") != "boolean":
+            value = params.text(p, "value")
         session = await self.app.store.sessions.get(session_id)
         if config_id != MODEL_OPTION:
-            raise RequestError(-32602, f"unknown config option {config_id!r}; options: model")
+            raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
         if not isinstance(value, str) or value not in self._models(session):
-            raise RequestError(-32602, f"unknown model {value!r}", {"configId": config_id})
+            raise RpcError(-32602, f"unknown model {value!r}", {"configId": config_id})
         self.models[session_id] = value
-        _, options = await self._state(session)
-        return schema.SetSessionConfigOptionResponse(config_options=options)
+        return {"configOptions": (await self._state(session))["configOptions"]}
 
     @translated
-    async def authenticate(
-        self, method_id: str, **kwargs: Any
-    ) -> schema.AuthenticateResponse | None:
-        raise RequestError(-32602, "trellisd needs no authentication: it has no auth methods")
+    async def authenticate(self, p: Params) -> Result:
+        params.text(p, "methodId")
+        raise RpcError(-32602, "trellisd needs no authentication: it has no auth methods")
 
     @translated
-    async def close_session(
-        self, session_id: str, **kwargs: Any
-    ) -> schema.CloseSessionResponse | None:
+    async def close_session(self, p: Params) -> Result:
         """Let go of the session: its lease and what this agent keeps of it."""
+        session_id = params.text(p, "sessionId")
         await self.app.sessions.close(session_id)
         self.notifier.sessions.pop(session_id, None)
         self.models.pop(session_id, None)
         self.mcp_servers.pop(session_id, None)
-        return schema.CloseSessionResponse()
+        return {}
 
     @translated
-    async def prompt(
-        self, session_id: str, prompt: list[PromptBlock], **kwargs: Any
-    ) -> schema.PromptResponse:
-        text = prompt_text(prompt)
+    async def prompt(self, p: Params) -> Result:
+        session_id, blocks = params.text(p, "sessionId"), params.prompt(p)
+        text = prompt_text(blocks)
         if not text.strip():
-            raise RequestError(-32602, "the prompt has no text", {"field": "prompt"})
+            raise RpcError(-32602, "the prompt has no text", {"field": "prompt"})
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
         while (running := self._turns.get(session_id)) is not None:
             delivered = await self._steer(session_id, text)
             if delivered:
-                return schema.PromptResponse(stop_reason=await running)
+                return {"stopReason": await running}
             if delivered is False and session_id in self._cancelled:
-                return schema.PromptResponse(stop_reason="cancelled")
+                return {"stopReason": "cancelled"}
             if delivered is None:  # the turn is ending: this prompt is the next turn
                 await asyncio.wait([running])
-        return schema.PromptResponse(stop_reason=await self._turn(session, text))
+        return {"stopReason": await self._turn(session, text)}
 
     async def _steer(self, session_id: str, text: str) -> bool | None:
         """``text`` as a steer of the running turn: True once the model got it, False when
@@ -287,7 +271,7 @@ class TrellisAgent:
             await self.notifier.flush()
             reason = updates.STOP_REASONS.get(result.outcome)
             if reason is None:
-                raise RequestError(
+                raise RpcError(
                     -32603,
                     f"the turn ended with {result.outcome}: {result.error or 'no reason given'}",
                     {"outcome": result.outcome, "turnId": result.turn_id, "error": result.error},
@@ -304,7 +288,7 @@ class TrellisAgent:
         finally:
             self._turns.pop(session_id, None)
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+    async def cancel(self, session_id: str) -> None:
         if session_id in self._turns:
             self._cancelled.add(session_id)
         try:
@@ -312,15 +296,9 @@ class TrellisAgent:
         except TrellisError as exc:
             log.info("session/cancel of %s: %s", session_id, exc.message)
 
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        raise RequestError.method_not_found(method)
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        log.debug("ignored the extension notification %s", method)
-
     # -- helpers --
 
-    async def _follow(self, session: Session, mcp_servers: list[McpServer] | None) -> None:
+    async def _follow(self, session: Session, mcp_servers: list[Params] | None) -> None:
         """Serve ``session`` on this connection, its turns offered the tools of
         ``mcp_servers`` (as ``session/open``'s ``mcpServers``: kept while this process
         serves the session, never stored)."""
@@ -340,25 +318,26 @@ class TrellisAgent:
         fresh = await asyncio.to_thread(policies.load, Path(session.root), spec)
         await policies.remember(session, dataclasses.replace(fresh, grants=current.grants))
 
-    async def _state(self, session: Session) -> tuple[schema.SessionModeState, list[ConfigOption]]:
+    async def _state(self, session: Session) -> Result:
+        """The session's ``modes`` (the approval modes) and ``configOptions`` (the model)."""
         policy = await self.app.sessions.policies.of(session)
-        modes = schema.SessionModeState(
-            current_mode_id=MODE_OF[policy.effective_approval],
-            available_modes=[
-                schema.SessionMode(id=mode, name=name, description=description)
+        modes = {
+            "currentModeId": MODE_OF[policy.effective_approval],
+            "availableModes": [
+                {"id": mode, "name": name, "description": description}
                 for mode, (_, name, description) in MODES.items()
             ],
-        )
+        }
         models = self._models(session)
-        option = schema.SessionConfigOptionSelect(
-            type="select",
-            id=MODEL_OPTION,
-            name="Model",
-            category="model",
-            current_value=self._model(session) or models[0],
-            options=[schema.SessionConfigSelectOption(value=m, name=m) for m in models],
-        )
-        return modes, [option]
+        option = {
+            "type": "select",
+            "id": MODEL_OPTION,
+            "name": "Model",
+            "category": "model",
+            "currentValue": self._model(session) or models[0],
+            "options": [{"value": m, "name": m} for m in models],
+        }
+        return {"modes": modes, "configOptions": [option]}
 
     def _model(self, session: Session) -> str | None:
         chosen = self.models.get(session.session_id)
@@ -381,19 +360,19 @@ class TrellisAgent:
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
 
 
-def prompt_text(blocks: Sequence[Any]) -> str:
+def prompt_text(blocks: Sequence[Params]) -> str:
     """The prompt's text: text blocks as they are, embedded resources as the file's text
     under its URI, resource links as the URI they name."""
     parts = []
     for block in blocks:
-        if isinstance(block, schema.TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, schema.EmbeddedResourceContentBlock):
-            resource = block.resource
-            if isinstance(resource, schema.TextResourceContents):
-                parts.append(f"<context uri={resource.uri!r}>\n{resource.text}\n</context>")
-        elif isinstance(block, schema.ResourceContentBlock):
-            parts.append(f"(see {block.uri})")
+        if block["type"] == "text":
+            parts.append(block["text"])
+        elif block["type"] == "resource":
+            resource = block["resource"]
+            if isinstance(resource.get("text"), str):
+                parts.append(f"<context uri={resource['uri']!r}>\n{resource['text']}\n</context>")
+        elif block["type"] == "resource_link":
+            parts.append(f"(see {block['uri']})")
     return "\n\n".join(parts)
 
 
@@ -402,34 +381,35 @@ def first_line(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def mcp_specs(servers: Sequence[McpServer]) -> list[McpServerSpec]:
+def mcp_specs(servers: Sequence[Params]) -> list[McpServerSpec]:
     """ACP's MCP server entries as trellisd's: stdio and streamable HTTP (SSE is not
     offered); a bad entry is the client's mistake, named by its place in the list."""
     specs: list[McpServerSpec] = []
     for index, server in enumerate(servers):
         try:
-            if isinstance(server, schema.McpServerStdio):
+            kind = params.mcp_kind(server)
+            if kind == "stdio":
                 specs.append(
                     McpServerSpec(
-                        name=server.name,
-                        command=server.command,
-                        args=tuple(server.args),
-                        env={v.name: v.value for v in server.env} or None,
+                        name=server["name"],
+                        command=server["command"],
+                        args=tuple(server["args"]),
+                        env={v["name"]: v["value"] for v in server["env"]} or None,
                     )
                 )
-            elif isinstance(server, schema.HttpMcpServer):
+            elif kind == "http":
                 specs.append(
                     McpServerSpec(
-                        name=server.name,
-                        url=server.url,
-                        headers={h.name: h.value for h in server.headers} or None,
+                        name=server["name"],
+                        url=server["url"],
+                        headers={h["name"]: h["value"] for h in server["headers"]} or None,
                     )
                 )
             else:
                 raise Invalid("only stdio and streamable HTTP servers are served", "")
         except Invalid as exc:
             where = f"mcpServers[{index}]" + (f".{exc.field}" if exc.field else "")
-            raise RequestError.invalid_params(
+            raise RpcError.invalid_params(
                 {"field": where, "message": f"{where} {exc.problem}"}
             ) from exc
     return specs

@@ -8,23 +8,15 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from acp import schema
-
 from ..tools.base import ToolFailure
 
 log = logging.getLogger(__name__)
 
 
 class FilePeer(Protocol):
-    """What this needs of the ACP connection (``AgentSideConnection``)."""
+    """What this needs of the ACP connection (``rpc.Connection``)."""
 
-    async def read_text_file(
-        self, session_id: str, path: str, line: int | None = None, limit: int | None = None
-    ) -> schema.ReadTextFileResponse: ...
-
-    async def write_text_file(
-        self, session_id: str, path: str, content: str, **kwargs: Any
-    ) -> schema.WriteTextFileResponse | None: ...
+    async def request(self, method: str, params: Any) -> Any: ...
 
 
 class ClientFiles:
@@ -38,27 +30,25 @@ class ClientFiles:
         if not self.read:
             return None
         try:
-            answer = await self.peer.read_text_file(session_id=self.session_id, path=str(path))
+            answer = await self.peer.request(
+                "fs/read_text_file", {"sessionId": self.session_id, "path": str(path)}
+            )
+            if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
+                raise ValueError(f"not a file's text: {str(answer)[:80]}")
         except Exception as exc:  # the disk is read instead: a new file, say
             log.info("the client did not read %s (%s); reading the disk", path, exc)
             return None
-        return answer.content
+        content: str = answer["content"]
+        return content
 
     async def write_text(self, path: Path, text: str) -> bool:
         if not self.write:
             return False
         try:
-            await self.peer.write_text_file(
-                session_id=self.session_id, path=str(path), content=text
+            await self.peer.request(
+                "fs/write_text_file",
+                {"sessionId": self.session_id, "path": str(path), "content": text},
             )
         except Exception as exc:
             raise ToolFailure(f"the editor did not write {path.name}: {exc}") from exc
         return True
-
-
-def offered(capabilities: schema.ClientCapabilities | None) -> tuple[bool, bool]:
-    """Whether the client reads and writes text files for the agent."""
-    fs = None if capabilities is None else capabilities.fs
-    if fs is None:
-        return False, False
-    return bool(fs.read_text_file), bool(fs.write_text_file)

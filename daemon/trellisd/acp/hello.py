@@ -1,6 +1,6 @@
-"""The answer to ACP's ``initialize``, as plain JSON: what ``TrellisAgent.initialize`` answers,
-and what ``trellisd acp`` answers before the ACP SDK is loaded (its pydantic models take most
-of a start), so that an editor sees the agent ready as soon as the process runs."""
+"""The answer to ACP's ``initialize``: what ``TrellisAgent.initialize`` answers, and what
+``trellisd acp`` answers to a first ``initialize`` before it loads the store and the agent
+loop, so that an editor sees the agent ready as soon as the process runs."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def capabilities() -> dict[str, Any]:
 def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
     """When ``line`` is a well-formed ``initialize`` request: the answer to write, and whether
     the client reads and writes text files for the agent. None for anything else, which the
-    SDK then reads and answers as usual."""
+    connection then reads and answers as usual."""
     try:
         message = json.loads(line)
     except ValueError:
@@ -45,12 +45,15 @@ def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
     version = params.get("protocolVersion")
     if not isinstance(version, int) or isinstance(version, bool):
         return None
-    caps = params.get("clientCapabilities")
-    fs = caps.get("fs") if isinstance(caps, dict) else None
-    offered = (
-        (bool(fs.get("readTextFile")), bool(fs.get("writeTextFile")))
-        if isinstance(fs, dict)
-        else (False, False)
-    )
     answer = {"jsonrpc": "2.0", "id": ident, "result": capabilities()}
-    return (json.dumps(answer, separators=(",", ":")) + "\n").encode(), offered
+    line = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
+    return line, offered(params.get("clientCapabilities"))
+
+
+def offered(capabilities: Any) -> tuple[bool, bool]:
+    """Whether the client reads and writes text files for the agent, as ``initialize``'s
+    ``clientCapabilities`` say."""
+    fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
+    if not isinstance(fs, dict):
+        return False, False
+    return fs.get("readTextFile") is True, fs.get("writeTextFile") is True

@@ -21,15 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from acp import schema
-from acp.helpers import (
-    text_block,
-    tool_content,
-    tool_diff_content,
-    update_agent_message_text,
-    update_tool_call,
-)
-
 from ..agent.steering import Steer
 from ..changes import read_content
 from ..records import Step, ToolCall, TurnRef
@@ -45,10 +36,10 @@ log = logging.getLogger(__name__)
 APPROVAL_TIMEOUT_SECONDS = float(os.environ.get("TRELLISD_APPROVAL_TIMEOUT", "300"))
 
 OPTIONS = (
-    schema.PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),
-    schema.PermissionOption(option_id="allowAlways", name="Always allow", kind="allow_always"),
-    schema.PermissionOption(option_id="deny", name="Reject", kind="reject_once"),
-    schema.PermissionOption(option_id="denyAlways", name="Always reject", kind="reject_always"),
+    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "allowAlways", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "denyAlways", "name": "Always reject", "kind": "reject_always"},
 )
 """The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
 leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
@@ -63,20 +54,14 @@ DECISIONS = {
 
 
 class Peer(Protocol):
-    """What the notifier needs of the ACP connection (``AgentSideConnection``)."""
+    """What the notifier needs of the ACP connection (``rpc.Connection``)."""
 
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None: ...
+    async def notify(self, method: str, params: Any) -> None: ...
 
-    async def request_permission(
-        self,
-        session_id: str,
-        tool_call: schema.ToolCallUpdate,
-        options: list[schema.PermissionOption],
-        **kwargs: Any,
-    ) -> schema.RequestPermissionResponse: ...
+    async def request(self, method: str, params: Any) -> Any: ...
 
 
-Produce = Callable[[], Awaitable[list[Any]]]
+Produce = Callable[[], Awaitable[list[updates.Update]]]
 
 
 @dataclass
@@ -92,13 +77,13 @@ class Outbox:
 
     def __init__(self, peer: Peer) -> None:
         self.peer = peer
-        self._items: deque[tuple[str, Any]] = deque()
+        self._items: deque[tuple[str, updates.Update | Produce | _Text]] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task = asyncio.ensure_future(self._send_all())
 
-    def put(self, session_id: str, update: Any | Produce) -> None:
+    def put(self, session_id: str, update: updates.Update | Produce | _Text) -> None:
         self._items.append((session_id, update))
         self._idle.clear()
         self._wake.set()
@@ -127,11 +112,12 @@ class Outbox:
                 session_id, item = self._items.popleft()
                 try:
                     if isinstance(item, _Text):
-                        found = [update_agent_message_text(item.text)]
+                        found = [updates.agent_text(item.text)]
                     else:
                         found = await item() if callable(item) else [item]
                     for update in found:
-                        await self.peer.session_update(session_id=session_id, update=update)
+                        params = {"sessionId": session_id, "update": update}
+                        await self.peer.notify("session/update", params)
                 except Exception:  # a closed pipe or a failed store read: logged, not fatal
                     log.exception("could not send a session/update")
             self._wake.clear()
@@ -169,7 +155,7 @@ class AcpNotifier:
             followed = self.sessions[session_id] = Followed(root)
         return followed
 
-    def send(self, session_id: str, update: Any | Produce) -> None:
+    def send(self, session_id: str, update: updates.Update | Produce) -> None:
         if self.outbox is not None:
             self.outbox.put(session_id, update)
 
@@ -202,7 +188,7 @@ class AcpNotifier:
         known = updates.tool_call_id(turn.run_id, step.step) in followed.announced
         followed.output.pop(updates.tool_call_id(turn.run_id, step.step), None)
 
-        async def produce() -> list[Any]:
+        async def produce() -> list[updates.Update]:
             edits = await self._changes().step_edits(turn.turn_id) if step.result else []
             content = updates.result_content(step, edits, followed.root)
             return [updates.finished(turn.run_id, step, content, known)]
@@ -219,26 +205,24 @@ class AcpNotifier:
             if ident not in followed.announced:
                 followed.announced.add(ident)
 
-                async def produce() -> list[Any]:
+                async def produce() -> list[updates.Update]:
                     content = await asyncio.to_thread(_edit, call, followed.root)
                     return [updates.announced(turn.run_id, step, call, content)]
 
                 self.send(turn.session_id, produce)
         elif status == CallStatus.RUNNING:
-            self.send(turn.session_id, update_tool_call(ident, status="in_progress"))
+            self.send(turn.session_id, updates.tool_call_update(ident, status="in_progress"))
         elif status == CallStatus.CANCELLED and ident in followed.announced:
             followed.output.pop(ident, None)
-            self.send(turn.session_id, update_tool_call(ident, status="failed"))
+            self.send(turn.session_id, updates.tool_call_update(ident, status="failed"))
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         """A running command's output so far, as the call's content (ACP replaces it)."""
         followed = self.follow(turn.session_id, "")
         ident = updates.tool_call_id(turn.run_id, step)
         shown = followed.output[ident] = followed.output.get(ident, "") + text
-        self.send(
-            turn.session_id,
-            update_tool_call(ident, content=[tool_content(text_block(shown))]),
-        )
+        content = [updates.tool_content(updates.text_block(shown))]
+        self.send(turn.session_id, updates.tool_call_update(ident, content=content))
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After each step: the context the branch holds against the model's window, and
@@ -246,15 +230,8 @@ class AcpNotifier:
         followed = self.follow(turn.session_id, "")
         followed.window = int(figures["contextWindow"])
         spent = figures["cost"]["session"]
-        self.send(
-            turn.session_id,
-            schema.UsageUpdate(
-                session_update="usage_update",
-                used=max(int(figures["contextTokens"] or 0), 0),
-                size=followed.window,
-                cost=None if spent is None else schema.Cost(amount=spent, currency="USD"),
-            ),
-        )
+        used = int(figures["contextTokens"] or 0)
+        self.send(turn.session_id, updates.usage_update(used, followed.window, spent))
 
     def queued(self, entry: Queued, position: int) -> None:
         """Nothing to tell: ACP has no queue (a prompt sent while a turn runs is a steer), and
@@ -286,12 +263,14 @@ class AcpNotifier:
         await self.flush()
         if self.peer is None:
             return Decision.TIMEOUT
-        asked = self.peer.request_permission(
-            session_id=turn.session_id,
-            tool_call=schema.ToolCallUpdate(
-                tool_call_id=ident, title=summary, kind=updates.KINDS.get(call.name, "other")
-            ),
-            options=list(OPTIONS),
+        tool_call = {
+            "toolCallId": ident,
+            "title": summary,
+            "kind": updates.KINDS.get(call.name, "other"),
+        }
+        asked = self.peer.request(
+            "session/request_permission",
+            {"sessionId": turn.session_id, "toolCall": tool_call, "options": list(OPTIONS)},
         )
         try:
             answer = await asyncio.wait_for(asked, APPROVAL_TIMEOUT_SECONDS)
@@ -300,13 +279,22 @@ class AcpNotifier:
         except Exception as exc:  # the client answered with an error: nothing was approved
             log.info("the client did not answer the permission request: %s", exc)
             return Decision.DENY
-        outcome = answer.outcome
-        if not isinstance(outcome, schema.AllowedOutcome):
+        option = chosen(answer)
+        if option is None:
             return Decision.DENY  # cancelled: the prompt turn is being cancelled
-        decision = DECISIONS.get(outcome.option_id, Decision.DENY)
-        if outcome.option_id == "denyAlways":
+        if option == "denyAlways":
             followed.rejected.add(summary)
-        return decision  # the call's ``running`` says ``in_progress``
+        return DECISIONS.get(option, Decision.DENY)  # ``running`` says ``in_progress``
+
+
+def chosen(answer: Any) -> str | None:
+    """The option a ``session/request_permission`` answer selected; None when the client
+    cancelled the request or answered with something that is not an ACP outcome."""
+    outcome = answer.get("outcome") if isinstance(answer, dict) else None
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return None
+    option = outcome.get("optionId")
+    return option if isinstance(option, str) else None
 
 
 def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:
@@ -321,4 +309,4 @@ def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:
     before = read_content(context, context.relative(path))
     old = None if before is None or before.data is None else before.data.decode("utf-8", "replace")
     new = data.decode("utf-8", "replace")
-    return [tool_diff_content(str(path), new, old)]
+    return [updates.tool_diff_content(str(path), new, old)]

@@ -1,23 +1,13 @@
 """What trellisd's records look like as ACP ``session/update``s: a turn replayed from the
 store, a committed step as a tool call, a turn's outcome as a stop reason, and the usage of a
-session. Pure functions over records; nothing here touches the wire."""
+session, each a plain dict in the wire's shape (camelCase, no null fields). Pure functions over
+records; nothing here touches the wire."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
-
-from acp import schema
-from acp.helpers import (
-    start_tool_call,
-    text_block,
-    tool_content,
-    tool_diff_content,
-    update_agent_message_text,
-    update_tool_call,
-    update_user_message_text,
-)
 
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
@@ -53,7 +43,50 @@ CONTEXT_WINDOW = 128_000
 """The context window ``usage_update`` reports as ``size`` when ``TRELLISD_CONTEXT_WINDOW``
 does not name the model's."""
 
-ToolContent = schema.ContentToolCallContent | schema.FileEditToolCallContent
+Update = dict[str, Any]
+"""A ``session/update``'s ``update``."""
+ToolContent = dict[str, Any]
+"""A tool call's content: ``{"type": "content", ...}`` or ``{"type": "diff", ...}``."""
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def tool_content(block: dict[str, Any]) -> ToolContent:
+    return {"type": "content", "content": block}
+
+
+def tool_diff_content(path: str, new_text: str, old_text: str | None = None) -> ToolContent:
+    diff = {"type": "diff", "path": path, "oldText": old_text, "newText": new_text}
+    return _present(diff)
+
+
+def agent_text(text: str) -> Update:
+    return {"sessionUpdate": "agent_message_chunk", "content": text_block(text)}
+
+
+def user_text(text: str) -> Update:
+    return {"sessionUpdate": "user_message_chunk", "content": text_block(text)}
+
+
+def current_mode(mode_id: str) -> Update:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+
+
+def tool_call(ident: str, title: str, **fields: Any) -> Update:
+    """A ``tool_call``: ``kind``, ``status``, ``content``, ``rawInput``, ``rawOutput``
+    when not None."""
+    return _present({"sessionUpdate": "tool_call", "toolCallId": ident, "title": title, **fields})
+
+
+def tool_call_update(ident: str, **fields: Any) -> Update:
+    """A ``tool_call_update``: the fields that changed (those not None)."""
+    return _present({"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields})
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def context_window(env: dict[str, str] | None = None) -> int:
@@ -99,70 +132,76 @@ def result_content(step: Step, edits: Sequence[StepEdit], root: str) -> list[Too
     return out
 
 
-def announced(run_id: str, step: int, call: ToolCall, content: list[ToolContent]) -> Any:
+def announced(run_id: str, step: int, call: ToolCall, content: list[ToolContent]) -> Update:
     """A tool call about to run (waiting for the user's permission)."""
-    return start_tool_call(
+    return tool_call(
         tool_call_id(run_id, step),
         title(call),
         kind=KINDS.get(call.name, "other"),
         status="pending",
         content=content or None,
-        raw_input=call.arguments,
+        rawInput=call.arguments,
     )
 
 
-def finished(run_id: str, step: Step, content: list[ToolContent], known: bool) -> Any:
+def finished(run_id: str, step: Step, content: list[ToolContent], known: bool) -> Update:
     """A committed tool step: an update of the call announced before, else the whole call."""
     call = step.tool_call
     assert call is not None
     if known:
-        return update_tool_call(
+        return tool_call_update(
             tool_call_id(run_id, step.step),
             status=status_of(step),
             content=content or None,
-            raw_output=step.result,
+            rawOutput=step.result,
         )
-    return start_tool_call(
+    return tool_call(
         tool_call_id(run_id, step.step),
         title(call),
         kind=KINDS.get(call.name, "other"),
         status=status_of(step),
         content=content or None,
-        raw_input=call.arguments,
-        raw_output=step.result,
+        rawInput=call.arguments,
+        rawOutput=step.result,
     )
 
 
-def replayed(turn: Turn, steps: Sequence[Step], edits: Sequence[StepEdit], root: str) -> list[Any]:
+def replayed(
+    turn: Turn, steps: Sequence[Step], edits: Sequence[StepEdit], root: str
+) -> list[Update]:
     """One turn of the history as the updates a client saw live: the prompt, the steers, the
     text and the tool calls with their final status and content."""
-    out: list[Any] = [update_user_message_text(turn.prompt)]
+    out: list[Update] = [user_text(turn.prompt)]
     for step in steps:
         if step.step > 1 and step.prompt:
-            out.append(update_user_message_text(step.prompt))
+            out.append(user_text(step.prompt))
         if step.text:
-            out.append(update_agent_message_text(step.text))
+            out.append(agent_text(step.text))
         if step.tool_call is not None:
             out.append(finished(turn.run_id, step, result_content(step, edits, root), False))
     if not steps and turn.reply:
-        out.append(update_agent_message_text(turn.reply))
+        out.append(agent_text(turn.reply))
     return out
 
 
-def usage(turns: Sequence[Turn], last_input: int | None, size: int) -> schema.UsageUpdate:
+def usage_update(used: int, size: int, spent: float | None) -> Update:
+    """The context ``used`` of ``size`` tokens, and what the session cost so far in USD
+    (None while a model's price is unknown)."""
+    update: Update = {"sessionUpdate": "usage_update", "used": max(used, 0), "size": size}
+    if spent is not None:
+        update["cost"] = {"amount": float(spent), "currency": "USD"}
+    return update
+
+
+def usage(turns: Sequence[Turn], last_input: int | None, size: int) -> Update:
     """The context the last model call took and the session's cost so far (when the price
     table knows the models)."""
     costs = [cost(t.model, t.tokens) for t in turns]
     known = [c for c in costs if c is not None]
-    return schema.UsageUpdate(
-        session_update="usage_update",
-        used=max(last_input or 0, 0),
-        size=size,
-        cost=schema.Cost(amount=sum(known), currency="USD") if known else None,
-    )
+    return usage_update(last_input or 0, size, sum(known) if known else None)
 
 
-def info(title: str, updated_at: str | None) -> schema.SessionInfoUpdate:
-    return schema.SessionInfoUpdate(
-        session_update="session_info_update", title=title or None, updated_at=updated_at
+def info(title: str, updated_at: str | None) -> Update:
+    return _present(
+        {"sessionUpdate": "session_info_update", "title": title or None, "updatedAt": updated_at}
     )
