@@ -75,6 +75,8 @@ from .pricing import Price
 
 CONFIG_FILE = "config.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Headers that carry credentials whatever their value (beside names with KEY, TOKEN ...)."""
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 PASS_VARIABLE = "TRELLISD_PASS_ENV"
 
@@ -311,7 +313,28 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
             f" (mode {stat.S_IMODE(info.st_mode):o}); run chmod 600 {path}, or name the variable"
             " that holds the key with keyVariable"
         )
+    if info.st_mode & 0o077:
+        for key in _secrets_written(parsed.mcp):
+            raise ConfigError(
+                f"{path}:{_line_of(text, key)}: {key} is refused: its name says it holds a"
+                f" secret and others may read this file (mode {stat.S_IMODE(info.st_mode):o});"
+                f" run chmod 600 {path}"
+            )
     return parsed, text
+
+
+def _secrets_written(servers: tuple[McpServerSpec, ...]) -> list[str]:
+    """The keys of MCP servers' ``headers`` and ``env`` whose names say they hold a secret
+    (an ``Authorization`` header, a ``*TOKEN*`` variable ...), as dotted keys."""
+    from .tools.environment import secret_name
+
+    found = []
+    for index, spec in enumerate(servers):
+        for part, pairs in (("headers", spec.headers), ("env", spec.env)):
+            for name in pairs or {}:
+                if secret_name(name) or name.lower() in SECRET_HEADERS:
+                    found.append(f"mcp[{index}].{part}.{name}")
+    return found
 
 
 def _toml_error(path: Path, exc: tomllib.TOMLDecodeError) -> str:

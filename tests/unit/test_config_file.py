@@ -123,6 +123,37 @@ def test_a_key_in_the_file_is_taken_only_from_a_file_no_one_else_may_read(
 
 
 @pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        (
+            '[[mcp]]\nname = "web"\nurl = "https://x"\n\n'
+            '[mcp.headers]\nAuthorization = "Bearer t"\n',
+            6,
+            "mcp[0].headers.Authorization",
+        ),
+        (
+            '[[mcp]]\nname = "gh"\ncommand = "gh-mcp"\nenv = { GITHUB_TOKEN = "ghp_x" }\n',
+            4,
+            "mcp[0].env.GITHUB_TOKEN",
+        ),
+    ],
+)
+def test_a_secret_for_an_mcp_server_is_taken_only_from_a_file_no_one_else_may_read(
+    tmp_path: Path, text: str, line: int, key: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env_with(tmp_path, text, mode=0o644))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path}/config/trellisd/config.toml:{line}: {key} is refused")
+    assert "chmod 600" in message and "Bearer" not in message and "ghp_x" not in message
+    [server] = load_settings(env_with(tmp_path, text, mode=0o600)).mcp_servers
+    assert server.name in ("web", "gh")
+    # A header or variable whose name says nothing of a secret is fine in any file.
+    plain = text.replace("Authorization", "Accept").replace("GITHUB_TOKEN", "LOG_LEVEL")
+    assert len(load_settings(env_with(tmp_path, plain, mode=0o644)).mcp_servers) == 1
+
+
+@pytest.mark.parametrize(
     ("text", "line", "words"),
     [
         ('provider = "openai"\nmodel = 3\n', 2, "model must be a string, not a number"),
