@@ -248,7 +248,7 @@ def test_a_foreign_file_is_refused(other: Store, tmp_path: Path, content: bytes)
 def test_a_newer_format_version_is_refused(other: Store, exported: tuple[str, Path]) -> None:
     _, path = exported
     records = lines(path)
-    records[0]["version"] = 2
+    records[0]["version"] = max(archive.READS) + 1
     seal(path, records)
     refused = refusal(other, path)
     assert (refused.data["check"], refused.data["line"]) == ("version", 1)
