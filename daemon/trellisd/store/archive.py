@@ -459,6 +459,7 @@ class _Import:
         self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
         self.runs: set[str] = set()
         self.contents = Contents()
+        self.changes: set[int] = set()  # the file's change numbers: its log names each once
         self.proof = _Proof(con)
 
     def run(self) -> str:
@@ -508,6 +509,9 @@ class _Import:
     def change(self, raw: dict[str, Any]) -> None:
         record: ChangeRecord = self.lines.structure(raw, ChangeRecord, "change")
         run_id = self._run_of(record.run_id, f"change {record.change_id}")
+        if record.change_id in self.changes:
+            raise self.refuse(f"change {record.change_id} appears twice")
+        self.changes.add(record.change_id)
         try:
             self.contents.change(record)
         except Unfit as exc:

@@ -23,6 +23,7 @@ from trellisd.store import Store
 from trellisd.store import db as store_db
 from trellisd.store.migrations import MIGRATIONS
 
+GOLDEN = Path(__file__).parents[2] / "fixtures" / "session-v2.trellisd"
 V1, V2, V3 = Content.of(b"one\n"), Content.of(b"one\ntwo\n"), Content.of(b"one\ntwo\nthree\n")
 PICTURE = Content.of(b"\x89PNG\0\0")
 
@@ -234,6 +235,16 @@ def test_a_tampered_change_set_is_refused_and_nothing_is_imported(
     nothing_imported(other)
 
 
+def test_a_change_twice_is_refused(other: Store, exported: Path) -> None:
+    """The log names each change once: a copy of a change would pass it unnoticed."""
+    records = lines(exported)
+    at = next(i for i, r in enumerate(records) if r["type"] == "change")
+    seal(exported, [*records[: at + 1], records[at], *records[at + 1 :]])
+    refused = refusal(other, exported)
+    assert refused.data["check"] == "reference" and "appears twice" in refused.message
+    nothing_imported(other)
+
+
 def test_a_blob_too_large_for_what_it_says_is_not_inflated(other: Store, exported: Path) -> None:
     bomb = base64.b64encode(zlib.compress(b"x" * (64 * 1024 * 1024))).decode()
     tampered(exported, "blob", lambda r: r.update(data=bomb))
@@ -310,3 +321,18 @@ def test_an_existing_stores_change_sets_join_their_logs_in_the_migration(
         assert [c.path for c in store.changes.of_turns([turn_id])] == ["a.txt", "b.txt"]
     finally:
         store.close()
+
+
+def test_the_version_2_golden_file_keeps_importing(other: Store) -> None:
+    """A file with change sets, as this version wrote it: every later trellisd imports it."""
+    sid = import_(other, GOLDEN)
+    first, second = history_ids(other, sid)
+    assert change_sets(other, [first, second]) == [
+        [
+            ("a.txt", "tool", 1, None, V1.data, "text", V1.sha256),
+            ("logo.png", "tool", 1, None, None, "binary", PICTURE.sha256),
+        ],
+        [("a.txt", "command", 1, V1.data, V2.data, "text", V2.sha256)],
+    ]
+    assert other.budgets.get(sid) == Budget(tokens=50000, usd=2.0)
+    assert other.sessions.verify(sid).ok
