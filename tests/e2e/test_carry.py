@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_changes import OPEN, agent_turn, changes, edit, python, write
+from tests.e2e.test_changes import OPEN, agent_turn, changes, python, write, write_then_change
 from tests.e2e.test_sessions import open_session
 from tests.fixtures.git_repo import make_repo, user_state
 from tests.fixtures.model_server import ModelServer
@@ -24,15 +24,7 @@ async def test_a_fork_restores_files_across_its_inherited_turns(
     daemon: Daemon, model: ModelServer, repo: Path
 ) -> None:
     session = await open_session(daemon, repo, policy=OPEN, budget={"tokens": 1_000_000})
-    await agent_turn(daemon, model, session, write("a.txt", "v1\n"))
-    second = await agent_turn(
-        daemon,
-        model,
-        session,
-        edit("a.txt", "v1", "v2"),
-        write("b.txt", "new\n"),
-        python("import os; os.remove('README.md')"),
-    )
+    _, second = await write_then_change(daemon, model, session)
     git = user_state(repo)
 
     fork = await daemon.call(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,11 @@ import pytest
 from tests.unit.store.conftest import OpenSession, TakeTurn
 from trellisd.errors import Conflict, InvalidParams, NotFound
 from trellisd.policy.layers import GrantSpec, LayerSpec, PolicySpec
-from trellisd.processes import pid_alive
 from trellisd.records import ProviderChoice, Step, Tokens, ToolCall
 from trellisd.store import Store, archive
 from trellisd.store.archive import Limits, Refused
 
 GOLDEN = Path(__file__).parents[2] / "fixtures" / "session-v1.trellisd"
-
-
-@pytest.fixture
-def other(tmp_path: Path) -> Iterator[Store]:
-    """A second store, on another machine as far as the session is concerned."""
-    store = Store(tmp_path / "other" / "trellisd.db", pid_alive)
-    store.leases.register()
-    yield store
-    store.close()
 
 
 def tree(store: Store, take_turn: TakeTurn, title: str = "the tree") -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,6 @@ from trellisd.store.migrations import MIGRATIONS
 GOLDEN = Path(__file__).parents[2] / "fixtures" / "session-v2.trellisd"
 V1, V2, V3 = Content.of(b"one\n"), Content.of(b"one\ntwo\n"), Content.of(b"one\ntwo\nthree\n")
 PICTURE = Content.of(b"\x89PNG\0\0")
-
-
-@pytest.fixture
-def other(tmp_path: Path) -> Iterator[Store]:
-    store = Store(tmp_path / "other" / "trellisd.db", pid_alive)
-    store.leases.register()
-    yield store
-    store.close()
 
 
 @pytest.fixture
