@@ -29,7 +29,7 @@ from . import blobs
 from .changes import SOURCES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_KINDS = frozenset(Kind)
+_KINDS = tuple(Kind)
 
 
 class Unfit(Exception):

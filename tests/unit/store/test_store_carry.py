@@ -214,6 +214,13 @@ def test_a_damaged_file_with_change_sets_is_refused_by_its_digest(
         ("blob", "", None, "reference", "which the file does not hold"),
         ("change", "a.txt", lambda r: r.update(path="../.bashrc"), "record", "change.path must"),
         ("change", "a.txt", lambda r: r.update(source="magic"), "record", "change.source must"),
+        (
+            "change",
+            "a.txt",
+            lambda r: r.update(beforeKind="weird"),
+            "record",
+            "change.beforeKind must be one of absent, text, binary, tooLarge",
+        ),
     ],
 )
 def test_a_tampered_change_set_is_refused_and_nothing_is_imported(
