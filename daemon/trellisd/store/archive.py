@@ -472,7 +472,7 @@ class _Import:
             raise self.lines.refuse(
                 "version",
                 f"the file is format version {header.version}, written by a newer trellisd;"
-                f" this one reads version {', '.join(map(str, READS))}",
+                f" this one reads versions {', '.join(map(str, READS))}",
             )
         second = next(records, None)
         if second is None or second["type"] != "session":
