@@ -1,10 +1,13 @@
 """Exporting and importing a long session: ``session/export`` and ``session/import``.
 
     python tests/bench/bench_archive.py [--turns 1000] [--result-bytes 2000] [--rounds 5]
+        [--rewrites 0] [--file-bytes 102400]
 
 Writes a session of ``--turns`` turns into a new store (each turn a tool step whose result
 holds ``--result-bytes`` bytes, as a file read does, then a reply and an event;
-``tests/fixtures/sessions.fill_session``), starts a daemon on it and another on an empty
+``tests/fixtures/sessions.fill_session``; the first ``--rewrites`` turns each also rewrite one
+``--file-bytes`` text file, a few lines changed, so that the file holds their change sets and
+contents), starts a daemon on it and another on an empty
 store, and prints, as the median (and max) of ``--rounds`` rounds, from request to answer:
 
 - ``session/export`` of the session to a file (its size is printed too);
@@ -43,15 +46,20 @@ def peak_rss_mib(pid: int) -> float | None:
     return None
 
 
-async def bench(turns: int, result_bytes: int, rounds: int) -> None:
+async def bench(turns: int, result_bytes: int, rounds: int, rewrites: int, file_bytes: int) -> None:
     for name in [n for n in os.environ if n.startswith("TRELLISD_")]:
         del os.environ[name]
     env = {"PYTHONPATH": str(REPO / "daemon")}
     with tempfile.TemporaryDirectory() as folder:
         source, target = Path(folder) / "source.db", Path(folder) / "target.db"
         started = time.perf_counter()
-        sid = await asyncio.to_thread(fill_session, source, turns, result_bytes)
-        print(f"wrote a session of {turns:,} turns in {time.perf_counter() - started:.1f} s")
+        sid = await asyncio.to_thread(
+            fill_session, source, turns, result_bytes, "/work", rewrites, file_bytes
+        )
+        print(
+            f"wrote a session of {turns:,} turns ({rewrites:,} rewriting a"
+            f" {file_bytes / 1024:.0f} KiB file) in {time.perf_counter() - started:.1f} s"
+        )
         exporter = await DaemonClient.spawn("--db", str(source), env=env)
         importer = await DaemonClient.spawn("--db", str(target), env=env)
         await exporter.initialize()
@@ -86,8 +94,10 @@ def main() -> None:
     p.add_argument("--turns", type=int, default=1_000)
     p.add_argument("--result-bytes", type=int, default=2_000)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rewrites", type=int, default=0)
+    p.add_argument("--file-bytes", type=int, default=100 * 1024)
     args = p.parse_args()
-    asyncio.run(bench(args.turns, args.result_bytes, args.rounds))
+    asyncio.run(bench(args.turns, args.result_bytes, args.rounds, args.rewrites, args.file_bytes))
 
 
 if __name__ == "__main__":

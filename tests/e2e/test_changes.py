@@ -48,6 +48,23 @@ async def agent_turn(
     return result
 
 
+async def write_then_change(
+    daemon: Daemon, model: ModelServer, session: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A turn that writes a.txt, then one that edits it, writes b.txt and removes README.md
+    by a command; their results."""
+    first = await agent_turn(daemon, model, session, write("a.txt", "v1\n"))
+    second = await agent_turn(
+        daemon,
+        model,
+        session,
+        edit("a.txt", "v1", "v2"),
+        write("b.txt", "new\n"),
+        python("import os; os.remove('README.md')"),
+    )
+    return first, second
+
+
 async def changes(daemon: Daemon, turn_id: str) -> dict[str, dict[str, Any]]:
     files = (await daemon.call("turn/changes", {"turnId": turn_id}))["files"]
     return {f["path"]: f for f in files}
@@ -130,15 +147,7 @@ async def test_branching_back_restores_the_files_and_forward_brings_them_back(
 ) -> None:
     session = await open_session(daemon, repo, policy=OPEN)
     sid = session["sessionId"]
-    first = await agent_turn(daemon, model, session, write("a.txt", "v1\n"))
-    second = await agent_turn(
-        daemon,
-        model,
-        session,
-        edit("a.txt", "v1", "v2"),
-        write("b.txt", "new\n"),
-        python("import os; os.remove('README.md')"),
-    )
+    first, second = await write_then_change(daemon, model, session)
 
     net = await daemon.call(
         "session/changes", {"sessionId": sid, "from": first["turnId"], "to": second["turnId"]}

@@ -1,5 +1,5 @@
-"""Sessions as files: the ``trellisd-session`` format, version 1, written from the store and
-read back into it. ``protocol/README.md`` ("Session files") is its description.
+"""Sessions as files: the ``trellisd-session`` format, versions 1 and 2, written from the
+store and read back into it. ``protocol/README.md`` ("Session files") is its description.
 
 A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in ``\\n``:
 
@@ -9,19 +9,23 @@ A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in
     run      the turn's run, after its turn
     step     the run's steps, after their run
     event    the run's events, after their run
+    change   the changes the run's steps made to files, after its events (version 2)
+    blob     a text content the changes name, once, after the first change naming it
     log      each entry of the session's log, in order (``chain.py``), after every row
     end      {"type": "end", "records": N, "sha256": "<hex>"}: the last line
 
 ``sha256`` is the SHA-256 of the file's bytes before the end line, and ``records`` how many
-lines they are. A file holds no lease and no pid: a daemon's hold on a session stays with
-the store it was taken in.
+lines they are. A file is version 2 when it holds change sets (``archive_changes``), which a
+version 1 reader would take for a log that does not verify; version 1 otherwise. A file holds
+no lease and no pid: a daemon's hold on a session stays with the store it was taken in.
 
 Writing streams the session from one read snapshot; reading checks each line as it comes
 and writes it in one transaction, refused and rolled back at the first line that is not
 right (``Refused``, naming the line and the check). Neither holds more than a line and the
-ids of the session's turns and runs in memory. A reader ignores fields it does not know,
-except that a field of the store's own (a column another trellisd version added) is kept
-when this store has that column, and skips records of a type it does not know.
+ids of the session's turns and runs (and the digests of the contents its changes name) in
+memory. A reader ignores fields it does not know, except that a field of the store's own (a
+column another trellisd version added) is kept when this store has that column, and skips
+records of a type it does not know.
 
 A file's ``log`` must verify against the file's own records, as they are in the file, before
 anything is imported: the records are also written, unchanged, into a scratch database beside
@@ -50,9 +54,10 @@ from .. import __version__
 from ..convert import camel, structure, unstructure
 from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
-from ..records import ProviderChoice
+from ..records import Budget, ProviderChoice
 from ..vocabulary import Outcome
 from . import chain
+from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
 from .db import Database, new_id, now
 
 FORMAT = "trellisd-session"
@@ -70,9 +75,11 @@ def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
     return attrs.evolve(provider, base_url=None)
 
 
-VERSION = 1
-READS = (1,)
+VERSION = 2
+READS = (1, 2)
 """The versions this trellisd reads."""
+WITHOUT_CHANGES = 1
+"""The version of a file that holds no change sets: what a version 1 reader reads whole."""
 
 
 @attrs.frozen
@@ -96,8 +103,9 @@ _RENAMED = {
     "run": {"id": "runId"},
     "step": {"n": "step"},
     "event": {},
+    "change": {"id": "changeId"},
 }
-_JSON = {"settings", "policy", "imported_from", "tool_call", "detail"}
+_JSON = {"settings", "policy", "imported_from", "tool_call", "detail", "budget"}
 _TOKENS = ("input_tokens", "output_tokens", "cached_tokens")
 _IMPLIED = {"turn": {"session_id"}}
 """Columns the file leaves out because its structure says them (a turn's session)."""
@@ -130,6 +138,7 @@ class SessionRecord:
     provider: ProviderChoice = ProviderChoice()
     policy: PolicySpec | None = None
     imported_from: ImportedFromRecord | None = None
+    budget: Budget | None = None
 
 
 @attrs.frozen
@@ -263,13 +272,19 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
 
     writer = _Writer(out)
     turns = 0
+    written: set[str] = set()  # the contents written as blobs
     with db.snapshot() as con:
         Sessions._get(con, session_id)
+        changed = con.execute(
+            "SELECT 1 FROM change c JOIN run r ON r.id = c.run_id JOIN turn t ON t.id = r.turn_id"
+            " WHERE t.session_id = ? LIMIT 1",
+            (session_id,),
+        ).fetchone()
         writer.line(
             {
                 "type": "header",
                 "format": FORMAT,
-                "version": VERSION,
+                "version": VERSION if changed else WITHOUT_CHANGES,
                 "exportedAt": exported_at,
                 "exportedBy": f"trellisd {__version__}",
             }
@@ -290,6 +305,15 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
                         (run["id"],),
                     ):
                         writer.line(_record(table, row))
+                for row in _rows(
+                    con, "SELECT * FROM change WHERE run_id = ? ORDER BY id", (run["id"],)
+                ):
+                    writer.line(_record("change", row))
+                    for sha256 in texts(row):
+                        blob = None if sha256 in written else blob_record(con, sha256)
+                        if blob is not None:
+                            writer.line(blob)
+                            written.add(sha256)
         for seq, kind, ref, body, digest in con.execute(
             "SELECT seq, kind, ref, body, hash FROM chain WHERE session_id = ? ORDER BY seq",
             (session_id,),
@@ -434,6 +458,8 @@ class _Import:
         self.head: str | None = None
         self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
         self.runs: set[str] = set()
+        self.contents = Contents()
+        self.changes: set[int] = set()  # the file's change numbers: its log names each once
         self.proof = _Proof(con)
 
     def run(self) -> str:
@@ -446,7 +472,7 @@ class _Import:
             raise self.lines.refuse(
                 "version",
                 f"the file is format version {header.version}, written by a newer trellisd;"
-                f" this one reads version {', '.join(map(str, READS))}",
+                f" this one reads versions {', '.join(map(str, READS))}",
             )
         second = next(records, None)
         if second is None or second["type"] != "session":
@@ -457,6 +483,8 @@ class _Import:
             "run": self.run_record,
             "step": self.step,
             "event": self.event,
+            "change": self.change,
+            "blob": self.blob,
             "log": self.log,
         }
         try:
@@ -477,6 +505,42 @@ class _Import:
 
     def log(self, raw: dict[str, Any]) -> None:
         self.lines.structure(raw, LogRecord, "log")
+
+    def change(self, raw: dict[str, Any]) -> None:
+        record: ChangeRecord = self.lines.structure(raw, ChangeRecord, "change")
+        run_id = self._run_of(record.run_id, f"change {record.change_id}")
+        if record.change_id in self.changes:
+            raise self.refuse(f"change {record.change_id} appears twice")
+        self.changes.add(record.change_id)
+        try:
+            self.contents.change(record)
+        except Unfit as exc:
+            raise self.refuse(exc.problem, exc.check) from None
+        before, after = record.sides()
+        self.insert(
+            "change",
+            {
+                "run_id": run_id,
+                "step": record.step,
+                "path": record.path,
+                "source": record.source,
+                "before_kind": before.kind.value,
+                "before_sha256": before.sha256,
+                "before_size": before.size,
+                "after_kind": after.kind.value,
+                "after_sha256": after.sha256,
+                "after_size": after.size,
+                "created_at": record.created_at,
+            },
+            raw,
+        )
+
+    def blob(self, raw: dict[str, Any]) -> None:
+        record: BlobRecord = self.lines.structure(raw, BlobRecord, "blob")
+        try:
+            self.contents.blob(self.con, record)
+        except Unfit as exc:
+            raise self.refuse(exc.problem, exc.check) from None
 
     def verify(self, file_session_id: str) -> None:
         """Refuse the file when its log does not verify against its own records."""
@@ -524,6 +588,9 @@ class _Import:
             )
 
     def session(self, raw: dict[str, Any]) -> None:
+        if isinstance(raw.get("budget"), str):  # written before the budget was an object
+            with contextlib.suppress(ValueError):
+                raw = {**raw, "budget": json.loads(raw["budget"])}
         record: SessionRecord = self.lines.structure(raw, SessionRecord, "session")
         if not self.ids.as_new:
             self.taken("session", "id", record.session_id, "session")
@@ -546,6 +613,7 @@ class _Import:
                 if record.policy is None
                 else json.dumps(unstructure(untrusted_policy(record.policy))),
                 "head_hash": None,  # the session's own log is computed once it is in
+                "budget": self.budget(record.budget),
                 "imported_from": None
                 if imported_from is None
                 else json.dumps(
@@ -557,6 +625,19 @@ class _Import:
             },
             raw,
         )
+
+    def budget(self, budget: Budget | None) -> str | None:
+        """The session's budget as the store keeps it: it only ever caps what the session's
+        turns may spend, so the file's is kept as it is, if it caps something."""
+        if budget is None or (budget.tokens is None and budget.usd is None):
+            return None
+        if (budget.tokens is not None and budget.tokens < 1) or (
+            budget.usd is not None and not 0 < budget.usd < float("inf")
+        ):
+            raise self.lines.refuse(
+                "record", "session.budget must cap at least 1 token and more than 0 USD", line=2
+            )
+        return json.dumps(unstructure(budget))
 
     def turn(self, raw: dict[str, Any]) -> None:
         record: TurnRecord = self.lines.structure(raw, TurnRecord, "turn")
@@ -679,9 +760,16 @@ class _Import:
             raise self.lines.refuse(
                 "reference", f"turn {without[0]} has no run", line=self.lines.number
             )
+        missing = self.contents.missing()
+        if missing is not None:
+            raise self.lines.refuse(
+                "reference",
+                f"a change names content {missing}, which the file does not hold",
+                line=self.lines.number,
+            )
 
 
-_PROVEN = ("session", "turn", "run", "step", "event", "chain")
+_PROVEN = ("session", "turn", "run", "step", "event", "change", "chain")
 """The tables a file's log is checked against, in the scratch database."""
 
 
@@ -707,6 +795,8 @@ class _Proof:
     def add(self, raw: dict[str, Any]) -> None:
         """A record of the file, as its row, unchanged."""
         table = "chain" if raw["type"] == "log" else raw["type"]
+        if table not in self.columns:
+            return  # a record no log entry is computed from (a change's content)
         values = _row(table, raw)
         if table == "session":
             self.session_id = str(values.get("id"))

@@ -2,17 +2,18 @@
 the one before, so that a row edited, deleted, reordered or inserted by hand is found.
 
 An entry is one fact: the session opened (``session``), a turn started (``turn``, ``run``),
-a step or an event committed (``step``, ``event``), a run ended or resumed (``end``,
-``resume``), the head moved (``branch``), the title set (``title``), the standing
-instructions set (``instructions``). Its hash is
-``SHA-256(previous hash ‖ canonical bytes)``, the first entry's previous hash being 32 zero
-bytes. The canonical bytes are RFC 8785 JSON (keys sorted, no whitespace, UTF-8) of an object
-whose values are only strings, integers and ``null``: JSON held in a row (a step's tool call,
-an event's detail) is carried as the string stored, never re-encoded.
+a step or an event committed (``step``, ``event``), a file a step changed (``change``, naming
+the contents before and after by SHA-256), a run ended or resumed (``end``, ``resume``), the
+head moved (``branch``), the title set (``title``), the standing instructions set
+(``instructions``). Its hash is ``SHA-256(previous hash ‖ canonical bytes)``, the first
+entry's previous hash being 32 zero bytes. The canonical bytes are RFC 8785 JSON (keys
+sorted, no whitespace, UTF-8) of an object whose values are only strings, integers and
+``null``: JSON held in a row (a step's tool call, an event's detail) is carried as the string
+stored, never re-encoded.
 
-Entries about a row (``session``, ``turn``, ``run``, ``step``, ``event``) are not copied into
-the log: their bytes are computed from the row itself, so an edited row no longer matches its
-hash. Entries about a change of state (``end``, ``resume``, ``branch``, ``title``,
+Entries about a row (``session``, ``turn``, ``run``, ``step``, ``event``, ``change``) are not
+copied into the log: their bytes are computed from the row itself, so an edited row no longer
+matches its hash. Entries about a change of state (``end``, ``resume``, ``branch``, ``title``,
 ``instructions``) keep their bytes in the log, and the state they leave (a run's outcome, the
 session's head, title and instructions) is checked against the rows. Entries are appended
 inside the transaction that writes their row, as the session's feed (``feed.py``, what
@@ -60,6 +61,10 @@ class _RowKind:
 
 def _one(ref: str) -> tuple[str]:
     return (ref,)
+
+
+def _number(ref: str) -> tuple[int]:
+    return (int(ref),)
 
 
 def _pair(ref: str) -> tuple[str, int]:
@@ -154,6 +159,29 @@ ROW_KINDS: dict[str, _RowKind] = {
             "createdAt": r[5],
         },
         _pair,
+    ),
+    "change": _RowKind(
+        "c.id, c.run_id, c.step, c.path, c.source, c.before_kind, c.before_sha256,"
+        " c.before_size, c.after_kind, c.after_sha256, c.after_size, c.created_at",
+        "change c " + _OF_RUNS.format("c"),
+        "c.id = ?",
+        lambda r: str(r[0]),
+        lambda r: {
+            "kind": "change",
+            "changeId": r[0],
+            "runId": r[1],
+            "step": r[2],
+            "path": r[3],
+            "source": r[4],
+            "beforeKind": r[5],
+            "beforeSha256": r[6],
+            "beforeSize": r[7],
+            "afterKind": r[8],
+            "afterSha256": r[9],
+            "afterSize": r[10],
+            "createdAt": r[11],
+        },
+        _number,
     ),
 }
 STATE_KINDS = ("end", "resume", "branch", "title", "instructions")
@@ -414,8 +442,8 @@ def tail_sound(con: apsw.Connection, session_id: str) -> bool:
         previous = bytes.fromhex(stored)
     logged = con.execute(
         "SELECT count(*) FROM chain WHERE session_id = ? AND kind IN"
-        " ('session', 'turn', 'run', 'step', 'event')",
-        (session_id,),
+        f" ({', '.join('?' * len(ROW_KINDS))})",
+        (session_id, *ROW_KINDS),
     ).fetchone()
     held = sum(_count(con, spec.source, session_id) for spec in ROW_KINDS.values())
     return logged is not None and int(logged[0]) == held
@@ -428,7 +456,7 @@ def _count(con: apsw.Connection, source: str, session_id: str) -> int:
 
 def record_turn(con: apsw.Connection, session_id: str, turn_id: str) -> None:
     """Log a whole turn already written (by a migration, or copied into a fork): the turn,
-    its run, its steps and events in the order they were written, its end."""
+    its run, its steps, events and changes in the order they were written, its end."""
     row = con.execute(
         "SELECT id, outcome, error, ended_at FROM run WHERE turn_id = ?", (turn_id,)
     ).fetchone()
@@ -437,13 +465,15 @@ def record_turn(con: apsw.Connection, session_id: str, turn_id: str) -> None:
     record(con, session_id, "turn", turn_id)
     record(con, session_id, "run", str(run_id))
     written: list[tuple[Any, ...]] = con.execute(
-        "SELECT 'step', n, created_at FROM step WHERE run_id = ?1 UNION ALL"
-        " SELECT 'event', seq, created_at FROM event WHERE run_id = ?1"
-        " ORDER BY 3, 1 DESC, 2",
+        "SELECT 'step', run_id || '/' || n, created_at, 0, n FROM step WHERE run_id = ?1"
+        " UNION ALL SELECT 'event', run_id || '/' || seq, created_at, 1, seq FROM event"
+        " WHERE run_id = ?1 UNION ALL"
+        " SELECT 'change', id, created_at, 2, id FROM change WHERE run_id = ?1"
+        " ORDER BY 3, 4, 5",
         (run_id,),
     ).fetchall()
-    for kind, number, _at in written:
-        record(con, session_id, kind, f"{run_id}/{number}")
+    for kind, ref, *_ in written:
+        record(con, session_id, kind, str(ref))
     if outcome != "running":
         fields = end_fields(str(run_id), str(outcome), error, ended_at)
         record_state(con, session_id, "end", str(run_id), fields)

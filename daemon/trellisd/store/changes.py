@@ -3,7 +3,8 @@
 A change's ``source`` says what made it: ``tool`` (``write_file``, ``edit_file``),
 ``command`` (a ``run_command`` in a git work tree), or ``revert`` (``turn/revert`` putting
 a turn's files back, recorded on the reverted turn's run). Changes are read back in the order
-they were made (``id``), which is the order they happened on disk.
+they were made (``id``), which is the order they happened on disk. Each change is an entry of
+its session's log (``chain``), written with it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import apsw
 
 from ..changes.content import Content, Kind
 from ..errors import NotFound
-from . import blobs
+from . import blobs, chain
 from .db import Database, now
 from .leases import Leases
 
@@ -71,7 +72,8 @@ class Changes:
             ).fetchone()
             if row is None:
                 raise NotFound(f"unknown run {run_id}", runId=run_id)
-            self.leases.holds(con, str(row[0]))
+            session_id = str(row[0])
+            self.leases.holds(con, session_id)
             stamp = now()
             for path, before, after in files:
                 blobs.put(con, before, None)
@@ -94,6 +96,7 @@ class Changes:
                         stamp,
                     ),
                 )
+                chain.record(con, session_id, "change", str(con.last_insert_rowid()))
 
     def turn_run(self, turn_id: str) -> TurnRun:
         with self.db.read() as con:

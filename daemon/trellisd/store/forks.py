@@ -1,7 +1,9 @@
 """Forks: a new session that owns a copy of another session's path to one turn.
 
-The fork's turns, runs, steps, events and feed are copies under new ids, so the fork needs
-nothing of its origin (which may be deleted later) and the origin is left as it was. The
+The fork's turns, runs, steps, events, change sets and feed are copies under new ids, so the
+fork needs nothing of its origin (which may be deleted later) and the origin is left as it
+was. A change set's file contents are not copied: they are stored once for all sessions
+(``blobs``), and a content stays while any session's change refers to it. The
 fork's feed numbers the copied commits from 1, in the order the origin committed them; its
 log records the copies as a store migrated in place does: each turn whole, in order. The
 copy is a handful of set-wise statements through a temporary map of old ids to new ones, so
@@ -33,6 +35,11 @@ _COPY = (
     "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
     " SELECT m.new_run, e.seq, e.kind, e.step, e.detail, e.created_at"
     " FROM fork_map m JOIN event e ON e.run_id = m.old_run",
+    "INSERT INTO change(run_id, step, path, source, before_kind, before_sha256, before_size,"
+    " after_kind, after_sha256, after_size, created_at)"
+    " SELECT m.new_run, c.step, c.path, c.source, c.before_kind, c.before_sha256,"
+    " c.before_size, c.after_kind, c.after_sha256, c.after_size, c.created_at"
+    " FROM fork_map m JOIN change c ON c.run_id = m.old_run ORDER BY c.id",
     "INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)"
     " SELECT :fork, row_number() OVER (ORDER BY f.seq), f.kind, m.new_run, f.n, f.detail,"
     " f.created_at FROM fork_map m JOIN feed f ON f.run_id = m.old_run"

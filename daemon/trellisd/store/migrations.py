@@ -14,13 +14,16 @@ raises it to its own number. The store records it, with the version that wrote i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import apsw
 
 from . import chain
 
 Migration = str | Callable[[apsw.Connection], None]
-OLDEST_READER = 10  # the first schema that reads store_info
+OLDEST_READER = 15
+"""Step 15 puts ``change`` entries in the sessions' logs, which an older reader takes for a
+broken log; step 10 is the first schema that reads ``store_info``."""
 
 
 def _session_log(con: apsw.Connection) -> None:
@@ -40,6 +43,19 @@ def _session_log(con: apsw.Connection) -> None:
         """
     )
     chain.build(con)
+
+
+def _log_changes(con: apsw.Connection) -> None:
+    """Each change set's rows into their session's log (``chain``), after what it holds, in
+    the order they were made: the stores whose logs were computed before changes were logged."""
+    rows: list[tuple[Any, ...]] = con.execute(
+        "SELECT t.session_id, c.id FROM change c JOIN run r ON r.id = c.run_id"
+        " JOIN turn t ON t.id = r.turn_id WHERE NOT EXISTS (SELECT 1 FROM chain WHERE"
+        " chain.session_id = t.session_id AND chain.kind = 'change'"
+        " AND chain.ref = CAST(c.id AS TEXT)) ORDER BY c.id"
+    ).fetchall()
+    for session_id, change_id in rows:
+        chain.record(con, session_id, "change", str(change_id))
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -288,4 +304,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     ALTER TABLE session ADD COLUMN budget TEXT;
     """,
+    # 15: change sets in the sessions' logs: each change row an entry, logged from now on as
+    # it is written; those already there appended to their session's log.
+    _log_changes,
 )

@@ -340,7 +340,8 @@ class Sessions:
     def fork(self, session_id: str, turn_id: str | None, writer: Writer) -> Session:
         """A new session, written by ``writer``, holding a copy of the path from the first
         turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
-        model choice, policy and instructions; the origin is only read. The fork's log
+        model choice, policy, instructions and budget, and the copied turns' change sets;
+        the origin is only read. The fork's log
         records its opening, then each copied turn whole."""
         stamp, fork_id = now(), new_id("s")
         with self.db.write() as con:
@@ -349,8 +350,9 @@ class Sessions:
                 self._turn(con, session_id, turn_id)
             con.execute(
                 "INSERT INTO session(id, root, title, head, settings, created_at, updated_at,"
-                " owner, policy, instructions, forked_from, forked_turn)"
-                " SELECT ?, root, title, NULL, settings, ?, ?, ?, policy, instructions, id, ?"
+                " owner, policy, instructions, forked_from, forked_turn, budget)"
+                " SELECT ?, root, title, NULL, settings, ?, ?, ?, policy, instructions, id, ?,"
+                " budget"
                 " FROM session WHERE id = ?",
                 (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
             )

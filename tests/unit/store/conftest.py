@@ -45,6 +45,15 @@ def store(open_store: OpenStore) -> Store:
 
 
 @pytest.fixture
+def other(tmp_path: Path) -> Iterator[Store]:
+    """A second store, on another machine as far as a session is concerned."""
+    store = Store(tmp_path / "other" / "trellisd.db", pid_alive)
+    store.leases.register()
+    yield store
+    store.close()
+
+
+@pytest.fixture
 def open_session(store: Store) -> OpenSession:
     """A new session that ``store`` is the writer of."""
 

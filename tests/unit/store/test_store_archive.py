@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,11 @@ import pytest
 from tests.unit.store.conftest import OpenSession, TakeTurn
 from trellisd.errors import Conflict, InvalidParams, NotFound
 from trellisd.policy.layers import GrantSpec, LayerSpec, PolicySpec
-from trellisd.processes import pid_alive
 from trellisd.records import ProviderChoice, Step, Tokens, ToolCall
 from trellisd.store import Store, archive
 from trellisd.store.archive import Limits, Refused
 
 GOLDEN = Path(__file__).parents[2] / "fixtures" / "session-v1.trellisd"
-
-
-@pytest.fixture
-def other(tmp_path: Path) -> Iterator[Store]:
-    """A second store, on another machine as far as the session is concerned."""
-    store = Store(tmp_path / "other" / "trellisd.db", pid_alive)
-    store.leases.register()
-    yield store
-    store.close()
 
 
 def tree(store: Store, take_turn: TakeTurn, title: str = "the tree") -> str:
@@ -101,7 +90,7 @@ def seal(path: Path, records: list[dict[str, Any]]) -> None:
 
 def nothing_imported(store: Store) -> None:
     con = store.db.con
-    for table in ("session", "turn", "run", "step", "event"):
+    for table in ("session", "turn", "run", "step", "event", "change", "blob", "chain"):
         assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
     assert con.execute("SELECT count(*) FROM search").fetchone() == (0,)
 
@@ -248,7 +237,7 @@ def test_a_foreign_file_is_refused(other: Store, tmp_path: Path, content: bytes)
 def test_a_newer_format_version_is_refused(other: Store, exported: tuple[str, Path]) -> None:
     _, path = exported
     records = lines(path)
-    records[0]["version"] = 2
+    records[0]["version"] = max(archive.READS) + 1
     seal(path, records)
     refused = refusal(other, path)
     assert (refused.data["check"], refused.data["line"]) == ("version", 1)
