@@ -67,7 +67,9 @@ def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 class TrellisAgent:
     """The ACP agent over trellisd's services: ``dispatch`` serves the client's methods."""
 
-    def __init__(self, app: Services, notifier: AcpNotifier) -> None:
+    def __init__(self, app: Services, notifier: AcpNotifier, shared: bool = False) -> None:
+        """``shared``: one window of the shared daemon, whose turns are not all this
+        connection's (the daemon asks ``files_for`` whose they are)."""
         self.app, self.notifier = app, notifier
         self.models: dict[str, str] = {}  # the model chosen for a session's turns
         self.mcp_servers: dict[str, list[Params]] = {}
@@ -76,7 +78,11 @@ class TrellisAgent:
         self._cancelled: set[str] = set()
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
-        app.turns.editor_files = self._editor_files
+        # Told of each session this connection serves from now on, and lets go of.
+        self.on_follow: Callable[[str], None] = lambda session_id: None
+        self.on_leave: Callable[[str], None] = lambda session_id: None
+        if not shared:
+            app.turns.editor_files = self._editor_files
         self.requests: dict[str, Callable[[Params], Coroutine[Any, Any, Result]]] = {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
@@ -110,6 +116,10 @@ class TrellisAgent:
         if handler is None:
             raise RpcError.method_not_found(method[1:] if method.startswith("_") else method)
         return await handler(params.of(raw))
+
+    def files_for(self, ref: TurnRef) -> ClientFiles | None:
+        """The client's files for a turn that this connection's prompt runs, else None."""
+        return self._editor_files(ref) if ref.session_id in self._turns else None
 
     def _editor_files(self, ref: TurnRef) -> ClientFiles | None:
         read, write = self.fs
@@ -220,6 +230,7 @@ class TrellisAgent:
         """Let go of the session: its lease and what this agent keeps of it."""
         session_id = params.text(p, "sessionId")
         await self.app.sessions.close(session_id)
+        self.on_leave(session_id)
         self.notifier.sessions.pop(session_id, None)
         self.models.pop(session_id, None)
         self.mcp_servers.pop(session_id, None)
@@ -304,6 +315,7 @@ class TrellisAgent:
         serves the session, never stored)."""
         specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
+        self.on_follow(session.session_id)
         if mcp_servers:
             self.mcp_servers[session.session_id] = list(mcp_servers)
             self.app.sessions.mcp.give(session.session_id, specs)
