@@ -245,7 +245,7 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
-        while (running := self._turns.get(session_id)) is not None:
+        while (running := self._running(session_id)) is not None:
             delivered = await self._steer(session_id, text)
             if delivered:
                 return {"stopReason": await running}
@@ -254,6 +254,21 @@ class TrellisAgent:
             if delivered is None:  # the turn is ending: this prompt is the next turn
                 await asyncio.wait([running])
         return {"stopReason": await self._turn(session, text)}
+
+    def _running(self, session_id: str) -> asyncio.Future[updates.StopReason] | None:
+        """The stop reason of the session's running turn, once it ends: this connection's
+        own prompt's, or (on the shared daemon) that of a turn another window started."""
+        own = self._turns.get(session_id)
+        other = self.app.running.get(session_id) if own is None else None
+        if other is None or other.task is None:
+            return own
+        return asyncio.ensure_future(self._stop_reason(other.task, other.ref))
+
+    async def _stop_reason(self, task: asyncio.Task[Any], ref: TurnRef) -> updates.StopReason:
+        await asyncio.wait([task])
+        turns = await self.app.sessions.turns(ref.session_id)
+        outcome = next((t.outcome for t in turns if t.turn_id == ref.turn_id), "")
+        return updates.STOP_REASONS.get(outcome, "end_turn")
 
     async def _steer(self, session_id: str, text: str) -> bool | None:
         """``text`` as a steer of the running turn: True once the model got it, False when

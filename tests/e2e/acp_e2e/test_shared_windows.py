@@ -1,7 +1,8 @@
 """An ACP client and native windows on the store's shared daemon: ``trellisd acp`` attaches to
 it as ``trellisd`` does, so a session open in a native window is prompted over ACP while that
 window draws the turn live, a native turn reaches the ACP client as ``session/update``s, and
-an approval is asked in both, the first answer deciding and the other question withdrawn."""
+an approval is asked in both, the first answer deciding and the other question withdrawn; a
+prompt over ACP while a native window's turn runs steers it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from lsprotocol import types
 from tests.e2e.acp_e2e.conftest import AgentFactory
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_shared import Windows, followed, runtime, streamed, windows  # noqa: F401
+from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, eventually
 
@@ -161,3 +163,37 @@ async def test_an_approval_answered_natively_is_withdrawn_over_acp(
     )
     [withdrawn] = [m for m in agent.sent if m.get("method") == "$/cancel_request"]
     assert withdrawn["params"] == {"requestId": request["id"]}
+
+
+async def test_a_prompt_over_acp_steers_a_turn_a_native_window_started(
+    spawn_acp: AgentFactory,
+    windows: Windows,  # noqa: F811
+    model: ModelServer,
+    workspace: Path,
+) -> None:
+    a, _ = await windows.open(TRELLISD_LOG="info")  # the daemon it starts logs the steer
+    session = await open_session(a, workspace)
+    sid = session["sessionId"]
+    agent = await spawn_acp(db=windows.db)
+    await agent.conn.resume_session(cwd=str(workspace), session_id=sid)
+    held = held_after(model, 5)
+    model.reply("Steered onto the new course.")
+    running = asyncio.ensure_future(turn(a, session, "a long story"))
+    await tokens(a, 5)
+
+    prompt = asyncio.ensure_future(
+        agent.conn.prompt(session_id=sid, prompt=[text_block("change course")])
+    )
+    await agent.wait_for(lambda: any("as a steer" in line for line in agent.log), "steer queued")
+    held.release()
+    result = await running
+    answer = await prompt
+
+    assert answer.stop_reason == "end_turn"
+    assert result["outcome"] == "finished"
+    assert result["reply"] == LONG + "Steered onto the new course."
+    assert [s["text"] for s in followed(a, "session/steered")] == ["change course"]
+    await agent.wait_for(
+        lambda: agent.editor.text(sid) == LONG + "Steered onto the new course.",
+        "the ACP client drew the whole turn",
+    )
