@@ -97,9 +97,12 @@ class TrellisAgent:
             "session/prompt": self.prompt,
         }
 
-    def connect(self, conn: Connection) -> None:
+    def connect(
+        self, conn: Connection, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        """Serve ``conn``; ``limit`` and ``overflow``: as ``notifier.Outbox``'s."""
         self.conn = conn
-        self.notifier.connect(conn)
+        self.notifier.connect(conn, limit, overflow)
 
     async def dispatch(self, method: str, raw: Any, is_notification: bool) -> Result | None:
         """The ``rpc.Dispatch`` of the connection: a method by its name; ``_``-prefixed

@@ -73,10 +73,16 @@ class _Text:
 
 
 class Outbox:
-    """``session/update``s sent one after the other, in the order they were put."""
+    """``session/update``s sent one after the other, in the order they were put. With
+    ``limit``, a client that lets more than ``limit`` updates wait is given up on: ``overflow``
+    is called once and nothing more is put (a window of the shared daemon that stopped
+    reading must not hold the daemon's memory)."""
 
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
+    def __init__(
+        self, peer: Peer, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        self.peer, self.limit, self.overflow = peer, limit, overflow
+        self.broken = False
         self._items: deque[tuple[str, updates.Update | Produce | _Text]] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -84,6 +90,14 @@ class Outbox:
         self._task = asyncio.ensure_future(self._send_all())
 
     def put(self, session_id: str, update: updates.Update | Produce | _Text) -> None:
+        if self.broken:
+            return
+        if self.limit is not None and len(self._items) >= self.limit:
+            self.broken = True
+            self._items.clear()
+            if self.overflow is not None:
+                self.overflow()
+            return
         self._items.append((session_id, update))
         self._idle.clear()
         self._wake.set()
@@ -146,8 +160,10 @@ class AcpNotifier:
         self.sessions: dict[str, Followed] = {}
         self._steers: dict[str, asyncio.Future[bool]] = {}
 
-    def connect(self, peer: Peer) -> None:
-        self.peer, self.outbox = peer, Outbox(peer)
+    def connect(
+        self, peer: Peer, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        self.peer, self.outbox = peer, Outbox(peer, limit, overflow)
 
     def follow(self, session_id: str, root: str) -> Followed:
         followed = self.sessions.get(session_id)

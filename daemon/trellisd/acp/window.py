@@ -28,6 +28,10 @@ from .rpc import LINE_LIMIT_BYTES, Connection
 
 log = logging.getLogger(__name__)
 
+UPDATES_WAITING = 4096
+"""The ``session/update``s that may wait for a client that stopped reading before it is
+dropped (as ``TRELLISD_WINDOW_QUEUE`` bounds what waits for a native window)."""
+
 
 class _Records:
     """The connection's write side: each line as one record to the forwarder."""
@@ -71,7 +75,7 @@ class AcpWindow:
         self._stream = asyncio.StreamWriter(transport, protocol, reader, loop)
         use_window(WindowSettings(self.settings.provider, self.settings))
         rpc = Connection(reader, _Records(self._stream), self.agent.dispatch)
-        self.agent.connect(rpc)
+        self.agent.connect(rpc, UPDATES_WAITING, self._drop)
         self.daemon.attach_acp(self)
         try:
             await rpc.serve()
@@ -80,6 +84,16 @@ class AcpWindow:
             if self._notifier.outbox is not None:
                 await self._notifier.outbox.close()
         return 0
+
+    def _drop(self) -> None:
+        """A client that stopped reading: given up on, so it slows no one else."""
+        log.warning(
+            "dropped %s: it stopped reading and %d updates waited for it",
+            self.peer,
+            UPDATES_WAITING,
+        )
+        if self._stream is not None:
+            self._stream.transport.abort()
 
     async def close(self, final: bytes = b"") -> None:
         """Write ``final`` (the end record) after what is queued, and close the socket."""
