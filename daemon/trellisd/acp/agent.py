@@ -71,7 +71,7 @@ class TrellisAgent:
         """``shared``: one window of the shared daemon, whose turns are not all this
         connection's (the daemon asks ``files_for`` whose they are)."""
         self.app, self.notifier = app, notifier
-        self.models: dict[str, str] = {}  # the model chosen for a session's turns
+        notifier.choices = app.store.acp_choices
         self.mcp_servers: dict[str, list[Params]] = {}
         # The stop reason of each session's running turn, once it ends.
         self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
@@ -180,8 +180,7 @@ class TrellisAgent:
         origin = await self.app.store.sessions.get(session_id)
         fork = await self.app.sessions.fork(session_id, origin.head)
         await self._follow(fork, servers)
-        if session_id in self.models:
-            self.models[fork.session_id] = self.models[session_id]
+        await self.app.store.acp_choices.copy(session_id, fork.session_id)
         return {"sessionId": fork.session_id, **await self._state(fork)}
 
     @translated
@@ -203,6 +202,7 @@ class TrellisAgent:
             raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
         session = await self.app.store.sessions.get(session_id)
         await self._set_approval(session, MODES[mode_id][0])
+        await self.app.store.acp_choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
         return {}
@@ -218,9 +218,10 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         if config_id != MODEL_OPTION:
             raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
-        if not isinstance(value, str) or value not in self._models(session):
+        chosen = (await self.app.store.acp_choices.of(session_id)).model
+        if not isinstance(value, str) or value not in self._models(session, chosen):
             raise RpcError(-32602, f"unknown model {value!r}", {"configId": config_id})
-        self.models[session_id] = value
+        await self.app.store.acp_choices.choose_model(session_id, value)
         return {"configOptions": (await self._state(session))["configOptions"]}
 
     @translated
@@ -235,7 +236,6 @@ class TrellisAgent:
         await self.app.sessions.close(session_id)
         self.on_leave(session_id)
         self.notifier.sessions.pop(session_id, None)
-        self.models.pop(session_id, None)
         self.mcp_servers.pop(session_id, None)
         return {}
 
@@ -294,7 +294,8 @@ class TrellisAgent:
             if not session.title:
                 session = await self.app.sessions.rename(session_id, first_line(text))
                 self.notifier.send(session_id, updates.info(session.title, session.updated_at))
-            choice = ProviderChoice(model=self.models.get(session_id))
+            chosen = await self.app.store.acp_choices.of(session_id)
+            choice = ProviderChoice(model=chosen.model)
             result = await self.app.turns.turn(session_id, text, choice)
             await self._tell_state(await self.app.store.sessions.get(session_id), None)
             await self.notifier.flush()
@@ -333,6 +334,11 @@ class TrellisAgent:
         serves the session, never stored)."""
         specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
+        chosen = await self.app.store.acp_choices.of(session.session_id)
+        if chosen.mode in MODES:
+            policy = await self.app.sessions.policies.of(session)
+            if policy.approval != MODES[chosen.mode][0]:
+                await self._set_approval(session, MODES[chosen.mode][0])
         self.on_follow(session.session_id)
         if mcp_servers:
             self.mcp_servers[session.session_id] = list(mcp_servers)
@@ -358,25 +364,25 @@ class TrellisAgent:
                 for mode, (_, name, description) in MODES.items()
             ],
         }
-        models = self._models(session)
+        chosen = (await self.app.store.acp_choices.of(session.session_id)).model
+        models = self._models(session, chosen)
         option = {
             "type": "select",
             "id": MODEL_OPTION,
             "name": "Model",
             "category": "model",
-            "currentValue": self._model(session) or models[0],
+            "currentValue": self._model(session, chosen) or models[0],
             "options": [{"value": m, "name": m} for m in models],
         }
         return {"modes": modes, "configOptions": [option]}
 
-    def _model(self, session: Session) -> str | None:
-        chosen = self.models.get(session.session_id)
+    def _model(self, session: Session, chosen: str | None) -> str | None:
         return chosen or self.app.defaults.for_session(session.provider).effective_model
 
-    def _models(self, session: Session) -> list[str]:
+    def _models(self, session: Session, chosen: str | None) -> list[str]:
         """The session's model, the daemon's, and those ``TRELLISD_MODELS`` lists."""
         listed = os.environ.get("TRELLISD_MODELS", "").split(",")
-        found = [self._model(session), self.app.defaults.provider.effective_model, *listed]
+        found = [self._model(session, chosen), self.app.defaults.provider.effective_model, *listed]
         models = list(dict.fromkeys(m.strip() for m in found if m and m.strip()))
         return models or ["default"]
 

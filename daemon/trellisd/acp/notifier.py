@@ -26,6 +26,7 @@ from ..changes import read_content
 from ..records import Step, ToolCall, TurnRef
 from ..services.changes import ChangeService
 from ..services.queue import Queued
+from ..store.facade import AsyncAcpChoices
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
 from ..vocabulary import CallStatus, Decision
@@ -43,7 +44,7 @@ OPTIONS = (
 )
 """The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
 leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
-denied without asking for the rest of the session while this agent runs."""
+denied without asking from then on, kept with the session in the store (``acp_choices``)."""
 
 DECISIONS = {
     "allow": Decision.ALLOW,
@@ -158,6 +159,7 @@ class AcpNotifier:
         self.outbox: Outbox | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, Followed] = {}
+        self.choices: AsyncAcpChoices | None = None  # where "reject always" is kept
         self._steers: dict[str, asyncio.Future[bool]] = {}
 
     def connect(
@@ -267,7 +269,7 @@ class AcpNotifier:
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         followed = self.follow(turn.session_id, "")
         summary = str(request.get("summary", ""))
-        if summary in followed.rejected:
+        if summary in followed.rejected or await self._rejected(turn.session_id, summary):
             return Decision.DENY
         number = followed.last_step.get(turn.run_id, 0) + 1
         call = ToolCall("", str(request.get("tool", "")), dict(request.get("arguments") or {}))
@@ -300,7 +302,15 @@ class AcpNotifier:
             return Decision.DENY  # cancelled: the prompt turn is being cancelled
         if option == "denyAlways":
             followed.rejected.add(summary)
+            if self.choices is not None:
+                await self.choices.reject(turn.session_id, summary)
         return DECISIONS.get(option, Decision.DENY)  # ``running`` says ``in_progress``
+
+    async def _rejected(self, session_id: str, summary: str) -> bool:
+        """Whether the user rejected ``summary`` for good in this session, in any window."""
+        if self.choices is None:
+            return False
+        return summary in (await self.choices.of(session_id)).rejected
 
 
 def chosen(answer: Any) -> str | None:

@@ -288,4 +288,25 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     ALTER TABLE session ADD COLUMN budget TEXT;
     """,
+    # 15: what an ACP client chose for a session (``acp_choices``): its mode and model, and the
+    # requests rejected for good (``reject_always``), by the request's summary. They go with
+    # the session.
+    """
+    CREATE TABLE acp_choice (
+        session_id TEXT PRIMARY KEY,
+        mode TEXT,
+        model TEXT,
+        updated_at TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE acp_rejection (
+        session_id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, summary)
+    ) STRICT;
+    CREATE TRIGGER acp_choice_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM acp_choice WHERE session_id = old.id;
+        DELETE FROM acp_rejection WHERE session_id = old.id;
+    END;
+    """,
 )
