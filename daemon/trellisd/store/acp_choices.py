@@ -1,7 +1,7 @@
 """What an ACP client chose for a session, kept with it so that it holds after a restart and
 in every window: its mode (``ask``, ``auto``, ``read-only``), its model, and the requests the
 user rejected for good (``reject_always``, by the request's summary). Deleting a session
-deletes them (a trigger of migration 15).
+deletes them (a trigger of the migration that made their tables).
 """
 
 from __future__ import annotations
