@@ -64,6 +64,8 @@ Serve the Agent Client Protocol (v1, newline-delimited JSON-RPC) on stdin/stdout
 the JetBrains IDEs, codecompanion.nvim and other ACP clients. Its sessions are the store's:
 a session started here continues in the native protocol, and the other way round. Writes and
 commands ask the editor first (the ACP mode `ask`) unless the editor picks another mode.
+It attaches to the store's shared daemon as `trellisd` does (TRELLISD_SHARED=0 serves it in
+this process instead), so its sessions' turns are followed live in every window of the user.
 """
 
 DAEMON_DESCRIPTION = """\
@@ -187,7 +189,7 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
             parents=[_shared_options(defaults=False, db_default=db_default)],
         )
-        if name == "serve":
+        if name in ("serve", "acp"):
             command.add_argument(
                 "--standalone", action="store_true", default=argparse.SUPPRESS, help=standalone
             )
@@ -278,6 +280,10 @@ def run(argv: list[str] | None) -> None:
                 print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
 
             attach(str(path), os.environ, args.log_level)
+        if args.command == "acp" and shared_mode(args.standalone, os.environ):
+            from .forward import attach
+
+            attach(str(store_path(args.db, os.environ)), os.environ, args.log_level, "acp")
         configure_logging(args.log_level)
         settings = environment_settings(os.environ)
         if args.command == "config":

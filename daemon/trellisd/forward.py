@@ -1,5 +1,6 @@
 """What the ``trellisd`` command does by default: attach the editor to the shared daemon of its
 store, starting that daemon when none runs, and carry the editor's stdio to it and back.
+``trellisd acp`` attaches the same way, as an ACP client of that daemon.
 
 Standard library only, so that attaching costs an interpreter's start and a connection: the
 daemon's own imports (pygls, the store, the providers) are paid once, by the shared daemon.
@@ -58,17 +59,22 @@ class AttachError(Exception):
         self.code = code
 
 
-def serve_arguments(args: list[str], env: Mapping[str, str]) -> tuple[str | None, str] | None:
-    """``(--db, --log-level)`` when ``args`` is the plain command line an editor starts to
-    attach (``serve``, ``--db PATH``, ``--log-level LEVEL``, in any order), else None: the
-    full command line's parser takes everything else, ``--help`` and mistakes included."""
+def serve_arguments(args: list[str], env: Mapping[str, str]) -> tuple[str | None, str, str] | None:
+    """``(--db, --log-level, what is asked)`` when ``args`` is the plain command line an
+    editor starts to attach (``serve`` or ``acp`` first, ``--db PATH``, ``--log-level LEVEL``,
+    in any order), else None: the full command line's parser takes everything else,
+    ``--help`` and mistakes included. What is asked is ``attach``, or ``acp`` for an ACP
+    client."""
     if not shared_mode(False, env):
         return None
     db, level, rest = None, env.get("TRELLISD_LOG", "warning"), list(args)
+    command = "acp" if rest[:1] == ["acp"] else "attach"
+    if command == "acp":
+        rest.pop(0)
     while rest:
         arg = rest.pop(0)
         name, equals, value = arg.partition("=")
-        if arg == "serve":
+        if arg == "serve" and command == "attach":
             continue
         if name not in ("--db", "--log-level"):
             return None
@@ -80,18 +86,19 @@ def serve_arguments(args: list[str], env: Mapping[str, str]) -> tuple[str | None
             db = value
         else:
             level = value
-    return (db, level) if level in LOG_LEVELS else None
+    return (db, level, command) if level in LOG_LEVELS else None
 
 
-def attach_command(db: str | None, log_level: str) -> NoReturn:
-    """``trellisd`` as an editor starts it: attach, or one line and exit status 2."""
+def attach_command(db: str | None, log_level: str, command: str = "attach") -> NoReturn:
+    """``trellisd`` (or ``trellisd acp``) as an editor starts it: attach, or one line and
+    exit status 2."""
     try:
         store = store_file(db, os.environ)
     except ValueError as exc:
         _fail(str(exc), 2)
-    if sys.stdin.isatty():
+    if sys.stdin.isatty() and command == "attach":
         print(TTY_HINT.format(version=__version__), end="", file=sys.stderr, flush=True)
-    attach(store, os.environ, log_level)
+    attach(store, os.environ, log_level, command)
 
 
 def connect(place: Place) -> _socket.socket | None:
@@ -179,12 +186,14 @@ def reach(place: Place, env: Mapping[str, str], log_level: str) -> _socket.socke
     return sock
 
 
-def attach(store: str, env: Mapping[str, str], log_level: str) -> NoReturn:
+def attach(store: str, env: Mapping[str, str], log_level: str, command: str = "attach") -> NoReturn:
+    """Attach as a native window (``attach``) or an ACP client (``acp``): the daemon serves
+    either over the same socket, and the records come back the same way."""
     place = Place(store, env)
     for attempt in range(3):
         try:
             sock = reach(place, env, log_level)
-            sock.sendall(hello(env))
+            sock.sendall(hello(env, command))
             line, rest = read_line(sock.recv)
             break
         except (EOFError, ConnectionResetError, BrokenPipeError):

@@ -17,7 +17,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Generator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import attrs
 from lsprotocol import types
@@ -42,6 +42,7 @@ from .handlers import METHODS, Method
 from .records import Step, ToolCall, TurnRef
 from .services import Services
 from .services.queue import Queued
+from .services.seams import Notifier
 from .services.settings import WindowSettings, use_window
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, CallStatus, Decision
@@ -208,6 +209,16 @@ class Deferred:
         self.complete = complete
 
 
+class AcpWindow(Protocol):
+    """A window of the shared daemon that speaks ACP (``acp.window``): it follows sessions as
+    a native window does, and is told of their turns through a notifier of its own."""
+
+    @property
+    def notifier(self) -> Notifier: ...
+
+    async def close(self, final: bytes = b"") -> None: ...
+
+
 class Daemon:
     """One store's services and the windows attached to them: one window (stdin and stdout) in
     standalone mode, any number over the shared daemon's socket.
@@ -226,6 +237,8 @@ class Daemon:
         self.shared = shared
         self.windows: set[TrellisServer] = set()
         self.following: dict[str, set[TrellisServer]] = {}
+        self.acp_windows: set[AcpWindow] = set()
+        self.acp_following: dict[str, set[AcpWindow]] = {}
         self.approvals: dict[str, list[_Approval]] = {}
         self.notifier = _WireNotifier(self)
         # Called when a window leaves or a turn ends (the shared daemon's idle exit).
@@ -264,7 +277,7 @@ class Daemon:
         return [wire.turn_ref(r.ref) for r in self._services.running]
 
     def idle(self) -> bool:
-        return not self.windows and not self.running_turns()
+        return not self.windows and not self.acp_windows and not self.running_turns()
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -292,9 +305,46 @@ class Daemon:
     def forget(self, session_id: str) -> None:
         """The session is gone: no window follows it."""
         self.following.pop(session_id, None)
+        self.acp_following.pop(session_id, None)
 
     def followers(self, session_id: str) -> tuple[TrellisServer, ...]:
         return tuple(self.following.get(session_id, ()))
+
+    def acp_followers(self, session_id: str) -> tuple[AcpWindow, ...]:
+        return tuple(self.acp_following.get(session_id, ()))
+
+    def attach_acp(self, window: AcpWindow) -> None:
+        self.acp_windows.add(window)
+
+    def follow_acp(self, window: AcpWindow, session_id: str) -> None:
+        """The ACP ``window`` follows ``session_id`` from now on, as ``follow``."""
+        if window not in self.acp_windows:
+            return
+        followers = self.acp_following.setdefault(session_id, set())
+        if window in followers:
+            return
+        followers.add(window)
+        for approval in self.approvals.get(session_id, ()):
+            approval.ask_acp(window)
+
+    def unfollow_acp(self, window: AcpWindow, session_id: str) -> None:
+        followers = self.acp_following.get(session_id)
+        if followers is not None:
+            followers.discard(window)
+            if not followers:
+                del self.acp_following[session_id]
+
+    def detach_acp(self, window: AcpWindow) -> None:
+        """The ACP window is gone, as ``detach``."""
+        if window not in self.acp_windows:
+            return
+        self.acp_windows.discard(window)
+        for session_id in [s for s, ws in self.acp_following.items() if window in ws]:
+            self.unfollow_acp(window, session_id)
+        for approvals in self.approvals.values():
+            for approval in approvals:
+                approval.forget_acp(window)
+        self._changed()
 
     def live(self, session_id: str) -> dict[str, Any] | None:
         """The session's running turn as a window that reopens it draws it: its ids, its step
@@ -356,6 +406,8 @@ class Daemon:
             await self._services.close()
         for window in list(self.windows):
             await window.close()
+        for acp_window in list(self.acp_windows):
+            await acp_window.close()
         logging.shutdown()
         os._exit(code)
 
@@ -470,6 +522,7 @@ class _Approval:
         self.turn, self.request = turn, request
         self.decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self.asked: dict[TrellisServer, tuple[str, asyncio.Future[Any]]] = {}
+        self.asked_acp: dict[AcpWindow, asyncio.Task[Decision]] = {}
 
     def ask(self, window: TrellisServer) -> None:
         if self.decided.done() or window in self.asked:
@@ -494,6 +547,30 @@ class _Approval:
         decision = result.get("decision") if isinstance(result, dict) else None
         self.decided.set_result(Decision(decision) if decision in ANSWERS else Decision.DENY)
 
+    def ask_acp(self, window: AcpWindow) -> None:
+        """The question as ACP's ``session/request_permission``, in an ACP window."""
+        if self.decided.done() or window in self.asked_acp:
+            return
+        asked = asyncio.ensure_future(window.notifier.ask_approval(self.turn, self.request))
+        self.asked_acp[window] = asked
+        asked.add_done_callback(functools.partial(self._answered_acp, window))
+
+    def _answered_acp(self, window: AcpWindow, asked: asyncio.Task[Decision]) -> None:
+        if asked.cancelled() or self.decided.done():
+            return
+        self.asked_acp.pop(window, None)
+        error = asked.exception()
+        if error is not None:
+            log.warning("the ACP client could not answer an approval: %s", error)
+            self.decided.set_result(Decision.DENY)
+        elif asked.result() != Decision.TIMEOUT:  # its own wait ran out: the others decide
+            self.decided.set_result(asked.result())
+
+    def forget_acp(self, window: AcpWindow) -> None:
+        asked = self.asked_acp.pop(window, None)
+        if asked is not None:
+            asked.cancel()
+
     def forget(self, window: TrellisServer) -> None:
         """``window`` is gone: its question will not be answered."""
         entry = self.asked.pop(window, None)
@@ -508,6 +585,9 @@ class _Approval:
             answer.cancel()
             window.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
         self.asked.clear()
+        for asked in self.asked_acp.values():
+            asked.cancel()  # the request is withdrawn with ``$/cancel_request``
+        self.asked_acp.clear()
 
 
 class _WireNotifier:
@@ -534,6 +614,12 @@ class _WireNotifier:
             running.streamed(step, text)
         for window in self.daemon.followers(turn.session_id):
             window.writer.stream(key, prefix, text, b"}}")
+        for acp in self.daemon.acp_followers(turn.session_id):
+            acp.notifier.token(turn, step, text)
+
+    def _acp(self, session_id: str) -> tuple[Notifier, ...]:
+        """The notifiers of the ACP windows following ``session_id``."""
+        return tuple(w.notifier for w in self.daemon.acp_followers(session_id))
 
     def _notify(self, turn: TurnRef, method: str, params: dict[str, Any]) -> None:
         for window in self.daemon.followers(turn.session_id):
@@ -543,16 +629,22 @@ class _WireNotifier:
         self._notify(
             turn, "session/usage", {"sessionId": turn.session_id, "turnId": turn.turn_id, **figures}
         )
+        for acp in self._acp(turn.session_id):
+            acp.usage(turn, figures)
 
     def forked(self, origin_id: str, fork_id: str) -> None:
         for window in self.daemon.followers(origin_id):
             self.daemon.follow(window, fork_id)
+        for acp in self.daemon.acp_followers(origin_id):
+            self.daemon.follow_acp(acp, fork_id)
 
     def step(self, turn: TurnRef, step: Step) -> None:
         running = self.daemon.services.running.get(turn.session_id)
         if running is not None:
             running.committed(step.step)
         self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
+        for acp in self._acp(turn.session_id):
+            acp.step(turn, step)
 
     def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None:
         params = wire.tool_call(turn, step, call, status.value)
@@ -560,6 +652,8 @@ class _WireNotifier:
         if running is not None:
             running.call_changed(step, params["callId"], call.name, call.arguments, status.value)
         self._notify(turn, "session/toolCall", params)
+        for acp in self._acp(turn.session_id):
+            acp.tool_call(turn, step, call, status)
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         params = wire.tool_output(turn, step, call, text)
@@ -567,6 +661,8 @@ class _WireNotifier:
         if running is not None:
             running.call_printed(params["callId"], text)
         self._notify(turn, "session/toolOutput", params)
+        for acp in self._acp(turn.session_id):
+            acp.tool_output(turn, step, call, text)
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         approval = _Approval(turn, request)
@@ -574,6 +670,8 @@ class _WireNotifier:
         waiting.append(approval)
         for window in self.daemon.followers(turn.session_id):
             approval.ask(window)
+        for acp in self.daemon.acp_followers(turn.session_id):
+            approval.ask_acp(acp)
         try:
             return await asyncio.wait_for(
                 asyncio.shield(approval.decided), APPROVAL_TIMEOUT_SECONDS
@@ -601,6 +699,8 @@ class _WireNotifier:
             "session/steered",
             {**wire.turn_ref(turn), "step": step, **steer.detail(), "delivered": delivered},
         )
+        for acp in self._acp(turn.session_id):
+            acp.steered(turn, step, steer, delivered)
 
 
 def serve(server: TrellisServer, method: Method[Any]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from typing import IO, Any
 
 from . import __version__, server
 from .config_file import Settings, load_settings
+from .errors import StoreError
 from .rendezvous import Place, end_record, read_line, record
 from .transport import FrameReader, FrameWriter
 
@@ -154,8 +156,8 @@ class SharedDaemon:
             self._answer(conn, {"ok": True, **self.status()})
             self._stop_waiters.append(conn)
             self.stop()
-        elif command == "attach":
-            await self.attach(conn, rest, said, pid)
+        elif command in ("attach", "acp"):
+            await self.attach(conn, rest, said, pid, acp=command == "acp")
         else:
             self._answer(conn, {"ok": False, "error": f"unknown command {command!r}"})
             conn.close()
@@ -166,9 +168,9 @@ class SharedDaemon:
             conn.sendall(json.dumps(answer).encode() + b"\n")
 
     async def attach(
-        self, conn: socket.socket, rest: bytes, said: dict[str, Any], pid: int
+        self, conn: socket.socket, rest: bytes, said: dict[str, Any], pid: int, acp: bool = False
     ) -> None:
-        """Serve a window until it ends; its turns run on."""
+        """Serve a window (``acp``: an ACP client's) until it ends; its turns run on."""
         env = said.get("env")
         try:
             if not isinstance(env, dict):
@@ -187,6 +189,9 @@ class SharedDaemon:
             return
         self._answer(conn, {"ok": True, "pid": os.getpid()})
         self._cancel_idle()
+        if acp:
+            await self.attach_acp(conn, rest, settings, pid)
+            return
         peer = f"window pid {pid}"
         writer = FrameWriter(
             conn.fileno(),
@@ -203,6 +208,22 @@ class SharedDaemon:
         with contextlib.suppress(OSError):
             conn.shutdown(socket.SHUT_RDWR)
         conn.close()
+
+    async def attach_acp(
+        self, conn: socket.socket, rest: bytes, settings: Settings, pid: int
+    ) -> None:
+        from .acp.window import files_for, serve_window
+
+        try:
+            services = self.daemon.services
+        except StoreError as exc:  # the store could not be opened: said, as a daemon would
+            with contextlib.suppress(OSError):
+                conn.sendall(end_record(1, exc.message))
+            conn.close()
+            self._changed()
+            return
+        services.turns.editor_files = functools.partial(files_for, self.daemon)
+        await serve_window(self.daemon, settings, conn, rest, pid)
 
     @staticmethod
     def _later(fn: Any, *args: Any) -> None:
@@ -226,7 +247,8 @@ class SharedDaemon:
             "pid": os.getpid(),
             "store": self.place.store,
             "socket": self.place.socket,
-            "windows": [{"pid": w.pid} for w in self.daemon.windows],
+            "windows": [{"pid": w.pid} for w in self.daemon.windows]
+            + [{"pid": getattr(w, "pid", None), "acp": True} for w in self.daemon.acp_windows],
             "sessions": sorted(self.daemon.following),
             "runningTurns": running,
             "stopping": self.stopping,
@@ -280,6 +302,8 @@ class SharedDaemon:
         self._close_listener()
         for window in list(self.daemon.windows):
             await window.close(end_record(1, "the shared daemon was stopped"))
+        for acp_window in list(self.daemon.acp_windows):
+            await acp_window.close(end_record(1, "the shared daemon was stopped"))
         self._exited.set()
         await self.daemon.exit(0)
 

@@ -8,7 +8,11 @@ reply of ``--tokens`` pieces received. Each client is a bare reader of its frami
 (newline-delimited JSON for ACP, ``Content-Length`` frames for native), so the figures are
 the daemon's. Runs alternate native and ACP on a fresh store each.
 
-    python tests/bench/bench_acp.py [--runs 5] [--tokens 2000]
+With ``--shared`` both attach to the store's shared daemon (in a runtime folder of the
+bench's own), started before the clock starts by a window that comes and goes: the figures of
+an editor starting while another window of the user keeps the daemon running.
+
+    python tests/bench/bench_acp.py [--runs 5] [--tokens 2000] [--shared]
 
 Prints one line per figure: the native and ACP medians in milliseconds, and ACP / native.
 """
@@ -33,6 +37,7 @@ from tests.fixtures.model_server import ModelServer  # noqa: E402
 from trellisd.client import DaemonClient  # noqa: E402
 
 PIECE = "tok "
+SHARED: dict[str, str] = {}  # with --shared: the runtime folder of the bench's daemons
 
 
 def child_env(server: ModelServer) -> dict[str, str]:
@@ -46,7 +51,31 @@ def child_env(server: ModelServer) -> dict[str, str]:
         "TRELLISD_API_KEY": "x",
         "TRELLISD_MODEL": "m",
         "TRELLISD_SHARED": "0",
+        **SHARED,
     }
+
+
+async def warm(server: ModelServer, store: Path) -> None:
+    """With --shared: the store's daemon started by a window that comes and goes."""
+    if SHARED:
+        client = await DaemonClient.spawn("--db", str(store), env=child_env(server))
+        await client.initialize()
+        await client.close()
+
+
+async def stop(server: ModelServer, store: Path) -> None:
+    if SHARED:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "trellisd",
+            "stop",
+            "--db",
+            str(store),
+            stdout=asyncio.subprocess.DEVNULL,
+            env={**os.environ, **child_env(server)},
+        )
+        await process.wait()
 
 
 class Timing:
@@ -71,9 +100,13 @@ Figures = tuple[float, float, float, float]
 async def native(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     workspace = scratch / "workspace"
     workspace.mkdir()
+    await warm(server, scratch / "store.db")
     spawned = time.perf_counter()
     client = await DaemonClient.spawn(
-        "--db", str(scratch / "store.db"), "--standalone", env=child_env(server)
+        "--db",
+        str(scratch / "store.db"),
+        *(() if SHARED else ("--standalone",)),
+        env=child_env(server),
     )
     await client.initialize()
     ready = time.perf_counter() - spawned
@@ -85,6 +118,7 @@ async def native(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     asked = time.perf_counter()
     await client.request("session/turn", {"sessionId": session["sessionId"], "prompt": "go"})
     await client.close()
+    await stop(server, scratch / "store.db")
     assert timing.first is not None and timing.all is not None, "the reply did not stream"
     return ready, opened, timing.first - asked, timing.all - asked
 
@@ -128,6 +162,7 @@ async def acp(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     workspace = scratch / "workspace"
     workspace.mkdir()
     timing = Timing(tokens)
+    await warm(server, scratch / "store.db")
     spawned = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -150,6 +185,7 @@ async def acp(server: ModelServer, scratch: Path, tokens: int) -> Figures:
     prompt = [{"type": "text", "text": "go"}]
     await client.request("session/prompt", {"sessionId": session["sessionId"], "prompt": prompt})
     await client.close()
+    await stop(server, scratch / "store.db")
     assert timing.first is not None and timing.all is not None, "the reply did not stream"
     return ready, opened, timing.first - asked, timing.all - asked
 
@@ -167,7 +203,7 @@ async def run(runs: int, tokens: int) -> None:
         "prompt to first text",
         f"prompt to {tokens:,} tokens received",
     )
-    print(f"runs: {runs} (median of each)")
+    print(f"runs: {runs} (median of each){', shared daemon' if SHARED else ''}")
     for index, label in enumerate(labels):
         mine = statistics.median(f[index] for f in figures["acp"]) * 1000
         theirs = statistics.median(f[index] for f in figures["native"]) * 1000
@@ -178,10 +214,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5, help="runs of each protocol (default 5)")
     p.add_argument("--tokens", type=int, default=2000, help="pieces streamed (default 2000)")
+    p.add_argument("--shared", action="store_true", help="attach to a shared daemon")
     args = p.parse_args()
     if args.runs < 1 or args.tokens < 1:
         p.error("--runs and --tokens must be at least 1")
-    asyncio.run(run(args.runs, args.tokens))
+    if not args.shared:
+        asyncio.run(run(args.runs, args.tokens))
+        return
+    with tempfile.TemporaryDirectory(prefix="rt", dir="/tmp") as runtime:
+        SHARED.update(TRELLISD_SHARED="1", XDG_RUNTIME_DIR=runtime)
+        asyncio.run(run(args.runs, args.tokens))
 
 
 if __name__ == "__main__":

@@ -191,7 +191,7 @@ async def test_the_agents_request_finds_its_answer_by_id_result_or_error(
     assert (await wire.received())["result"] == refusal
 
 
-async def test_a_cancelled_request_forgets_its_id_and_a_late_answer_is_ignored(
+async def test_a_cancelled_request_is_withdrawn_and_a_late_answer_is_ignored(
     served: tuple[Wire, Agent, Connection],
 ) -> None:
     wire, _, conn = served
@@ -200,6 +200,12 @@ async def test_a_cancelled_request_forgets_its_id_and_a_late_answer_is_ignored(
     asking.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asking
+    withdrawn = await wire.received()
+    assert withdrawn == {
+        "jsonrpc": "2.0",
+        "method": "$/cancel_request",
+        "params": {"requestId": first["id"]},
+    }
     wire.send({"jsonrpc": "2.0", "id": first["id"], "result": {"late": True}})
     asking = asyncio.ensure_future(conn.request("session/request_permission", {"n": 2}))
     second = await wire.received()

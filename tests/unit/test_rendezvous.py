@@ -58,11 +58,16 @@ def test_the_folder_is_made_private(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], (None, "warning")),
-        (["serve"], (None, "warning")),
-        (["--db", "/x.db"], ("/x.db", "warning")),
-        (["serve", "--db=/x.db", "--log-level", "debug"], ("/x.db", "debug")),
-        (["--log-level=info", "serve"], (None, "info")),
+        ([], (None, "warning", "attach")),
+        (["serve"], (None, "warning", "attach")),
+        (["--db", "/x.db"], ("/x.db", "warning", "attach")),
+        (["serve", "--db=/x.db", "--log-level", "debug"], ("/x.db", "debug", "attach")),
+        (["--log-level=info", "serve"], (None, "info", "attach")),
+        (["acp", "--db", "/x.db"], ("/x.db", "warning", "acp")),
+        (["acp"], (None, "warning", "acp")),
+        (["acp", "serve"], None),
+        (["--db", "/x.db", "acp"], None),
+        (["acp", "--standalone"], None),
         (["--standalone"], None),
         (["status"], None),
         (["--help"], None),
@@ -71,7 +76,7 @@ def test_the_folder_is_made_private(tmp_path: Path) -> None:
     ],
 )
 def test_only_the_plain_command_line_of_an_editor_attaches_without_the_full_parser(
-    args: list[str], expected: tuple[str | None, str] | None
+    args: list[str], expected: tuple[str | None, str, str] | None
 ) -> None:
     assert serve_arguments(args, {}) == expected
 

@@ -67,16 +67,22 @@ def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 class TrellisAgent:
     """The ACP agent over trellisd's services: ``dispatch`` serves the client's methods."""
 
-    def __init__(self, app: Services, notifier: AcpNotifier) -> None:
+    def __init__(self, app: Services, notifier: AcpNotifier, shared: bool = False) -> None:
+        """``shared``: one window of the shared daemon, whose turns are not all this
+        connection's (the daemon asks ``files_for`` whose they are)."""
         self.app, self.notifier = app, notifier
-        self.models: dict[str, str] = {}  # the model chosen for a session's turns
+        notifier.choices = app.store.acp_choices
         self.mcp_servers: dict[str, list[Params]] = {}
         # The stop reason of each session's running turn, once it ends.
         self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
         self._cancelled: set[str] = set()
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
-        app.turns.editor_files = self._editor_files
+        # Told of each session this connection serves from now on, and lets go of.
+        self.on_follow: Callable[[str], None] = lambda session_id: None
+        self.on_leave: Callable[[str], None] = lambda session_id: None
+        if not shared:
+            app.turns.editor_files = self._editor_files
         self.requests: dict[str, Callable[[Params], Coroutine[Any, Any, Result]]] = {
             "initialize": self.initialize,
             "authenticate": self.authenticate,
@@ -91,9 +97,12 @@ class TrellisAgent:
             "session/prompt": self.prompt,
         }
 
-    def connect(self, conn: Connection) -> None:
+    def connect(
+        self, conn: Connection, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        """Serve ``conn``; ``limit`` and ``overflow``: as ``notifier.Outbox``'s."""
         self.conn = conn
-        self.notifier.connect(conn)
+        self.notifier.connect(conn, limit, overflow)
 
     async def dispatch(self, method: str, raw: Any, is_notification: bool) -> Result | None:
         """The ``rpc.Dispatch`` of the connection: a method by its name; ``_``-prefixed
@@ -110,6 +119,10 @@ class TrellisAgent:
         if handler is None:
             raise RpcError.method_not_found(method[1:] if method.startswith("_") else method)
         return await handler(params.of(raw))
+
+    def files_for(self, ref: TurnRef) -> ClientFiles | None:
+        """The client's files for a turn that this connection's prompt runs, else None."""
+        return self._editor_files(ref) if ref.session_id in self._turns else None
 
     def _editor_files(self, ref: TurnRef) -> ClientFiles | None:
         read, write = self.fs
@@ -167,8 +180,7 @@ class TrellisAgent:
         origin = await self.app.store.sessions.get(session_id)
         fork = await self.app.sessions.fork(session_id, origin.head)
         await self._follow(fork, servers)
-        if session_id in self.models:
-            self.models[fork.session_id] = self.models[session_id]
+        await self.app.store.acp_choices.copy(session_id, fork.session_id)
         return {"sessionId": fork.session_id, **await self._state(fork)}
 
     @translated
@@ -190,6 +202,7 @@ class TrellisAgent:
             raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
         session = await self.app.store.sessions.get(session_id)
         await self._set_approval(session, MODES[mode_id][0])
+        await self.app.store.acp_choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
         return {}
@@ -205,9 +218,10 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         if config_id != MODEL_OPTION:
             raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
-        if not isinstance(value, str) or value not in self._models(session):
+        chosen = (await self.app.store.acp_choices.of(session_id)).model
+        if not isinstance(value, str) or value not in self._models(session, chosen):
             raise RpcError(-32602, f"unknown model {value!r}", {"configId": config_id})
-        self.models[session_id] = value
+        await self.app.store.acp_choices.choose_model(session_id, value)
         return {"configOptions": (await self._state(session))["configOptions"]}
 
     @translated
@@ -220,8 +234,8 @@ class TrellisAgent:
         """Let go of the session: its lease and what this agent keeps of it."""
         session_id = params.text(p, "sessionId")
         await self.app.sessions.close(session_id)
+        self.on_leave(session_id)
         self.notifier.sessions.pop(session_id, None)
-        self.models.pop(session_id, None)
         self.mcp_servers.pop(session_id, None)
         return {}
 
@@ -234,7 +248,7 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
-        while (running := self._turns.get(session_id)) is not None:
+        while (running := self._running(session_id)) is not None:
             delivered = await self._steer(session_id, text)
             if delivered:
                 return {"stopReason": await running}
@@ -243,6 +257,21 @@ class TrellisAgent:
             if delivered is None:  # the turn is ending: this prompt is the next turn
                 await asyncio.wait([running])
         return {"stopReason": await self._turn(session, text)}
+
+    def _running(self, session_id: str) -> asyncio.Future[updates.StopReason] | None:
+        """The stop reason of the session's running turn, once it ends: this connection's
+        own prompt's, or (on the shared daemon) that of a turn another window started."""
+        own = self._turns.get(session_id)
+        other = self.app.running.get(session_id) if own is None else None
+        if other is None or other.task is None:
+            return own
+        return asyncio.ensure_future(self._stop_reason(other.task, other.ref))
+
+    async def _stop_reason(self, task: asyncio.Task[Any], ref: TurnRef) -> updates.StopReason:
+        await asyncio.wait([task])
+        turns = await self.app.sessions.turns(ref.session_id)
+        outcome = next((t.outcome for t in turns if t.turn_id == ref.turn_id), "")
+        return updates.STOP_REASONS.get(outcome, "end_turn")
 
     async def _steer(self, session_id: str, text: str) -> bool | None:
         """``text`` as a steer of the running turn: True once the model got it, False when
@@ -265,7 +294,8 @@ class TrellisAgent:
             if not session.title:
                 session = await self.app.sessions.rename(session_id, first_line(text))
                 self.notifier.send(session_id, updates.info(session.title, session.updated_at))
-            choice = ProviderChoice(model=self.models.get(session_id))
+            chosen = await self.app.store.acp_choices.of(session_id)
+            choice = ProviderChoice(model=chosen.model)
             result = await self.app.turns.turn(session_id, text, choice)
             await self._tell_state(await self.app.store.sessions.get(session_id), None)
             await self.notifier.flush()
@@ -304,6 +334,12 @@ class TrellisAgent:
         serves the session, never stored)."""
         specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
+        chosen = await self.app.store.acp_choices.of(session.session_id)
+        if chosen.mode in MODES:
+            policy = await self.app.sessions.policies.of(session)
+            if policy.approval != MODES[chosen.mode][0]:
+                await self._set_approval(session, MODES[chosen.mode][0])
+        self.on_follow(session.session_id)
         if mcp_servers:
             self.mcp_servers[session.session_id] = list(mcp_servers)
             self.app.sessions.mcp.give(session.session_id, specs)
@@ -328,25 +364,25 @@ class TrellisAgent:
                 for mode, (_, name, description) in MODES.items()
             ],
         }
-        models = self._models(session)
+        chosen = (await self.app.store.acp_choices.of(session.session_id)).model
+        models = self._models(session, chosen)
         option = {
             "type": "select",
             "id": MODEL_OPTION,
             "name": "Model",
             "category": "model",
-            "currentValue": self._model(session) or models[0],
+            "currentValue": self._model(session, chosen) or models[0],
             "options": [{"value": m, "name": m} for m in models],
         }
         return {"modes": modes, "configOptions": [option]}
 
-    def _model(self, session: Session) -> str | None:
-        chosen = self.models.get(session.session_id)
+    def _model(self, session: Session, chosen: str | None) -> str | None:
         return chosen or self.app.defaults.for_session(session.provider).effective_model
 
-    def _models(self, session: Session) -> list[str]:
+    def _models(self, session: Session, chosen: str | None) -> list[str]:
         """The session's model, the daemon's, and those ``TRELLISD_MODELS`` lists."""
         listed = os.environ.get("TRELLISD_MODELS", "").split(",")
-        found = [self._model(session), self.app.defaults.provider.effective_model, *listed]
+        found = [self._model(session, chosen), self.app.defaults.provider.effective_model, *listed]
         models = list(dict.fromkeys(m.strip() for m in found if m and m.strip()))
         return models or ["default"]
 

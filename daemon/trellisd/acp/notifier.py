@@ -26,6 +26,7 @@ from ..changes import read_content
 from ..records import Step, ToolCall, TurnRef
 from ..services.changes import ChangeService
 from ..services.queue import Queued
+from ..store.facade import AsyncAcpChoices
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
 from ..vocabulary import CallStatus, Decision
@@ -43,7 +44,7 @@ OPTIONS = (
 )
 """The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
 leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
-denied without asking for the rest of the session while this agent runs."""
+denied without asking from then on, kept with the session in the store (``acp_choices``)."""
 
 DECISIONS = {
     "allow": Decision.ALLOW,
@@ -73,10 +74,16 @@ class _Text:
 
 
 class Outbox:
-    """``session/update``s sent one after the other, in the order they were put."""
+    """``session/update``s sent one after the other, in the order they were put. With
+    ``limit``, a client that lets more than ``limit`` updates wait is given up on: ``overflow``
+    is called once and nothing more is put (a window of the shared daemon that stopped
+    reading must not hold the daemon's memory)."""
 
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
+    def __init__(
+        self, peer: Peer, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        self.peer, self.limit, self.overflow = peer, limit, overflow
+        self.broken = False
         self._items: deque[tuple[str, updates.Update | Produce | _Text]] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
@@ -84,6 +91,14 @@ class Outbox:
         self._task = asyncio.ensure_future(self._send_all())
 
     def put(self, session_id: str, update: updates.Update | Produce | _Text) -> None:
+        if self.broken:
+            return
+        if self.limit is not None and len(self._items) >= self.limit:
+            self.broken = True
+            self._items.clear()
+            if self.overflow is not None:
+                self.overflow()
+            return
         self._items.append((session_id, update))
         self._idle.clear()
         self._wake.set()
@@ -144,10 +159,13 @@ class AcpNotifier:
         self.outbox: Outbox | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, Followed] = {}
+        self.choices: AsyncAcpChoices | None = None  # where "reject always" is kept
         self._steers: dict[str, asyncio.Future[bool]] = {}
 
-    def connect(self, peer: Peer) -> None:
-        self.peer, self.outbox = peer, Outbox(peer)
+    def connect(
+        self, peer: Peer, limit: int | None = None, overflow: Callable[[], None] | None = None
+    ) -> None:
+        self.peer, self.outbox = peer, Outbox(peer, limit, overflow)
 
     def follow(self, session_id: str, root: str) -> Followed:
         followed = self.sessions.get(session_id)
@@ -251,7 +269,7 @@ class AcpNotifier:
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         followed = self.follow(turn.session_id, "")
         summary = str(request.get("summary", ""))
-        if summary in followed.rejected:
+        if summary in followed.rejected or await self._rejected(turn.session_id, summary):
             return Decision.DENY
         number = followed.last_step.get(turn.run_id, 0) + 1
         call = ToolCall("", str(request.get("tool", "")), dict(request.get("arguments") or {}))
@@ -284,7 +302,15 @@ class AcpNotifier:
             return Decision.DENY  # cancelled: the prompt turn is being cancelled
         if option == "denyAlways":
             followed.rejected.add(summary)
+            if self.choices is not None:
+                await self.choices.reject(turn.session_id, summary)
         return DECISIONS.get(option, Decision.DENY)  # ``running`` says ``in_progress``
+
+    async def _rejected(self, session_id: str, summary: str) -> bool:
+        """Whether the user rejected ``summary`` for good in this session, in any window."""
+        if self.choices is None:
+            return False
+        return summary in (await self.choices.of(session_id)).rejected
 
 
 def chosen(answer: Any) -> str | None:

@@ -2,7 +2,7 @@
 directions. The agent answers the client's requests and notifications through ``dispatch``,
 and sends its own requests (``session/request_permission``, ``fs/read_text_file``) and
 notifications (``session/update``) through ``request`` and ``notify``; an answer finds its
-request by id.
+request by id, and a request the agent stops waiting on is withdrawn with ``$/cancel_request``.
 
     RpcError        an error answer: its ``code``, ``message`` and ``data``, as on the wire
     Connection      one client: ``serve`` reads until the client closes its end
@@ -97,8 +97,17 @@ class Connection:
         try:
             await self._send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
             return await answer
+        except asyncio.CancelledError:
+            unanswered = not answer.done() or answer.cancelled()  # awaited, it is cancelled too
+            if unanswered and not self._closed:  # withdrawn: the client may stop asking
+                asyncio.ensure_future(self._withdraw(ident))
+            raise
         finally:  # answered, failed or cancelled: a late answer finds nothing
             self._pending.pop(ident, None)
+
+    async def _withdraw(self, ident: int) -> None:
+        with contextlib.suppress(Exception):  # a closed pipe: nobody is left to tell
+            await self.notify("$/cancel_request", {"requestId": ident})
 
     async def notify(self, method: str, params: Any) -> None:
         self._check_open()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .acp_choices import AcpChoices
 from .budgets import Budgets
 from .changes import Changes
 from .db import Database
@@ -30,6 +31,7 @@ class Store:
         self.mcp_approvals = McpApprovals(self.db)
         self.grants = Grants(self.db)
         self.budgets = Budgets(self.db)
+        self.acp_choices = AcpChoices(self.db)
 
     def close(self) -> None:
         self.db.close()

@@ -32,6 +32,7 @@ from ..records import (
 )
 from ..tools.base import Action
 from . import Store, archive
+from .acp_choices import AcpChoice
 from .chain import Verdict
 from .changes import Recorded, TurnRun
 
@@ -276,6 +277,26 @@ class AsyncGrants:
         return await self._run(self._store.grants.remove, session_id, root, action, scope)
 
 
+class AsyncAcpChoices:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def of(self, session_id: str) -> AcpChoice:
+        return await self._run(self._store.acp_choices.of, session_id)
+
+    async def choose_mode(self, session_id: str, mode: str) -> None:
+        await self._run(self._store.acp_choices.choose_mode, session_id, mode)
+
+    async def choose_model(self, session_id: str, model: str) -> None:
+        await self._run(self._store.acp_choices.choose_model, session_id, model)
+
+    async def reject(self, session_id: str, summary: str) -> None:
+        await self._run(self._store.acp_choices.reject, session_id, summary)
+
+    async def copy(self, origin_id: str, fork_id: str) -> None:
+        await self._run(self._store.acp_choices.copy, origin_id, fork_id)
+
+
 class AsyncStore:
     """The store's aggregates, each with named async methods."""
 
@@ -289,6 +310,7 @@ class AsyncStore:
         self.mcp_approvals = AsyncMcpApprovals(store, self._thread)
         self.grants = AsyncGrants(store, self._thread)
         self.budgets = AsyncBudgets(store, self._thread)
+        self.acp_choices = AsyncAcpChoices(store, self._thread)
 
     @property
     def folder(self) -> Path:

@@ -307,4 +307,25 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 15: change sets in the sessions' logs: each change row an entry, logged from now on as
     # it is written; those already there appended to their session's log.
     _log_changes,
+    # 16: what an ACP client chose for a session (``acp_choices``): its mode and model, and the
+    # requests rejected for good (``reject_always``), by the request's summary. They go with
+    # the session.
+    """
+    CREATE TABLE acp_choice (
+        session_id TEXT PRIMARY KEY,
+        mode TEXT,
+        model TEXT,
+        updated_at TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE acp_rejection (
+        session_id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, summary)
+    ) STRICT;
+    CREATE TRIGGER acp_choice_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM acp_choice WHERE session_id = old.id;
+        DELETE FROM acp_rejection WHERE session_id = old.id;
+    END;
+    """,
 )

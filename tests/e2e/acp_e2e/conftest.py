@@ -1,13 +1,21 @@
 """``trellisd acp`` as a subprocess over real pipes, driven by the official ACP SDKs as an
 editor would, with the model server on 127.0.0.1 streaming real SSE bytes. Every line the
-agent writes is kept and checked against the ACP v1 JSON schema the SDK ships."""
+agent writes is kept and checked against the ACP v1 JSON schema the SDK ships.
+
+Each test runs both ways: ``standalone`` (``TRELLISD_SHARED=0``, the agent serves in its own
+process) and ``shared`` (the agent attaches to the store's shared daemon, which a runtime
+folder of the test's own holds; the daemon's log is read as the agent's)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +28,8 @@ from tests import acp_schema
 from tests.e2e.conftest import TEST_KEY, model, spawn, workspace  # noqa: F401 (fixtures)
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.waits import alive, eventually
+from trellisd.rendezvous import Place
 
 if not acp_schema.available():
     pytest.skip(acp_schema.MISSING, allow_module_level=True)
@@ -97,14 +107,19 @@ class Editor:
 class Agent:
     """One ``trellisd acp`` process and the SDK connection to it."""
 
-    def __init__(self, process: asyncio.subprocess.Process, db: Path) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, db: Path, log: Path | None = None
+    ) -> None:
         self.process, self.db = process, db
         self.editor = Editor()
         self.sent: list[dict[str, Any]] = []
         self.log: list[str] = []  # what the agent wrote on stderr
         self._reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
         self._pump = asyncio.ensure_future(self._tap())
-        self._log_pump = asyncio.ensure_future(self._tap_log())
+        self._log_pump = asyncio.ensure_future(self._tap_log(process.stderr))
+        self._tail: asyncio.subprocess.Process | None = None
+        if log is not None:  # the shared daemon's log, as it grows
+            self._daemon_log = asyncio.ensure_future(self._tap_daemon_log(log))
         assert process.stdin is not None
         self.conn: ClientSideConnection = connect_to_agent(
             self.editor, process.stdin, self._reader, use_unstable_protocol=True
@@ -115,13 +130,26 @@ class Agent:
         while line := await self.process.stdout.readline():
             self.sent.append(json.loads(line))
             self._reader.feed_data(line)
+            self.editor.changed.set()
         self._reader.feed_eof()
 
-    async def _tap_log(self) -> None:
-        assert self.process.stderr is not None
-        while line := await self.process.stderr.readline():
+    async def _tap_log(self, stream: asyncio.StreamReader | None) -> None:
+        assert stream is not None
+        while line := await stream.readline():
             self.log.append(line.decode("utf-8", "replace"))
             self.editor.changed.set()
+
+    async def _tap_daemon_log(self, log: Path) -> None:
+        self._tail = await asyncio.create_subprocess_exec(
+            "tail",
+            "-n",
+            "+1",
+            "-F",
+            str(log),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        await self._tap_log(self._tail.stdout)
 
     async def wait_for(self, check: Callable[[], Any], what: str) -> Any:
         """Wait until ``check`` holds, re-checked whenever the editor is sent something."""
@@ -160,9 +188,38 @@ class Agent:
             await self.process.wait()
         await self._pump
         await self._log_pump
+        tail, self._tail = self._tail, None
+        if tail is not None:
+            tail.kill()
+            await tail.wait()
+            await self._daemon_log
 
 
 AgentFactory = Callable[..., Awaitable[Agent]]
+
+
+@pytest.fixture(params=["standalone", "shared"])
+def acp_mode(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The environment that makes ``trellisd acp`` serve in its own process, or attach to
+    the store's shared daemon in a runtime folder of the test's own (stopped at the end)."""
+    if request.param == "standalone":
+        yield {"TRELLISD_SHARED": "0"}
+        return
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    yield {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(runtime)}
+    for lock in (runtime / "trellisd").glob("*.pid"):
+        pid = int(lock.read_text().strip() or 0)
+        if pid and alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def daemon_pids(mode: dict[str, str]) -> list[int]:
+    """The shared daemons running in ``mode``'s runtime folder."""
+    if "XDG_RUNTIME_DIR" not in mode:
+        return []
+    locks = (Path(mode["XDG_RUNTIME_DIR"]) / "trellisd").glob("*.pid")
+    return [int(p) for lock in locks if (p := lock.read_text().strip()) and alive(int(p))]
 
 
 def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
@@ -178,7 +235,11 @@ def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
 
 
 @pytest_asyncio.fixture
-async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFactory]:  # noqa: F811
+async def spawn_acp(
+    tmp_path: Path,
+    model: ModelServer,  # noqa: F811
+    acp_mode: dict[str, str],
+) -> AsyncIterator[AgentFactory]:
     """Start ``trellisd acp`` processes over one store, initialized."""
     started: list[Agent] = []
 
@@ -196,17 +257,23 @@ async def spawn_acp(tmp_path: Path, model: ModelServer) -> AsyncIterator[AgentFa
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=agent_env(tmp_path / "home", model, **env),
+            env=agent_env(tmp_path / "home", model, **{**acp_mode, **env}),
         )
-        agent = Agent(process, db)
+        runtime = acp_mode.get("XDG_RUNTIME_DIR")
+        log = Path(Place(str(db), {"XDG_RUNTIME_DIR": runtime}).log) if runtime else None
+        agent = Agent(process, db, log)
         started.append(agent)
         if initialize:
             await agent.initialize(fs)
         return agent
 
     yield start
+    pids = daemon_pids(acp_mode)
     for agent in started:
         try:
             agent.check_sent()
         finally:
             await agent.stop()
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+        await eventually(lambda pid=pid: not alive(pid), f"the shared daemon {pid} exits")

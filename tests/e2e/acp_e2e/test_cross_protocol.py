@@ -13,7 +13,11 @@ from tests.fixtures.model_server import ModelServer
 
 
 async def test_an_acp_session_reopens_natively_with_its_turns(
-    spawn_acp: AgentFactory, spawn: DaemonFactory, model: ModelServer, workspace: Path
+    spawn_acp: AgentFactory,
+    spawn: DaemonFactory,
+    model: ModelServer,
+    workspace: Path,
+    acp_mode: dict[str, str],
 ) -> None:
     agent = await spawn_acp()
     new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -24,7 +28,7 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
     await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("what is README.md?")])
     await agent.stop()
 
-    native = await spawn(db=agent.db)
+    native = await spawn(db=agent.db, env=acp_mode)  # the shared daemon's window, when shared
     reopened = await native.call("session/reopen", {"sessionId": new.session_id})
     turns = reopened["history"]
     assert [(t["prompt"], t["reply"], t["outcome"]) for t in turns] == [
@@ -41,9 +45,13 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
 
 
 async def test_a_native_session_loads_over_acp_with_its_history(
-    spawn_acp: AgentFactory, spawn: DaemonFactory, model: ModelServer, workspace: Path
+    spawn_acp: AgentFactory,
+    spawn: DaemonFactory,
+    model: ModelServer,
+    workspace: Path,
+    acp_mode: dict[str, str],
 ) -> None:
-    native = await spawn()
+    native = await spawn(env=acp_mode)
     session = await native.call("session/open", {"root": str(workspace)})
     model.reply("listing", tool_calls=[{"name": "list_dir", "arguments": {"path": "."}}])
     model.reply("one file")

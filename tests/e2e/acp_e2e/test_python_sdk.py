@@ -360,3 +360,34 @@ async def test_a_command_is_announced_when_proposed_and_its_output_shown_while_i
     assert [u.status for u in seen if u.status] == ["in_progress", "completed"]
     shown = [u.content[0].content.text for u in seen if u.status is None and u.content]
     assert shown and "first line" in shown[-1]
+
+
+async def test_the_mode_the_model_and_reject_always_hold_after_a_restart(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp(TRELLISD_MODELS="test-model,other-model")
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    call = {"name": "run_command", "arguments": {"argv": ["touch", "x"]}}
+    model.reply("", tool_calls=[call])
+    model.reply("gave up")
+    await agent.editor.answers.put("denyAlways")
+    await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("touch x")])
+    await agent.conn.set_config_option(
+        config_id="model", session_id=new.session_id, value="other-model"
+    )
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="read-only")
+    await agent.stop()
+
+    again = await spawn_acp(db=agent.db, TRELLISD_MODELS="test-model,other-model")
+    loaded = await again.conn.load_session(
+        cwd=str(workspace), session_id=new.session_id, mcp_servers=[]
+    )
+    assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
+    assert [o.current_value for o in loaded.config_options or []] == ["other-model"]
+    await again.conn.set_session_mode(session_id=new.session_id, mode_id="ask")
+    model.reply("", tool_calls=[call])
+    model.reply("still not")
+    answer = await again.conn.prompt(session_id=new.session_id, prompt=[text_block("touch x")])
+    assert answer.stop_reason == "end_turn"
+    assert not again.editor.asked and not (workspace / "x").exists()  # rejected for good
+    assert model.requests[-1]["model"] == "other-model"

@@ -23,7 +23,7 @@ CLIENT = Path(__file__).parents[2] / "acp_client"
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 async def test_the_typescript_sdk_drives_a_whole_session(
-    model: ModelServer, workspace: Path, tmp_path: Path
+    model: ModelServer, workspace: Path, tmp_path: Path, acp_mode: dict[str, str]
 ) -> None:
     hello = model.reply("hi from the model", hold=threading.Event(), hold_at=1)
     model.reply(
@@ -34,7 +34,7 @@ async def test_the_typescript_sdk_drives_a_whole_session(
     held = model.reply("slow words come here", hold=threading.Event(), hold_at=1)
     model.reply("back again")
     sent = tmp_path / "sent.jsonl"
-    env = agent_env(tmp_path / "home", model)
+    env = agent_env(tmp_path / "home", model, **acp_mode)
     env["PYTHONPATH"] = str(Path(__file__).parents[3] / "daemon")
     process = await asyncio.create_subprocess_exec(
         "node",
