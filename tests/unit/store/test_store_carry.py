@@ -20,7 +20,7 @@ from trellisd.processes import pid_alive
 from trellisd.records import Budget, ProviderChoice
 from trellisd.store import Store
 from trellisd.store import db as store_db
-from trellisd.store.migrations import MIGRATIONS
+from trellisd.store.migrations import MIGRATIONS, _log_changes
 
 GOLDEN = Path(__file__).parents[2] / "fixtures" / "session-v2.trellisd"
 V1, V2, V3 = Content.of(b"one\n"), Content.of(b"one\ntwo\n"), Content.of(b"one\ntwo\nthree\n")
@@ -284,7 +284,7 @@ def test_an_existing_stores_change_sets_join_their_logs_in_the_migration(
 ) -> None:
     """A store whose logs were computed before change sets were logged: the migration appends
     each change to its session's log, and every log verifies."""
-    monkeypatch.setattr(store_db, "MIGRATIONS", MIGRATIONS[:-1])
+    monkeypatch.setattr(store_db, "MIGRATIONS", MIGRATIONS[: MIGRATIONS.index(_log_changes)])
     old = Store(db_path, pid_alive)
     old.leases.register()
     sid = old.sessions.create("/w", "old", ProviderChoice(), old.leases.daemon_id).session_id
