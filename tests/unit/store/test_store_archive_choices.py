@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.unit.store.conftest import OpenSession, TakeTurn
-from tests.unit.store.test_store_archive import export, import_, lines, refusal, seal
+from tests.unit.store.test_store_archive import export, import_, lines, refusal, seal, tree
 from trellisd.acp import agent
 from trellisd.changes import ABSENT, Content
 from trellisd.errors import ErrorCode
@@ -78,17 +78,22 @@ def test_a_session_with_change_sets_and_only_a_rejection_is_version_3(
     assert other.sessions.verify(imported).ok
 
 
+@pytest.mark.parametrize("changed", [False, True])
 def test_a_session_without_choices_writes_no_such_records(
-    store: Store, open_session: OpenSession, take_turn: TakeTurn, other: Store, tmp_path: Path
+    store: Store, take_turn: TakeTurn, other: Store, tmp_path: Path, changed: bool
 ) -> None:
-    sid = open_session().session_id
-    take_turn(sid, "just talk")
-    path = tmp_path / "talk.trellisd"
+    """As an older trellisd wrote it: version 1, or 2 with change sets."""
+    sid = tree(store, take_turn)
+    if changed:
+        run_id = store.sessions.turns(sid)[-1].run_id
+        store.changes.record(run_id, 1, "tool", [("a.txt", ABSENT, TEXT)])
+    path = tmp_path / "plain.trellisd"
     export(store, sid, path)
 
-    assert lines(path)[0]["version"] == 1
-    assert {r["type"] for r in lines(path)}.isdisjoint({"acpChoice", "acpRejection"})
-    assert other.acp_choices.of(import_(other, path)) == AcpChoice()
+    records = lines(path)
+    assert records[0]["version"] == (2 if changed else 1)
+    assert {r["type"] for r in records}.isdisjoint({"acpChoice", "acpRejection"})
+    assert other.acp_choices.of(import_(other, path, as_new=True)) == AcpChoice()
 
 
 def test_a_files_auto_mode_is_not_taken(other: Store, exported: Path) -> None:
