@@ -288,19 +288,19 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
             " WHERE t.session_id = ? LIMIT 1",
             (session_id,),
         ).fetchone()
-        chosen = archive_choices.records(con, session_id)
+        chosen = archive_choices.any_of(con, session_id)
         writer.line(
             {
                 "type": "header",
                 "format": FORMAT,
-                "version": _version(bool(changed), bool(chosen)),
+                "version": _version(bool(changed), chosen),
                 "exportedAt": exported_at,
                 "exportedBy": f"trellisd {__version__}",
             }
         )
         for row in _rows(con, "SELECT * FROM session WHERE id = ?", (session_id,)):
             writer.line(_record("session", row))
-        for record in chosen:
+        for record in archive_choices.records(con, session_id):
             writer.line(record)
         for turn in _rows(
             con, "SELECT * FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)

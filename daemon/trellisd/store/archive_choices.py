@@ -11,6 +11,7 @@ session ask less and deny more, so they are taken as they are.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import apsw
@@ -44,24 +45,31 @@ class RejectionRecord:
     summary: str
 
 
-def records(con: apsw.Connection, session_id: str) -> list[dict[str, Any]]:
+def any_of(con: apsw.Connection, session_id: str) -> bool:
+    """Whether the session has choices to write (the file is then version 3)."""
+    return bool(
+        con.execute(
+            "SELECT 1 FROM acp_choice WHERE session_id = ? AND (mode IS NOT NULL OR"
+            " model IS NOT NULL) UNION ALL SELECT 1 FROM acp_rejection WHERE session_id = ?"
+            " LIMIT 1",
+            (session_id, session_id),
+        ).fetchone()
+    )
+
+
+def records(con: apsw.Connection, session_id: str) -> Iterator[dict[str, Any]]:
     """The session's ``acpChoice`` and ``acpRejection`` records (none: it has no choices)."""
-    out: list[dict[str, Any]] = [
-        {"type": "acpChoice", "mode": mode, "model": model}
-        for mode, model in con.execute(
-            "SELECT mode, model FROM acp_choice WHERE session_id = ?"
-            " AND (mode IS NOT NULL OR model IS NOT NULL)",
-            (session_id,),
-        )
-    ]
-    out += [
-        {"type": "acpRejection", "summary": summary}
-        for (summary,) in con.execute(
-            "SELECT summary FROM acp_rejection WHERE session_id = ? ORDER BY created_at, summary",
-            (session_id,),
-        )
-    ]
-    return out
+    for mode, model in con.execute(
+        "SELECT mode, model FROM acp_choice WHERE session_id = ?"
+        " AND (mode IS NOT NULL OR model IS NOT NULL)",
+        (session_id,),
+    ):
+        yield {"type": "acpChoice", "mode": mode, "model": model}
+    for (summary,) in con.execute(
+        "SELECT summary FROM acp_rejection WHERE session_id = ? ORDER BY created_at, summary",
+        (session_id,),
+    ):
+        yield {"type": "acpRejection", "summary": summary}
 
 
 def choose(con: apsw.Connection, session_id: str, record: ChoiceRecord, at: str) -> None:
