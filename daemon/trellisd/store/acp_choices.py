@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 from .db import Database, now
 
+MODES = ("ask", "auto", "read-only")
+"""The ACP session modes a choice names (``acp.agent.MODES`` describes each)."""
+
 
 @dataclass(frozen=True)
 class AcpChoice:

@@ -1,10 +1,12 @@
-"""Sessions as files: the ``trellisd-session`` format, versions 1 and 2, written from the
+"""Sessions as files: the ``trellisd-session`` format, versions 1 to 3, written from the
 store and read back into it. ``protocol/README.md`` ("Session files") is its description.
 
 A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in ``\\n``:
 
     header   {"type": "header", "format": "trellisd-session", "version": 1, ...}
     session  the session: its fields, provider, policy and origin
+    acpChoice     an ACP client's mode and model for it, if chosen (version 3, ``archive_choices``)
+    acpRejection  each request rejected for good over ACP (version 3)
     turn     each turn of the tree, a parent before its children
     run      the turn's run, after its turn
     step     the run's steps, after their run
@@ -16,7 +18,9 @@ A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in
 
 ``sha256`` is the SHA-256 of the file's bytes before the end line, and ``records`` how many
 lines they are. A file is version 2 when it holds change sets (``archive_changes``), which a
-version 1 reader would take for a log that does not verify; version 1 otherwise. A file holds
+version 1 reader would take for a log that does not verify; version 3 when it holds ACP
+choices, which an older reader would drop unseen (a rejected request asked again); version 1
+otherwise. A file holds
 no lease and no pid: a daemon's hold on a session stays with the store it was taken in.
 
 Writing streams the session from one read snapshot; reading checks each line as it comes
@@ -56,8 +60,9 @@ from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
 from ..records import Budget, ProviderChoice
 from ..vocabulary import Outcome
-from . import chain
+from . import archive_choices, chain
 from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
+from .archive_choices import ChoiceRecord, RejectionRecord
 from .db import Database, new_id, now
 
 FORMAT = "trellisd-session"
@@ -75,11 +80,14 @@ def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
     return attrs.evolve(provider, base_url=None)
 
 
-VERSION = 2
-READS = (1, 2)
+VERSION = 3
+READS = (1, 2, 3)
 """The versions this trellisd reads."""
 WITHOUT_CHANGES = 1
 """The version of a file that holds no change sets: what a version 1 reader reads whole."""
+WITHOUT_CHOICES = 2
+"""The version of a file with change sets and no ACP choices: what a version 2 reader reads
+whole."""
 
 
 @attrs.frozen
@@ -280,17 +288,20 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
             " WHERE t.session_id = ? LIMIT 1",
             (session_id,),
         ).fetchone()
+        chosen = archive_choices.any_of(con, session_id)
         writer.line(
             {
                 "type": "header",
                 "format": FORMAT,
-                "version": VERSION if changed else WITHOUT_CHANGES,
+                "version": _version(bool(changed), chosen),
                 "exportedAt": exported_at,
                 "exportedBy": f"trellisd {__version__}",
             }
         )
         for row in _rows(con, "SELECT * FROM session WHERE id = ?", (session_id,)):
             writer.line(_record("session", row))
+        for record in archive_choices.records(con, session_id):
+            writer.line(record)
         for turn in _rows(
             con, "SELECT * FROM turn WHERE session_id = ? ORDER BY rowid", (session_id,)
         ):
@@ -324,6 +335,11 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
             )
     writer.end()
     return turns
+
+
+def _version(changed: bool, chosen: bool) -> int:
+    """The oldest version that reads the file whole."""
+    return VERSION if chosen else WITHOUT_CHOICES if changed else WITHOUT_CHANGES
 
 
 # Reading
@@ -460,6 +476,7 @@ class _Import:
         self.runs: set[str] = set()
         self.contents = Contents()
         self.changes: set[int] = set()  # the file's change numbers: its log names each once
+        self.chosen = False  # the file's acpChoice is read
         self.proof = _Proof(con)
 
     def run(self) -> str:
@@ -485,6 +502,8 @@ class _Import:
             "event": self.event,
             "change": self.change,
             "blob": self.blob,
+            "acpChoice": self.choice,
+            "acpRejection": self.rejection,
             "log": self.log,
         }
         try:
@@ -541,6 +560,18 @@ class _Import:
             self.contents.blob(self.con, record)
         except Unfit as exc:
             raise self.refuse(exc.problem, exc.check) from None
+
+    def choice(self, raw: dict[str, Any]) -> None:
+        record: ChoiceRecord = self.lines.structure(raw, ChoiceRecord, "acpChoice")
+        if self.chosen:
+            raise self.lines.refuse("order", "a second acpChoice record")
+        self.chosen = True
+        archive_choices.choose(self.con, self.session_id, record, self.imported_at)
+
+    def rejection(self, raw: dict[str, Any]) -> None:
+        record: RejectionRecord = self.lines.structure(raw, RejectionRecord, "acpRejection")
+        if not archive_choices.reject(self.con, self.session_id, record, self.imported_at):
+            raise self.refuse(f"acpRejection {record.summary!r} appears twice")
 
     def verify(self, file_session_id: str) -> None:
         """Refuse the file when its log does not verify against its own records."""

@@ -3,6 +3,7 @@ the same turns, and a native session loads over ACP with its history replayed.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from acp import text_block
@@ -18,6 +19,7 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
     model: ModelServer,
     workspace: Path,
     acp_mode: dict[str, str],
+    tmp_path: Path,
 ) -> None:
     agent = await spawn_acp()
     new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
@@ -26,6 +28,7 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
     model.reply("read it", tool_calls=[{"name": "read_file", "arguments": {"path": "README.md"}}])
     model.reply("it is a demo")
     await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("what is README.md?")])
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="read-only")
     await agent.stop()
 
     native = await spawn(db=agent.db, env=acp_mode)  # the shared daemon's window, when shared
@@ -42,6 +45,21 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
         "session/turn", {"sessionId": new.session_id, "prompt": "and natively?"}
     )
     assert result["outcome"] == "finished"
+
+    path = tmp_path / "moved.trellisd"
+    await native.call("session/export", {"sessionId": new.session_id, "path": str(path)})
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert records[0]["version"] == 3
+    assert [r for r in records if r["type"] == "acpChoice"] == [
+        {"type": "acpChoice", "mode": "read-only", "model": None}
+    ]
+    moved = await native.call("session/import", {"path": str(path), "asNew": True})
+    assert moved["sessionId"] != new.session_id
+    again = await spawn_acp(db=agent.db)
+    loaded = await again.conn.load_session(
+        cwd=str(workspace), session_id=moved["sessionId"], mcp_servers=[]
+    )
+    assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
 
 
 async def test_a_native_session_loads_over_acp_with_its_history(

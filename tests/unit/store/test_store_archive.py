@@ -90,7 +90,8 @@ def seal(path: Path, records: list[dict[str, Any]]) -> None:
 
 def nothing_imported(store: Store) -> None:
     con = store.db.con
-    for table in ("session", "turn", "run", "step", "event", "change", "blob", "chain"):
+    tables = ("session", "turn", "run", "step", "event", "change", "blob", "chain")
+    for table in (*tables, "acp_choice", "acp_rejection"):
         assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
     assert con.execute("SELECT count(*) FROM search").fetchone() == (0,)
 
