@@ -121,3 +121,36 @@ async def test_a_client_that_loads_mid_command_gets_the_calls_in_flight(
     assert [u.session_update for u in waiting + listing].count("tool_call") == 2
     *_, last = [shown(u) for u in waiting if u.content]
     assert last.endswith("exit code 0\nhalfway there\nall done\n")
+
+
+async def test_a_client_that_loads_a_resumed_turn_mid_step_gets_its_earlier_steps_once(
+    spawn_acp: AgentFactory,
+    windows: Windows,  # noqa: F811
+    model: ModelServer,
+    workspace: Path,
+) -> None:
+    a, _ = await windows.open()
+    session = await open_session(a, workspace)
+    sid = session["sessionId"]
+    model.reply("Looking first. ", tool_calls=LIST)
+    paused = await turn(a, session, "tell it in steps", stepMode=True)
+    assert paused["outcome"] == "paused"
+    held = held_after(model, 3)
+    resumed = asyncio.ensure_future(
+        a.call("session/resume", {"sessionId": sid, "turnId": paused["turnId"]})
+    )
+    so_far = "Looking first. " + "".join(f"{word} " for word in LONG.split(" ")[:3])
+    await eventually(lambda: drawn(a) == so_far, "three words of the resumed step")
+
+    agent = await spawn_acp(db=windows.db)
+    await agent.conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+    await agent.wait_for(lambda: agent.editor.text(sid) == so_far, "the turn as far as it went")
+    held.release()
+    result = await resumed
+
+    assert result["outcome"] == "finished"
+    await agent.wait_for(lambda: agent.editor.text(sid).endswith(LONG), "the turn's end")
+    assert agent.editor.text(sid) == "Looking first. " + LONG
+    assert agent.editor.text(sid, "user_message_chunk") == "tell it in steps"
+    [(_, [call])] = calls(agent, sid).items()
+    assert call.session_update == "tool_call" and call.status == "completed"
