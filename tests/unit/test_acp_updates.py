@@ -11,6 +11,7 @@ from trellisd.acp import updates
 from trellisd.acp.agent import first_line, prompt_text
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
+from trellisd.services.running import LiveCall
 from trellisd.vocabulary import Outcome
 
 
@@ -111,3 +112,18 @@ def test_prompt_blocks_become_the_prompt_text() -> None:
     assert text.startswith("fix it") and "x=1" in text and "file:///b.py" in text
     assert first_line("  a long\nsecond") == "a long"
     assert len(first_line("x" * 200)) == 80
+
+
+def test_a_call_in_flight_is_a_tool_call_with_its_status_and_output_so_far() -> None:
+    argv = {"argv": ["make"]}
+    running = LiveCall(2, "call_1", "run_command", argv, "running")
+    writing = LiveCall(3, "call_2", "write_file", {"path": "a.txt"}, "proposed")
+    diff = [updates.tool_diff_content("/w/a.txt", "new")]
+
+    shown = wire(updates.in_flight("r1", running, "halfway\n", diff))
+    proposed = wire(updates.in_flight("r1", writing, "", diff))
+
+    assert shown["toolCallId"] == "r1/2" and shown["status"] == "in_progress"
+    assert shown["kind"] == "execute" and shown["title"] == "run_command make"
+    assert shown["content"] == [updates.tool_content(updates.text_block("halfway\n"))]
+    assert proposed["status"] == "pending" and proposed["content"] == diff

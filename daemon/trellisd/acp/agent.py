@@ -26,11 +26,12 @@ from ..convert import Invalid
 from ..errors import NotRunning, TrellisError
 from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
-from ..records import ProviderChoice, Session, TurnRef
+from ..records import ProviderChoice, Session, ToolCall, TurnRef
 from ..services import Services
+from ..services.running import LiveCall, RunningTurn
 from . import hello, params, updates
 from .files import ClientFiles
-from .notifier import AcpNotifier
+from .notifier import AcpNotifier, proposed_diff
 from .params import Params
 from .rpc import Connection, RpcError
 
@@ -70,7 +71,7 @@ class TrellisAgent:
     def __init__(self, app: Services, notifier: AcpNotifier, shared: bool = False) -> None:
         """``shared``: one window of the shared daemon, whose turns are not all this
         connection's (the daemon asks ``files_for`` whose they are)."""
-        self.app, self.notifier = app, notifier
+        self.app, self.notifier, self.shared = app, notifier, shared
         notifier.choices = app.store.acp_choices
         self.mcp_servers: dict[str, list[Params]] = {}
         # The stop reason of each session's running turn, once it ends.
@@ -151,16 +152,14 @@ class TrellisAgent:
         servers = params.mcp_servers(p, required=True)
         params.text(p, "cwd")
         session_id = params.text(p, "sessionId")
+        following = session_id in self.notifier.sessions
         session = await self.app.store.sessions.get(session_id)
-        await self._follow(session, servers)
+        await self._follow(session, servers, join=False)
         turns = await self.app.sessions.history(session_id)
-        for turn in turns:
-            steps = await self.app.runs.steps(turn.run_id)
-            edits = await self.app.changes.step_edits(turn.turn_id)
-            for update in updates.replayed(turn, steps, edits, session.root):
-                self.notifier.send(session_id, update)
-            if steps and steps[-1].tokens.input:
-                self.notifier.follow(session_id, session.root).last_input = steps[-1].tokens.input
+        steps = await self.app.runs.steps(turns[-1].run_id) if turns else []
+        if steps and steps[-1].tokens.input:
+            self.notifier.follow(session_id, session.root).last_input = steps[-1].tokens.input
+        self._join(session, following, replay=True)
         await self._tell_state(session, turns)
         await self.notifier.flush()
         return await self._state(session)
@@ -169,8 +168,11 @@ class TrellisAgent:
     async def resume_session(self, p: Params) -> Result:
         session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
         servers = params.mcp_servers(p, required=False)
+        following = session_id in self.notifier.sessions
         session = await self.app.store.sessions.get(session_id)
-        await self._follow(session, servers)
+        await self._follow(session, servers, join=False)
+        self._join(session, following, replay=False)
+        await self.notifier.flush()
         return await self._state(session)
 
     @translated
@@ -328,10 +330,13 @@ class TrellisAgent:
 
     # -- helpers --
 
-    async def _follow(self, session: Session, mcp_servers: list[Params] | None) -> None:
+    async def _follow(
+        self, session: Session, mcp_servers: list[Params] | None, join: bool = True
+    ) -> None:
         """Serve ``session`` on this connection, its turns offered the tools of
         ``mcp_servers`` (as ``session/open``'s ``mcpServers``: kept while this process
-        serves the session, never stored)."""
+        serves the session, never stored). Without ``join``, its turns reach the client
+        once ``_join`` says so."""
         specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
         chosen = await self.app.store.acp_choices.of(session.session_id)
@@ -339,10 +344,66 @@ class TrellisAgent:
             policy = await self.app.sessions.policies.of(session)
             if policy.approval != MODES[chosen.mode][0]:
                 await self._set_approval(session, MODES[chosen.mode][0])
-        self.on_follow(session.session_id)
+        if join:
+            self.on_follow(session.session_id)
         if mcp_servers:
             self.mcp_servers[session.session_id] = list(mcp_servers)
             self.app.sessions.mcp.give(session.session_id, specs)
+
+    def _join(self, session: Session, following: bool, replay: bool) -> None:
+        """From this instant the client gets the session's turns; first (queued ahead of
+        them, read when their turn to be sent comes) the history when ``replay``, and the
+        turn running now as far as it has gone at this instant: its prompt, its committed
+        steps, the text its current step streamed and its calls in flight. Taken with no
+        await between the snapshot and following, as a native ``session/reopen``'s
+        ``running``, so nothing is missing or twice. A client ``following`` the session
+        already has the running turn live."""
+        session_id = session.session_id
+        running = self.app.running.get(session_id) if self.shared and not following else None
+        live = None if running is None else _Live.of(running)
+        if live is not None:
+            followed = self.notifier.follow(session_id, session.root)
+            run_id = live.ref.run_id
+            followed.last_step[run_id] = max(followed.last_step.get(run_id, 0), live.done)
+            for call, output in live.calls:
+                ident = updates.tool_call_id(run_id, call.step)
+                followed.announced.add(ident)
+                followed.output[ident] = output
+        self.on_follow(session_id)
+        if replay or live is not None:
+            self.notifier.send(session_id, functools.partial(self._joined, session, replay, live))
+
+    async def _joined(self, session: Session, replay: bool, live: _Live | None) -> list[Result]:
+        """What ``_join`` queued: the history, then the running turn as far as it had gone.
+        The turns after the running one started after the snapshot: they come live."""
+        session_id, root = session.session_id, session.root
+        turns = await self.app.sessions.history(session_id) if replay else []
+        if live is not None and not replay:
+            turns = [await self.app.store.sessions.turn(session_id, live.ref.turn_id)]
+        out: list[Result] = []
+        for turn in turns:
+            steps = await self.app.runs.steps(turn.run_id)
+            edits = await self.app.changes.step_edits(turn.turn_id)
+            if live is None or turn.turn_id != live.ref.turn_id:
+                out += updates.replayed(turn, steps, edits, root)
+                continue
+            done = [s for s in steps if s.step <= live.done]
+            out += updates.replayed(dataclasses.replace(turn, reply=""), done, edits, root)
+            out += await self._in_flight(live, root)
+            break
+        return out
+
+    async def _in_flight(self, live: _Live, root: str) -> list[Result]:
+        """The running turn's uncommitted steps at the snapshot: the current step's text so
+        far and the calls in flight, in step order (the text ahead of its step's call)."""
+        out: list[tuple[int, int, Result]] = []
+        if live.text and live.step is not None:
+            out.append((live.step, 0, updates.agent_text(live.text)))
+        for call, output in live.calls:
+            made = ToolCall(call.call_id, call.tool, call.arguments)
+            diff = [] if output else await asyncio.to_thread(proposed_diff, made, root)
+            out.append((call.step, 1, updates.in_flight(live.ref.run_id, call, output, diff)))
+        return [update for _, _, update in sorted(out, key=lambda o: (o[0], o[1]))]
 
     async def _set_approval(self, session: Session, approval: Approval) -> None:
         """The session's policy as it would be opened with ``approval``, keeping the grants
@@ -394,6 +455,25 @@ class TrellisAgent:
         size = followed.window or updates.context_window()
         self.notifier.send(session.session_id, updates.info(session.title, session.updated_at))
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Live:
+    """A running turn as it stood at one instant: its last committed step, the step being
+    streamed and its text so far, and the calls in flight with their output so far."""
+
+    ref: TurnRef
+    done: int
+    step: int | None
+    text: str
+    calls: tuple[tuple[LiveCall, str], ...]
+
+    @classmethod
+    def of(cls, running: RunningTurn) -> _Live:
+        calls = tuple(
+            (dataclasses.replace(c, output=[]), "".join(c.output)) for c in running.calls.values()
+        )
+        return cls(running.ref, running.done, running.step, running.text(), calls)
 
 
 def prompt_text(blocks: Sequence[Params]) -> str:

@@ -224,7 +224,7 @@ class AcpNotifier:
                 followed.announced.add(ident)
 
                 async def produce() -> list[updates.Update]:
-                    content = await asyncio.to_thread(_edit, call, followed.root)
+                    content = await asyncio.to_thread(proposed_diff, call, followed.root)
                     return [updates.announced(turn.run_id, step, call, content)]
 
                 self.send(turn.session_id, produce)
@@ -276,7 +276,7 @@ class AcpNotifier:
         ident = updates.tool_call_id(turn.run_id, number)
         if ident not in followed.announced:  # else announced, with its diff, when proposed
             followed.announced.add(ident)
-            content = await asyncio.to_thread(_edit, call, followed.root)
+            content = await asyncio.to_thread(proposed_diff, call, followed.root)
             self.send(turn.session_id, updates.announced(turn.run_id, number, call, content))
         await self.flush()
         if self.peer is None:
@@ -323,7 +323,7 @@ def chosen(answer: Any) -> str | None:
     return option if isinstance(option, str) else None
 
 
-def _edit(call: ToolCall, root: str) -> list[updates.ToolContent]:
+def proposed_diff(call: ToolCall, root: str) -> list[updates.ToolContent]:
     """The diff a ``write_file`` or ``edit_file`` call would make, read from the disk now."""
     if not root:
         return []

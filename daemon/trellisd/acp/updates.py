@@ -12,6 +12,7 @@ from typing import Any, Literal
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
 from ..services.changes import StepEdit
+from ..services.running import LiveCall
 from ..services.seams import summary_line
 from ..vocabulary import Outcome
 
@@ -182,6 +183,31 @@ def replayed(
     if not steps and turn.reply:
         out.append(agent_text(turn.reply))
     return out
+
+
+CALL_STATUSES: dict[str, ToolStatus] = {
+    "proposed": "pending",
+    "running": "in_progress",
+    "done": "completed",
+    "refused": "failed",
+    "failed": "failed",
+    "cancelled": "failed",
+}
+"""A live call's status (``session/toolCall``'s) as a tool call's."""
+
+
+def in_flight(run_id: str, call: LiveCall, output: str, content: list[ToolContent]) -> Update:
+    """A call of a step not committed yet, as a client that joins mid-turn first sees it: its
+    status now, and its output so far (else ``content``, a proposed write's diff)."""
+    shown = [tool_content(text_block(output))] if output else content
+    return tool_call(
+        tool_call_id(run_id, call.step),
+        title(ToolCall("", call.tool, call.arguments)),
+        kind=KINDS.get(call.tool, "other"),
+        status=CALL_STATUSES.get(call.status, "pending"),
+        content=shown or None,
+        rawInput=call.arguments,
+    )
 
 
 def usage_update(used: int, size: int, spent: float | None) -> Update:

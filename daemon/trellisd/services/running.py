@@ -38,6 +38,7 @@ class RunningTurn:
     step: int | None = None
     _pieces: list[str] = field(default_factory=list)
     calls: dict[str, LiveCall] = field(default_factory=dict)
+    done: int = 0  # the last step committed
 
     def pausing(self) -> bool:
         return self.pause_requested or self.step_mode
@@ -51,6 +52,7 @@ class RunningTurn:
         """Step ``step`` is committed (in the history now): nothing streams, and its calls
         and those before it are in ``run/steps``."""
         self.step, self._pieces = None, []
+        self.done = max(self.done, step)
         for call_id in [c.call_id for c in self.calls.values() if c.step <= step]:
             del self.calls[call_id]
 

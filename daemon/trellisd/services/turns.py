@@ -308,7 +308,7 @@ class TurnService:
             self.notifier.step(ref, step)
 
         self.running.refuse(session_id, "compact it")
-        self.running.start(ref)
+        self.running.start(ref).done = number - 1  # the head turn's steps so far
         try:
             await keeper.compact(keeper.head(), number, commit, {"onDemand": True})
         except ProviderError as exc:
@@ -385,7 +385,7 @@ class TurnService:
     async def _run(self, start: _Start) -> TurnResult:
         ref = start.ref
         running = self.running.start(ref)
-        running.step_mode = start.step_mode
+        running.step_mode, running.done = start.step_mode, start.first_step - 1
         for steer in start.held:
             running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
