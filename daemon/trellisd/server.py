@@ -347,13 +347,15 @@ class Daemon:
         self._changed()
 
     def live(self, session_id: str) -> dict[str, Any] | None:
-        """The session's running turn as a window that reopens it draws it: its ids, its step
-        and the text of that step streamed so far, and the calls of steps not committed yet."""
+        """The session's running turn as a window that reopens it draws it: its ids, its
+        prompt, its step and the text of that step streamed so far, and the calls of steps not
+        committed yet."""
         running = None if self._services is None else self._services.running.get(session_id)
         if running is None:
             return None
         return {
             **wire.turn_ref(running.ref),
+            "prompt": running.prompt,
             "step": running.step,
             "text": running.text(),
             "calls": [wire.live_call(c) for c in running.calls.values()],

@@ -118,6 +118,7 @@ async def test_a_second_window_follows_steers_and_cancels_a_running_turn(
     reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
     live = reopened["running"]
     assert live["step"] == 1 and live["text"] == " ".join(LONG.split()[:5]) + " "
+    assert live["prompt"] == "a long story"
     receipt = await b.call(
         "session/steer", {"sessionId": session["sessionId"], "text": "change course"}
     )

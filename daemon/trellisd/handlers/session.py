@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable
 from typing import Any
 
@@ -40,7 +41,8 @@ async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
-    reopened = wire.reopened(*await app.sessions.reopen(p.session_id, p.limit, p.mcp_servers))
+    read = functools.partial(app.sessions.reopen, p.session_id, p.limit, p.mcp_servers)
+    reopened = wire.reopened(*await app.running.settled(p.session_id, read))
     return {**reopened, **wire.budget(p.session_id, *await app.budgets.status(p.session_id))}
 
 

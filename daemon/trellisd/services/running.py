@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..agent.steering import SteerInbox
 from ..errors import Conflict
 from ..records import TurnRef
+
+T = TypeVar("T")
+# A read that keeps meeting a turn starting or ending gives up after this many tries and
+# answers the last one (the window's follow then catches up from the notifications).
+READ_TRIES = 8
 
 
 @dataclass
@@ -29,6 +34,7 @@ class LiveCall:
 class RunningTurn:
     ref: TurnRef
     task: asyncio.Task[Any] | None
+    prompt: str = ""
     inbox: SteerInbox = field(default_factory=SteerInbox)
     cancelled_by_request: bool = False
     pause_requested: bool = False  # session/pause: stop at the next step boundary
@@ -79,6 +85,7 @@ class RunningTurn:
 class Running:
     def __init__(self) -> None:
         self._turns: dict[str, RunningTurn] = {}
+        self._changes: dict[str, int] = {}  # per session: how many turns started or ended
         self.on_end: Callable[[], None] | None = None
 
     def __len__(self) -> int:
@@ -90,14 +97,31 @@ class Running:
     def get(self, session_id: str) -> RunningTurn | None:
         return self._turns.get(session_id)
 
-    def start(self, ref: TurnRef) -> RunningTurn:
-        running = self._turns[ref.session_id] = RunningTurn(ref, asyncio.current_task())
+    def start(self, ref: TurnRef, prompt: str = "") -> RunningTurn:
+        running = RunningTurn(ref, asyncio.current_task(), prompt)
+        self._turns[ref.session_id] = running
+        self._changed(ref.session_id)
         return running
 
     def end(self, session_id: str) -> None:
-        self._turns.pop(session_id, None)
+        if self._turns.pop(session_id, None) is not None:
+            self._changed(session_id)
         if self.on_end is not None:
             self.on_end()
+
+    def _changed(self, session_id: str) -> None:
+        self._changes[session_id] = self._changes.get(session_id, 0) + 1
+
+    async def settled(self, session_id: str, read: Callable[[], Awaitable[T]]) -> T:
+        """What ``read`` gives of the session, read again while a turn of it started or ended
+        during the read: the history a reopen answers agrees with the running turn it names
+        (a turn queued behind another starts while the store is read)."""
+        for _ in range(READ_TRIES - 1):
+            seen = self._changes.get(session_id, 0)
+            value = await read()
+            if self._changes.get(session_id, 0) == seen:
+                return value
+        return await read()
 
     def refuse(self, session_id: str, what: str) -> None:
         """``Conflict`` when the session has a running turn: the user must wait or cancel."""

@@ -384,7 +384,7 @@ class TurnService:
 
     async def _run(self, start: _Start) -> TurnResult:
         ref = start.ref
-        running = self.running.start(ref)
+        running = self.running.start(ref, start.prompt)
         running.step_mode, running.done = start.step_mode, start.first_step - 1
         for steer in start.held:
             running.inbox.put(steer)

@@ -179,6 +179,8 @@ export interface ReopenResult extends Session {
 }
 
 export interface RunningTurn extends TurnRef {
+  /** The turn's prompt (older daemons leave it out). */
+  prompt?: string;
   /** The step being streamed; null before its first piece. */
   step: number | null;
   text: string;

@@ -726,7 +726,9 @@ export class SessionController {
   private follow(running: RunningTurn): void {
     let turn = this.transcript.find((t) => t.turnId === running.turnId);
     if (!turn) {
-      turn = { key: running.turnId, turnId: running.turnId, prompt: '', blocks: [], outcome: 'running' };
+      // it started as the reopen was answered: not in the history that came with it
+      const prompt = running.prompt ?? '';
+      turn = { key: running.turnId, turnId: running.turnId, prompt, blocks: [], outcome: 'running' };
       this.transcript.push(turn);
     }
     turn.outcome = 'running';

@@ -202,7 +202,8 @@ end
 -- that it has ended. Steer and cancel act on it as on a turn started here.
 local function follow(state, history, live)
   local run = {
-    prompt = "",
+    -- a turn that started as the reopen was answered is not in its history
+    prompt = compat.value(live.prompt) or "",
     tokens = 0,
     step = compat.value(live.step),
     steers = 0,
@@ -211,11 +212,16 @@ local function follow(state, history, live)
     turnId = live.turnId,
   }
   local reply = ""
+  local listed = false
   for _, t in ipairs(history) do
     if t.turnId == live.turnId then
       run.prompt = t.prompt
       reply = compat.value(t.reply) or ""
+      listed = true
     end
+  end
+  if not listed then
+    history = vim.list_extend(vim.list_slice(history), { { turnId = live.turnId, prompt = run.prompt } })
   end
   state.running = run
   render(state, history, live.turnId)
