@@ -32,9 +32,16 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, **extra: str) ->
     """Run ``argv``; the daemons it starts see none of the settings of the person running
     the tests (``hermetic_env``)."""
     env = hermetic_env(home, TRELLISD_TEST_CMD=f"{sys.executable} -m trellisd", **extra)
-    done = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        pytest.fail(
+            f"{' '.join(argv)} did not end within {timeout:g} s; the end of what it printed:\n"
+            + (out or "")[-6000:]
+        )
     if done.returncode != 0:
         lines = done.stdout.splitlines()
         failing = [
@@ -43,10 +50,18 @@ def run(argv: list[str], cwd: Path, home: Path, timeout: float, **extra: str) ->
             # node --test says "not ok"; the e2e run says "FAIL" after its clock
             if line.lstrip().startswith("not ok") or "] FAIL " in line
         ]
+        # last, where a shortened log keeps them: the names of the checks that failed
+        named = [
+            line.strip()
+            for line in lines
+            if line.lstrip().startswith("not ok") or line.startswith("e2e failed:")
+        ]
         pytest.fail(
             f"{' '.join(argv)} exited {done.returncode}\n"
             + ("\n...\n".join(failing) or done.stdout[-6000:])
             + f"\n{done.stderr[-6000:]}"
+            + "\nfailed:\n"
+            + "\n".join(named)
         )
 
 
