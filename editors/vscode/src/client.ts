@@ -94,6 +94,8 @@ export class DaemonClient {
   private running?: Running;
   private starting?: Promise<InitializeResult>;
   private stopping?: Promise<void>;
+  /** Set by close(): nothing starts a daemon again. */
+  private closedForGood = false;
   private result?: InitializeResult;
   private readonly exitListeners = new Set<(exit: ExitInfo, wasReady: boolean) => void>();
   /** Counts successful starts: a session opened under an older generation must be reopened. */
@@ -133,6 +135,9 @@ export class DaemonClient {
   /** Start the daemon unless it runs; concurrent callers share one start. A start asked for
    * while the daemon is being stopped waits for the stop, then starts a new one. */
   start(): Promise<InitializeResult> {
+    if (this.closedForGood) {
+      return Promise.reject(new ConnectionLost('the trellisd client was closed: nothing more is sent', this.lastExit));
+    }
     if (this.stopping) {
       return this.stopping.then(() => this.start());
     }
@@ -167,6 +172,13 @@ export class DaemonClient {
     } catch (error) {
       throw this.translate(error, running);
     }
+  }
+
+  /** Stop the daemon, and refuse every request from now on instead of starting a new one:
+   * the extension is going, and a late request must not leave a daemon behind it. */
+  close(timeoutMs = 3000): Promise<void> {
+    this.closedForGood = true;
+    return this.stop(timeoutMs);
   }
 
   /** shutdown, exit, and wait for the process to end; kill it if it does not. */

@@ -422,6 +422,6 @@ export function activate(context: vscode.ExtensionContext): void {
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
+  await client?.close();
   client = undefined;
 }

@@ -38,6 +38,19 @@ describe('the connection to the daemon', () => {
     assert.equal(client.isRunning, false);
   });
 
+  test('a closed client refuses requests and starts no daemon again', async () => {
+    const client = daemon.client();
+    await client.start();
+    await client.close();
+    await assert.rejects(client.request<SessionList>(Method.list, {}), (error: unknown) => {
+      assert.ok(error instanceof ConnectionLost);
+      assert.match(error.message, /closed/);
+      return true;
+    });
+    assert.equal(client.isRunning, false);
+    assert.equal(client.generation, 1);
+  });
+
   test('concurrent first requests share one daemon', async () => {
     const client = daemon.client();
     const [a, b] = await Promise.all([

@@ -116,7 +116,8 @@ export class TestDaemon {
 
   async cleanup(): Promise<void> {
     const daemons = new Set(this.clients.map((c) => sharedDaemonPid(c)).filter((pid) => pid !== undefined));
-    await Promise.all(this.clients.map((c) => c.stop(2000)));
+    // closed, not stopped: a request still on its way (a window catching up) starts nothing
+    await Promise.all(this.clients.map((c) => c.close(2000)));
     for (const pid of daemons) {
       process.kill(pid, 'SIGTERM');
       await waitFor(`the shared daemon (pid ${pid}) to exit`, () => !alive(pid), 20_000);
