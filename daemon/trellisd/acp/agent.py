@@ -371,13 +371,20 @@ class TrellisAgent:
                 followed.output[ident] = output
         self.on_follow(session_id)
         if replay or live is not None:
-            self.notifier.send(session_id, functools.partial(self._joined, session, replay, live))
+            instant = self.app.running.starts()
+            joined = functools.partial(self._joined, session, replay, live, instant)
+            self.notifier.send(session_id, joined)
 
-    async def _joined(self, session: Session, replay: bool, live: _Live | None) -> list[Result]:
+    async def _joined(
+        self, session: Session, replay: bool, live: _Live | None, instant: int
+    ) -> list[Result]:
         """What ``_join`` queued: the history, then the running turn as far as it had gone.
-        The turns after the running one started after the snapshot: they come live."""
+        The turns that started after the snapshot (after the running one, or any when none
+        ran) come live, so the history read now leaves them out."""
         session_id, root = session.session_id, session.root
         turns = await self.app.sessions.history(session_id) if replay else []
+        later = self.app.running.started_since(session_id, instant)
+        turns = [t for t in turns if t.turn_id not in later]
         if live is not None and not replay:
             turns = [await self.app.store.sessions.turn(session_id, live.ref.turn_id)]
         out: list[Result] = []

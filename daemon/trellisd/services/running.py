@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -15,6 +16,8 @@ T = TypeVar("T")
 # A read that keeps meeting a turn starting or ending gives up after this many tries and
 # answers the last one (the window's follow then catches up from the notifications).
 READ_TRIES = 8
+# The turns last started, for a reader that asks which started after a given instant.
+RECENT_STARTS = 1024
 
 
 @dataclass
@@ -86,6 +89,8 @@ class Running:
     def __init__(self) -> None:
         self._turns: dict[str, RunningTurn] = {}
         self._changes: dict[str, int] = {}  # per session: how many turns started or ended
+        self._starts = 0
+        self._recent: deque[tuple[int, str, str]] = deque(maxlen=RECENT_STARTS)
         self.on_end: Callable[[], None] | None = None
 
     def __len__(self) -> int:
@@ -101,7 +106,17 @@ class Running:
         running = RunningTurn(ref, asyncio.current_task(), prompt)
         self._turns[ref.session_id] = running
         self._changed(ref.session_id)
+        self._starts += 1
+        self._recent.append((self._starts, ref.session_id, ref.turn_id))
         return running
+
+    def starts(self) -> int:
+        """How many turns have started in this daemon: an instant, for ``started_since``."""
+        return self._starts
+
+    def started_since(self, session_id: str, instant: int) -> set[str]:
+        """The session's turns that started after ``instant`` (of the last 1024 started)."""
+        return {t for n, s, t in self._recent if n > instant and s == session_id}
 
     def end(self, session_id: str) -> None:
         if self._turns.pop(session_id, None) is not None:

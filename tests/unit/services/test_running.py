@@ -49,3 +49,17 @@ async def test_a_read_that_always_meets_a_turn_starting_ends_after_a_bounded_num
         return len(reads)
 
     assert await running.settled("s-1", read) == READ_TRIES
+
+
+async def test_the_turns_started_after_an_instant_are_known_by_session() -> None:
+    running = Running()
+    running.start(TurnRef("s-1", "t-before", "r-1"))
+    running.end("s-1")
+    instant = running.starts()
+    running.start(TurnRef("s-1", "t-after", "r-2"))
+    running.end("s-1")
+    running.start(TurnRef("s-2", "t-elsewhere", "r-3"))
+    running.start(TurnRef("s-1", "t-running", "r-4"))
+    assert running.started_since("s-1", instant) == {"t-after", "t-running"}
+    assert running.started_since("s-2", instant) == {"t-elsewhere"}
+    assert running.started_since("s-1", running.starts()) == set()
