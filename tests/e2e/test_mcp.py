@@ -109,7 +109,7 @@ async def test_session_tools_lists_builtin_and_mcp_tools_with_the_policy(
     }
     assert by_name["mcp__t__crash"]["policy"] == "refuse"
     [server] = listed["servers"]
-    assert server["name"] == "t" and server["state"] == "running" and server["tools"] == 7
+    assert server["name"] == "t" and server["state"] == "running" and server["tools"] == 8
     assert server["source"] == "session" and server["transport"] == "stdio"
 
 
@@ -197,16 +197,20 @@ async def test_a_server_with_100_tools_and_bad_ones_offers_the_good_ones(
 
     assert said == "tool 99 got 4"
     offered = [t["function"]["name"] for t in model.requests[0]["tools"]]
-    assert len([n for n in offered if n.startswith("mcp__many__")]) == 107
+    assert len([n for n in offered if n.startswith("mcp__many__")]) == 108
     assert all(len(n) <= 64 for n in offered)
     assert "mcp__many__huge_schema" not in offered
     listed = await daemon.call("session/tools", {"sessionId": session["sessionId"]})
     assert listed["servers"][0]["skipped"] == 3
 
 
-@pytest.fixture
-def http_server() -> Iterator[str]:
-    process = subprocess.Popen([sys.executable, SERVER, "http"], stdout=subprocess.PIPE, text=True)
+@pytest.fixture(params=["events"])
+def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test server over streamable HTTP: answering in event streams, or ``json``."""
+    flags = ["--json"] if request.param == "json" else []
+    process = subprocess.Popen(
+        [sys.executable, SERVER, "http", *flags], stdout=subprocess.PIPE, text=True
+    )
     assert process.stdout is not None
     line = process.stdout.readline()
     try:
@@ -229,6 +233,24 @@ async def test_a_streamable_http_server_on_loopback(
     listed = await daemon.call("session/tools", {"sessionId": session["sessionId"]})
     assert listed["servers"][0]["transport"] == "http"
     assert listed["servers"][0]["url"] == http_server
+
+
+@pytest.mark.parametrize("http_server", ["events", "json"], indirect=True)
+async def test_an_http_answer_past_the_limit_fails_its_call_and_the_server_serves_on(
+    daemon: Daemon, model: ModelServer, workspace: Path, http_server: str
+) -> None:
+    servers = [{"name": "web", "url": http_server}]
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    said, _ = await one_call(daemon, model, session, call("mcp__web__big", mib=2))
+    assert said.startswith("x" * 1000), said[:200]  # past the SDK's own 1 MiB for an event
+
+    said, result = await one_call(daemon, model, session, call("mcp__web__big", mib=17))
+    assert result["outcome"] == "finished"
+    # an event past the limit ends the stream (the server is started again for the next
+    # call); a JSON answer past it fails its call by name
+    assert said.startswith("error: MCP server web"), said[:200]
+    said, _ = await one_call(daemon, model, session, call("mcp__web__add", a=2, b=40))
+    assert said == "42"
 
 
 @pytest.mark.skipif(

@@ -179,10 +179,15 @@ class Connection:
         spec = self.spec
         if spec.url is not None:
             http = httpx2.AsyncClient(
-                headers=spec.headers or {}, timeout=httpx2.Timeout(30.0, read=None)
+                headers=spec.headers or {},
+                timeout=httpx2.Timeout(30.0, read=None),
+                transport=CappedTransport(MAX_MESSAGE_BYTES),
             )
             await stack.enter_async_context(http)
-            return streamable_http_client(spec.url, http_client=http)
+            # an event of an event stream is capped by the SDK, a JSON answer by the transport
+            return streamable_http_client(
+                spec.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES
+            )
         assert spec.command is not None
         cwd = self.root / spec.cwd if spec.cwd is not None else self.root
         params = StdioServerParameters(
@@ -277,6 +282,51 @@ def _text(content: list[Any], structured: Any) -> str:
     if not parts and structured is not None:
         parts.append(json.dumps(structured, ensure_ascii=False))
     return "\n".join(parts)
+
+
+class TooLong(httpx2.StreamError):
+    """An HTTP MCP server's answer passed the limit: read no further."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    def __init__(self, body: httpx2.AsyncByteStream, limit: int) -> None:
+        self.body, self.limit = body, limit
+
+    async def __aiter__(self) -> Any:
+        read = 0
+        async for chunk in self.body:
+            read += len(chunk)
+            if read > self.limit:
+                raise TooLong(f"the MCP server sent an answer longer than {self.limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.body.aclose()
+
+
+class CappedTransport(httpx2.AsyncBaseTransport):
+    """HTTP to an MCP server, where an answer that is not an event stream (a JSON answer,
+    read whole) fails once it passes ``limit`` bytes, as a stdio server's line does: a hostile
+    server cannot make the daemon hold an answer of any size."""
+
+    def __init__(self, limit: int) -> None:
+        self.inner, self.limit = httpx2.AsyncHTTPTransport(), limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+            return response
+        body = response.stream
+        assert isinstance(body, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_CappedBody(body, self.limit),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _cause(exc: BaseException) -> str:
