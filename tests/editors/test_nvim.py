@@ -893,7 +893,7 @@ def test_an_mcp_tool_is_approved_naming_its_server_and_listed_in_the_tools_view(
     lines = ed.wait_for(lambda: ed.buffer_named("/tools"), "the tools buffer")
     assert "read_file · builtin · read · depends" in lines
     assert "mcp__t__echo · mcp t · exec · ask · mcp:t/echo" in lines
-    assert any(line.startswith("t · session · stdio · running · 7 tool(s)") for line in lines)
+    assert any(line.startswith("t · session · stdio · running · 8 tool(s)") for line in lines)
 
 
 def test_a_reopened_session_gets_the_configured_mcp_servers_again(

@@ -303,7 +303,7 @@ describe('steering, cancelling, approving', () => {
     assert.equal(echo?.description, 'MCP t · exec · ask · mcp:t/echo');
     assert.equal(items.find((i) => i.label === 'read_file')?.description, 'built-in · read · depends');
     const row = items.find((i) => i.server?.name === 't');
-    assert.equal(row?.description, 'session · stdio · running · 7 tool(s)');
+    assert.equal(row?.description, 'session · stdio · running · 8 tool(s)');
     assert.deepEqual(
       items.filter((i) => i.kind === -1).map((i) => i.label),
       ['built-in', 'MCP server t', 'MCP servers'],
