@@ -20,9 +20,9 @@ def main(argv: list[str] | None = None) -> None:
 
         run(args)
     except KeyboardInterrupt:
-        # Ctrl-C in a terminal: no traceback. The stdin reader's thread may be blocked in a
-        # read, so the process ends at once; the store is left as after a crash, which the
-        # next daemon handles (running turns become interrupted).
+        # Ctrl-C in a terminal before the daemon serves (once it does, it ends as on
+        # ``exit``): no traceback, and the process ends at once; a store it had begun to
+        # open is left as after a crash, which the next daemon handles.
         sys.stderr.flush()
         os._exit(130)
 

@@ -14,6 +14,7 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Generator
@@ -383,6 +384,10 @@ class Daemon:
             for approval in approvals:
                 approval.forget(window)
         self._changed()
+
+    @property
+    def exiting(self) -> bool:
+        return self._exiting is not None
 
     async def exit(self, code: int) -> None:
         """Stop the running turns (they record ``cancelled``), answer the requests in
@@ -787,4 +792,15 @@ def serve_stdio(db_path: str, settings: Settings) -> None:
         daemon.windows.add(editor)  # its writer is flushed at exit
         await daemon.exit(code)
 
-    asyncio.run(run())
+    def interrupted() -> None:
+        # Ctrl-C in a terminal ends the daemon as ``exit`` does, with the shell's code for
+        # it: running turns record ``cancelled`` and the store is closed. A second Ctrl-C
+        # while that is under way ends the process at once.
+        if daemon.exiting:
+            os._exit(130)
+        asyncio.ensure_future(daemon.exit(130))
+
+    with asyncio.Runner() as runner:
+        # Ours before the runner's own, which would cancel the serving task and end with 1.
+        runner.get_loop().add_signal_handler(signal.SIGINT, interrupted)
+        runner.run(run())

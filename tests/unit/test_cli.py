@@ -171,10 +171,14 @@ def test_in_a_terminal_it_says_what_it_is_then_serves(tmp_path: Path) -> None:
         assert daemon.wait(timeout=60) == 0
 
 
-def test_ctrl_c_in_a_terminal_ends_it_without_a_traceback(tmp_path: Path) -> None:
-    with in_a_terminal(tmp_path) as (daemon, _):
-        assert daemon.stderr is not None
+@pytest.mark.parametrize("serving", [False, True], ids=["at-start", "while-serving"])
+def test_ctrl_c_in_a_terminal_ends_it_without_a_traceback(tmp_path: Path, serving: bool) -> None:
+    with in_a_terminal(tmp_path) as (daemon, controller):
+        assert daemon.stderr is not None and daemon.stdout is not None
         assert daemon.stderr.readline().startswith(b"trellisd ")  # the hint: it is running
+        if serving:
+            os.write(controller, frame(INITIALIZE))
+            assert read_frame(daemon.stdout)["id"] == 1
         daemon.send_signal(signal.SIGINT)
         _, rest = daemon.communicate(timeout=60)
         assert daemon.returncode == 130
