@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from tests.e2e.conftest import Daemon
 from tests.e2e.test_policy_tools import answer_approvals, events
 from tests.e2e.test_sessions import open_session, turn
-from tests.fixtures.git_repo import make_repo, user_state
+from tests.fixtures.git_repo import git, make_repo, user_state
 from tests.fixtures.model_server import ModelServer
 
 OPEN = {
@@ -81,6 +82,7 @@ def repo(tmp_path: Path) -> Path:
 async def test_a_turn_lists_what_its_tools_and_commands_changed_and_git_state_is_untouched(
     daemon: Daemon, model: ModelServer, repo: Path
 ) -> None:
+    (repo / ".env.local").write_text("API_TOKEN=left-untracked\n")
     before = user_state(repo)
     session = await open_session(daemon, repo, policy=OPEN)
     command = (
@@ -115,6 +117,18 @@ async def test_a_turn_lists_what_its_tools_and_commands_changed_and_git_state_is
     assert {k: v for k, v in after.items() if k != "status"} == {
         k: v for k, v in before.items() if k != "status"
     }
+    # The snapshots are the daemon's own: no ref of it in the repository, and a mirror of
+    # the repository takes no untracked file along.
+    assert "trellisd" not in git(repo, "for-each-ref")
+    git(repo.parent, "clone", "-q", "--mirror", str(repo), "mirror.git")
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=repo.parent / "mirror.git",
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"tracked.txt" in objects
+    assert b"left-untracked" not in objects and b"made\n" not in objects
 
 
 async def test_git_status_reads_the_same_after_a_turn_that_changes_nothing_tracked(

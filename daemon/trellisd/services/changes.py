@@ -303,7 +303,7 @@ class Watch:
             finally:
                 await asyncio.shield(self._file_after(action.target, before, step))
         elif action.kind == "exec" and (git := await self._tree()) is not None:
-            tree = await self._snapshot(git, keep=True)
+            tree = await self._snapshot(git, start=True)
             try:
                 yield
             finally:
@@ -327,9 +327,9 @@ class Watch:
             self._git = await self.trees.of(self.ref.session_id, self.context.real_root)
         return self._git if isinstance(self._git, GitTree) else None
 
-    async def _snapshot(self, git: GitTree, keep: bool = False) -> str | None:
+    async def _snapshot(self, git: GitTree, start: bool = False) -> str | None:
         try:
-            return await asyncio.to_thread(git.snapshot, keep)
+            return await asyncio.to_thread(git.snapshot, start)
         except (GitError, OSError) as exc:
             log.warning("the work tree could not be snapshot; this command is not tracked: %s", exc)
             self.trees.forget(self.ref.session_id, self.context.real_root)
@@ -342,7 +342,7 @@ class Watch:
         await self._record(step, "tool", [(path, before, after)])
 
     async def _tree_after(self, git: GitTree, tree: str, step: int) -> None:
-        after = await self._snapshot(git, keep=True)
+        after = await self._snapshot(git)
         if after is None:
             return
         try:
