@@ -323,6 +323,26 @@ async def test_an_approval_for_a_write_carries_the_diff_against_the_file_on_disk
     assert "diff" not in asked[2]
 
 
+async def test_a_revert_asks_the_editor_before_it_touches_a_protected_path(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    naming = {**OPEN, "layers": [{**OPEN["layers"][0], "allowWrite": ["**", ".vscode/**"]}]}
+    session = await open_session(daemon, workspace, policy=naming)
+    asked = answer_approvals(daemon, ["allow", "deny"])
+    result = await agent_turn(
+        daemon, model, session, write(".vscode/tasks.json", "{}\n"), write("notes.txt", "n\n")
+    )
+    reverted = await daemon.call("turn/revert", {"turnId": result["turnId"]})
+    assert reverted["restored"] == ["notes.txt"]
+    assert reverted["skipped"] == [{"path": ".vscode/tasks.json", "reason": "protected"}]
+    assert [a["summary"] for a in asked] == [
+        "write_file wants to write .vscode/tasks.json",
+        "turn/revert wants to write .vscode/tasks.json",
+    ]
+    assert asked[1]["turnId"] == result["turnId"] and asked[1]["tool"] == "turn/revert"
+    assert (workspace / ".vscode" / "tasks.json").read_text() == "{}\n"
+
+
 async def test_changes_of_unknown_turns_and_of_another_sessions_turn_are_refused(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
