@@ -163,7 +163,6 @@ class GitTree:
             lines[5],
         )
         key = hashlib.sha256(f"{git_dir}\0{session_id}".encode()).hexdigest()[:24]
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         place = _Place(
             program,
             root,
@@ -177,6 +176,7 @@ class GitTree:
             settings,
         )
         try:
+            state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             _forget_idle(state_dir, place.private)
             _prepare(place)
         except OSError as exc:
