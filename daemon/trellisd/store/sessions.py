@@ -37,8 +37,8 @@ SESSION_COLUMNS = (
 AFTER_SESSION = len(SESSION_COLUMNS.split(", "))
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
-           (SELECT coalesce(group_concat(text, ''), '') FROM
-               (SELECT text FROM step WHERE run_id = r.id ORDER BY n)),
+           coalesce((SELECT text FROM step WHERE run_id = r.id AND text != ''
+                     ORDER BY n DESC LIMIT 1), ''),
            r.outcome, r.error,
            (SELECT CASE WHEN count(*) = count(input_tokens) THEN coalesce(sum(input_tokens), 0)
                    END FROM step WHERE run_id = r.id),
