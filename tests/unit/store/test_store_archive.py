@@ -385,7 +385,7 @@ def test_the_version_1_golden_file_keeps_importing(other: Store) -> None:
     turns = other.sessions.turns(sid)
     assert [t.reply for t in turns] == [
         "re: read the README",
-        "Looking. Two files.",
+        "Two files.",  # what it said last
         "re: another way",
     ]
     steps = other.runs.steps(turns[1].run_id)
