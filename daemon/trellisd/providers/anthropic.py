@@ -2,7 +2,8 @@
 
 The conversation changes shape on the way out: system messages become the top-level
 ``system``, an assistant's tool calls become ``tool_use`` blocks, and tool results go back as
-``tool_result`` blocks in a user message (consecutive results share one message).
+``tool_result`` blocks in a user message (consecutive results share one message). A message
+marked ``cache`` (the last pinned turn) ends with a cache breakpoint of its own.
 
 Token figures: Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
 prompt cache. ``Usage.input`` here counts all of them (``input_tokens`` +
@@ -71,6 +72,8 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if not blocks:
             return
+        if m.cache:
+            blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:

@@ -192,6 +192,9 @@ class AsyncRuns:
     async def steps(self, run_id: str) -> list[Step]:
         return await self._run(self._store.runs.steps, run_id)
 
+    async def transcripts(self, run_ids: list[str]) -> dict[str, list[Step]]:
+        return await self._run(self._store.runs.transcripts, run_ids)
+
     async def events(self, run_id: str) -> list[Event]:
         return await self._run(self._store.runs.events, run_id)
 
