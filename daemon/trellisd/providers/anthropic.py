@@ -53,10 +53,12 @@ EPHEMERAL = {"type": "ephemeral"}
 
 
 def mark_cached_prefix(messages: list[dict[str, Any]]) -> int:
-    """Put a cache breakpoint on the last block before the newest message: the earlier turns
-    are the stable prefix the next call reads from the cache (the system and the tools carry
-    their own breakpoints). Returns how many messages the marked prefix holds."""
-    for index in range(len(messages) - 2, -1, -1):
+    """Put a cache breakpoint on the last block of the request: the next call (the turn's
+    next step, or the next turn, which sends the earlier turns as they happened) starts with
+    this whole request, and reads all of it from the cache, the newest tool result included
+    (the system and the tools carry their own breakpoints). Returns how many messages the
+    marked prefix holds."""
+    for index in range(len(messages) - 1, -1, -1):
         blocks = messages[index]["content"]
         if blocks:
             blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}

@@ -21,6 +21,7 @@ NOTES = "The launch code is 4242.\n"
 READ = {"id": "call_notes", "name": "read_file", "arguments": {"path": "notes.md"}}
 MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 Reply = Callable[..., list[bytes]]
+EPHEMERAL = {"type": "ephemeral"}
 
 
 def replies(wire: str) -> Reply:
@@ -104,6 +105,8 @@ async def test_the_next_turn_carries_what_the_earlier_turn_read(
         assert (result["type"], result["tool_use_id"]) == ("tool_result", "call_notes")
         assert NOTES.strip() in result["content"]
         assert messages[3]["content"][0]["text"] == "It is a notes file."
+        # Turn 1's last call marked all it sent, the file's content last, for the cache.
+        assert last_of_first["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
     # What turn 1 last sent is the unchanged start of turn 2's request: the cache's prefix.
     sent_before = uncached(last_of_first["messages"])
     assert uncached(messages[: len(sent_before)]) == sent_before
