@@ -296,7 +296,7 @@ class TurnService:
         recorder = Recorder(self.store, head.run_id)
         system = conversation(session.root, [], "", told.text)[0]
         keeper = await keeper_for(
-            self.store, self.windows, settings, provider, recorder, system, path, []
+            self.store, self.windows, settings, provider, recorder, system, path, [], session.pinned
         )
         number = len(await self.store.runs.steps(head.run_id)) + 1
         made: list[Step] = []
@@ -492,6 +492,7 @@ class TurnService:
             start.messages[0],
             path,
             [ref.run_id],
+            session.pinned,
         )
         messages = keeper.head() + start.messages[1:]
         spend = await spent(self.store, ref.session_id, ref.turn_id)

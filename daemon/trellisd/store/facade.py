@@ -137,6 +137,11 @@ class AsyncSessions:
     async def rename(self, session_id: str, title: str) -> Session:
         return await self._run(self._store.sessions.rename, session_id, title, self._store.leases)
 
+    async def pin(self, session_id: str, turn_id: str, pin: bool) -> Session:
+        return await self._run(
+            self._store.sessions.pin, session_id, turn_id, pin, self._store.leases
+        )
+
     async def instruct(self, session_id: str, instructions: str | None) -> Session:
         return await self._run(
             self._store.sessions.instruct, session_id, instructions, self._store.leases

@@ -8,12 +8,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
-from tests.fixtures.fake_services import Editor
+from tests.fixtures.fake_services import Editor, Model
 from tests.fixtures.provider_servers import Response, ScriptServer, anthropic_reply, openai_reply
 from trellisd import services
 from trellisd.config import ProviderSettings
+from trellisd.errors import InvalidParams, NotFound
 from trellisd.records import ProviderChoice
 from trellisd.services import Services
 
@@ -37,13 +39,15 @@ def uncached(value: Any) -> Any:
     return value
 
 
-async def start(tmp_path: Path, server: ScriptServer, wire: str, editor: Editor) -> Services:
+async def start(
+    tmp_path: Path, server: ScriptServer, wire: str, editor: Editor, window: int = 100_000
+) -> Services:
     settings = ProviderSettings(
         name=wire,
         model=MODELS[wire],
         base_url=server.url,
         api_key="test-key",
-        context_window=100_000,
+        context_window=window,
     )
     return await services.start(tmp_path / "store.db", settings, editor)
 
@@ -110,3 +114,99 @@ async def test_the_next_turn_carries_what_the_earlier_turn_read(
     # What turn 1 last sent is the unchanged start of turn 2's request: the cache's prefix.
     sent_before = uncached(last_of_first["messages"])
     assert uncached(messages[: len(sent_before)]) == sent_before
+
+
+async def test_pins_are_listed_in_path_order_logged_and_checked(
+    app: Services, model: Model, root: Path, tmp_path: Path
+) -> None:
+    sid = (await app.sessions.open(str(root), None, None, None)).session_id
+    one = await app.turns.turn(sid, "one", ProviderChoice())
+    two = await app.turns.turn(sid, "two", ProviderChoice())
+    before = await app.sessions.verify(sid)
+
+    assert (await app.store.sessions.get(sid)).pinned == ()
+    await app.sessions.pin(sid, two.turn_id)
+    pinned = await app.sessions.pin(sid, one.turn_id)
+    again = await app.sessions.pin(sid, one.turn_id)  # already pinned: nothing changes
+    assert pinned.pinned == again.pinned == (one.turn_id, two.turn_id)
+    assert pinned.head_hash == again.head_hash
+    unpinned = await app.sessions.unpin(sid, two.turn_id)
+    assert unpinned.pinned == (one.turn_id,)
+    assert (await app.store.sessions.get(sid)).pinned == (one.turn_id,)
+    verdict = await app.sessions.verify(sid)
+    assert verdict.ok and verdict.entries == before.entries + 3  # pin, pin, unpin
+    assert verdict.head_hash == unpinned.head_hash
+
+    other = (await app.sessions.open(str(root), None, None, None)).session_id
+    with pytest.raises(InvalidParams, match="belongs to another session"):
+        await app.sessions.pin(other, one.turn_id)
+    with pytest.raises(NotFound, match="unknown turn"):
+        await app.sessions.unpin(sid, "t-nope")
+    assert (await app.store.sessions.get(other)).pinned == ()
+
+    # A pin removed by hand no longer matches the log.
+    con = apsw.Connection(str(tmp_path / "store.db"))
+    con.execute("DELETE FROM pin WHERE turn_id = ?", (one.turn_id,))
+    con.close()
+    broken = await app.sessions.verify(sid)
+    assert not broken.ok and broken.first_bad is not None
+    assert (broken.first_bad.kind, broken.first_bad.id) == ("pin", one.turn_id)
+
+
+async def test_a_pinned_turn_survives_a_compaction_verbatim_and_holds_the_cache_breakpoint(
+    tmp_path: Path, root: Path, editor: Editor
+) -> None:
+    """Over the Anthropic wire: turn 1 reads notes.md and is pinned; turn 2 is long, so turn
+    5 compacts turns 1 and 2. Turn 5's request sends the summary, then turn 1 as it happened
+    (the tool call and the file's content), with a cache breakpoint after it, then turns 3
+    and 4; what the model was asked to summarize holds turn 2, not turn 1."""
+    (root / "notes.md").write_text(NOTES)
+    long = " ".join(["filler"] * 1200)
+    with ScriptServer() as server:
+        queue(
+            server,
+            "anthropic",
+            (["Let me look. "], [READ]),
+            (["A notes file."], []),
+            ([long], []),
+            (["Three."], []),
+            (["Four."], []),
+            (["SUMMARY"], []),
+            (["Still 4242."], []),
+        )
+        app = await start(tmp_path, server, "anthropic", editor, window=3000)
+        try:
+            sid = (await app.sessions.open(str(root), None, None, None)).session_id
+            first = await app.turns.turn(sid, "what is notes.md?", ProviderChoice())
+            await app.sessions.pin(sid, first.turn_id)
+            for prompt in ("tell a long story", "three", "four"):
+                await app.turns.turn(sid, prompt, ProviderChoice())
+            last = await app.turns.turn(sid, "what was the code?", ProviderChoice())
+            steps = await app.runs.steps(last.run_id)
+        finally:
+            await app.close()
+
+    [compaction] = [s for s in steps if s.decision == "compaction"]
+    assert "tell a long story" in (compaction.prompt or "")
+    assert "what is notes.md?" not in (compaction.prompt or "") and "4242" not in str(compaction)
+    sent = server.requests[-1].body["messages"]
+    opening = sent[0]["content"]
+    assert opening[0]["text"].startswith("Summary of the earlier part")
+    assert opening[0]["text"].endswith("SUMMARY")
+    assert opening[1]["text"] == "what is notes.md?"  # the pinned turn, verbatim
+    said, used = sent[1]["content"]
+    assert said["text"] == "Let me look. "
+    assert (used["id"], used["input"]) == ("call_notes", READ["arguments"])
+    result = sent[2]["content"][0]
+    assert result["tool_use_id"] == "call_notes" and NOTES.strip() in result["content"]
+    assert sent[3]["content"] == [
+        {"type": "text", "text": "A notes file.", "cache_control": EPHEMERAL}  # the last pin
+    ]
+    assert "tell a long story" not in str(sent)  # turn 2 is in the summary only
+    assert [b["text"] for m in sent[4:] for b in m["content"]] == [
+        "three",
+        "Three.",
+        "four",
+        "Four.",
+        "what was the code?",
+    ]
