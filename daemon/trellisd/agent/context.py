@@ -57,15 +57,11 @@ def _no_reply(turn: Turn) -> str:
 
 
 def conversation(
-    root: str,
-    path: list[Turn],
-    prompt: str,
-    instructions: str | None = None,
-    transcripts: Transcripts | None = None,
+    root: str, path: list[Turn], prompt: str, instructions: str | None = None
 ) -> list[Message]:
     return [
         system_message(root, instructions),
-        *turn_messages(path, transcripts),
+        *turn_messages(path),
         Message("user", prompt),
     ]
 

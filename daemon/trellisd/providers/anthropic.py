@@ -71,10 +71,10 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
     system: list[str] = []
     out: list[dict[str, Any]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, Any]], cache: bool) -> None:
         if not blocks:
             return
-        if m.cache:
+        if cache:
             blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
@@ -87,7 +87,7 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
                 system.append(m.content)
         elif m.role == "tool":
             result = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-            add("user", [result])
+            add("user", [result], m.cache)
         elif m.role == "assistant":
             blocks: list[dict[str, Any]] = []
             if m.content:
@@ -96,9 +96,9 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
                 for c in m.tool_calls
             ]
-            add("assistant", blocks)
+            add("assistant", blocks, m.cache)
         elif m.content:
-            add("user", [{"type": "text", "text": m.content}])
+            add("user", [{"type": "text", "text": m.content}], m.cache)
     return ("\n\n".join(system) or None), out
 
 
