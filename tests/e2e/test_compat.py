@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import apsw
 import pytest
 
 from tests.e2e.conftest import DaemonFactory
@@ -50,3 +51,24 @@ async def test_a_newer_store_outside_the_level_is_refused_untouched(
     assert error.code == -32040 and "newer trellisd" in error.message
     await daemon.client.shutdown_session()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+async def test_a_newer_store_is_left_byte_for_byte_as_it_was(
+    spawn: DaemonFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newer trellisd that keeps no query statistics: serving its store adds none."""
+    db = tmp_path / "store" / "trellisd.db"
+    session_id = written_by_newer(db, monkeypatch, None)
+    con = apsw.Connection(str(db))
+    con.execute("DROP TABLE IF EXISTS sqlite_stat1; DROP TABLE IF EXISTS sqlite_stat4")
+    con.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    daemon = await spawn(db=db)
+
+    await daemon.call("session/list", {})
+    await daemon.call("session/history", {"sessionId": session_id})
+    await daemon.call("session/list", {"query": "hello"})
+    await daemon.client.shutdown_session()
+
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in db.parent.iterdir()) == ["trellisd.db"]

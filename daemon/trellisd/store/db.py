@@ -11,6 +11,10 @@ that a second process on the same file waits its turn instead of failing with
 ``SQLITE_BUSY``; reads never wait on a writer.
 
 A store this process cannot write opens read-only: reads are served and ``write`` refuses.
+That is a file it cannot write, or one in a folder it cannot write (no ``-wal`` or ``-shm``
+can be made there, so nothing can write the store: it is read as immutable), or a newer
+trellisd's store within its compatibility level. Nothing is written to a store only read:
+not its header, not the statistics ``PRAGMA optimize`` keeps.
 SQLite errors become ``StoreError`` (-32040) at this boundary: a full disk, a read-only file,
 a lock that never frees.
 """
@@ -45,6 +49,7 @@ _CONNECTION_PRACTICES = [
     for f in apsw.bestpractice.recommended
     if f.__name__.startswith("connection_") and f is not apsw.bestpractice.connection_busy_timeout
 ]  # the store waits for a lock with its own busy handler, longer than the practice's 100 ms
+_WRITING_PRACTICES = (apsw.bestpractice.connection_wal, apsw.bestpractice.connection_optimize)
 
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
@@ -98,13 +103,15 @@ class Database:
         for attempt in range(BUSY_RETRIES):
             try:
                 self._refuse_schema()
+                if self.read_only:
+                    # Nothing of a store only read is written, not even its header or the
+                    # statistics ``PRAGMA optimize`` would keep in it.
+                    self.con.pragma("query_only", True)
                 # apsw's best practice (WAL, foreign keys, ...), applied once the file is
-                # known to be ours: a newer trellisd's store is never altered, not even its
-                # header.
+                # known to be ours; to a store only read, only those that write nothing.
                 for practice in _CONNECTION_PRACTICES:
-                    practice(self.con)
-                if self.newer is not None:
-                    self.con.pragma("query_only", True)  # nothing of it is written
+                    if not self.read_only or practice not in _WRITING_PRACTICES:
+                        practice(self.con)
                 if not self.read_only:
                     self._migrate()
                 return
@@ -279,15 +286,17 @@ class Database:
 
 def _connect(path: Path) -> apsw.Connection:
     """Open the file for reading and writing, or for reading only when this process cannot
-    write it. A read-only WAL file whose shared-memory file cannot be created either (a
-    read-only folder, and so no writer) is read as immutable."""
+    write it. A WAL file whose ``-wal`` and ``-shm`` files cannot be made (a folder this
+    process cannot write, whether or not it can write the file) can have no writer, so it is
+    read as immutable: read-only, with no lock and no file beside it."""
     con = apsw.Connection(str(path))
-    if not con.readonly("main"):
-        return con
+    con.set_busy_timeout(BUSY_TIMEOUT_MS)
     try:
-        con.pragma("user_version")
+        con.pragma("user_version")  # the first read opens the WAL index, if it can
         return con
-    except apsw.CantOpenError:
+    except apsw.BusyError:
+        return con  # another process is setting the store up: ``_prepare`` takes turns
+    except (apsw.CantOpenError, apsw.ReadOnlyError):
         con.close()
     return apsw.Connection(
         f"file:{urllib.parse.quote(str(path))}?immutable=1",
