@@ -79,10 +79,12 @@ class Budget:
 @dataclass(frozen=True)
 class Spend:
     """What a session has spent: its turns' tokens (input and output) and their cost in USD
-    (the turns whose price is unknown count no USD)."""
+    (the turns whose price is unknown count no USD). ``priced``: False when no turn that
+    spent tokens has a known price, so that the USD figure is unknown, not 0."""
 
     tokens: int = 0
     usd: float = 0.0
+    priced: bool = True
 
 
 class AnyHead(enum.Enum):
