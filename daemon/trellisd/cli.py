@@ -129,7 +129,10 @@ def _shared_options(defaults: bool, db_default: str) -> argparse.ArgumentParser:
         "--db",
         metavar="PATH",
         default=None if defaults else argparse.SUPPRESS,
-        help=f"the SQLite store; created on first use with its parent folders {db_default}",
+        help=(
+            f"the SQLite store; created on first use with its parent folders {db_default};"
+            " :memory: keeps it in the daemon's memory, gone when the daemon exits"
+        ),
     )
     shared.add_argument(
         "--log-level",

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.conftest import Daemon
+import pytest
+
+from tests.e2e.conftest import TEST_KEY, Daemon
+from tests.e2e.pipes import Pipes
 from tests.fixtures.environment import hermetic_env
+from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET
 
 
@@ -158,3 +163,51 @@ async def test_initialize_says_which_provider_turns_will_use(spawn) -> None:  # 
     assert provider["name"] == "openai" and provider["model"] == "editor-model"
     assert provider["keyFrom"] == "TRELLISD_API_KEY"
     assert "sk-" not in json.dumps(init)
+
+
+@pytest.mark.parametrize("mode", ["standalone", "shared"])
+async def test_a_store_in_memory_leaves_nothing_behind(
+    tmp_path: Path, model: ModelServer, mode: str
+) -> None:
+    here = tmp_path / "here"  # the folder the editor starts the daemon in
+    here.mkdir()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = hermetic_env(
+        tmp_path / "home",
+        TRELLISD_PROVIDER="openai",
+        TRELLISD_BASE_URL=model.url,
+        TRELLISD_API_KEY=TEST_KEY,
+        TRELLISD_MODEL="test-model",
+        TRELLISD_SHARED="1" if mode == "shared" else "0",
+        XDG_RUNTIME_DIR=str(runtime),
+    )
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "trellisd", "--db", ":memory:"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=here,
+        env=env,
+    )
+    pipes = Pipes(process)
+    await pipes.initialize()
+    opened = await pipes.call("session/open", {"root": str(workspace), "title": "kept"})
+    listed = await pipes.call("session/list", {})
+    code, err = await pipes.stop()
+    if mode == "shared":
+        stopped = subprocess.run(
+            [sys.executable, "-m", "trellisd", "stop", "--db", ":memory:"],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SAFETY_NET,
+        )
+        assert stopped.returncode == 0, stopped.stderr
+
+    assert code == 0, err
+    assert [s["sessionId"] for s in listed["sessions"]] == [opened["sessionId"]]
+    assert list(here.iterdir()) == []

@@ -25,7 +25,9 @@ import contextlib
 import datetime
 import logging
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -51,6 +53,7 @@ _CONNECTION_PRACTICES = [
 ]  # the store waits for a lock with its own busy handler, longer than the practice's 100 ms
 _WRITING_PRACTICES = (apsw.bestpractice.connection_wal, apsw.bestpractice.connection_optimize)
 
+MEMORY = ":memory:"  # ``--db :memory:``: a store in this process's memory, gone when it ends
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
 VERSION = __version__  # recorded in the store as the version that wrote it
@@ -68,10 +71,14 @@ class Database:
     """A connection to the store, safe to share between threads (calls are serialised)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
+        # ``:memory:``, or a path ending in it: what the shared daemon is handed for
+        # ``--db :memory:`` (the store's path made absolute names its daemon).
+        self.in_memory = Path(path).name == MEMORY
+        self.path = Path(MEMORY) if self.in_memory else Path(path).expanduser()
         try:
-            _private_folder(self.path.parent)
-            _private_file(self.path)
+            if not self.in_memory:
+                _private_folder(self.path.parent)
+                _private_file(self.path)
             self.con = _connect(self.path)
         except (OSError, apsw.Error) as exc:
             raise StoreError(
@@ -92,10 +99,17 @@ class Database:
         except StoreError:
             self.con.close()
             raise
+        # The daemon's own folder, beside the store (its snapshots of workspaces); for a store
+        # in memory, a private temporary one removed on close.
+        self.folder = self.path.parent
+        if self.in_memory:
+            self.folder = Path(tempfile.mkdtemp(prefix="trellisd-"))
 
     def close(self) -> None:
         with self._lock:
             self.con.close()
+            if self.in_memory:
+                shutil.rmtree(self.folder, ignore_errors=True)
 
     def _prepare(self) -> None:
         """Check, set up and migrate the file. Daemons started together on a new store
@@ -257,7 +271,12 @@ class Database:
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[apsw.Connection]:
         """A consistent snapshot on a connection of its own, for a long read (an export)
-        that must not hold up this connection's other work. Writers go on meanwhile (WAL)."""
+        that must not hold up this connection's other work. Writers go on meanwhile (WAL).
+        A store in memory has one connection: its snapshot is a read on it."""
+        if self.in_memory:
+            with self.read() as con:
+                yield con
+            return
         try:
             con = _connect(self.path)
         except apsw.Error as exc:
