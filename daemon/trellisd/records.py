@@ -110,9 +110,13 @@ class ForkedFrom:
 
 @dataclass(frozen=True)
 class ImportedFrom:
-    """Where a session imported with new ids came from: its id in the exported file."""
+    """Where an imported session came from: its id in the file, the hash of its log's head
+    and the time when it was exported (None for a session imported before they were kept, or
+    from a file that does not say them), and when it was imported."""
 
     session_id: str
+    head_hash: str | None
+    exported_at: str | None
     imported_at: str
 
 

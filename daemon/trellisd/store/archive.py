@@ -127,12 +127,15 @@ class Refused(InvalidParams):
 class Header:
     format: str
     version: int
+    exported_at: str | None = None
 
 
 @attrs.frozen
 class ImportedFromRecord:
     session_id: str
     imported_at: str
+    head_hash: str | None = None
+    exported_at: str | None = None
 
 
 @attrs.frozen
@@ -147,6 +150,7 @@ class SessionRecord:
     policy: PolicySpec | None = None
     imported_from: ImportedFromRecord | None = None
     budget: Budget | None = None
+    head_hash: str | None = None
 
 
 @attrs.frozen
@@ -471,6 +475,7 @@ class _Import:
             for table in _RENAMED
         }
         self.session_id = ""
+        self.exported_at: str | None = None  # the file's, from its header
         self.head: str | None = None
         self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
         self.runs: set[str] = set()
@@ -491,6 +496,7 @@ class _Import:
                 f"the file is format version {header.version}, written by a newer trellisd;"
                 f" this one reads versions {', '.join(map(str, READS))}",
             )
+        self.exported_at = header.exported_at
         second = next(records, None)
         if second is None or second["type"] != "session":
             raise self.lines.refuse("order", "the session must follow the header")
@@ -627,9 +633,9 @@ class _Import:
             self.taken("session", "id", record.session_id, "session")
         self.session_id = self.ids(record.session_id, "s")
         self.head = None if record.head is None else self.ids(record.head, "t")
-        imported_from = record.imported_from
-        if self.ids.as_new:
-            imported_from = ImportedFromRecord(record.session_id, self.imported_at)
+        imported_from = ImportedFromRecord(
+            record.session_id, self.imported_at, record.head_hash, self.exported_at
+        )
         self.insert(
             "session",
             {
@@ -645,11 +651,11 @@ class _Import:
                 else json.dumps(unstructure(untrusted_policy(record.policy))),
                 "head_hash": None,  # the session's own log is computed once it is in
                 "budget": self.budget(record.budget),
-                "imported_from": None
-                if imported_from is None
-                else json.dumps(
+                "imported_from": json.dumps(
                     {
                         "sessionId": imported_from.session_id,
+                        "headHash": imported_from.head_hash,
+                        "exportedAt": imported_from.exported_at,
                         "importedAt": imported_from.imported_at,
                     }
                 ),

@@ -117,7 +117,10 @@ def test_a_session_imported_elsewhere_is_the_same_session(
     sid, path = exported
     assert import_(other, path) == sid
     assert everything(other, sid) == everything(store, sid)
-    assert other.sessions.get(sid).imported_from is None
+    origin = other.sessions.get(sid).imported_from
+    assert origin is not None and origin.session_id == sid
+    assert origin.head_hash == store.sessions.get(sid).head_hash
+    assert origin.exported_at == json.loads(path.read_bytes().splitlines()[0])["exportedAt"]
 
 
 def test_a_file_carries_the_sessions_log_and_every_import_of_it_verifies(
