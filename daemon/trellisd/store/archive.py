@@ -60,7 +60,7 @@ from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
 from ..records import Budget, ProviderChoice
 from ..vocabulary import Outcome
-from . import archive_choices, chain
+from . import archive_choices, chain, feed
 from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
 from .archive_choices import ChoiceRecord, RejectionRecord
 from .db import Database, new_id, now
@@ -526,6 +526,7 @@ class _Import:
         finally:
             self.proof.close()
         chain.build_session(self.con, self.session_id)
+        feed.build_session(self.con, self.session_id)
         return self.session_id
 
     def log(self, raw: dict[str, Any]) -> None:

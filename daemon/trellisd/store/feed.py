@@ -94,3 +94,36 @@ def page(
         )
     more = len(rows) > limit
     return entries, entries[-1].seq if more else None
+
+
+def build_session(con: apsw.Connection, session_id: str) -> None:
+    """Inside the write that wrote a whole session without its feed (an import): its feed, one
+    entry per row in the order they were written, as a migration fills older stores' feeds:
+    each turn started, its steps and events (a step before an event of the same moment, as
+    the session's log has them), its end."""
+    con.execute(
+        """
+        INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)
+        SELECT ?1, row_number() OVER (ORDER BY created_at, turn_order, rank, n),
+               kind, run_id, n, detail, created_at
+        FROM (
+            SELECT 'turnStarted' AS kind, r.id AS run_id, NULL AS n, NULL AS detail,
+                   t.created_at, t.rowid AS turn_order, 0 AS rank
+            FROM turn t JOIN run r ON r.turn_id = t.id WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'step', s.run_id, s.n, NULL, s.created_at, t.rowid, 1
+            FROM step s JOIN run r ON r.id = s.run_id JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'event', e.run_id, e.seq, NULL, e.created_at, t.rowid, 2
+            FROM event e JOIN run r ON r.id = e.run_id JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'turnEnded', r.id, NULL, json_object('outcome', r.outcome, 'error', r.error),
+                   r.ended_at, t.rowid, 3
+            FROM run r JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1 AND r.ended_at IS NOT NULL
+        )
+        """,
+        (session_id,),
+    )
