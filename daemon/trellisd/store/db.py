@@ -38,7 +38,7 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
-from .. import __version__
+from ..build import build
 from ..errors import StoreError
 from . import migrations
 from .migrations import MIGRATIONS
@@ -56,7 +56,7 @@ _WRITING_PRACTICES = (apsw.bestpractice.connection_wal, apsw.bestpractice.connec
 MEMORY = ":memory:"  # ``--db :memory:``: a store in this process's memory, gone when it ends
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
-VERSION = __version__  # recorded in the store as the version that wrote it
+VERSION = build()  # this build's name, recorded in the store as the build that wrote it
 
 
 def new_id(prefix: str) -> str:
@@ -146,59 +146,68 @@ class Database:
 
     def _refuse_schema(self) -> None:
         """Refuse a newer trellisd's store (left untouched) unless its compatibility level
-        lets this version read it (then it is only read), and a read-only store at an older
-        schema (it cannot be migrated)."""
+        lets this build read it (then it is only read), and a read-only store at an older
+        schema (it cannot be migrated). A refusal names the build that wrote the store and
+        this one."""
         version, known = self.con.pragma("user_version"), len(MIGRATIONS)
-        if version > known and self._readable(version, known):
+        if version == known or (version < known and not self.read_only):
             return
-        if version > known:
-            why, what = "was written by a newer trellisd", "it was left untouched"
-        elif version < known and self.read_only:
-            why, what = "is read-only and was written by an older trellisd", "it cannot be upgraded"
-        else:
+        info = self._info()
+        writer = info.get("written_by")
+        try:
+            oldest: int | None = int(info["readable_from"])
+        except (KeyError, ValueError):
+            oldest = None  # written before stores recorded their compatibility level
+        facts: dict[str, object] = {
+            "path": str(self.path),
+            "schemaVersion": version,
+            "knownVersion": known,
+            "build": VERSION,
+            **({"writtenBy": writer} if writer else {}),
+            **({"readableFrom": oldest} if oldest is not None else {}),
+        }
+        if version < known:
+            raise StoreError(
+                f"the store at {self.path} is read-only and was written by an older trellisd"
+                f" ({_named(writer)}schema {version}); it cannot be upgraded by this trellisd"
+                f" {VERSION} (schema {known})",
+                readOnly=True,
+                **facts,
+            )
+        if oldest is not None and oldest <= known:
+            self.newer = StoreError(
+                f"the store at {self.path} was written by trellisd {writer or 'of a newer build'}"
+                f" (schema {version}); this trellisd {VERSION} (schema {known}) can read it but"
+                " not write it",
+                readOnly=True,
+                **facts,
+            )
+            self.read_only = True
+            log.warning("%s", self.newer.message)
             return
+        level = "" if oldest is None else f"; readable from schema {oldest}"
         raise StoreError(
-            f"the store at {self.path} {why} (schema {version}; this one knows up to {known});"
-            f" {what}",
-            path=str(self.path),
-            schemaVersion=version,
-            knownVersion=known,
+            f"the store at {self.path} was written by a newer trellisd ({_named(writer)}schema"
+            f" {version}{level}); this trellisd {VERSION} reads schemas up to {known}; it was"
+            " left untouched",
             **({"readOnly": True} if self.read_only else {}),
+            **facts,
         )
 
-    def _readable(self, version: int, known: int) -> bool:
-        """Whether a newer store's compatibility level lets this version read it; if so,
-        this connection serves reads and refuses writes naming the version that wrote it."""
+    def _info(self) -> dict[str, str]:
+        """What the store says of itself (``store_info``); nothing for a store written before
+        it did."""
         try:
-            info = dict(self.con.execute("SELECT key, value FROM store_info"))
+            return {
+                str(k): str(v) for k, v in self.con.execute("SELECT key, value FROM store_info")
+            }
         except apsw.SQLError:
-            return False  # written before stores recorded their compatibility level
-        try:
-            oldest = int(info["readable_from"])
-        except (KeyError, ValueError):
-            return False
-        if oldest > known:
-            return False
-        writer = info.get("written_by", "a newer version")
-        self.newer = StoreError(
-            f"the store at {self.path} was written by trellisd {writer} (schema {version});"
-            f" this trellisd {VERSION} (schema {known}) can read it but not write it",
-            path=str(self.path),
-            schemaVersion=version,
-            knownVersion=known,
-            writtenBy=writer,
-            readOnly=True,
-        )
-        self.read_only = True
-        log.warning("%s", self.newer.message)
-        return True
+            return {}
 
     def _migrate(self) -> None:
         with self.write():
             self._refuse_schema()
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
-            if version == known:
-                return
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
                 step = MIGRATIONS[number]
@@ -211,16 +220,20 @@ class Database:
 
     def _record_level(self) -> None:
         """Inside the migration: record the oldest schema able to read the store and this
-        version as its writer (once the schema has ``store_info``)."""
+        build as its writer (once the schema has ``store_info``), when they are not recorded
+        already: a store another build of this schema wrote names this one from now on."""
         has_info = self.con.execute(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'store_info'"
         ).fetchone()
         if has_info is None:
             return
-        self.con.executemany(
-            "INSERT OR REPLACE INTO store_info(key, value) VALUES (?, ?)",
-            [("readable_from", str(migrations.OLDEST_READER)), ("written_by", VERSION)],
-        )
+        held = self._info()
+        wanted = {"readable_from": str(migrations.OLDEST_READER), "written_by": VERSION}
+        changed = [(k, v) for k, v in wanted.items() if held.get(k) != v]
+        if changed:
+            self.con.executemany(
+                "INSERT OR REPLACE INTO store_info(key, value) VALUES (?, ?)", changed
+            )
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
@@ -352,6 +365,10 @@ def _private_file(path: Path) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+def _named(writer: str | None) -> str:
+    return f"{writer}, " if writer else ""
 
 
 def _locked(path: Path) -> StoreError:
