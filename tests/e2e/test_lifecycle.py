@@ -197,6 +197,10 @@ async def test_a_store_in_memory_leaves_nothing_behind(
     await pipes.initialize()
     opened = await pipes.call("session/open", {"root": str(workspace), "title": "kept"})
     listed = await pipes.call("session/list", {})
+    backup = tmp_path / "kept.trellisd"
+    exported = await pipes.call(
+        "session/export", {"sessionId": opened["sessionId"], "path": str(backup)}
+    )
     code, err = await pipes.stop()
     if mode == "shared":
         stopped = subprocess.run(
@@ -211,6 +215,7 @@ async def test_a_store_in_memory_leaves_nothing_behind(
 
     assert code == 0, err
     assert [s["sessionId"] for s in listed["sessions"]] == [opened["sessionId"]]
+    assert exported["bytes"] == backup.stat().st_size > 0
     assert list(here.iterdir()) == []
 
 
