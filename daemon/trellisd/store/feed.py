@@ -9,14 +9,18 @@ again. A reader sees exactly the committed prefix: an entry and its row commit t
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import apsw
 
+from ..errors import StoreError
 from ..records import FeedEntry
 from ..vocabulary import FeedKind
-from .db import now
+from .db import Database, now
 from .rows import event_of, step_of
+
+log = logging.getLogger(__name__)
 
 
 def append(
@@ -127,3 +131,27 @@ def build_session(con: apsw.Connection, session_id: str) -> None:
         """,
         (session_id,),
     )
+
+
+_UNFED = (
+    "SELECT s.id FROM session s WHERE EXISTS (SELECT 1 FROM turn t WHERE t.session_id = s.id)"
+    " AND NOT EXISTS (SELECT 1 FROM feed f WHERE f.session_id = s.id)"
+)
+
+
+def fill_missing(db: Database) -> None:
+    """Give the sessions that have turns but no feed theirs: those imported before imports
+    wrote one. A read finds them; a write only when there are some (nothing in a store only
+    read)."""
+    if db.read_only:
+        return
+    try:
+        with db.read() as con:
+            if con.execute(_UNFED + " LIMIT 1").fetchone() is None:
+                return
+        with db.write() as con:
+            unfed: list[tuple[Any, ...]] = con.execute(_UNFED).fetchall()
+            for (session_id,) in unfed:
+                build_session(con, str(session_id))
+    except StoreError as exc:  # the feeds can wait for the next open; the store serves
+        log.warning("the sessions without a feed keep none for now: %s", exc.message)

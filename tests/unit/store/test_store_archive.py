@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from tests.unit.store.conftest import OpenSession, TakeTurn
@@ -432,3 +433,24 @@ def test_a_file_cannot_bring_what_its_author_let_run_unasked_nor_an_endpoint(
     assert imported.policy is not None and imported.policy.approval is None
     assert imported.policy.layers == policy.layers and imported.policy.grants == ()
     assert imported.provider == ProviderChoice(name="openai")
+
+
+def test_an_imported_session_has_the_feed_of_its_turns_even_one_imported_without(
+    store: Store, exported: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Sessions imported before imports wrote a feed get theirs when the store next opens."""
+    sid, path = exported
+    copy = import_(store, path, as_new=True)
+    feed, more = store.sessions.feed(copy, 0, 1000)
+    was, _ = store.sessions.feed(sid, 0, 1000)
+    assert more is None and [(e.seq, e.kind) for e in feed] == [(e.seq, e.kind) for e in was]
+
+    con = apsw.Connection(str(store.db.path))
+    con.execute("DELETE FROM feed WHERE session_id = ?", (copy,))
+    con.close()
+    assert store.sessions.feed(copy, 0, 1000) == ([], None)
+    reopened = Store(store.db.path, lambda pid: True)
+    try:
+        assert reopened.sessions.feed(copy, 0, 1000) == (feed, None)
+    finally:
+        reopened.close()
