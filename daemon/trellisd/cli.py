@@ -129,7 +129,10 @@ def _shared_options(defaults: bool, db_default: str) -> argparse.ArgumentParser:
         "--db",
         metavar="PATH",
         default=None if defaults else argparse.SUPPRESS,
-        help=f"the SQLite store; created on first use with its parent folders {db_default}",
+        help=(
+            f"the SQLite store; created on first use with its parent folders {db_default};"
+            " :memory: keeps it in the daemon's memory, gone when the daemon exits"
+        ),
     )
     shared.add_argument(
         "--log-level",
@@ -347,7 +350,8 @@ def archive_command(args: argparse.Namespace, db: Path) -> str:
             root = None if args.root is None else os.path.abspath(args.root)
             session = await archive.import_(os.path.abspath(args.file), root, args.as_new)
             origin = session.imported_from
-            copy = f" as a copy of {origin.session_id}" if origin else ""
+            copied = origin is not None and origin.session_id != session.session_id
+            copy = f" as a copy of {origin.session_id}" if origin and copied else ""
             return f"imported session {session.session_id}{copy} over {session.root}"
         finally:
             await store.close()

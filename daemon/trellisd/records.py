@@ -79,10 +79,12 @@ class Budget:
 @dataclass(frozen=True)
 class Spend:
     """What a session has spent: its turns' tokens (input and output) and their cost in USD
-    (the turns whose price is unknown count no USD)."""
+    (the turns whose price is unknown count no USD). ``priced``: False when no turn that
+    spent tokens has a known price, so that the USD figure is unknown, not 0."""
 
     tokens: int = 0
     usd: float = 0.0
+    priced: bool = True
 
 
 class AnyHead(enum.Enum):
@@ -108,9 +110,13 @@ class ForkedFrom:
 
 @dataclass(frozen=True)
 class ImportedFrom:
-    """Where a session imported with new ids came from: its id in the exported file."""
+    """Where an imported session came from: its id in the file, the hash of its log's head
+    and the time when it was exported (None for a session imported before they were kept, or
+    from a file that does not say them), and when it was imported."""
 
     session_id: str
+    head_hash: str | None
+    exported_at: str | None
     imported_at: str
 
 

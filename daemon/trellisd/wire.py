@@ -596,7 +596,7 @@ def budget(session_id: str, value: Budget | None, spend: Spend) -> dict[str, Any
 
 
 def spent(value: Spend) -> dict[str, Any]:
-    return {"tokens": value.tokens, "usd": round(value.usd, 6)}
+    return {"tokens": value.tokens, "usd": round(value.usd, 6) if value.priced else None}
 
 
 def queued(value: Queued, position: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from . import feed
 from .acp_choices import AcpChoices
 from .budgets import Budgets
 from .changes import Changes
@@ -23,6 +24,7 @@ class Store:
 
     def __init__(self, path: str | Path, alive: Callable[[int], bool]) -> None:
         self.db = Database(path)
+        feed.fill_missing(self.db)
         self.leases = Leases(self.db, alive)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)

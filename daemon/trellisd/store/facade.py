@@ -322,8 +322,9 @@ class AsyncStore:
 
     @property
     def folder(self) -> Path:
-        """The folder the store's file is in: the daemon's own."""
-        return self._store.db.path.parent
+        """The folder the store's file is in: the daemon's own (for a store in memory, a
+        temporary one)."""
+        return self._store.db.folder
 
     @classmethod
     async def open(cls, path: str | Path, alive: Callable[[int], bool]) -> AsyncStore:

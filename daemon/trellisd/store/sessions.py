@@ -80,7 +80,9 @@ def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
 
 
 def _imported_from(stored: dict[str, str]) -> ImportedFrom:
-    return ImportedFrom(stored["sessionId"], stored["importedAt"])
+    return ImportedFrom(
+        stored["sessionId"], stored.get("headHash"), stored.get("exportedAt"), stored["importedAt"]
+    )
 
 
 def _turn(row: tuple[Any, ...]) -> Turn:
