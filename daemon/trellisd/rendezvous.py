@@ -86,11 +86,6 @@ def shared_mode(standalone_flag: bool, env: Mapping[str, str]) -> bool:
     return not standalone_flag and setting not in ("0", "false", "no", "off")
 
 
-def window_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """What a window hands the daemon: its model settings and keys, nothing else."""
-    return {name: env[name] for name in WINDOW_VARIABLES if env.get(name)}
-
-
 def daemon_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The environment the shared daemon starts with: the first window's, less its model
     settings and keys, which stay that window's (every window hands its own)."""
@@ -153,10 +148,11 @@ def fallback_folder(env: Mapping[str, str]) -> str:
 
 
 def json_string(text: str) -> str:
-    """``text`` as a JSON string, without importing json."""
+    """``text`` as a JSON string, without importing json; a lone surrogate (a byte of the
+    environment that is not UTF-8) is escaped, and read back as the same string."""
     out = []
     for ch in text:
-        if ch in '"\\' or ord(ch) < 0x20:
+        if ch in '"\\' or ord(ch) < 0x20 or 0xD800 <= ord(ch) <= 0xDFFF:
             out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
@@ -164,10 +160,11 @@ def json_string(text: str) -> str:
 
 
 def hello(env: Mapping[str, str], command: str = "attach") -> bytes:
-    """A window's first line: its version, what it asks, its pid, its model settings."""
-    settings = ", ".join(
-        f"{json_string(k)}: {json_string(v)}" for k, v in window_environment(env).items()
-    )
+    """A window's first line: its version, what it asks, its pid, and its whole environment
+    (``env``): the daemon reads the window's settings and keys from it, and starts the
+    window's programs in it less its secrets. It is said only to a daemon of this user's,
+    which could read it from ``/proc`` anyway (``forward.reach`` checks)."""
+    settings = ", ".join(f"{json_string(k)}: {json_string(v)}" for k, v in env.items())
     return (
         f'{{"trellisd": {json_string(__version__)}, "command": {json_string(command)},'
         f' "pid": {os.getpid()}, "env": {{{settings}}}}}\n'

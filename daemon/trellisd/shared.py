@@ -175,10 +175,11 @@ class SharedDaemon:
         try:
             if not isinstance(env, dict):
                 raise ValueError("a window must hand over its environment as an object")
-            # The window's model settings over the daemon's environment (the first
-            # window's, less its keys), and the config file read again: a window attaching
-            # after the file was broken is refused, as a daemon starting would be.
-            settings = load_settings({**os.environ, **{str(k): str(v) for k, v in env.items()}})
+            # The window's settings and keys from its own environment only (never the
+            # daemon's, which is the first window's), and the config file read again: a
+            # window attaching after the file was broken is refused, as a daemon starting
+            # would be. Its programs run in that environment less its secrets.
+            settings = load_settings({str(k): str(v) for k, v in env.items()})
         except ValueError as exc:
             self._answer(conn, {"ok": False, "error": str(exc), "exit": 2})
             conn.close()

@@ -444,6 +444,45 @@ async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
     assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
 
 
+async def test_each_window_sends_its_own_key_and_runs_its_commands_in_its_environment(
+    windows: Windows, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    """The config file names the variable holding the key; each window holds its own, for
+    its own endpoint, and its programs see its own ``PATH`` and variables."""
+    config = tmp_path / "home" / ".config" / "trellisd"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('provider = "openai"\nkeyVariable = "WORK_OPENAI_KEY"\n')
+    path = os.environ["PATH"]
+    with ModelServer() as other:
+        a, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            WORK_OPENAI_KEY="sk-work-a",
+            WINDOW_NAME="a",
+            PATH=f"/opt/window-a/bin:{path}",
+        )
+        b, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            TRELLISD_BASE_URL=other.url,
+            WORK_OPENAI_KEY="sk-work-b",
+            WINDOW_NAME="b",
+            PATH=f"/opt/window-b/bin:{path}",
+        )
+        session_a = await open_session(a, workspace)
+        await turn(a, session_a, "from a")
+        session_b = await open_session(b, workspace, policy={"approval": "all"})
+        other.reply("", tool_calls=[{"name": "run_command", "arguments": {"argv": ["env"]}}])
+        other.reply("done")
+        result = await turn(b, session_b, "print the environment", maxSteps=2)
+
+        assert [h["authorization"] for h in model.headers] == ["Bearer sk-work-a"]
+        assert [h["authorization"] for h in other.headers] == ["Bearer sk-work-b"] * 2
+    steps = (await b.call("run/steps", {"runId": result["runId"]}))["steps"]
+    printed = steps[0]["result"].splitlines()
+    assert "WINDOW_NAME=b" in printed
+    assert f"PATH=/opt/window-b/bin:{path}" in printed
+    assert "sk-work" not in steps[0]["result"]
+
+
 async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(
     windows: Windows, spawn: DaemonFactory, workspace: Path
 ) -> None:
