@@ -298,9 +298,10 @@ def run(argv: list[str] | None) -> None:
             print(archive_command(args, path))
             sys.exit(0)
         if args.command == "daemon":
-            from .shared import idle_exit_seconds
+            from .shared import hello_seconds, idle_exit_seconds
 
             idle_exit = idle_exit_seconds(os.environ)
+            hello_timeout = hello_seconds(os.environ)
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -312,7 +313,7 @@ def run(argv: list[str] | None) -> None:
     if args.command == "daemon":
         from .shared import serve_shared
 
-        serve_shared(str(path), settings, args.ready_fd, idle_exit)
+        serve_shared(str(path), settings, args.ready_fd, idle_exit, hello_timeout)
         return
     if sys.stdin.isatty():
         from .forward import TTY_HINT

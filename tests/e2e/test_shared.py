@@ -348,6 +348,31 @@ async def test_another_user_is_refused_before_anything_is_served(
     await a.call("session/list", {})  # and the daemon serves its user as before
 
 
+async def test_connections_that_never_say_hello_keep_no_window_out(
+    windows: Windows, workspace: Path
+) -> None:
+    a, facts = await windows.open(TRELLISD_HELLO_TIMEOUT="2")
+    place = Place(str(windows.db), {"XDG_RUNTIME_DIR": str(windows.runtime)})
+    silent = []
+    for _ in range(40):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(place.socket)
+        silent.append(sock)
+    # A window that comes after them is served at once, as is the one already there.
+    b, again = await asyncio.wait_for(windows.open(), SAFETY_NET)
+    assert again["daemon"] == facts["daemon"]
+    await open_session(b, workspace)
+    await a.call("session/list", {})
+
+    def closed(sock: socket.socket) -> bool:
+        return sock.recv(1) == b""
+
+    for sock in silent:  # each is let go: the oldest for the newer, the rest at the deadline
+        sock.settimeout(SAFETY_NET)
+        assert await asyncio.to_thread(closed, sock)
+        sock.close()
+
+
 def request(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
     body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())
