@@ -1,8 +1,9 @@
 """The shared daemon: one per store and user, serving every window that attaches over its Unix
 socket (see ``rendezvous`` for where it listens and what is said there).
 
-Only the user who runs it may attach: the folder is 0700, the socket 0600, and each
-connection's peer is checked (``SO_PEERCRED``) before anything is read from it. A connection
+Only the user who runs it may attach: the folder is a real folder of the user's, 0700
+(checked before anything is made in it), the socket 0600, and each connection's peer is
+checked (``SO_PEERCRED``) before anything is read from it. A connection
 has ``TRELLISD_HELLO_TIMEOUT`` seconds (default 30) to say its first line, read on the event
 loop; of those that have not said it yet, at most ``WAITING_HELLOS`` are kept (a new one
 drops the oldest), so silent connections never keep a window out. It exits by
@@ -29,7 +30,7 @@ from typing import IO, Any
 from . import __version__, server
 from .config_file import Settings, load_settings
 from .errors import StoreError
-from .rendezvous import HELLO_LIMIT, Place, end_record, record
+from .rendezvous import HELLO_LIMIT, Place, Unsafe, end_record, peer_uid, private_file, record
 from .transport import FrameReader, FrameWriter
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,15 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
 
 class SharedDaemon:
     def __init__(
-        self, db_path: str, settings: Settings, idle_exit: float, hello_timeout: float
+        self,
+        db_path: str,
+        settings: Settings,
+        idle_exit: float,
+        hello_timeout: float,
+        socket_path: str | None = None,
     ) -> None:
-        self.place = Place(db_path)
+        # The window that starts the daemon says where, having checked the folder.
+        self.place = Place(db_path) if socket_path is None else Place.at(socket_path, db_path)
         self.daemon = server.Daemon(db_path, settings, shared=True)
         self.daemon.on_change = self._changed
         self.idle_exit = idle_exit
@@ -88,8 +95,11 @@ class SharedDaemon:
 
     def claim(self) -> None:
         """Hold the store's life lock, or say which daemon already serves it."""
-        self.place.make_folder()
-        life = open(self.place.life_lock, "a+")  # noqa: SIM115 - held for the daemon's life
+        try:
+            self.place.make_folder()
+            life = open(private_file(self.place.life_lock), "a+")  # noqa: SIM115 - held for its life
+        except Unsafe as exc:
+            raise SystemExit(f"trellisd: refused {exc}") from None
         try:
             fcntl.flock(life, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -144,9 +154,7 @@ class SharedDaemon:
 
     async def welcome(self, conn: socket.socket) -> None:
         """A new connection: its peer checked, its first line read, then served."""
-        pid, uid, _ = _PEERCRED.unpack(
-            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        )
+        pid, uid = _peer(conn)
         if uid != os.getuid():
             log.warning(
                 "refused a connection from uid %d (pid %d): not this daemon's user", uid, pid
@@ -345,6 +353,16 @@ class SharedDaemon:
         await self.daemon.exit(0)
 
 
+def _peer(conn: socket.socket) -> tuple[int, int | None]:
+    """The pid (0 where the system does not say it) and uid of the connecting process."""
+    if hasattr(socket, "SO_PEERCRED"):
+        pid, uid, _ = _PEERCRED.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        )
+        return pid, uid
+    return 0, peer_uid(conn)
+
+
 async def _first_line(conn: socket.socket) -> tuple[bytes, bytes]:
     """The connection's first line, and what came after it in the same reads, read on the
     loop; ``EOFError`` when it ends first, ``ValueError`` past ``HELLO_LIMIT``."""
@@ -367,8 +385,9 @@ def serve_shared(
     ready_fd: int | None,
     idle_exit: float,
     hello_timeout: float = HELLO_SECONDS,
+    socket_path: str | None = None,
 ) -> None:
-    daemon = SharedDaemon(db_path, settings, idle_exit, hello_timeout)
+    daemon = SharedDaemon(db_path, settings, idle_exit, hello_timeout, socket_path)
     daemon.claim()
 
     async def run() -> None:

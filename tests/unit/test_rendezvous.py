@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,12 @@ from trellisd.forward import serve_arguments
 from trellisd.rendezvous import (
     MAX_SOCKET_PATH,
     Place,
+    Unsafe,
     daemon_environment,
     end_record,
     hello,
+    own_folder,
+    private_folder,
     shared_mode,
     store_file,
 )
@@ -53,6 +58,33 @@ def test_the_folder_is_made_private(tmp_path: Path) -> None:
     os.chmod(place.folder, 0o755)
     place.make_folder()
     assert os.stat(place.folder).st_mode & 0o777 == 0o700
+
+
+def test_a_symlink_or_a_file_is_refused_as_the_folder_and_left_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(Unsafe, match="it is a symlink, not a folder"):
+        private_folder(str(tmp_path / "link"))
+    assert target.stat().st_mode & 0o777 == 0o755
+    (tmp_path / "file").write_text("")
+    with pytest.raises(Unsafe, match="it is not a folder"):
+        private_folder(str(tmp_path / "file"))
+
+
+def test_a_folder_of_the_users_own_is_made_once_and_found_again(tmp_path: Path) -> None:
+    base = tempfile.mkdtemp(prefix="tp", dir="/tmp")  # short enough for a socket's path
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TMPDIR": base}
+    folder = own_folder(env)
+    assert os.path.dirname(folder) == base
+    assert os.path.basename(folder).startswith(f"trellisd-{os.getuid()}-")
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    assert own_folder(env) == folder
+    os.rmdir(folder)  # cleaned away: a new one, never the recorded name made again
+    again = own_folder(env)
+    assert again != folder and not os.path.exists(folder)
+    shutil.rmtree(base)
 
 
 @pytest.mark.parametrize(
