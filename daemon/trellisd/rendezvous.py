@@ -28,6 +28,7 @@ import stat
 import struct
 
 from . import __version__
+from .secrecy import secret_variable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,10 +93,43 @@ def shared_mode(standalone_flag: bool, env: Mapping[str, str]) -> bool:
     return not standalone_flag and setting not in ("0", "false", "no", "off")
 
 
+def window_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """What a window hands the daemon: its environment less the secrets its programs may
+    not see (``secrecy``), but with what its settings need: its model settings and keys,
+    the variable the config file's ``keyVariable`` names, and those ``passEnv`` (or
+    ``TRELLISD_PASS_ENV``) lets through. The daemon scrubs it again by the effective rule."""
+    keep = {*WINDOW_VARIABLES, *config_names(env)}
+    keep.update(name.strip() for name in env.get("TRELLISD_PASS_ENV", "").split(","))
+    return {k: v for k, v in env.items() if k in keep or not secret_variable(k, v)}
+
+
 def daemon_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The environment the shared daemon starts with: the first window's, less its model
-    settings and keys, which stay that window's (every window hands its own)."""
-    return {name: value for name, value in env.items() if name not in WINDOW_VARIABLES}
+    settings, its keys and what ``passEnv`` names, which stay that window's (every window
+    hands its own)."""
+    own = {*WINDOW_VARIABLES, *config_names(env)}
+    return {name: value for name, value in env.items() if name not in own}
+
+
+def config_names(env: Mapping[str, str]) -> set[str]:
+    """The variables the config file names (``keyVariable``, ``passEnv``); none when it
+    cannot be read, which the daemon then says. Parsed only when it names any."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    try:
+        with open(os.path.join(base, "trellisd", "config.toml"), "rb") as file:
+            data = file.read(HELLO_LIMIT + 1)
+        if b"keyVariable" not in data and b"passEnv" not in data:
+            return set()
+        import tomllib
+
+        parsed = tomllib.loads(data.decode())
+    except (OSError, ValueError):
+        return set()
+    passed = parsed.get("passEnv")
+    named = [parsed.get("keyVariable"), *(passed if isinstance(passed, list) else [])]
+    return {name for name in named if isinstance(name, str)}
 
 
 class Unsafe(Exception):
@@ -295,11 +329,12 @@ def json_string(text: str) -> str:
 
 
 def hello(env: Mapping[str, str], command: str = "attach") -> bytes:
-    """A window's first line: its version, what it asks, its pid, and its whole environment
-    (``env``): the daemon reads the window's settings and keys from it, and starts the
-    window's programs in it less its secrets. It is said only to a daemon of this user's,
-    which could read it from ``/proc`` anyway (``forward.reach`` checks)."""
-    settings = ", ".join(f"{json_string(k)}: {json_string(v)}" for k, v in env.items())
+    """A window's first line: its version, what it asks, its pid, and its environment
+    (``window_environment``): the daemon reads the window's settings and keys from it, and
+    starts the window's programs in it. It is said only to a daemon of this user's
+    (``forward.connect`` checks)."""
+    handed = window_environment(env).items()
+    settings = ", ".join(f"{json_string(k)}: {json_string(v)}" for k, v in handed)
     return (
         f'{{"trellisd": {json_string(__version__)}, "command": {json_string(command)},'
         f' "pid": {os.getpid()}, "env": {{{settings}}}}}\n'

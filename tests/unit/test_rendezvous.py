@@ -120,21 +120,40 @@ def test_standalone_by_environment() -> None:
     assert serve_arguments([], {"TRELLISD_SHARED": "0"}) is None
 
 
-def test_a_window_hands_over_its_whole_environment_and_the_daemon_starts_without_its_keys() -> None:
+def test_a_window_hands_over_its_environment_less_the_secrets_its_settings_do_not_need(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "trellisd").mkdir()
+    (tmp_path / "trellisd" / "config.toml").write_text(
+        'keyVariable = "WORK_KEY"\npassEnv = ["NPM_TOKEN"]\n'
+    )
     env = {
+        "XDG_CONFIG_HOME": str(tmp_path),
         "TRELLISD_API_KEY": 'sk-"quoted"\\\n\u00e9',
         "OPENAI_API_KEY": "sk-openai",
+        "WORK_KEY": "sk-work",
+        "NPM_TOKEN": "npm",
         "TRELLISD_DB": "/x.db",
         "PATH": "/bin",
         "NOT_UTF8": "caf\udce9",
+        "AWS_SECRET_ACCESS_KEY": "no",
+        "DATABASE_URL": "postgres://app:pw@db/app",
     }
     said = json.loads(hello(env))
-    assert said == {"trellisd": __version__, "command": "attach", "pid": os.getpid(), "env": env}
+    assert said == {
+        "trellisd": __version__,
+        "command": "attach",
+        "pid": os.getpid(),
+        "env": {k: v for k, v in env.items() if k not in ("AWS_SECRET_ACCESS_KEY", "DATABASE_URL")},
+    }
     assert json.loads(hello({}, "status"))["env"] == {}
     assert daemon_environment(env) == {
+        "XDG_CONFIG_HOME": str(tmp_path),
         "TRELLISD_DB": "/x.db",
         "PATH": "/bin",
         "NOT_UTF8": "caf\udce9",
+        "AWS_SECRET_ACCESS_KEY": "no",
+        "DATABASE_URL": "postgres://app:pw@db/app",
     }
 
 

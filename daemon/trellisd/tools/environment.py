@@ -8,7 +8,7 @@ sent to the model's service. Left out:
 
 - every provider key the daemon knows (``TRELLISD_API_KEY``, ``OPENAI_API_KEY``,
   ``ANTHROPIC_API_KEY``, ``OPENROUTER_API_KEY``), always;
-- every variable whose name says it holds a secret (``secret_name``): it contains ``KEY``,
+- every variable whose name says it holds a secret (``secrecy.secret_name``): it contains ``KEY``,
   ``SECRET``, ``TOKEN``, ``PASSWORD``, ``PASSWD``, ``CREDENTIAL`` or ``COOKIE``, or one of
   its ``_``-separated words is ``PASS``, ``PWD``, ``PAT``, ``DSN`` or ``AUTH``, in any case
   (``GITHUB_TOKEN``, ``aws_secret_access_key``, ``GH_PAT``, ``DB_PASS``, ``SENTRY_DSN``,
@@ -33,12 +33,12 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 
 from ..rendezvous import PROVIDER_KEY_VARIABLES
+from ..secrecy import secret_name, secret_variable
+
+__all__ = ["child_environment", "secret_name", "server_environment", "use_environment"]
 
 PASS_VARIABLE = "TRELLISD_PASS_ENV"
 PROVIDER_KEYS = frozenset({"TRELLISD_API_KEY", *PROVIDER_KEY_VARIABLES})
-SECRET_PARTS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE")
-SECRET_WORDS = frozenset({"PASS", "PWD", "PAT", "DSN", "AUTH"})
-NOT_SECRET = frozenset({"PWD"})  # the shell's current folder
 SERVER_VARIABLES = frozenset({"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL"})
 KEEP_VARIABLE = "TRELLISD_MCP_KEEP"
 """Names the MCP launcher keeps of its environment, dropping what the MCP SDK adds."""
@@ -87,31 +87,3 @@ def server_environment(own: Mapping[str, str] | None = None) -> dict[str, str]:
     }
     chosen.update(own or {})
     return {**chosen, KEEP_VARIABLE: ",".join(chosen)}
-
-
-def secret_variable(name: str, value: str) -> bool:
-    """Whether a variable holds a secret, by its name or by a URL with credentials in it."""
-    return secret_name(name) or credentials_in(value)
-
-
-def secret_name(name: str) -> bool:
-    """Whether a variable's name says it holds a secret (see the module's rule)."""
-    upper = name.upper()
-    if upper in NOT_SECRET:
-        return False
-    return any(part in upper for part in SECRET_PARTS) or any(
-        word in SECRET_WORDS for word in upper.replace("-", "_").split("_")
-    )
-
-
-def credentials_in(value: str) -> bool:
-    """Whether ``value`` holds a URL with a user or password (``scheme://user:pw@host``)."""
-    start = value.find("://")
-    while start != -1:
-        authority = value[start + 3 :]
-        for end in "/?# \t\n,;":
-            authority = authority.split(end, 1)[0]
-        if "@" in authority:
-            return True
-        start = value.find("://", start + 3)
-    return False
