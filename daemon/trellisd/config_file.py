@@ -417,8 +417,8 @@ class Settings:
     file: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     # The environment these settings were read from, less its secrets: the one the model's
-    # programs and MCP servers start in (``tools.environment``).
-    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # programs and MCP servers start in (``tools.environment``); None: the process's own.
+    environment: Mapping[str, str] | None = field(default=None, repr=False)
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(key, value, source)`` for every setting, keys redacted."""

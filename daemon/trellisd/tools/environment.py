@@ -44,15 +44,21 @@ KEEP_VARIABLE = "TRELLISD_MCP_KEEP"
 """Names the MCP launcher keeps of its environment, dropping what the MCP SDK adds."""
 
 
-_environment: ContextVar[tuple[Mapping[str, str], tuple[str, ...]] | None] = ContextVar(
+_environment: ContextVar[tuple[Mapping[str, str] | None, tuple[str, ...]] | None] = ContextVar(
     "trellisd_environment", default=None
 )
 
 
-def use_environment(environment: Mapping[str, str], passed: tuple[str, ...]) -> None:
-    """The programs started from the calling task on run in ``environment`` (a window's),
-    and may see ``passed`` (its effective ``passEnv``) of its secrets."""
+def use_environment(environment: Mapping[str, str] | None, passed: tuple[str, ...]) -> None:
+    """The programs started from the calling task on run in ``environment`` (a window's;
+    None: the daemon's own), and may see ``passed`` (its effective ``passEnv``) of its
+    secrets."""
     _environment.set((environment, passed))
+
+
+def _window_environment() -> Mapping[str, str]:
+    window = _environment.get()
+    return os.environ if window is None or window[0] is None else window[0]
 
 
 def child_environment(
@@ -63,7 +69,7 @@ def child_environment(
     let through."""
     window = _environment.get()
     if parent is None:
-        parent = os.environ if window is None else window[0]
+        parent = _window_environment()
     names = passed if passed is not None else window[1] if window is not None else None
     if names is None:
         names = tuple(name.strip() for name in parent.get(PASS_VARIABLE, "").split(","))
@@ -78,8 +84,7 @@ def child_environment(
 def server_environment(own: Mapping[str, str] | None = None) -> dict[str, str]:
     """What an MCP stdio server starts with: the allowed variables of the window's
     environment, its entry's own ``env`` over them, and the names the launcher keeps."""
-    window = _environment.get()
-    parent = os.environ if window is None else window[0]
+    parent = _window_environment()
     chosen = {
         name: value
         for name, value in parent.items()
