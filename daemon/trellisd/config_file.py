@@ -119,7 +119,7 @@ def _pairs(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 @dataclass(frozen=True)
 class McpStdioServer:
     """An MCP server the daemon starts: ``command`` with ``args``, in ``cwd``, with ``env``
-    added to the commands' scrubbed environment."""
+    added to the allowed variables of the window's environment (``tools.environment``)."""
 
     name: str
     command: str

@@ -157,7 +157,7 @@ class SharedDaemon:
         pid, uid = _peer(conn)
         if uid != os.getuid():
             log.warning(
-                "refused a connection from uid %d (pid %d): not this daemon's user", uid, pid
+                "refused a connection from uid %s (pid %d): not this daemon's user", uid, pid
             )
             conn.close()
             return
