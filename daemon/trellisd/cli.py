@@ -39,6 +39,8 @@ environment:
   TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
   TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
                        exits (default 600)
+  TRELLISD_HELLO_TIMEOUT  seconds a connection to the shared daemon has to say its first
+                       line (default 30)
   TRELLISD_MODELS      for `trellisd acp`: more models for the client's model picker
                        (comma-separated)
   TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
@@ -198,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
             )
         if name == "daemon":
             command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+            command.add_argument("--socket", default=None, help=argparse.SUPPRESS)
         if name == "export":
             command.add_argument("session_id", metavar="SESSION_ID")
             command.add_argument("file", metavar="FILE", help="the file to write")
@@ -301,9 +304,10 @@ def run(argv: list[str] | None) -> None:
             print(archive_command(args, path))
             sys.exit(0)
         if args.command == "daemon":
-            from .shared import idle_exit_seconds
+            from .shared import hello_seconds, idle_exit_seconds
 
             idle_exit = idle_exit_seconds(os.environ)
+            hello_timeout = hello_seconds(os.environ)
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -315,7 +319,7 @@ def run(argv: list[str] | None) -> None:
     if args.command == "daemon":
         from .shared import serve_shared
 
-        serve_shared(str(path), settings, args.ready_fd, idle_exit)
+        serve_shared(str(path), settings, args.ready_fd, idle_exit, hello_timeout, args.socket)
         return
     if sys.stdin.isatty():
         from .forward import TTY_HINT

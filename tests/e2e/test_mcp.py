@@ -88,6 +88,27 @@ async def test_a_session_server_tool_is_offered_asked_for_and_recorded(
     assert "TRELLISD_API_KEY" not in names
 
 
+async def test_a_stdio_server_gets_only_the_allowed_variables_and_its_own(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn(
+        env={
+            "PLAIN_SETTING": "plain",
+            "DATABASE_URL": "postgres://app:pw@db/app",
+            "SSH_AUTH_SOCK": "/tmp/agent.sock",
+            "LANG": "C.UTF-8",
+            "LC_MESSAGES": "C",
+        }
+    )
+    answer_approvals(daemon, ["allow"])
+    session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hi"})])
+    seen, _ = await one_call(daemon, model, session, call("mcp__t__environment"))
+    names = set(seen.split("\n"))
+    allowed = {"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL", "GREETING"}
+    assert {"PATH", "HOME", "LANG", "LC_MESSAGES", "GREETING"} <= names
+    assert {n for n in names if not n.startswith("LC_")} <= allowed, names
+
+
 async def test_session_tools_lists_builtin_and_mcp_tools_with_the_policy(
     daemon: Daemon, workspace: Path
 ) -> None:

@@ -348,6 +348,176 @@ async def test_another_user_is_refused_before_anything_is_served(
     await a.call("session/list", {})  # and the daemon serves its user as before
 
 
+async def test_connections_that_never_say_hello_keep_no_window_out(
+    windows: Windows, workspace: Path
+) -> None:
+    a, facts = await windows.open(TRELLISD_HELLO_TIMEOUT="2")
+    place = Place(str(windows.db), {"XDG_RUNTIME_DIR": str(windows.runtime)})
+    silent = []
+    for _ in range(40):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(place.socket)
+        silent.append(sock)
+    # A window that comes after them is served at once, as is the one already there.
+    b, again = await asyncio.wait_for(windows.open(), SAFETY_NET)
+    assert again["daemon"] == facts["daemon"]
+    await open_session(b, workspace)
+    await a.call("session/list", {})
+
+    def closed(sock: socket.socket) -> bool:
+        return sock.recv(1) == b""
+
+    for sock in silent:  # each is let go: the oldest for the newer, the rest at the deadline
+        sock.settimeout(SAFETY_NET)
+        assert await asyncio.to_thread(closed, sock)
+        sock.close()
+
+
+def as_nobody(*argv: str) -> list[str]:
+    """``argv`` run as another local user (uid 65534)."""
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as another user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+# Another user's listener on the socket's name: it prints whatever a connection says.
+PLANTED = """
+import os, socket, sys
+folder, path = sys.argv[1], sys.argv[2]
+if not os.path.isdir(folder):
+    os.mkdir(folder)
+    os.chmod(folder, 0o777)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = s.accept()
+    print(repr(conn.recv(1 << 20)), flush=True)
+    conn.close()
+"""
+
+
+@pytest.fixture
+def temp_base() -> Iterator[Path]:
+    """A temp folder such as /tmp, short enough for sockets: anyone may make things in it."""
+    folder = Path(tempfile.mkdtemp(prefix="tp", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+async def served_window(spawn: DaemonFactory, db: Path, env: dict[str, str]) -> Daemon:
+    """A window attached with ``env``, initialized and answering."""
+    window = await spawn(db=db, env={"TRELLISD_SHARED": "1", "TRELLISD_IDLE_EXIT": "0", **env})
+    await window.call("session/list", {})
+    return window
+
+
+async def said_on_stderr(capfd: pytest.CaptureFixture[str], words: str) -> str:
+    """What the windows said on stderr, once it holds ``words``."""
+    said: list[str] = []
+
+    def holds() -> bool:
+        said.append(capfd.readouterr().err)
+        return words in "".join(said)
+
+    await eventually(holds, f"a window says {words!r} on stderr")
+    return "".join(said)
+
+
+@pytest.mark.parametrize("planted_in", ["a folder of theirs", "a folder of the user's open to all"])
+async def test_a_socket_another_user_planted_hears_nothing_and_the_window_is_served(
+    spawn: DaemonFactory,
+    tmp_path: Path,
+    temp_base: Path,
+    capfd: pytest.CaptureFixture[str],
+    planted_in: str,
+) -> None:
+    """No ``$XDG_RUNTIME_DIR``: the socket's folder is ``trellisd-<uid>`` in the temp
+    folder, where another user listens on the socket's name."""
+    db = tmp_path / "store" / "trellisd.db"
+    env = {"TMPDIR": str(temp_base)}
+    place = Place(str(db), env)
+    assert place.folder == str(temp_base / f"trellisd-{os.getuid()}")
+    if planted_in != "a folder of theirs":
+        os.mkdir(place.folder)
+        os.chmod(place.folder, 0o777)
+    planted = subprocess.Popen(
+        as_nobody(sys.executable, "-c", PLANTED, place.folder, place.socket),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert planted.stdout is not None and planted.stdout.readline() == "listening\n"
+        window = await served_window(spawn, db, env)
+        # The planted listener heard nothing (a connection checked and closed at most):
+        # the test's own probe is the first thing it hears.
+        probe = socket.socket(socket.AF_UNIX)
+        probe.connect(place.socket)
+        probe.sendall(b"probe")
+        probe.close()
+        heard = iter(planted.stdout.readline, "b'probe'\n")
+        assert all(line == "b''\n" for line in heard)
+    finally:
+        planted.kill()
+        planted.wait()
+        if planted.stdout is not None:
+            planted.stdout.close()
+    said = await said_on_stderr(capfd, "refused")
+    refusals = [line for line in said.splitlines() if "refused" in line]
+    assert len(refusals) == 1 and place.folder in refusals[0], said
+    # The window's daemon listens in a folder of the user's own, closed to others.
+    own = [p for p in temp_base.glob(f"trellisd-{os.getuid()}-*") if list(p.glob("*.sock"))]
+    assert len(own) == 1 and own[0].stat().st_uid == os.getuid()
+    assert own[0].stat().st_mode & 0o777 == 0o700
+    await window.client.shutdown_session()
+    await window.process.wait()
+
+
+async def test_a_symlink_planted_for_the_folder_leaves_the_folder_it_names_alone(
+    spawn: DaemonFactory, tmp_path: Path, temp_base: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store" / "trellisd.db"
+    env = {"TMPDIR": str(temp_base)}
+    place = Place(str(db), env)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    mine.chmod(0o755)
+    (mine / "notes.txt").write_text("mine\n")
+    planting = ["ln", "-s", str(mine), place.folder]
+    subprocess.run(as_nobody(*planting), check=True, timeout=SAFETY_NET)
+
+    window = await served_window(spawn, db, env)
+    assert mine.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    said = await said_on_stderr(capfd, "refused")
+    assert f"refused {place.folder}: it is a symlink, not a folder; trying the next folder" in said
+    await window.client.shutdown_session()
+    await window.process.wait()
+
+
+async def test_with_no_folder_of_the_users_own_the_window_is_served_standalone_saying_so(
+    spawn: DaemonFactory, tmp_path: Path, temp_base: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store" / "trellisd.db"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "trellisd").write_text("")  # no folder can be recorded there
+    env = {"TMPDIR": str(temp_base), "XDG_STATE_HOME": str(tmp_path / "state")}
+    place = Place(str(db), env)
+    subprocess.run(as_nobody("mkdir", "-m", "777", place.folder), check=True, timeout=SAFETY_NET)
+
+    window = await spawn(db=db, env={"TRELLISD_SHARED": "1", **env}, initialize=False)
+    result = await window.client.initialize_session(
+        types.InitializeParams(capabilities=types.ClientCapabilities())
+    )
+    assert result.capabilities.experimental["trellisd"]["daemon"]["shared"] is False
+    await window.call("session/list", {})
+    said = await said_on_stderr(capfd, "served standalone")
+    assert f"refused {place.folder}: it belongs to uid 65534" in said
+
+
 def request(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
     body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())
@@ -442,6 +612,45 @@ async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
     ]
     assert [r["model"] for r in model.requests] == ["model-a", "model-b"]
     assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
+
+
+async def test_each_window_sends_its_own_key_and_runs_its_commands_in_its_environment(
+    windows: Windows, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    """The config file names the variable holding the key; each window holds its own, for
+    its own endpoint, and its programs see its own ``PATH`` and variables."""
+    config = tmp_path / "home" / ".config" / "trellisd"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('provider = "openai"\nkeyVariable = "WORK_OPENAI_KEY"\n')
+    path = os.environ["PATH"]
+    with ModelServer() as other:
+        a, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            WORK_OPENAI_KEY="sk-work-a",
+            WINDOW_NAME="a",
+            PATH=f"/opt/window-a/bin:{path}",
+        )
+        b, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            TRELLISD_BASE_URL=other.url,
+            WORK_OPENAI_KEY="sk-work-b",
+            WINDOW_NAME="b",
+            PATH=f"/opt/window-b/bin:{path}",
+        )
+        session_a = await open_session(a, workspace)
+        await turn(a, session_a, "from a")
+        session_b = await open_session(b, workspace, policy={"approval": "all"})
+        other.reply("", tool_calls=[{"name": "run_command", "arguments": {"argv": ["env"]}}])
+        other.reply("done")
+        result = await turn(b, session_b, "print the environment", maxSteps=2)
+
+        assert [h["authorization"] for h in model.headers] == ["Bearer sk-work-a"]
+        assert [h["authorization"] for h in other.headers] == ["Bearer sk-work-b"] * 2
+    steps = (await b.call("run/steps", {"runId": result["runId"]}))["steps"]
+    printed = steps[0]["result"].splitlines()
+    assert "WINDOW_NAME=b" in printed
+    assert f"PATH=/opt/window-b/bin:{path}" in printed
+    assert "sk-work" not in steps[0]["result"]
 
 
 async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(

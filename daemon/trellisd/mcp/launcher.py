@@ -8,7 +8,8 @@ server started (``npx`` and its ``node``). So no server outlives its daemon.
 It also stands between the server's stdout and the daemon: it copies the server's messages
 through, and a message (a line) longer than the limit kills the server, with the reason on
 stderr, before the daemon has read any of it: a hostile server cannot make the daemon hold
-a message of any size. Its stdin and stderr are the server's own.
+a message of any size. Its stdin and stderr are the server's own. The server gets only the
+variables ``TRELLISD_MCP_KEEP`` names: not those the MCP SDK adds from the daemon's own.
 
 It imports nothing but the standard library, and nothing of trellisd, so it starts fast.
 """
@@ -23,6 +24,7 @@ import sys
 
 PR_SET_PDEATHSIG = 1
 CHUNK = 65536
+KEEP = "TRELLISD_MCP_KEEP"
 
 
 def _end_group(*_: object) -> None:
@@ -45,7 +47,7 @@ def main(argv: list[str]) -> int:
     if os.getppid() != parent:  # the daemon died before the watch was set
         return 1
     try:
-        server = subprocess.Popen(command, stdout=subprocess.PIPE, bufsize=0)
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, bufsize=0, env=_kept())
     except OSError as exc:
         print(f"cannot start {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127
@@ -67,6 +69,13 @@ def main(argv: list[str]) -> int:
         said = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
         print(f"the MCP server {said}", file=sys.stderr)
     return code
+
+
+def _kept() -> dict[str, str] | None:
+    if KEEP not in os.environ:
+        return None
+    names = set(os.environ[KEEP].split(","))
+    return {name: value for name, value in os.environ.items() if name in names}
 
 
 def _write_all(data: bytes) -> None:

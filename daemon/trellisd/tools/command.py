@@ -6,7 +6,7 @@ are the wire and never reach a child. stdout and stderr are captured together, a
 interleave; past ``MAX_OUTPUT_BYTES`` the middle is dropped, keeping the start and the end
 (where a test runner prints its summary), and the result says so.
 
-The program runs with the daemon's environment less its secrets (see ``environment``),
+The program runs with its window's environment less its secrets (see ``environment``),
 plus a variable that marks it and every process it starts as this call's
 (``TRELLISD_RUN``). When the call ends (the program exited, its timeout passed, or the
 turn was cancelled: then ``CancelledError`` is re-raised), everything it started is killed

@@ -182,6 +182,45 @@ async def test_commands_and_checks_do_not_see_the_daemons_secrets(
         assert "PATH=" in output
 
 
+CREDENTIALS = {
+    "GH_PAT": "ghp-pat",
+    "DB_PASS": "db-pass",
+    "MYSQL_PWD": "mysql-pwd",
+    "SENTRY_DSN": "https://abc@o1.ingest.example/1",
+    "ANALYTICS_DSN": "dsn-value",
+    "DATABASE_URL": "postgres://app:db-url-pw@db.internal/app",
+    "REDIS_CACHE": "redis://:redis-pw@cache:6379/0",
+    "http_proxy": "http://proxy-user:proxy-pw@proxy:3128",
+    "HTTPS_PROXY": "http://proxy-token@proxy:3128",
+    "NPM_CONFIG__AUTH": "npm-auth",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "GCP_CREDENTIALS_FILE": "/secret/gcp.json",
+}
+HARMLESS = {
+    "DOCS_URL": "https://docs.example/guide",
+    "NO_PROXY": "localhost,127.0.0.1",
+    "GIT_AUTHOR_NAME": "A. Author",
+    "PAGER": "less",
+    "MAIL_FROM": "dev@example.org",
+}
+
+
+async def test_credentials_under_other_names_and_in_urls_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**CREDENTIALS, **HARMLESS}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRELLISD_PASS_ENV", "DB_PASS")
+    printed = await run(tmp_path, argv=["env"])
+    for name, value in CREDENTIALS.items():
+        if name != "DB_PASS":
+            assert value not in printed, name
+    assert "DB_PASS=db-pass" in printed
+    for name, value in HARMLESS.items():
+        assert f"{name}={value}" in printed
+    assert "PATH=" in printed
+
+
 async def test_background_processes_do_not_outlive_the_call(tmp_path: Path) -> None:
     """A process left running in the background, in the group or in a session of its own
     (``setsid``), with the output let go, is killed when the call ends."""
