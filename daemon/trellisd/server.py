@@ -40,7 +40,7 @@ from .config_file import Settings
 from .convert import structure
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
-from .records import Step, ToolCall, TurnRef
+from .records import Step, ToolCall, TurnRef, TurnResult
 from .services import Services
 from .services.queue import Queued
 from .services.seams import Notifier
@@ -699,6 +699,11 @@ class _WireNotifier:
         params = {"sessionId": entry.session_id, "queueId": entry.queue_id, "reason": reason}
         for window in self.daemon.followers(entry.session_id):
             window.protocol.notify("session/dequeued", params)
+
+    def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
+        self._notify(turn, "session/turnEnded", wire.turn_ended(turn, result))
+        for acp in self._acp(turn.session_id):
+            acp.turn_ended(turn, result)
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         self._notify(

@@ -430,6 +430,17 @@ def turn_result(value: TurnResult) -> dict[str, Any]:
     return out
 
 
+def turn_ended(ref: TurnRef, value: TurnResult) -> dict[str, Any]:
+    """``session/turnEnded``: how the turn ended, told to every window following its session."""
+    return {
+        **turn_ref(ref),
+        "outcome": value.outcome,
+        "reply": value.reply,
+        "tokens": to_wire(value.tokens),
+        "cost": cost(value.model, value.tokens),
+    }
+
+
 def step(value: Step) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     return out

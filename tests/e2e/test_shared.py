@@ -147,6 +147,37 @@ async def test_a_second_window_follows_steers_and_cancels_a_running_turn(
     assert (await again)["outcome"] == "cancelled"
 
 
+async def test_every_window_following_a_session_hears_its_turn_end_before_the_answer(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    model.reply("Done, and said so.")
+    result = await turn(a, session, "a short job")
+
+    told = {
+        "sessionId": session["sessionId"],
+        "turnId": result["turnId"],
+        "runId": result["runId"],
+        "outcome": "finished",
+        "reply": "Done, and said so.",
+        "tokens": result["tokens"],
+        "cost": result["cost"],
+    }
+    await eventually(lambda: followed(b, "session/turnEnded"), "B hears the turn end")
+    assert followed(b, "session/turnEnded") == [told]
+    assert followed(a, "session/turnEnded") == [told]
+    # A hears it after the turn's last step and before the answer to its session/turn.
+    order = [
+        "answer" if m.get("result", {}) == result else m.get("method")
+        for m in a.protocol.received
+        if m.get("method") in ("session/step", "session/turnEnded") or "result" in m
+    ]
+    assert order[-3:] == ["session/step", "session/turnEnded", "answer"]
+
+
 async def test_a_turn_goes_on_when_its_window_closes(
     windows: Windows, model: ModelServer, workspace: Path
 ) -> None:

@@ -427,10 +427,11 @@ class TurnService:
         await self.store.runs.finish(ref.run_id, end.outcome, end.error)
 
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
+        """The ended turn's answer; every window following the session is told it first."""
         turn = await self.store.sessions.turn(ref.session_id, ref.turn_id)
         summary = await self.store.runs.summary(ref.run_id)
         session = await self.store.sessions.get(ref.session_id)
-        return TurnResult(
+        result = TurnResult(
             ref.turn_id,
             ref.run_id,
             end.outcome,
@@ -441,6 +442,8 @@ class TurnService:
             turn.model,
             session.head_hash,
         )
+        self.notifier.turn_ended(ref, result)
+        return result
 
     async def _mcp_tools(self, session: Session, ref: TurnRef) -> list[Tool]:
         """The tools of the session's MCP servers, started now if they are not running; a
