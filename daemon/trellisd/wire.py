@@ -245,6 +245,10 @@ class TurnRevert:
 class SessionFork:
     session_id: str
     turn_id: str | None  # required, but null: an empty fork
+    step: int | None = None  # the copy of turn_id keeps its first ``step`` steps
+
+    def __attrs_post_init__(self) -> None:
+        _within("step", self.step, 0, 2**62)
 
 
 @attrs.frozen

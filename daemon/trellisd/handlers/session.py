@@ -139,7 +139,7 @@ async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_fork(app: Services, p: wire.SessionFork) -> Any:
-    return wire.session(await app.sessions.fork(p.session_id, p.turn_id))
+    return wire.session(await app.sessions.fork(p.session_id, p.turn_id, p.step))
 
 
 async def session_rename(app: Services, p: wire.SessionRename) -> Any:

@@ -154,11 +154,13 @@ class SessionService:
         and the ``after`` that reads on when more are committed already."""
         return await self.store.sessions.feed(session_id, after, limit)
 
-    async def fork(self, session_id: str, turn_id: str | None) -> Session:
+    async def fork(self, session_id: str, turn_id: str | None, step: int | None = None) -> Session:
         """A new session whose history is the path from the first turn of ``session_id`` to
         ``turn_id`` (None: empty), copied so that it owns it, and which names its origin
-        (``forked_from``). The origin is only read: it may be running another turn."""
-        return await self.store.sessions.fork(session_id, turn_id)
+        (``forked_from``). With ``step``, its copy of ``turn_id`` holds only that turn's first
+        ``step`` steps and ends ``forked``: its next turn goes on from there. The origin is
+        only read: it may be running another turn."""
+        return await self.store.sessions.fork(session_id, turn_id, step)
 
     async def rename(self, session_id: str, title: str) -> Session:
         return await self.store.sessions.rename(session_id, title)

@@ -337,11 +337,14 @@ class Sessions:
             self._get(con, session_id)
             return feed.page(con, session_id, after, limit)
 
-    def fork(self, session_id: str, turn_id: str | None, writer: Writer) -> Session:
+    def fork(
+        self, session_id: str, turn_id: str | None, writer: Writer, step: int | None = None
+    ) -> Session:
         """A new session, written by ``writer``, holding a copy of the path from the first
         turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
         model choice, policy, instructions and budget, and the copied turns' change sets;
-        the origin is only read. The fork's log
+        the origin is only read. With ``step``, the copy of ``turn_id`` holds its first
+        ``step`` steps and ends ``forked``. The fork's log
         records its opening, then each copied turn whole."""
         stamp, fork_id = now(), new_id("s")
         with self.db.write() as con:
@@ -357,7 +360,7 @@ class Sessions:
                 (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
             )
             _log_opening(con, fork_id, origin.title, origin.instructions)
-            head = forks.copy_path(con, session_id, turn_id, fork_id)
+            head = forks.copy_path(con, session_id, turn_id, fork_id, step)
             con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
             return self._get(con, fork_id)
 
