@@ -41,6 +41,7 @@ from ..records import (
     TurnResult,
 )
 from ..store.facade import AsyncStore
+from ..store.recoveries import NEEDED
 from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, Outcome, StepKind
@@ -49,6 +50,7 @@ from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import UsageSink, Windows, keeper_for, spent
 from .policies import Policies
+from .recovery import refuse_undecided
 from .running import Running, RunningTurn
 from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
@@ -134,6 +136,7 @@ class TurnService:
         turn may spend."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
+        refuse_undecided(session)
         attached = await self._attach(session, context)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
@@ -232,6 +235,7 @@ class TurnService:
         its last committed step, with the steers held while it was paused."""
         self.running.refuse(session_id, "resume a turn")
         session = await self.store.sessions.get(session_id)
+        refuse_undecided(session)
         turn = await self.store.sessions.turn(session_id, turn_id)
         if turn.outcome not in RESUMABLE:
             raise Conflict(
@@ -424,6 +428,13 @@ class TurnService:
             except TrellisError as exc:
                 log.warning("could not record a returned steer: %s", exc.message)
             self.notifier.steered(ref, None, steer, False)
+        if running.killed is not None and end.outcome == Outcome.CANCELLED:
+            tool, argv = running.killed
+            detail = {"tool": tool, "argv": list(argv)}
+            try:  # the session waits for a person's decision from now on
+                await self.store.runs.add_event(ref.run_id, NEEDED, None, detail)
+            except TrellisError as exc:
+                log.warning("could not record that a killed command needs a decision: %s", exc)
         await self.store.runs.finish(ref.run_id, end.outcome, end.error)
 
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
@@ -441,6 +452,7 @@ class TurnService:
             end.error,
             turn.model,
             session.head_hash,
+            recovery=turn.recovery,
         )
         self.notifier.turn_ended(ref, result)
         return result
@@ -480,7 +492,12 @@ class TurnService:
             provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
-        context = ToolContext(root, may_read=policy.may_read, editor=self.editor_files(ref))
+        context = ToolContext(
+            root,
+            may_read=policy.may_read,
+            editor=self.editor_files(ref),
+            killed=running.had_to_kill,
+        )
         watch = None if self.changes is None else self.changes.watch(ref, context)
         settle = None if watch is None else watch.settle
         verify = start.verify

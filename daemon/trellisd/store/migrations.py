@@ -328,4 +328,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM acp_rejection WHERE session_id = old.id;
     END;
     """,
+    # 17: recoveries (``recoveries``): the runs whose cancel had to kill a running command
+    # (events of kind ``recovery``), found without reading their other events, for a
+    # session's pending decision and each turn's ``recovery``.
+    """
+    CREATE INDEX event_recovery ON event(run_id, seq) WHERE kind = 'recovery';
+    """,
 )

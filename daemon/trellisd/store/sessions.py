@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import Any, Protocol, TypeVar
 
@@ -24,7 +25,7 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import Outcome
-from . import chain, feed, forks
+from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 
 T = TypeVar("T")
@@ -46,7 +47,9 @@ _TURN_SELECT = """
                    END FROM step WHERE run_id = r.id),
            (SELECT CASE WHEN count(*) = count(cached_tokens) THEN coalesce(sum(cached_tokens), 0)
                    END FROM step WHERE run_id = r.id),
-           t.created_at, r.model
+           t.created_at, r.model,
+           (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = 'recovery'
+            ORDER BY e.seq DESC LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -77,6 +80,12 @@ def _session(row: tuple[Any, ...]) -> Session:
     )
 
 
+def with_recovery(con: apsw.Connection, session: Session) -> Session:
+    """``session`` with the recovery it waits for, if it does (``recoveries``)."""
+    pending = recoveries.pending(con, session.session_id)
+    return session if pending is None else dataclasses.replace(session, recovery=pending)
+
+
 def _imported_from(stored: dict[str, str]) -> ImportedFrom:
     return ImportedFrom(stored["sessionId"], stored["importedAt"])
 
@@ -94,6 +103,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],
         model=row[12],
+        recovery=recoveries.of_run(row[0], row[3], row[13]),
     )
 
 
@@ -144,7 +154,7 @@ class Sessions:
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
-        return _session(row)
+        return with_recovery(con, _session(row))
 
     def page(
         self, root: str | None, limit: int, cursor: str | None
@@ -166,7 +176,10 @@ class Sessions:
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[AFTER_SESSION])) for row in rows[:limit]]
+            page = [
+                SessionSummary(with_recovery(con, _session(row)), int(row[AFTER_SESSION]))
+                for row in rows[:limit]
+            ]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
