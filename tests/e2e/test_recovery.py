@@ -31,14 +31,25 @@ def running_command(daemon: Daemon, printed: str) -> bool:
     ) and any(m["method"] == "session/toolOutput" and printed in m["params"]["text"] for m in sent)
 
 
-async def killed_turn(daemon: Daemon, model: ModelServer, session: dict[str, Any]) -> Any:
-    """A turn that rewrites README.md, then runs ``STUBBORN``, cancelled while it runs."""
+async def killed_turn(
+    daemon: Daemon, model: ModelServer, session: dict[str, Any], queued: list[Any] | None = None
+) -> Any:
+    """A turn that rewrites README.md, then runs ``STUBBORN``, cancelled while it runs; with
+    ``queued``, a prompt queued behind it meanwhile (its request is put there)."""
     daemon.protocol.received.clear()
     model.reply("Rewriting the readme.", tool_calls=[write("README.md", "# rewritten\n")])
     model.reply("Migrating.", tool_calls=[{"name": "run_command", "arguments": {"argv": STUBBORN}}])
+    sid = session["sessionId"]
     running = asyncio.ensure_future(turn(daemon, session, "rewrite and migrate"))
     await eventually(lambda: running_command(daemon, "migrating"), "the command runs")
-    cancelled = await daemon.call("session/cancel", {"sessionId": session["sessionId"]})
+    if queued is not None:
+        params = {"sessionId": sid, "prompt": "next in line", "queue": True}
+        queued.append(asyncio.ensure_future(daemon.error("session/turn", params)))
+        await eventually(
+            lambda: any(m.get("method") == "session/queued" for m in daemon.protocol.received),
+            "the prompt is queued",
+        )
+    cancelled = await daemon.call("session/cancel", {"sessionId": sid})
     assert cancelled["cancelled"] is True
     return await running
 
@@ -49,7 +60,8 @@ async def test_a_killed_command_waits_for_keep_or_revert(
     daemon = await spawn()
     session = await open_session(daemon, workspace, policy=OPEN)
     sid = session["sessionId"]
-    result = await killed_turn(daemon, model, session)
+    behind: list[Any] = []
+    result = await killed_turn(daemon, model, session, behind)
 
     needed = {"required": True, "tool": "run_command", "argv": STUBBORN}
     assert result["outcome"] == "cancelled" and result["recovery"] == needed
@@ -71,6 +83,9 @@ async def test_a_killed_command_waits_for_keep_or_revert(
     assert refused.code == CONFLICT
     assert refused.data == {"sessionId": sid, "recovery": pending}
     assert "needs a decision" in refused.message and "session/recover" in refused.message
+    assert "(sh -c" in refused.message
+    started_late = await behind[0]  # the prompt queued behind the killed turn, at its start
+    assert started_late.code == CONFLICT and started_late.data["recovery"] == pending
     queued = await daemon.error(
         "session/turn", {"sessionId": sid, "prompt": "later", "queue": True}
     )
