@@ -393,6 +393,7 @@ class TurnService:
         for steer in start.held:
             running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
+        unanswered = False  # the request fails: the followers still hear how the turn ended
         try:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
@@ -404,6 +405,7 @@ class TurnService:
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
             if not running.cancelled_by_request:
+                unanswered = True
                 raise
             # session/cancel: the turn's own request answers with the cancelled turn.
             task = asyncio.current_task()
@@ -411,10 +413,16 @@ class TurnService:
                 task.uncancel()
         except TrellisError as exc:  # e.g. the session was taken over mid-turn
             end = TurnEnd(Outcome.ERROR, exc.message)
+            unanswered = True
             raise
         finally:
             self.running.end(ref.session_id)
             await self._end(running, end)
+            if unanswered:
+                try:
+                    await self._result(ref, end)
+                except Exception as exc:  # the request's own error is what it answers
+                    log.warning("could not tell the followers how a turn ended: %s", exc)
         return await self._result(ref, end)
 
     async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
