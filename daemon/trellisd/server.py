@@ -406,6 +406,8 @@ class Daemon:
             for f in window.protocol._request_futures.values()
             if isinstance(f, asyncio.Future) and not f.done()
         ]
+        if self._services is not None:  # a turn whose window left records its end too
+            pending += [r.task for r in self._services.running if r.task is not None]
         if pending:
             await asyncio.wait(pending, timeout=3)
         await asyncio.sleep(0)  # let the last answers be written

@@ -146,3 +146,22 @@ async def test_a_command_that_stops_when_asked_needs_no_decision(
     assert result["outcome"] == "cancelled" and "recovery" not in result
     model.reply("Next.")
     assert (await turn(daemon, session, "next"))["outcome"] == "finished"
+
+
+async def test_a_command_killed_as_the_daemon_exits_waits_for_the_next_daemon(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn()
+    session = await open_session(daemon, workspace, policy=OPEN)
+    model.reply("Migrating.", tool_calls=[{"name": "run_command", "arguments": {"argv": STUBBORN}}])
+    running = asyncio.ensure_future(turn(daemon, session, "migrate"))
+    await eventually(lambda: running_command(daemon, "migrating"), "the command runs")
+    await daemon.client.shutdown_session()  # exit while the command runs
+    running.cancel()
+
+    after = await spawn()
+    reopened = await after.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert reopened["history"][-1]["outcome"] == "cancelled"
+    assert reopened["recovery"]["argv"] == STUBBORN
+    refused = await after.error("session/turn", {"sessionId": session["sessionId"], "prompt": "go"})
+    assert refused.code == CONFLICT and refused.data["recovery"] == reopened["recovery"]

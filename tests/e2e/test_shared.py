@@ -24,6 +24,8 @@ import pytest_asyncio
 from lsprotocol import types
 
 from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_changes import OPEN
+from tests.e2e.test_recovery import STUBBORN, running_command
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.environment import hermetic_env
@@ -536,3 +538,22 @@ async def test_any_window_pauses_a_turn_and_a_paused_turn_keeps_no_daemon_alive(
         await window.process.wait()
     pid = facts["daemon"]["pid"]
     await eventually(lambda: not alive(pid), "the daemon exits: a paused turn is not running")
+
+
+async def test_a_command_killed_as_the_shared_daemon_stops_waits_for_a_decision(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace, policy=OPEN)
+    model.reply("Migrating.", tool_calls=[{"name": "run_command", "arguments": {"argv": STUBBORN}}])
+    asyncio.ensure_future(turn(a, session, "migrate"))
+    await eventually(lambda: running_command(a, "migrating"), "the command runs")
+    a.process.kill()  # the window goes; its turn runs on in the daemon
+    await a.process.wait()
+    os.kill(facts["daemon"]["pid"], signal.SIGTERM)  # then the daemon is stopped
+    await eventually(lambda: not alive(facts["daemon"]["pid"]), "the daemon exits")
+
+    b, _ = await windows.open()
+    reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert reopened["history"][-1]["outcome"] == "cancelled"
+    assert reopened["recovery"]["argv"] == STUBBORN
