@@ -137,9 +137,9 @@ class Session:
     policy: PolicySpec | None = None
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
+    recovery: Recovery | None = None  # a killed command waiting for a decision
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
-    recovery: Recovery | None = None  # a killed command waiting for a decision
 
 
 @dataclass(frozen=True)
