@@ -249,7 +249,8 @@ class SessionFork:
     step: int | None = None  # the copy of turn_id keeps its first ``step`` steps
 
     def __attrs_post_init__(self) -> None:
-        _within("step", self.step, 0, 2**62)
+        if self.step is not None and self.step < 0:
+            raise InvalidParams("step must be 0 or more", field="step")
 
 
 @attrs.frozen
