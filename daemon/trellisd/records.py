@@ -121,6 +121,17 @@ class ImportedFrom:
 
 
 @dataclass(frozen=True)
+class Recovery:
+    """A turn whose cancel had to kill a running program mid-run (``tool``'s ``argv``): what
+    the program left in the workspace waits for a person to keep it or revert the turn."""
+
+    turn_id: str
+    run_id: str
+    tool: str
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -132,6 +143,7 @@ class Session:
     policy: PolicySpec | None = None
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
+    recovery: Recovery | None = None  # a killed command waiting for a decision
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
     pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
@@ -175,6 +187,7 @@ class Turn:
     tokens: Tokens
     created_at: str
     model: str | None = None
+    recovery: Recovery | None = None  # its cancel had to kill a running command
 
 
 @dataclass(frozen=True)
@@ -251,6 +264,7 @@ class TurnResult:
     head_hash: str | None = None  # the session's log after the turn
     session_id: str | None = None  # set when the turn ran in a fork (onConflict)
     forked_from: ForkedFrom | None = None
+    recovery: Recovery | None = None  # its cancel had to kill a running command
 
 
 @dataclass(frozen=True)

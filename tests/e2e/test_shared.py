@@ -24,6 +24,8 @@ import pytest_asyncio
 from lsprotocol import types
 
 from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_changes import OPEN
+from tests.e2e.test_recovery import STUBBORN, running_command
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.environment import hermetic_env
@@ -145,6 +147,37 @@ async def test_a_second_window_follows_steers_and_cancels_a_running_turn(
     cancelled = await b.call("session/cancel", {"sessionId": session["sessionId"]})
     assert cancelled["cancelled"] is True
     assert (await again)["outcome"] == "cancelled"
+
+
+async def test_every_window_following_a_session_hears_its_turn_end_before_the_answer(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    model.reply("Done, and said so.")
+    result = await turn(a, session, "a short job")
+
+    told = {
+        "sessionId": session["sessionId"],
+        "turnId": result["turnId"],
+        "runId": result["runId"],
+        "outcome": "finished",
+        "reply": "Done, and said so.",
+        "tokens": result["tokens"],
+        "cost": result["cost"],
+    }
+    await eventually(lambda: followed(b, "session/turnEnded"), "B hears the turn end")
+    assert followed(b, "session/turnEnded") == [told]
+    assert followed(a, "session/turnEnded") == [told]
+    # A hears it after the turn's last step and before the answer to its session/turn.
+    order = [
+        "answer" if m.get("result", {}) == result else m.get("method")
+        for m in a.protocol.received
+        if m.get("method") in ("session/step", "session/turnEnded") or "result" in m
+    ]
+    assert order[-3:] == ["session/step", "session/turnEnded", "answer"]
 
 
 async def test_a_turn_goes_on_when_its_window_closes(
@@ -714,3 +747,22 @@ async def test_any_window_pauses_a_turn_and_a_paused_turn_keeps_no_daemon_alive(
         await window.process.wait()
     pid = facts["daemon"]["pid"]
     await eventually(lambda: not alive(pid), "the daemon exits: a paused turn is not running")
+
+
+async def test_a_command_killed_as_the_shared_daemon_stops_waits_for_a_decision(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace, policy=OPEN)
+    model.reply("Migrating.", tool_calls=[{"name": "run_command", "arguments": {"argv": STUBBORN}}])
+    asyncio.ensure_future(turn(a, session, "migrate"))
+    await eventually(lambda: running_command(a, "migrating"), "the command runs")
+    a.process.kill()  # the window goes; its turn runs on in the daemon
+    await a.process.wait()
+    os.kill(facts["daemon"]["pid"], signal.SIGTERM)  # then the daemon is stopped
+    await eventually(lambda: not alive(facts["daemon"]["pid"]), "the daemon exits")
+
+    b, _ = await windows.open()
+    reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert reopened["history"][-1]["outcome"] == "cancelled"
+    assert reopened["recovery"]["argv"] == STUBBORN

@@ -28,6 +28,7 @@ from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
 from ..services import Services
+from ..services.recovery import refuse_undecided
 from ..services.running import LiveCall, RunningTurn
 from . import hello, params, updates
 from .files import ClientFiles
@@ -50,6 +51,11 @@ MODES: dict[str, tuple[Approval, str, str]] = {
 """The ACP session modes: trellisd's approval modes (``ask``, ``all``, ``never``)."""
 MODE_OF: dict[str, str] = {approval: mode for mode, (approval, _, _) in MODES.items()}
 MODEL_OPTION = "model"
+AFTER_A_KILL = (
+    "look at what it left, then open the session in a trellisd editor (VS Code or Neovim) to"
+    " keep it or revert the turn, or send trellisd's session/recover; then prompt again"
+)
+"""What an ACP client's user does about a session waiting for a decision (``recovery``)."""
 
 
 def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -248,6 +254,7 @@ class TrellisAgent:
         if not text.strip():
             raise RpcError(-32602, "the prompt has no text", {"field": "prompt"})
         session = await self.app.store.sessions.get(session_id)
+        refuse_undecided(session, AFTER_A_KILL)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
         while (running := self._running(session_id)) is not None:

@@ -130,9 +130,12 @@ class AsyncSessions:
             self._store.sessions.branch, session_id, turn_id, self._store.leases, expect_head
         )
 
-    async def fork(self, session_id: str, turn_id: str | None) -> Session:
-        """A new session, written by this daemon, holding a copy of the path to ``turn_id``."""
-        return await self._run(self._store.sessions.fork, session_id, turn_id, self._store.leases)
+    async def fork(self, session_id: str, turn_id: str | None, step: int | None = None) -> Session:
+        """A new session, written by this daemon, holding a copy of the path to ``turn_id``
+        (with ``step``: that turn's first ``step`` steps)."""
+        return await self._run(
+            self._store.sessions.fork, session_id, turn_id, self._store.leases, step
+        )
 
     async def rename(self, session_id: str, title: str) -> Session:
         return await self._run(self._store.sessions.rename, session_id, title, self._store.leases)

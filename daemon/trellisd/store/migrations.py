@@ -349,4 +349,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM pin WHERE session_id = old.id;
     END;
     """,
+    # 18: recoveries (``recoveries``): the runs whose cancel had to kill a running command
+    # (events of kind ``recovery``), found without reading their other events, for a
+    # session's pending decision and each turn's ``recovery``.
+    """
+    CREATE INDEX event_recovery ON event(run_id, seq) WHERE kind = 'recovery';
+    """,
 )

@@ -78,6 +78,27 @@ async def test_cancellation_kills_the_process_group_then_propagates(tmp_path: Pa
     await gone(child, parent)
 
 
+async def test_a_cancel_asks_first_and_says_when_it_had_to_kill(tmp_path: Path) -> None:
+    told: list[tuple[str, tuple[str, ...]]] = []
+    context = ToolContext(tmp_path, killed=lambda tool, argv: told.append((tool, argv)))
+
+    async def cancel_once_running(script: str, pid_file: str) -> None:
+        task = asyncio.create_task(RunCommand().run({"argv": ["sh", "-c", script]}, context))
+        pid = await pid_from(tmp_path / pid_file)
+        task.cancel()  # as soon as it runs: it may still be being started here
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await gone(pid)
+
+    # It ends when asked (SIGTERM): nothing for a person to decide.
+    await cancel_once_running("echo $$ > polite.pid; exec sleep 30", "polite.pid")
+    assert told == []
+    # It ignores SIGTERM: killed after the grace, and said so.
+    stubborn = 'trap "" TERM; echo $$ > stubborn.pid; sleep 30'
+    await cancel_once_running(stubborn, "stubborn.pid")
+    assert told == [("run_command", ("sh", "-c", stubborn))]
+
+
 async def test_a_process_left_holding_the_output_is_killed(tmp_path: Path) -> None:
     # Were the tool to wait for the output to end, it would wait for the sleep: the safety
     # net ends the test long before.
