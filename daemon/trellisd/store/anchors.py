@@ -11,11 +11,11 @@ config folder (``$XDG_CONFIG_HOME/trellisd``), never in the store:
 
 A head is kept only when it is further than the one kept (two daemons of the store may
 write), except when the write began the log (a session created, forked or imported: a new
-log under that id). ``session/verify`` then checks that the log's entry at the signed ``seq``
-has the signed hash: the hash covers every entry before it, so a rewrite anywhere up to there
-is found. Someone who can write the store but not this folder can neither sign a rewritten
-head nor take back a signed one. A store verified without the key (another machine), or a
-session never anchored, is simply not anchored.
+log under that id); a deleted session's is dropped. ``session/verify`` then checks that the
+log's entry at the signed ``seq`` has the signed hash: the hash covers every entry before it,
+so a rewrite anywhere up to there is found. Someone who can write the store but not this
+folder can neither sign a rewritten head nor take back a signed one. A store verified
+without the key (another machine), or a session never anchored, is simply not anchored.
 """
 
 from __future__ import annotations
@@ -98,6 +98,16 @@ class Anchors:
         seq, digest, mac = int(row[0]), str(row[1]), str(row[2])
         signed = hmac.compare_digest(mac, self._mac(session_id, seq, digest))
         return Anchor(seq, digest, signed)
+
+    def forget(self, session_id: str) -> None:
+        """Drop a deleted session's signed head."""
+        if not self._open(create=False):
+            return
+        assert self._con is not None
+        with self._con:
+            self._con.execute(
+                "DELETE FROM anchor WHERE store = ? AND session_id = ?", (self.store, session_id)
+            )
 
     def close(self) -> None:
         if self._con is not None:

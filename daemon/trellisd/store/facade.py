@@ -157,6 +157,8 @@ class AsyncSessions:
 
     async def delete(self, session_id: str) -> None:
         await self._run(self._store.sessions.delete, session_id, self._store.leases)
+        if self._store.anchors is not None:
+            await self._run(self._store.anchors.forget, session_id)
 
     async def feed(
         self, session_id: str, after: int, limit: int

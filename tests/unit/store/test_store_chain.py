@@ -389,4 +389,8 @@ async def test_the_anchor_follows_the_log_as_it_grows_and_branches(
         and verdict.check == "anchor"
         and "ends before entry 12" in str(verdict.reason)
     )
+    await store.sessions.delete(session.session_id)
+    anchors = apsw.Connection(str(tmp_path / "config" / "trellisd" / "anchors.db"))
+    assert anchors.execute("SELECT count(*) FROM anchor").fetchone() == (0,)
+    anchors.close()
     await store.close()
