@@ -90,6 +90,7 @@ class Store:
         )
 
     def close(self) -> None:
+        chain.moved(self.db.con)  # heads not anchored by now never will be: let them go
         if self.anchors is not None:
             self.anchors.close()
         self.db.close()
