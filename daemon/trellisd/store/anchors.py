@@ -59,6 +59,7 @@ class Anchors:
         self.store = os.path.realpath(store)
         self._key: bytes | None = None
         self._con: apsw.Connection | None = None
+        self._unusable = False  # said once; not tried again at every write
 
     def record(self, heads: dict[str, Head]) -> None:
         """Sign and keep each session's head (committed), further than the one kept."""
@@ -125,18 +126,22 @@ class Anchors:
         uid, 32 bytes) is not used, and said so."""
         if self._con is not None:
             return True
+        if self._unusable:
+            return False
         key_path = self.folder / KEY_FILE
         try:
             if create and not key_path.exists():
                 self._make_key(key_path)
             self._key = self._read_key(key_path)
             if self._key is None:
+                self._unusable = True
                 return False
             self._con = self._connect(self.folder / DB_FILE)
         except FileNotFoundError:
             return False
         except (OSError, apsw.Error) as exc:
             log.warning("the session logs' anchors in %s cannot be used: %s", self.folder, exc)
+            self._unusable = True
             return False
         return True
 

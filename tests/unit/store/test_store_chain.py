@@ -394,3 +394,22 @@ async def test_the_anchor_follows_the_log_as_it_grows_and_branches(
     assert anchors.execute("SELECT count(*) FROM anchor").fetchone() == (0,)
     anchors.close()
     await store.close()
+
+
+def test_a_key_others_can_read_anchors_nothing(tmp_path: Path, db_path: Path) -> None:
+    from trellisd.processes import pid_alive
+
+    config = tmp_path / "config" / "trellisd"
+    store = Store(db_path, pid_alive, config)
+    try:
+        session = store.sessions.create("/work/project", "t", ProviderChoice(), "d-1")
+        store.anchor()
+        assert store.verify(session.session_id).anchored
+        (config / "anchor.key").chmod(0o644)
+    finally:
+        store.close()
+    again = Store(db_path, pid_alive, config)
+    try:
+        assert not again.verify(session.session_id).anchored
+    finally:
+        again.close()
