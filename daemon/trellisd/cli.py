@@ -336,13 +336,14 @@ def archive_command(args: argparse.Namespace, db: Path) -> str:
     ``UsageError`` saying what went wrong."""
     import asyncio
 
+    from .config_file import config_path
     from .errors import TrellisError
     from .processes import pid_alive
     from .services.archive import ArchiveService
     from .store.facade import AsyncStore
 
     async def run_it() -> str:
-        store = await AsyncStore.open(db, pid_alive)
+        store = await AsyncStore.open(db, pid_alive, config_path(os.environ).parent)
         try:
             archive = ArchiveService(store)
             if args.command == "export":

@@ -456,6 +456,10 @@ def verdict(value: Verdict) -> dict[str, Any]:
     if value.first_bad is not None:
         out["firstBad"] = to_wire(value.first_bad)
         out["reason"] = value.reason
+    out["verified"] = value.verified
+    if value.check is not None:
+        out["check"] = value.check
+    out["anchored"] = value.anchored
     return out
 
 

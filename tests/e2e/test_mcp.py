@@ -355,6 +355,31 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     )
 
 
+async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the_daemon(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn()
+    servers = [stdio("t", "--children")]
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
+    first = [int(pid) for pid in said.split()]
+    assert all(alive(pid) for pid in first)  # one in the server's group, one setsid
+    await daemon.call("session/close", {"sessionId": session["sessionId"]})
+    await eventually(
+        lambda: not any(alive(pid) for pid in first), "what the server started stops with it"
+    )
+
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
+    second = [int(pid) for pid in said.split()]
+    assert all(alive(pid) for pid in second)
+    os.kill(daemon.process.pid, signal.SIGKILL)
+    await eventually(
+        lambda: not any(alive(pid) for pid in second),
+        "what the server started dies with the daemon, even on kill -9",
+    )
+
+
 async def test_a_config_file_server_is_offered_to_every_session(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:

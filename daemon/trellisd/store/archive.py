@@ -38,7 +38,9 @@ anything is imported: the records are also written, unchanged, into a scratch da
 the import, where the log is checked as ``session/verify`` checks a store. A file with no
 ``log`` (written before sessions had one) is taken as it is. Either way the imported session
 gets a log of its own, computed over what was imported (its root, policy and ids may differ
-from the file's), so it verifies in its new store.
+from the file's), so it verifies in its new store; a file without a log gives it an ``absent``
+entry at the end, so that it is not taken for proven (``verified: false``), nor is a file
+exported from it.
 """
 
 from __future__ import annotations
@@ -533,10 +535,10 @@ class _Import:
                     readers[kind](record)
                     self.proof.add(record)
             self.finish()
-            self.verify(str(second.get("sessionId")))
+            proven = self.verify(str(second.get("sessionId")))
         finally:
             self.proof.close()
-        chain.build_session(self.con, self.session_id)
+        chain.build_session(self.con, self.session_id, proven)
         feed.build_session(self.con, self.session_id)
         return self.session_id
 
@@ -591,11 +593,13 @@ class _Import:
         if not archive_choices.reject(self.con, self.session_id, record, self.imported_at):
             raise self.refuse(f"acpRejection {record.summary!r} appears twice")
 
-    def verify(self, file_session_id: str) -> None:
-        """Refuse the file when its log does not verify against its own records."""
+    def verify(self, file_session_id: str) -> bool:
+        """Refuse the file when its log does not verify against its own records; whether
+        it proves the session (a file without a log, or whose log is marked ``absent``,
+        does not)."""
         verdict = self.proof.verify(file_session_id)
         if verdict is None or verdict.ok:
-            return
+            return verdict is not None and not verdict.absent
         bad = verdict.first_bad
         at = "" if bad is None else f" at entry {bad.seq} ({bad.kind} {bad.id})"
         raise self.lines.refuse(

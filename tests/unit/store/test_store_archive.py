@@ -398,6 +398,27 @@ def test_the_version_1_golden_file_keeps_importing(other: Store) -> None:
     assert [e.kind for e in other.runs.events(turns[1].run_id)] == ["steered"]
 
 
+def test_a_file_without_its_log_imports_ok_but_not_verified_and_stays_so(
+    other: Store, store: Store, exported: tuple[str, Path], tmp_path: Path
+) -> None:
+    unlogged = other.sessions.verify(import_(other, GOLDEN))
+    assert unlogged.ok and not unlogged.verified and unlogged.check == "absent"
+
+    _, path = exported  # the same session with its log lines taken out
+    cut = tmp_path / "cut.trellisd"
+    seal(cut, [r for r in lines(path)[:-1] if r["type"] != "log"])
+    cut_verdict = other.sessions.verify(import_(other, cut, as_new=True))
+    assert (cut_verdict.ok, cut_verdict.verified, cut_verdict.check) == (True, False, "absent")
+
+    whole = other.sessions.verify(import_(other, path, as_new=True))
+    assert whole.ok and whole.verified and whole.check is None
+
+    again = tmp_path / "again.trellisd"  # a file exported from it does not prove it either
+    export(other, import_(other, GOLDEN, as_new=True), again)
+    reimported = store.sessions.verify(import_(store, again))
+    assert reimported.ok and not reimported.verified and reimported.check == "absent"
+
+
 def test_a_failed_export_leaves_the_file_there_as_it_was(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "kept.trellisd"
     path.write_text("the previous backup\n")
