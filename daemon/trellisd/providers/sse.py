@@ -10,9 +10,9 @@ of letting a provider run the daemon out of memory or out of patience:
 - no event with data for ``read_timeout`` seconds while the stream sends only keep-alive
   comments (``: ping``), which reset a read timeout that counts bytes.
 
-After each piece of the body, the reader yields to the event loop, so a stream that arrives
-faster than it is read (a model flooding a loopback connection) cannot hold the loop: the
-editor's requests (``session/cancel``, ``session/list``) are served between two pieces.
+After every ``YIELD_BYTES`` of the body, the reader yields to the event loop, so a stream that
+arrives faster than it is read (a model flooding a loopback connection) cannot hold the loop:
+the editor's requests (``session/cancel``, ``session/list``) are served in between.
 
 Lines end with ``\\r\\n``, ``\\n`` or ``\\r``; a comment is a line starting with ``:``; an event
 ends at a blank line and is dispatched only when it has data (the WHATWG rules).
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+YIELD_BYTES = 64 * 1024  # the reader yields to the event loop after this much of the body
 
 
 class ServerSentEvent(NamedTuple):
@@ -65,6 +66,7 @@ async def read_events(
     # when the line ends (joining at each piece would copy a long line again and again).
     waiting: list[bytes] = []
     waited = 0
+    unyielded = 0  # bytes read since the reader last yielded to the loop
     kind, size, last_id = "", 0, ""
     data: list[str] = []
     last_data = clock()
@@ -126,7 +128,10 @@ async def read_events(
             last_data = now
         elif now - last_data > bounds.read_timeout:
             raise StreamSilent(f"only keep-alive comments for {now - last_data:.1f} s")
-        await asyncio.sleep(0)  # the other tasks' turn, however fast the body comes
+        unyielded += len(chunk)
+        if unyielded >= YIELD_BYTES:  # the other tasks' turn, however fast the body comes
+            unyielded = 0
+            await asyncio.sleep(0)
 
 
 def _size(count: int) -> str:
