@@ -1,9 +1,10 @@
 """What one response may make the daemon hold: its tool calls are capped on both wires (the
-agent loop caps the text), against a server on 127.0.0.1 streaming real SSE bytes."""
+agent loop caps the text), against a server on 127.0.0.1 streaming real SSE bytes; and a line
+of the stream that comes in many pieces."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -20,6 +21,13 @@ from trellisd.providers.anthropic import AnthropicProvider
 from trellisd.providers.base import Message, ModelRequest, ToolCallRequested
 from trellisd.providers.http import HttpSettings
 from trellisd.providers.openai import OpenAIProvider
+from trellisd.providers.sse import (
+    MAX_EVENT_BYTES,
+    ServerSentEvent,
+    StreamBounds,
+    StreamTooLarge,
+    read_events,
+)
 
 LIMIT = 4096
 CAPPED = (
@@ -91,3 +99,29 @@ async def test_calls_within_the_limit_come_whole(server: ScriptServer) -> None:
 
     [call] = [e.call for e in events if isinstance(e, ToolCallRequested)]
     assert call.arguments == {"text": "x" * (LIMIT // 2)}
+
+
+async def chunked(*chunks: bytes) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+async def events_of(*chunks: bytes, cap: int = MAX_EVENT_BYTES) -> list[ServerSentEvent]:
+    bounds = StreamBounds(read_timeout=60.0, max_event_bytes=cap)
+    return [e async for batch in read_events(chunked(*chunks), bounds) for e in batch]
+
+
+async def test_a_line_that_comes_in_many_pieces_is_read_whole() -> None:
+    line = b"data: " + b"x" * 10_000
+    pieces = [line[i : i + 7] for i in range(0, len(line), 7)]
+
+    events = await events_of(*pieces, b"\r", b"\n\r", b"\n", b"data: next\r\r\n")
+
+    assert events == [ServerSentEvent(data="x" * 10_000), ServerSentEvent(data="next")]
+
+
+async def test_a_line_past_the_cap_in_many_pieces_ends_the_stream() -> None:
+    pieces = [b"data: "] + [b"y" * 100] * 50
+
+    with pytest.raises(StreamTooLarge, match="a line of the stream is longer than 4 KiB"):
+        await events_of(*pieces, cap=4096)
