@@ -16,8 +16,9 @@ from typing import Any
 import apsw
 
 from ..records import Recovery
+from ..vocabulary import EventKind
 
-NEEDED, DECIDED = "recovery", "recovered"
+NEEDED, DECIDED = EventKind.RECOVERY, EventKind.RECOVERED
 
 
 def of_run(turn_id: str, run_id: str, detail: str | None) -> Recovery | None:

@@ -102,7 +102,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         run_id=row[3],
         prompt=row[4],
         reply=row[5],
-        outcome=row[6],
+        outcome=Outcome(row[6]),
         error=row[7],
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],
