@@ -284,7 +284,7 @@ class Runs:
                 rows = con.execute(
                     "SELECT e.detail, s.result FROM event e"
                     " JOIN step s ON s.run_id = e.run_id AND s.n = e.step"
-                    f" WHERE e.kind = 'compaction' AND e.run_id IN ({marks})",
+                    f" WHERE e.kind = '{EventKind.COMPACTION}' AND e.run_id IN ({marks})",
                     chunk,
                 ).fetchall()
                 for detail, summary in rows:
