@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .vocabulary import EventKind, Outcome, StepKind
+from .vocabulary import EventKind, FeedKind, Outcome, StepKind
 
 if TYPE_CHECKING:
     from .policy.layers import PolicySpec
@@ -219,7 +219,7 @@ class FeedEntry:
     (``outcome``, ``error``)."""
 
     seq: int
-    kind: str
+    kind: FeedKind
     turn_id: str
     run_id: str
     created_at: str
@@ -227,7 +227,7 @@ class FeedEntry:
     parent_turn_id: str | None = None
     step: Step | None = None
     event: Event | None = None
-    outcome: str | None = None
+    outcome: Outcome | None = None
     error: str | None = None
 
 
