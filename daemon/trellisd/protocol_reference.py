@@ -89,6 +89,8 @@ def type_of(node: dict[str, Any]) -> str:
     for kind in kinds if isinstance(kinds, list) else [kinds]:
         if kind == "array" and "items" in node:
             names.append(f"array of {type_of(node['items'])}")
+        elif kind == "object" and isinstance(node.get("additionalProperties"), dict):
+            names.append(f"object of {type_of(node['additionalProperties'])}")
         else:
             names.append(kind)
     return " or ".join(names) + _bounds(node)
@@ -160,6 +162,10 @@ def _object(node: dict[str, Any]) -> list[str]:
         out.append("")
     elif not bases:
         out += [f"Type: {type_of(node)}.", ""]
+    alternatives = [p["required"] for p in node.get("oneOf", []) if set(p) == {"required"}]
+    if alternatives:
+        either = " or ".join(", ".join(f"`{n}`" for n in names) for names in alternatives)
+        out += [f"Exactly one of: {either}.", ""]
     for condition in _conditions(node):
         out += [condition, ""]
     if node.get("additionalProperties") is False or node.get("unevaluatedProperties") is False:
