@@ -14,7 +14,7 @@ import json
 import sys
 from enum import IntEnum, StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 
 class Outcome(StrEnum):
@@ -92,6 +92,21 @@ class FeedKind(StrEnum):
     STEP = "step"
     EVENT = "event"
     TURN_ENDED = "turnEnded"
+
+
+W = TypeVar("W", bound=StrEnum)
+
+
+def stored(word: type[W], value: str) -> W:
+    """``value`` read from the store as a word of ``word``. A word this build does not know
+    (a newer build of the same store level wrote it) is kept as it is, so an older build
+    reads and shows what a newer one added rather than failing the read."""
+    try:
+        return word(value)
+    except ValueError:
+        later = str.__new__(word, value)
+        later._name_, later._value_ = value, value
+        return later
 
 
 ANSWERS = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT, Decision.DENY)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..records import Event, Step, Tokens, ToolCall
-from ..vocabulary import EventKind, StepKind
+from ..vocabulary import EventKind, StepKind, stored
 
 STEP_COLUMNS = (
     "n, decision, prompt, text, tool_call, result, input_tokens, output_tokens, cached_tokens"
@@ -19,7 +19,7 @@ def step_of(row: tuple[Any, ...]) -> Step:
     call = json.loads(row[4]) if row[4] is not None else None
     return Step(
         step=row[0],
-        decision=StepKind(row[1]),
+        decision=stored(StepKind, row[1]),
         prompt=row[2],
         text=row[3],
         tool_call=ToolCall(**call) if call else None,
@@ -33,7 +33,7 @@ def event_of(row: tuple[Any, ...]) -> Event:
     seq, kind, step, detail, at = row
     return Event(
         int(seq),
-        EventKind(kind),
+        stored(EventKind, kind),
         None if step is None else int(step),
         json.loads(str(detail)),
         str(at),

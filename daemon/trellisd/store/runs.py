@@ -10,7 +10,7 @@ import apsw
 
 from ..errors import NotFound, NotRunning
 from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens
-from ..vocabulary import EventKind, FeedKind, Outcome
+from ..vocabulary import EventKind, FeedKind, Outcome, stored
 from . import chain, feed
 from .db import Database, new_id, now
 from .leases import Leases
@@ -269,7 +269,9 @@ class Runs:
             raise NotFound(f"unknown run {run_id}", runId=run_id)
         steps = [step_of(s) for s in Runs._step_rows(con, run_id)]
         tokens = sum((s.tokens for s in steps), Tokens())
-        return RunSummary(row[0], row[1], row[2], Outcome(row[3]), row[4], tokens, len(steps))
+        return RunSummary(
+            row[0], row[1], row[2], stored(Outcome, row[3]), row[4], tokens, len(steps)
+        )
 
     def compaction(self, run_ids: list[str]) -> tuple[str, int] | None:
         """The latest compaction among ``run_ids`` (a path's runs): its summary and how many

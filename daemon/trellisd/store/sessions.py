@@ -24,7 +24,7 @@ from ..records import (
     Tokens,
     Turn,
 )
-from ..vocabulary import EventKind, Outcome
+from ..vocabulary import EventKind, Outcome, stored
 from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
@@ -102,7 +102,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         run_id=row[3],
         prompt=row[4],
         reply=row[5],
-        outcome=Outcome(row[6]),
+        outcome=stored(Outcome, row[6]),
         error=row[7],
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],
