@@ -1177,13 +1177,13 @@ export class SessionController {
     this.coalescer.flush();
     const session = this.session;
     this.postQueue();
+    this.view.post({ type: 'earlier', more: !!this.historyCursor });
     this.view.post({
       type: 'reset',
       session: session ? header(session, this.lineage) : null,
       turns: this.transcript.map(turnView),
       running: this.isRunning,
     });
-    this.view.post({ type: 'earlier', more: !!this.historyCursor });
   }
 
   private postQueue(): void {
