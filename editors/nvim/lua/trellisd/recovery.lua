@@ -76,7 +76,7 @@ function M.send(state, decision, done, force)
       end
       local files = compat.value(session.files)
       session.files = nil
-      if decision == "keep" then
+      if decision == M.DECISIONS[1] then
         state.view:block({ "*kept the files as the killed command left them; the conversation goes on*" })
       else
         local restored = type(files) == "table" and #(compat.value(files.restored) or {}) or 0
