@@ -750,6 +750,36 @@ try {
     await page.locator('.notification-toast', { hasText: 'no remembered approvals in this session' }).waitFor();
   });
 
+  await check('a long session opens with its newest 50 turns, each step\'s text shown; "Load earlier turns" adds the rest above', async () => {
+    // 60 turns of two steps each ("looking at n" calling read_file, then "answer n"), written
+    // into the store beside the shared daemon
+    execFileSync(
+      which(daemonCommand),
+      [path.resolve(here, '../../../tests/fixtures/sessions.py'), settings['trellisd.db'], fs.realpathSync(project), '60', 'a long conversation'],
+      { env, encoding: 'utf8' },
+    );
+    await palette('trellisd: Reopen Session…');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'a long conversation' }).first().click();
+    await header('#session-title', 'a long conversation');
+    const newest = chat.locator('section.turn', { hasText: 'question 60' });
+    await newest.locator('.reply', { hasText: 'looking at 60' }).waitFor();
+    await newest.locator('.reply', { hasText: 'answer 60' }).waitFor();
+    const shown = await chat.locator('section.turn').count();
+    if (shown !== 50) {
+      throw new Error(`the long session opened with ${shown} turns; expected its newest 50`);
+    }
+    const earlier = chat.locator('#earlier');
+    await earlier.waitFor({ state: 'visible' });
+    await earlier.click();
+    await chat.locator('section.turn').first().locator('.prompt', { hasText: /^question 1$/ }).waitFor();
+    const all = await chat.locator('section.turn').count();
+    if (all !== 60) {
+      throw new Error(`after "Load earlier turns" the session shows ${all} turns; expected 60`);
+    }
+    await earlier.waitFor({ state: 'hidden' });
+    await waitForLog(extensionLog, /loaded 10 earlier turn\(s\) of session s-/);
+  });
+
   await check('MCP: a project server asks to start, its tool call names server and tool, and the tools view lists it', async () => {
     const server = path.resolve(here, '../../../tests/fixtures/mcp_server.py');
     const python = settings['trellisd.command'];
