@@ -1,6 +1,7 @@
 """Opening a long session in a real Neovim, against the real daemon:
 
     python tests/bench/bench_editor_open.py [--turns 10 10000] [--rounds 5] [--plugin DIR]
+    python tests/bench/bench_editor_open.py --vscode   # the VS Code extension's controller
 
 Writes sessions of each ``--turns`` size straight into a store (two steps a turn: a
 read_file call, then the reply; ``tests/fixtures/sessions.fill_conversation``), starts a
@@ -12,12 +13,20 @@ couple of minutes): from ``:TrellisSessions`` picking the
 session to its newest turn drawn in the conversation buffer, and to every drawn turn showing
 its steps' text (the plugin reads them with run/steps). Pass ``--plugin`` a copy of an older
 editors/nvim (``git archive <rev> editors/nvim | tar -x -C /tmp/old``) to compare.
+
+With ``--vscode``, the same opens go through the VS Code extension's SessionController (its
+chat view recorded, not drawn by VS Code) in Node: ``editors/vscode/out/test/benchOpen.js``,
+built by ``npm run build`` in editors/vscode; the time is from the reopen to the turns posted
+to the chat view, and to the newest turn's steps' text.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -52,12 +61,38 @@ return { drawn, filled and (uv.hrtime() - t0) / 1e6 or -1 }
 """
 
 
-def measure(scratch: Path, turns: int, rounds: int, plugin: Path) -> None:
+def store(scratch: Path, turns: int) -> Path:
+    """The folder of a store holding one session of ``turns`` turns (written if missing)."""
     folder = scratch / f"s{turns}"
     project = folder / "project"
     if not (folder / "trellisd.db").exists():  # kept in --scratch from an earlier run
         project.mkdir(parents=True, exist_ok=True)
         fill_conversation(folder / "trellisd.db", project.resolve(), turns)
+    return folder
+
+
+def measure_vscode(scratch: Path, turns: int, rounds: int) -> None:
+    folder = store(scratch, turns)
+    env = {**os.environ, "TRELLISD_TEST_CMD": f"{sys.executable} -m trellisd"}
+    script = REPO / "editors" / "vscode" / "out" / "test" / "benchOpen.js"
+    out = subprocess.run(
+        ["node", str(script), str(folder / "trellisd.db"), str(rounds)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    print(
+        f"VS Code, {turns} turns: turns posted to the chat view {figures['drawn']:.0f} ms "
+        f"(min {figures['min']:.0f}), the newest turn's steps' text {figures['steps']:.0f} ms; "
+        f"{figures['shown']} turns in the view"
+    )
+
+
+def measure(scratch: Path, turns: int, rounds: int, plugin: Path) -> None:
+    folder = store(scratch, turns)
+    project = folder / "project"
     fx.PLUGIN = plugin
     ed = fx.start_editor(fx.nvim_binary("nvim-0.11"), folder, workdir=project)
     try:
@@ -90,15 +125,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--plugin", type=Path, default=REPO / "editors" / "nvim")
     parser.add_argument("--scratch", type=Path, help="keep the stores here (made if missing)")
+    parser.add_argument("--vscode", action="store_true", help="the VS Code extension instead")
     args = parser.parse_args()
+
+    def run(scratch: Path) -> None:
+        for turns in args.turns:
+            if args.vscode:
+                measure_vscode(scratch, turns, args.rounds)
+            else:
+                measure(scratch, turns, args.rounds, args.plugin.resolve())
+
     if args.scratch:
         args.scratch.mkdir(parents=True, exist_ok=True)
-        for turns in args.turns:
-            measure(args.scratch, turns, args.rounds, args.plugin.resolve())
+        run(args.scratch)
         return
     with tempfile.TemporaryDirectory() as scratch:
-        for turns in args.turns:
-            measure(Path(scratch), turns, args.rounds, args.plugin.resolve())
+        run(Path(scratch))
 
 
 if __name__ == "__main__":
