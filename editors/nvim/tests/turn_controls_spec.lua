@@ -348,3 +348,50 @@ test("F in the tree offers the turn's steps, forks after the one picked and open
   end, nil, "the fork to open")
   daemon.stop(500)
 end)
+
+test("a turn joined mid-way shows the texts of the steps it committed before, not only the last", function()
+  local s = paged_store(1)
+  local running = {
+    turnId = "t-2",
+    runId = "r-2",
+    sessionId = "s-1",
+    parentTurnId = "t-1",
+    prompt = "prompt 2",
+    reply = "Still looking.",
+    outcome = "running",
+    tokens = TOKENS,
+    createdAt = "2026-01-01T00:00:00Z",
+  }
+  local steps = s.methods["run/steps"]
+  start(s, {
+    ["session/reopen"] = function()
+      return vim.tbl_extend("force", s.session(), {
+        head = "t-2",
+        history = { s.turns[1], running },
+        running = { sessionId = "s-1", turnId = "t-2", runId = "r-2", step = 3, text = "It is " },
+      })
+    end,
+    ["run/steps"] = function(p)
+      if p.runId ~= "r-2" then
+        return steps(p)
+      end
+      local function step(n, text)
+        return {
+          step = n,
+          decision = "tool",
+          prompt = vim.NIL,
+          text = text,
+          toolCall = vim.NIL,
+          result = "x",
+          tokens = TOKENS,
+        }
+      end
+      return { steps = { step(1, "Let me look."), step(2, "Still looking.") } }
+    end,
+  })
+  reopen()
+  wait_text("### You\nprompt 2\n\n### trellisd\n\nLet me look.\n\nStill looking.\n\nIt is ")
+  eq(1, count("Still looking%."))
+  eq(true, trellis.current().running)
+  daemon.stop(500)
+end)

@@ -72,6 +72,7 @@ import {
   footerText,
   fromHistory,
   steerDelivered,
+  withCommittedSteps,
   withStepTexts,
   TranscriptTurn,
   turnView,
@@ -911,6 +912,7 @@ export class SessionController {
     // The text so far is the current step's; between two steps it is the last committed
     // step's, which the stored reply already holds.
     const stored = turn.blocks.map((b) => (b.kind === 'text' ? b.text : '')).join('');
+    const reply = turn.blocks.find((b): b is Extract<Block, { kind: 'text' }> => b.kind === 'text')?.text ?? '';
     if (running.text && !stored.endsWith(running.text)) {
       appendText(turn, running.step ?? 1, running.text);
     }
@@ -924,6 +926,20 @@ export class SessionController {
     this.log.info(`following turn ${running.turnId}, running in trellisd (started in another window)`);
     this.postTurn(turn);
     this.fireRunning();
+    void this.fillFollowed(turn, reply, running);
+  }
+
+  /** The texts of the steps a joined turn committed before the one streaming (its stored
+   * reply is only the last of them). */
+  private async fillFollowed(turn: TranscriptTurn, reply: string, running: RunningTurn): Promise<void> {
+    try {
+      const { steps } = await this.client.request<{ steps: Step[] }>(Method.runSteps, { runId: running.runId });
+      if (this.live?.turn === turn && withCommittedSteps(turn, reply, steps, running.step)) {
+        this.coalescer.mark(turn.key);
+      }
+    } catch (error) {
+      this.log.warn(`could not read the steps of turn ${running.turnId}: ${messageOf(error)}`);
+    }
   }
 
   /** Whether the followed turn has ended, as the history says; if so, show how it ended. */
@@ -1313,6 +1329,7 @@ export class SessionController {
     const live = this.live?.turn;
     this.transcript = history.map((t) => fromHistory(t));
     this.historyCursor = historyCursor;
+    void this.fillSteps(history.filter((t) => t.outcome !== 'running'));
     if (live) {
       this.transcript.push(live);
     }

@@ -71,6 +71,31 @@ export function withStepTexts(turn: TranscriptTurn, steps: Step[]): boolean {
   return true;
 }
 
+/** A running turn joined mid-way, drawn with its stored reply (the last committed step's
+ * text): the committed steps' texts take the reply's place once read, so that the earlier
+ * steps show too. `current`: the step being streamed (null: between steps). False when
+ * nothing changed (the reply is not the last committed step's: an older daemon's). */
+export function withCommittedSteps(turn: TranscriptTurn, reply: string, steps: Step[], current: number | null): boolean {
+  const committed = steps.filter((s) => s.text && (current === null || s.step < current));
+  if (committed.length < 2 && reply) {
+    return false; // the reply is all there is
+  }
+  const at = turn.blocks.findIndex((b) => b.kind === 'text');
+  const first = at >= 0 ? (turn.blocks[at] as Extract<Block, { kind: 'text' }>) : undefined;
+  const blocks: Block[] = committed.map((s) => ({ kind: 'text', step: s.step, text: s.text }));
+  if (reply) {
+    if (committed[committed.length - 1].text !== reply || first?.text !== reply) {
+      return false;
+    }
+    turn.blocks.splice(at, 1, ...blocks);
+  } else if (committed.length) {
+    turn.blocks.unshift(...blocks);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 function pendingSteer(block: Block | undefined): boolean {
   return block?.kind === 'steer' && (block.state === 'sending' || block.state === 'queued');
 }

@@ -160,4 +160,26 @@ describe('a window following a turn another window started', () => {
     assert.equal(c.session!.head, 't-2');
     assert.equal(client.params('session/history').length, 0, 'no polling of the history');
   });
+
+  test("a turn joined mid-way shows the texts of the steps it committed before, not only the last one", async () => {
+    const step = (n: number, text: string) => ({ step: n, decision: 'tool', prompt: null, text, toolCall: null, result: 'x', tokens: TOKENS });
+    const client = new FakeClient({
+      ...pagedSession(1),
+      'session/reopen': () => ({
+        ...session({ head: 't-2' }),
+        history: [pathTurn(1), pathTurn(2, { outcome: 'running', reply: 'Still looking.' })],
+        running: { sessionId: 's-1', turnId: 't-2', runId: 'r-2', prompt: 'prompt 2', step: 3, text: 'It is ' },
+      }),
+      'run/steps': (p) => ({ steps: p.runId === 'r-2' ? [step(1, 'Let me look.'), step(2, 'Still looking.')] : [] }),
+    });
+    const { c, view } = controller(client);
+    await c.reopenSession('s-1');
+    const body = await waitFor('the earlier steps', () => {
+      const text = stripTags(view.turns.get('t-2')?.body ?? '');
+      return text.includes('Let me look.') && text;
+    });
+    assert.ok(body.indexOf('Let me look.') < body.indexOf('Still looking.'), body);
+    assert.ok(body.indexOf('Still looking.') < body.indexOf('It is'), body);
+    assert.equal(body.split('Still looking.').length, 2, 'the reply once');
+  });
 });

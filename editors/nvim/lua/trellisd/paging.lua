@@ -57,6 +57,31 @@ function M.steps(turns, cb)
   end
 end
 
+--- A running turn joined mid-way is drawn with its stored reply, the text of the last step it
+--- committed: the texts of the steps committed before that one, to draw above it, or nil
+--- when there are none or the reply is not the last committed step's (an older daemon's).
+---@param steps table[] run/steps' steps of the turn so far
+---@param current integer|nil the step being streamed (nil: between steps)
+---@param reply string the reply drawn
+---@return string[]|nil
+function M.joined_texts(steps, current, reply)
+  local texts = {}
+  for _, s in ipairs(steps) do
+    local text = compat.value(s.text)
+    if (current == nil or s.step < current) and type(text) == "string" and text ~= "" then
+      texts[#texts + 1] = text
+    end
+  end
+  if reply == "" then
+    return #texts > 0 and texts or nil
+  end
+  if #texts < 2 or texts[#texts] ~= reply then
+    return nil
+  end
+  texts[#texts] = nil
+  return texts
+end
+
 --- The page of the session's path before `cursor`, with its steps' texts: cb(err, page).
 ---@param session_id string
 ---@param cursor string

@@ -295,6 +295,16 @@ local function follow(state, history, live)
   if text ~= "" and reply:sub(-#text) ~= text then
     state.view:stream(text)
   end
+  -- the reply is the last committed step's text: the steps before it go above it
+  daemon.request("run/steps", { runId = live.runId }, function(err, result)
+    if err or state.running ~= run then
+      return
+    end
+    local texts = paging.joined_texts(result.steps or {}, compat.value(live.step), reply)
+    if texts then
+      state.view:insert_under_reply_heading(texts)
+    end
+  end)
   -- a command still running, calls waiting: drawn as far as they have gone
   for _, call in ipairs(compat.value(live.calls) or {}) do
     run.calls = run.calls or {}

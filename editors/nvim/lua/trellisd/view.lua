@@ -235,6 +235,28 @@ function View:prepend(turns, more)
   return false
 end
 
+-- Draw texts (a paragraph each) right under the last "### trellisd" heading: the earlier
+-- steps of the turn being streamed, above what it shows.
+function View:insert_under_reply_heading(texts)
+  if not self:valid() then
+    return
+  end
+  local all = vim.api.nvim_buf_get_lines(self.buf, 0, -1, false)
+  for i = #all, 1, -1 do
+    if all[i] == "### trellisd" then
+      local lines = {}
+      for _, text in ipairs(texts) do
+        lines[#lines + 1] = ""
+        for _, l in ipairs(compat.lines(text)) do
+          lines[#lines + 1] = l
+        end
+      end
+      self:_set(i, i, lines)
+      return
+    end
+  end
+end
+
 -- The title, the folder and id, and where the session came from when it was forked
 -- (lineage: "forked from “…” at turn 3", or nil).
 function View.header(session, lineage, usage)
