@@ -60,7 +60,7 @@ class Tour:
         self.asker: Asker | None = None
         self.withdrawn: list[str] = []
         self.steered: list[dict[str, Any]] = []
-        self.streamed: dict[str, list[str]] = {}
+        self.streamed: dict[str, dict[int, list[str]]] = {}  # by turn, then step
         self.mid_line = False
 
     def say(self, line: str) -> None:
@@ -75,7 +75,8 @@ class Tour:
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "session/token":
-            self.streamed.setdefault(params["turnId"], []).append(params["text"])
+            by_step = self.streamed.setdefault(params["turnId"], {})
+            by_step.setdefault(params["step"], []).append(params["text"])
             print(params["text"] if self.mid_line else f"< {params['text']}", end="", flush=True)
             self.mid_line = True
         elif method == "session/step" and params["toolCall"] is not None:
@@ -114,8 +115,11 @@ class Tour:
         return result
 
     def streamed_whole(self, result: dict[str, Any]) -> bool:
-        pieces = self.streamed.get(result["turnId"], [])
-        return len(pieces) > 1 and "".join(pieces) == result["reply"]
+        """The turn's text streamed in pieces, and its last step's pieces join to its reply."""
+        by_step = self.streamed.get(result["turnId"], {})
+        pieces = sum(by_step.values(), [])
+        last = "".join(by_step[max(by_step)]) if by_step else ""
+        return len(pieces) > 1 and last == result["reply"]
 
 
 async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> int:
@@ -166,7 +170,7 @@ async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> in
     # 1. A tool call: the model reads the file before it answers.
     first = await t.turn(client, session_id, "What is in this folder?")
     t.claim(first["outcome"] == "finished", "the turn finished")
-    t.claim(t.streamed_whole(first), "the reply streamed in pieces that join to the reply")
+    t.claim(t.streamed_whole(first), "the text streamed in pieces; the reply is what it said last")
     steps = (await client.request("run/steps", {"runId": first["runId"]}))["steps"]
     t.claim(
         [s["decision"] for s in steps] == ["tool", "reply"]

@@ -128,6 +128,7 @@ class Session:
     instructions: str | None = None  # the session's standing instructions to the model
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
+    pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
 
 
 @dataclass(frozen=True)

@@ -263,7 +263,9 @@ class Daemon:
 
     async def _open_store(self) -> None:
         try:
-            self._services = await services.start(self.db_path, self.settings, self.notifier)
+            self._services = await services.start(
+                self.db_path, self.settings, self.notifier, asker=self.notifier
+            )
             self._services.running.on_end = self._changed
         except StoreError as exc:
             log.error("%s", exc.message)
@@ -670,6 +672,9 @@ class _WireNotifier:
         self._notify(turn, "session/toolOutput", params)
         for acp in self._acp(turn.session_id):
             acp.tool_output(turn, step, call, text)
+
+    def can_ask(self, session_id: str) -> bool:
+        return bool(self.daemon.followers(session_id) or self.daemon.acp_followers(session_id))
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         approval = _Approval(turn, request)

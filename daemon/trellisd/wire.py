@@ -270,6 +270,12 @@ class SessionRevoke:
 
 
 @attrs.frozen
+class SessionPin:
+    session_id: str
+    turn_id: str
+
+
+@attrs.frozen
 class SessionRename:
     session_id: str
     title: str

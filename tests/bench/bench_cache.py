@@ -3,7 +3,10 @@ against the test model server (OpenAI-format SSE on 127.0.0.1), whose usage repo
 ``prompt_tokens_details.cached_tokens`` the words of the leading messages a request shares
 with an earlier one, as a provider's prefix cache would.
 
-    python tests/bench/bench_cache.py [--turns 20]
+    python tests/bench/bench_cache.py [--turns 20] [--reads]
+
+With ``--reads`` each turn first reads a file of its own (``read_file``, 200 words) and then
+answers, so the session's transcript holds tool calls and their results.
 
 Prints the input tokens, the cached input tokens and the cached share of the session, from
 the ledger (``session/history``), the cost with and without the cache discount at the
@@ -31,7 +34,7 @@ from trellisd.records import Tokens  # noqa: E402
 MODEL = "gpt-4o-mini"
 
 
-async def session(server: ModelServer, scratch: Path, turns: int) -> None:
+async def session(server: ModelServer, scratch: Path, turns: int, reads: bool) -> None:
     for name in [n for n in os.environ if n.startswith("TRELLISD_")]:
         del os.environ[name]
     path = os.environ.get("PYTHONPATH")
@@ -55,6 +58,10 @@ async def session(server: ModelServer, scratch: Path, turns: int) -> None:
     sid = opened["sessionId"]
     for n in range(1, turns + 1):
         words = " ".join(f"w{n}-{i}" for i in range(40))
+        if reads:
+            note = " ".join(f"n{n}-{i}" for i in range(200))
+            (workspace / f"notes-{n}.md").write_text(note + "\n")
+            server.reply(f"reading {n}", tool_calls=[_read(n)])
         server.reply(f"answer {n}: " + words)
         result = await client.request(
             "session/turn", {"sessionId": sid, "prompt": f"question {n}: {words}"}
@@ -83,15 +90,20 @@ async def session(server: ModelServer, scratch: Path, turns: int) -> None:
     print(f"last session/usage: context {last['contextTokens']} of {last['contextWindow']}")
 
 
+def _read(n: int) -> dict[str, Any]:
+    return {"id": f"call-{n}", "name": "read_file", "arguments": {"path": f"notes-{n}.md"}}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--turns", type=int, default=20, help="turns in the session (default 20)")
+    p.add_argument("--reads", action="store_true", help="each turn reads a file first")
     args = p.parse_args()
     if args.turns < 1:
         p.error("--turns must be at least 1")
     with ModelServer() as server, tempfile.TemporaryDirectory(prefix="trellisd-bench-") as d:
         server.caching = True
-        asyncio.run(session(server, Path(d), args.turns))
+        asyncio.run(session(server, Path(d), args.turns, args.reads))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from tests.e2e.conftest import Daemon
 from tests.e2e.test_policy_tools import answer_approvals, events
 from tests.e2e.test_sessions import open_session, turn
-from tests.fixtures.git_repo import make_repo, user_state
+from tests.fixtures.git_repo import git, make_repo, user_state
 from tests.fixtures.model_server import ModelServer
 
 OPEN = {
@@ -81,6 +82,7 @@ def repo(tmp_path: Path) -> Path:
 async def test_a_turn_lists_what_its_tools_and_commands_changed_and_git_state_is_untouched(
     daemon: Daemon, model: ModelServer, repo: Path
 ) -> None:
+    (repo / ".env.local").write_text("API_TOKEN=left-untracked\n")
     before = user_state(repo)
     session = await open_session(daemon, repo, policy=OPEN)
     command = (
@@ -115,6 +117,18 @@ async def test_a_turn_lists_what_its_tools_and_commands_changed_and_git_state_is
     assert {k: v for k, v in after.items() if k != "status"} == {
         k: v for k, v in before.items() if k != "status"
     }
+    # The snapshots are the daemon's own: no ref of it in the repository, and a mirror of
+    # the repository takes no untracked file along.
+    assert "trellisd" not in git(repo, "for-each-ref")
+    git(repo.parent, "clone", "-q", "--mirror", str(repo), "mirror.git")
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=repo.parent / "mirror.git",
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert b"tracked.txt" in objects
+    assert b"left-untracked" not in objects and b"made\n" not in objects
 
 
 async def test_git_status_reads_the_same_after_a_turn_that_changes_nothing_tracked(
@@ -307,6 +321,26 @@ async def test_an_approval_for_a_write_carries_the_diff_against_the_file_on_disk
     # The second approval is against the file as the first call left it.
     assert "-line two\n" in asked[1]["diff"] and "+replaced\n" in asked[1]["diff"]
     assert "diff" not in asked[2]
+
+
+async def test_a_revert_asks_the_editor_before_it_touches_a_protected_path(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    naming = {**OPEN, "layers": [{**OPEN["layers"][0], "allowWrite": ["**", ".vscode/**"]}]}
+    session = await open_session(daemon, workspace, policy=naming)
+    asked = answer_approvals(daemon, ["allow", "deny"])
+    result = await agent_turn(
+        daemon, model, session, write(".vscode/tasks.json", "{}\n"), write("notes.txt", "n\n")
+    )
+    reverted = await daemon.call("turn/revert", {"turnId": result["turnId"]})
+    assert reverted["restored"] == ["notes.txt"]
+    assert reverted["skipped"] == [{"path": ".vscode/tasks.json", "reason": "protected"}]
+    assert [a["summary"] for a in asked] == [
+        "write_file wants to write .vscode/tasks.json",
+        "turn/revert wants to write .vscode/tasks.json",
+    ]
+    assert asked[1]["turnId"] == result["turnId"] and asked[1]["tool"] == "turn/revert"
+    assert (workspace / ".vscode" / "tasks.json").read_text() == "{}\n"
 
 
 async def test_changes_of_unknown_turns_and_of_another_sessions_turn_are_refused(

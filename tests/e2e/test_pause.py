@@ -83,7 +83,7 @@ async def test_step_mode_pauses_after_every_step(
     assert (three["outcome"], three["steps"], three["reply"]) == (
         "finished",
         3,
-        "First.Second.Done.",
+        "Done.",
     )
     assert three["runId"] == one["runId"]
     events = await daemon.call("run/events", {"runId": one["runId"]})

@@ -50,7 +50,7 @@ async def test_a_steer_reaches_the_next_request_and_not_the_one_in_flight(
     result = await running
 
     assert result["outcome"] == "finished"
-    assert result["reply"] == "Working on it in red.Switched to blue."
+    assert result["reply"] == "Switched to blue."
     assert len(model.requests) == 2
     assert "use blue" not in str(model.requests[0]["messages"])
     steered = [m for m in model.requests[1]["messages"] if "use blue" in str(m["content"])]

@@ -11,8 +11,10 @@ summary of the oldest turns of the path (all but the ``KEEP_RECENT`` newest, and
 never the newest) and records it as
 a step of kind ``compaction``: its prompt, the summary as its ``result``, its tokens. An event
 ``compaction`` on that step says how many turns of the path, from its first, the summary
-stands for. From then on the branch sends the summary in their place, then the turns after
-them: a later turn finds the compaction among the runs of its path (``Summary``), and a turn
+stands for. From then on the branch sends the summary in their place, then the pinned turns
+among them (verbatim, with a prompt-cache breakpoint after the last pinned turn), then the
+turns after them, each as it happened (``context.turn_messages``): a later turn finds the
+compaction among the runs of its path (``Summary``), and a turn
 branched from before the compaction point does not, so it sends the original turns. The
 turns themselves stay as they were, in the store and in ``session/history``.
 
@@ -22,9 +24,10 @@ A request the provider refuses as too long (``ProviderError.too_long``) is compa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,7 +41,7 @@ from ..providers.base import (
 )
 from ..records import Step, Tokens, Turn
 from ..vocabulary import StepKind
-from .context import turn_messages
+from .context import Transcripts, turn_messages
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4  # tokens a message costs beyond its text (its role, its framing)
 KEEP_RECENT = 2  # the newest turns of the path a compaction leaves as they are
 SUMMARY_MAX_TOKENS = 2048
+RESULT_CHARS = 2000  # of each tool result, in what a compaction is asked to summarize
 SUMMARY_NOTE = "Summary of the earlier part of this conversation (its turns were compacted):\n\n"
 SUMMARIZER = (
     "You compact the history of a coding session so that it can go on within the model's"
@@ -96,14 +100,26 @@ def tools_tokens(tools: list[ToolSpec]) -> int:
     return len(text) // CHARS_PER_TOKEN
 
 
-def summary_prompt(previous: Summary | None, turns: list[Turn]) -> str:
-    """What the model is asked to summarize: the summary in force, then the turns it adds."""
+def summary_prompt(
+    previous: Summary | None, turns: list[Turn], transcripts: Transcripts | None = None
+) -> str:
+    """What the model is asked to summarize: the summary in force, then the turns it adds,
+    each with its tool calls and their results (each result cut to ``RESULT_CHARS``)."""
     parts = []
     if previous is not None:
         parts.append(f"The summary so far:\n{previous.text}")
     for turn in turns:
-        reply = turn.reply or f"(no reply: the turn {turn.outcome})"
-        parts.append(f"User: {turn.prompt}\n\nAssistant: {reply}")
+        lines = []
+        for m in turn_messages([turn], transcripts):
+            if m.role == "tool":
+                cut = m.content[:RESULT_CHARS] + ("…" if len(m.content) > RESULT_CHARS else "")
+                lines.append(f"Result: {cut}")
+                continue
+            if m.content:
+                lines.append(f"{'User' if m.role == 'user' else 'Assistant'}: {m.content}")
+            for call in m.tool_calls:
+                lines.append(f"Assistant called {call.name} {json.dumps(call.arguments)}")
+        parts.append("\n\n".join(lines))
     parts.append("Summarize the conversation above.")
     return "\n\n---\n\n".join(parts)
 
@@ -121,10 +137,14 @@ class ContextKeeper:
         summary: Summary | None,
         window: int,
         compact_at: float,
+        transcripts: Transcripts | None = None,
+        pinned: Collection[str] = (),
     ) -> None:
         self.provider, self.recorder = provider, recorder
         self.system, self.path, self.summary = system, path, summary
         self.window, self.compact_at = window, compact_at
+        self.transcripts = transcripts  # the path's committed steps, by run
+        self.pinned = frozenset(pinned)  # the turns sent verbatim whatever is compacted
         self.context_tokens = 0  # the size of the context, as last reported or estimated
         self._reported: tuple[int, int, int | None] | None = None  # messages, input, output
         self._head = len(self.head())
@@ -135,12 +155,22 @@ class ContextKeeper:
         return int(self.window * self.compact_at)
 
     def head(self) -> list[Message]:
-        """The messages that stand for the path: the system, the summary, the later turns."""
+        """The messages that stand for the path: the system, the summary, the pinned turns it
+        stands for (verbatim), the later turns, each as it happened. A prompt-cache
+        breakpoint follows the last pinned turn."""
         messages = [self.system]
+        start = 0 if self.summary is None else self.summary.turns
         if self.summary is not None:
             messages.append(Message("user", SUMMARY_NOTE + self.summary.text))
-        start = 0 if self.summary is None else self.summary.turns
-        return messages + turn_messages(self.path[start:])
+        kept = [t for t in self.path[:start] if t.turn_id in self.pinned]
+        last_pin = None
+        for turn in kept + self.path[start:]:
+            messages += turn_messages([turn], self.transcripts)
+            if turn.turn_id in self.pinned:
+                last_pin = len(messages) - 1
+        if last_pin is not None:
+            messages[last_pin] = dataclasses.replace(messages[last_pin], cache=True)
+        return messages
 
     def estimate(self, messages: list[Message], tools: list[ToolSpec]) -> int:
         """The request's size: the last call's reported input and output, plus an estimate
@@ -184,7 +214,10 @@ class ContextKeeper:
         cover = unsummarized[: len(unsummarized) - keep]
         if not cover:
             return False
-        prompt = summary_prompt(self.summary, cover)
+        unpinned = [t for t in cover if t.turn_id not in self.pinned]  # sent as they are
+        if not unpinned:
+            return False
+        prompt = summary_prompt(self.summary, unpinned, self.transcripts)
         text, usage = await self._ask(prompt)
         tokens = Tokens(usage.input, usage.output, usage.cached)
         await commit(Step(number, StepKind.COMPACTION, prompt, "", None, text, tokens))

@@ -3,8 +3,10 @@ instructions), the session's path from its first turn to the head, then the prom
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from ..providers.base import Message
-from ..records import Step, Turn
+from ..records import Step, Tokens, Turn
 from ..vocabulary import StepKind
 from .steering import STEER_NOTE
 
@@ -23,13 +25,35 @@ def system_message(root: str, instructions: str | None = None) -> Message:
     return Message("system", system)
 
 
-def turn_messages(turns: list[Turn]) -> list[Message]:
-    """The messages that stand for ``turns``: each prompt and its reply."""
+Transcripts = Mapping[str, Sequence[Step]]
+"""The committed steps of a path's turns, by run id."""
+
+NO_TOKENS = Tokens(0, 0, 0)  # what the loop records for a model call's second and later calls
+UNFINISHED_CALL = "(no result: the turn was cancelled while this call ran)"
+
+
+def turn_messages(turns: Sequence[Turn], transcripts: Transcripts | None = None) -> list[Message]:
+    """The messages that stand for ``turns``: each turn as it happened, from its committed
+    steps (its prompt, each steer, each tool call with its result, what the model said), in
+    the messages its own requests held; a turn whose steps are not in ``transcripts``: its
+    prompt and its reply."""
     messages: list[Message] = []
     for turn in turns:
-        messages.append(Message("user", turn.prompt))
-        messages.append(Message("assistant", turn.reply or f"(no reply: the turn {turn.outcome})"))
+        steps = None if transcripts is None else transcripts.get(turn.run_id)
+        if steps is None:
+            messages.append(Message("user", turn.prompt))
+            messages.append(Message("assistant", turn.reply or _no_reply(turn)))
+            continue
+        messages.append(Message("user", opening(steps) or turn.prompt))
+        messages += replay(steps)
+        said = [s for s in steps if s.decision != StepKind.COMPACTION]
+        if not said or said[-1].decision != StepKind.REPLY:
+            messages.append(Message("assistant", _no_reply(turn)))
     return messages
+
+
+def _no_reply(turn: Turn) -> str:
+    return f"(no reply: the turn {turn.outcome})"
 
 
 def conversation(
@@ -42,17 +66,58 @@ def conversation(
     ]
 
 
-def replay(steps: list[Step]) -> list[Message]:
-    """The messages a run's committed steps added, to continue it where it stopped."""
+def opening(steps: Sequence[Step]) -> str | None:
+    """The prompt a run's first model call was sent with (the editor's context framed in),
+    held by its first step that is not a compaction."""
+    for step in steps:
+        if step.decision != StepKind.COMPACTION:
+            return step.prompt
+    return None
+
+
+def replay(steps: Sequence[Step]) -> list[Message]:
+    """The messages a run's committed steps added after its prompt, as its requests held
+    them: a steer as the user's, the text and tool calls of one model call as one assistant
+    message, each call's result as a tool message. A call the turn was cancelled in gets a
+    result saying so, as both wires need one for every call."""
     messages: list[Message] = []
+    first = True  # the run's first model call: its prompt is the opening, not a steer
+    previous: Step | None = None
     for step in steps:
         if step.decision == StepKind.COMPACTION:
             continue  # the summary is in the conversation's head
-        if step.prompt and step.step > 1:
+        if step.prompt and not first:
             messages.append(Message("user", STEER_NOTE + step.prompt))
-        if step.tool_call is not None:
-            messages.append(Message("assistant", step.text, (step.tool_call,)))
-            messages.append(Message("tool", step.result or "", tool_call_id=step.tool_call.id))
-        elif step.text:
+        first = False
+        call = step.tool_call
+        if call is not None:
+            result = Message("tool", _result(step), tool_call_id=call.id)
+            if _same_call(step, previous):
+                asking = next(i for i in range(len(messages) - 1, -1, -1) if messages[i].tool_calls)
+                calls = (*messages[asking].tool_calls, call)
+                messages[asking] = Message("assistant", messages[asking].content, calls)
+            else:
+                messages.append(Message("assistant", step.text, (call,)))
+            messages.append(result)
+        elif step.text or step.decision == StepKind.REPLY:
             messages.append(Message("assistant", step.text))
+        previous = step
     return messages
+
+
+def _same_call(step: Step, previous: Step | None) -> bool:
+    """Whether ``step`` is a further tool call of the model call ``previous`` made: the loop
+    records those with no prompt, no text and no tokens of their own."""
+    return (
+        previous is not None
+        and previous.tool_call is not None
+        and step.prompt is None
+        and not step.text
+        and step.tokens == NO_TOKENS
+    )
+
+
+def _result(step: Step) -> str:
+    if step.result is None and step.decision == StepKind.CANCELLED:
+        return UNFINISHED_CALL
+    return step.result or ""

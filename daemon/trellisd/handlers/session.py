@@ -146,6 +146,14 @@ async def session_rename(app: Services, p: wire.SessionRename) -> Any:
     return wire.session(await app.sessions.rename(p.session_id, p.title))
 
 
+async def session_pin(app: Services, p: wire.SessionPin) -> Any:
+    return wire.session(await app.sessions.pin(p.session_id, p.turn_id))
+
+
+async def session_unpin(app: Services, p: wire.SessionPin) -> Any:
+    return wire.session(await app.sessions.unpin(p.session_id, p.turn_id))
+
+
 async def session_instructions(app: Services, p: wire.SessionInstructions) -> Any:
     return wire.session(await app.sessions.instruct(p.session_id, p.instructions))
 
@@ -198,6 +206,8 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/fork", wire.SessionFork, session_fork, follow="answer"),
     Method("session/rename", wire.SessionRename, session_rename),
     Method("session/instructions", wire.SessionInstructions, session_instructions),
+    Method("session/pin", wire.SessionPin, session_pin),
+    Method("session/unpin", wire.SessionPin, session_unpin),
     Method("session/close", wire.SessionRef, session_close, follow="leave"),
     Method("session/delete", wire.SessionRef, session_delete, follow="forget"),
     Method("session/events", wire.SessionEvents, session_events),

@@ -22,6 +22,7 @@ from .layers import (
     ProjectPolicy,
     Ruling,
     Verdict,
+    protected_entry,
 )
 from .load import DEFAULT_POLICY, PROJECT_FILE, load_policy, read_project_policy
 
@@ -41,5 +42,6 @@ __all__ = [
     "Ruling",
     "Verdict",
     "load_policy",
+    "protected_entry",
     "read_project_policy",
 ]

@@ -297,10 +297,14 @@ class Policy:
 
 def _protected(action: Action) -> str | None:
     """The name of the protected entry a write's target is or lies in, if any."""
-    if action.kind != "write":
-        return None
+    return protected_entry(action.target) if action.kind == "write" else None
+
+
+def protected_entry(target: str) -> str | None:
+    """The name of the protected entry (``PROTECTED_PATHS``) the root-relative path
+    ``target`` is or lies in, if any: ``.git`` for ``.git/hooks/post-checkout``."""
     for pattern in PROTECTED_PATHS:
-        if matches_path(pattern, action.target):
+        if matches_path(pattern, target):
             return pattern.rsplit("/", 1)[-1]
     return None
 

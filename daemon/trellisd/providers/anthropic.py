@@ -2,7 +2,8 @@
 
 The conversation changes shape on the way out: system messages become the top-level
 ``system``, an assistant's tool calls become ``tool_use`` blocks, and tool results go back as
-``tool_result`` blocks in a user message (consecutive results share one message).
+``tool_result`` blocks in a user message (consecutive results share one message). A message
+marked ``cache`` (the last pinned turn) ends with a cache breakpoint of its own.
 
 Token figures: Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
 prompt cache. ``Usage.input`` here counts all of them (``input_tokens`` +
@@ -52,10 +53,12 @@ EPHEMERAL = {"type": "ephemeral"}
 
 
 def mark_cached_prefix(messages: list[dict[str, Any]]) -> int:
-    """Put a cache breakpoint on the last block before the newest message: the earlier turns
-    are the stable prefix the next call reads from the cache (the system and the tools carry
-    their own breakpoints). Returns how many messages the marked prefix holds."""
-    for index in range(len(messages) - 2, -1, -1):
+    """Put a cache breakpoint on the last block of the request: the next call (the turn's
+    next step, or the next turn, which sends the earlier turns as they happened) starts with
+    this whole request, and reads all of it from the cache, the newest tool result included
+    (the system and the tools carry their own breakpoints). Returns how many messages the
+    marked prefix holds."""
+    for index in range(len(messages) - 1, -1, -1):
         blocks = messages[index]["content"]
         if blocks:
             blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
@@ -68,9 +71,11 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
     system: list[str] = []
     out: list[dict[str, Any]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+    def add(role: str, blocks: list[dict[str, Any]], cache: bool) -> None:
         if not blocks:
             return
+        if cache:
+            blocks[-1] = {**blocks[-1], "cache_control": EPHEMERAL}
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -82,7 +87,7 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
                 system.append(m.content)
         elif m.role == "tool":
             result = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-            add("user", [result])
+            add("user", [result], m.cache)
         elif m.role == "assistant":
             blocks: list[dict[str, Any]] = []
             if m.content:
@@ -91,9 +96,9 @@ def to_anthropic_messages(messages: list[Message]) -> tuple[str | None, list[dic
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
                 for c in m.tool_calls
             ]
-            add("assistant", blocks)
+            add("assistant", blocks, m.cache)
         elif m.content:
-            add("user", [{"type": "text", "text": m.content}])
+            add("user", [{"type": "text", "text": m.content}], m.cache)
     return ("\n\n".join(system) or None), out
 
 

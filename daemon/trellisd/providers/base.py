@@ -15,12 +15,14 @@ from ..records import ToolCall
 
 @dataclass(frozen=True)
 class Message:
-    """One message of the conversation sent to the model."""
+    """One message of the conversation sent to the model. ``cache``: a prompt-cache
+    breakpoint follows it, on the wires that take one (Anthropic's ``cache_control``)."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    cache: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from ..store.facade import AsyncStore
 from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
 from .budgets import BudgetService
-from .changes import ChangeService
+from .changes import Asker, ChangeService
 from .policies import Policies
 from .queue import PromptQueues
 from .running import Running
@@ -56,6 +56,7 @@ class Services:
         notifier: Notifier,
         providers: Callable[[ProviderSettings], Provider] = make_provider,
         mcp_config: Callable[[], Sequence[McpServerSpec]] | None = None,
+        asker: Asker | None = None,
     ) -> None:
         self.store = store
         if isinstance(settings, ProviderSettings):
@@ -69,7 +70,7 @@ class Services:
                 return [client_spec(s) for s in self.defaults.settings.mcp_servers]
 
         self.mcp = McpServers(store.mcp_approvals, mcp_config, call_timeout(os.environ))
-        self.changes = ChangeService(store, self.running, policies, store.folder / "git")
+        self.changes = ChangeService(store, self.running, policies, store.folder / "git", asker)
         self.sessions = SessionService(
             store, self.defaults, self.running, policies, self.changes, self.mcp
         )
@@ -129,12 +130,14 @@ async def start(
     notifier: Notifier,
     providers: Callable[[ProviderSettings], Provider] = make_provider,
     mcp_config: Callable[[], Sequence[McpServerSpec]] | None = None,
+    asker: Asker | None = None,
 ) -> Services:
     """Open the store at ``db_path`` and start the services over it (``StoreError`` if the
     store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time
-    a session's servers are first needed."""
+    a session's servers are first needed; ``asker`` is who is asked before a restore writes a
+    protected path (without one, such paths are left as they are)."""
     store = await AsyncStore.open(db_path, pid_alive)
-    services = Services(store, settings, notifier, providers, mcp_config)
+    services = Services(store, settings, notifier, providers, mcp_config, asker)
     await services.start()
     return services
 

@@ -14,7 +14,11 @@ Putting files back never overwrites a person's edit: each file must be as the ag
 (the state the change sets say it has at the head, or after the reverted turn); otherwise
 nothing is done and the answer is ``Conflict`` with ``data.paths``, unless ``force``.
 Writes go through the tools' own helpers: no symlink followed, nothing outside the root, and
-paths the session's policy refuses to write are left alone.
+paths the session's policy refuses to write are left alone. A protected path (``.git``,
+``.vscode``, ...: see ``policy.layers``) is written only once the user allowed it, asked as a
+tool's write is (``Asker``), whatever rule allows it: a policy that came with a file (an
+imported session, ``.trellisd.toml``) cannot restore a git hook unasked. With nobody to ask,
+or a denial, it is left alone (``protected``); after any question the files are checked again.
 """
 
 from __future__ import annotations
@@ -26,17 +30,21 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..changes import ABSENT, Content, GitTree, Kind, read_content, unified_diff
 from ..changes.git import GitError
 from ..errors import Conflict, TrellisError
+from ..policy import protected_entry
 from ..records import FileChange, Restored, Session, Skipped, ToolCall, TurnRef
 from ..store.changes import Recorded
 from ..store.facade import AsyncStore
 from ..tools.base import Action, ToolContext, ToolFailure
 from ..tools.edit import atomic_write, proposed, remove_file
+from ..vocabulary import Decision
 from .policies import Policies
 from .running import Running
+from .seams import summary_line
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,20 @@ class StepEdit:
 
 Plan = dict[str, tuple[Content, Content]]
 """For each path: the content it should have now, and the content to put there."""
+
+
+class Asker(Protocol):
+    """Who is asked before a restore writes a protected path: the editors following the
+    session, through ``session/requestApproval``."""
+
+    def can_ask(self, session_id: str) -> bool:
+        """Whether any window follows the session now, to be asked."""
+        ...
+
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision: ...
+
+
+ALLOWED = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT)
 
 
 def _net(changes: Iterable[Recorded]) -> Plan:
@@ -75,10 +97,15 @@ def _state(changes: list[Recorded], path: str, fallback: list[Recorded]) -> Cont
 
 class ChangeService:
     def __init__(
-        self, store: AsyncStore, running: Running, policies: Policies, state_dir: Path
+        self,
+        store: AsyncStore,
+        running: Running,
+        policies: Policies,
+        state_dir: Path,
+        asker: Asker | None = None,
     ) -> None:
         self.store, self.running, self.policies = store, running, policies
-        self.state_dir = state_dir
+        self.state_dir, self.asker = state_dir, asker
         self.trees = Trees(state_dir)
 
     def watch(self, ref: TurnRef, context: ToolContext) -> Watch:
@@ -119,7 +146,7 @@ class ChangeService:
         """Put every file the turns between ``head`` and ``target`` changed as it is at
         ``target``. Call before the head moves (a ``Conflict`` leaves everything as it was)."""
         plan = await self._between(session.session_id, head, target)
-        restored, _ = await self._put_back(session, plan, force)
+        restored, _ = await self._put_back(session, plan, force, target or head, "session/branch")
         return restored
 
     async def revert(self, turn_id: str, force: bool) -> Restored:
@@ -131,7 +158,7 @@ class ChangeService:
         session = await self.store.sessions.get(turn.session_id)
         own = [c for c in await self.store.changes.of_turns([turn_id]) if c.source != "revert"]
         plan = {path: (after, before) for path, (before, after) in _net(own).items()}
-        restored, found = await self._put_back(session, plan, force)
+        restored, found = await self._put_back(session, plan, force, turn_id, "turn/revert")
         await self.store.changes.record(
             turn.run_id,
             None,
@@ -194,11 +221,56 @@ class ChangeService:
         return out
 
     async def _put_back(
-        self, session: Session, plan: Plan, force: bool
+        self, session: Session, plan: Plan, force: bool, about: str | None, method: str
     ) -> tuple[Restored, dict[str, Content]]:
-        """Check every file, then write them; answers what was done and what each restored
-        file held before."""
+        """Check every file, ask about the protected ones, then write them; answers what
+        was done and what each restored file held before. The turn ``about`` (the new
+        head, the reverted turn) and ``method`` (the request's) name the restore in a
+        question to the user."""
         context = ToolContext(Path(session.root))
+        found = await self._found(context, plan, force)
+        policy = await self.policies.of(session)
+        skipped: list[Skipped] = []
+        writes: dict[str, Content] = {}
+        ask: dict[str, Content] = {}
+        for path, (_, wanted) in sorted(plan.items()):
+            wanted = await self.store.changes.load(wanted)
+            ruling = policy.check(Action("write", path)).ruling
+            if not wanted.restorable:
+                skipped.append(Skipped(path, wanted.kind.value))
+            elif ruling == "refuse":
+                skipped.append(Skipped(path, "policy"))
+            elif found[path].same(wanted):
+                continue
+            elif protected_entry(path) is not None:
+                ask[path] = wanted
+            else:
+                writes[path] = wanted
+        if ask:
+            ref = await self._ref(session, about)
+            for path, wanted in ask.items():
+                if ref is not None and await self._allowed(ref, method, path, found[path], wanted):
+                    writes[path] = wanted
+                else:
+                    skipped.append(Skipped(path, "protected"))
+            # The user took their time: what was checked before may have changed since.
+            self.running.refuse(session.session_id, "restore files")
+            found = await self._found(context, plan, force)
+        restored: list[str] = []
+        for path, wanted in sorted(writes.items()):
+            try:
+                await asyncio.to_thread(_put, context, path, wanted)
+            except (ToolFailure, OSError) as exc:
+                log.warning("could not restore %s: %s", path, exc)
+                skipped.append(Skipped(path, "unwritable"))
+                continue
+            restored.append(path)
+        skipped.sort(key=lambda s: s.path)
+        return Restored(restored, skipped), found
+
+    async def _found(self, context: ToolContext, plan: Plan, force: bool) -> dict[str, Content]:
+        """What each file to put back holds now; ``Conflict`` when one is not as the agent
+        left it, unless ``force``."""
         found: dict[str, Content] = {}
         conflicts = []
         for path, (expected, _) in sorted(plan.items()):
@@ -213,26 +285,30 @@ class ChangeService:
                 " nothing was restored (force: true overwrites them)",
                 paths=conflicts,
             )
-        policy = await self.policies.of(session)
-        restored: list[str] = []
-        skipped: list[Skipped] = []
-        for path, (_, wanted) in sorted(plan.items()):
-            wanted = await self.store.changes.load(wanted)
-            if not wanted.restorable:
-                skipped.append(Skipped(path, wanted.kind.value))
-            elif policy.check(Action("write", path)).ruling == "refuse":
-                skipped.append(Skipped(path, "policy"))
-            elif found[path].same(wanted):
-                continue
-            else:
-                try:
-                    await asyncio.to_thread(_put, context, path, wanted)
-                except (ToolFailure, OSError) as exc:
-                    log.warning("could not restore %s: %s", path, exc)
-                    skipped.append(Skipped(path, "unwritable"))
-                    continue
-                restored.append(path)
-        return Restored(restored, skipped), found
+        return found
+
+    async def _ref(self, session: Session, about: str | None) -> TurnRef | None:
+        """The turn a question about a restore names; None when no window follows the
+        session to be asked."""
+        if about is None or self.asker is None or not self.asker.can_ask(session.session_id):
+            log.info("a restore left protected files as they were: nobody could be asked")
+            return None
+        turn = await self.store.changes.turn_run(about)
+        return TurnRef(session.session_id, turn.turn_id, turn.run_id)
+
+    async def _allowed(
+        self, ref: TurnRef, method: str, path: str, now: Content, wanted: Content
+    ) -> bool:
+        """Whether the user allows the restore to write the protected ``path``."""
+        if self.asker is None:
+            return False
+        request: dict[str, Any] = {
+            "tool": method,
+            "arguments": {"path": path},
+            "summary": summary_line(f"{method} wants to write {path}"),
+            "diff": await asyncio.to_thread(unified_diff, path, now, wanted),
+        }
+        return await self.asker.ask_approval(ref, request) in ALLOWED
 
 
 def _put(context: ToolContext, path: str, content: Content) -> None:
@@ -303,7 +379,7 @@ class Watch:
             finally:
                 await asyncio.shield(self._file_after(action.target, before, step))
         elif action.kind == "exec" and (git := await self._tree()) is not None:
-            tree = await self._snapshot(git, keep=True)
+            tree = await self._snapshot(git, start=True)
             try:
                 yield
             finally:
@@ -327,9 +403,9 @@ class Watch:
             self._git = await self.trees.of(self.ref.session_id, self.context.real_root)
         return self._git if isinstance(self._git, GitTree) else None
 
-    async def _snapshot(self, git: GitTree, keep: bool = False) -> str | None:
+    async def _snapshot(self, git: GitTree, start: bool = False) -> str | None:
         try:
-            return await asyncio.to_thread(git.snapshot, keep)
+            return await asyncio.to_thread(git.snapshot, start)
         except (GitError, OSError) as exc:
             log.warning("the work tree could not be snapshot; this command is not tracked: %s", exc)
             self.trees.forget(self.ref.session_id, self.context.real_root)
@@ -342,7 +418,7 @@ class Watch:
         await self._record(step, "tool", [(path, before, after)])
 
     async def _tree_after(self, git: GitTree, tree: str, step: int) -> None:
-        after = await self._snapshot(git, keep=True)
+        after = await self._snapshot(git)
         if after is None:
             return
         try:

@@ -6,6 +6,7 @@ session so far)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,13 +53,28 @@ async def keeper_for(
     system: Message,
     path: list[Turn],
     run_ids: list[str],
+    pinned: Collection[str] = (),
 ) -> ContextKeeper:
     """The keeper of the context of a turn after ``path``, with the compaction in force
-    among the runs of the path (and ``run_ids``, the turn's own)."""
+    among the runs of the path (and ``run_ids``, the turn's own), the committed steps of the
+    turns it sends as they happened, and the ``pinned`` turns."""
     found = await store.runs.compaction([t.run_id for t in path] + run_ids)
     summary = None if found is None else Summary(*found)
+    start = 0 if summary is None else summary.turns
+    sent = [t for t in path[:start] if t.turn_id in pinned] + path[start:]
+    transcripts = await store.runs.transcripts([t.run_id for t in sent])
     window = await windows.of(settings, provider)
-    return ContextKeeper(provider, recorder, system, path, summary, window, settings.compact_at)
+    return ContextKeeper(
+        provider,
+        recorder,
+        system,
+        path,
+        summary,
+        window,
+        settings.compact_at,
+        transcripts,
+        pinned,
+    )
 
 
 @dataclass

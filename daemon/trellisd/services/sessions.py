@@ -163,6 +163,14 @@ class SessionService:
     async def rename(self, session_id: str, title: str) -> Session:
         return await self.store.sessions.rename(session_id, title)
 
+    async def pin(self, session_id: str, turn_id: str) -> Session:
+        """Pin a turn of the session's tree: on the path, a turn sends it verbatim whatever
+        is compacted, and the prompt cache's breakpoint follows the last one."""
+        return await self.store.sessions.pin(session_id, turn_id, True)
+
+    async def unpin(self, session_id: str, turn_id: str) -> Session:
+        return await self.store.sessions.pin(session_id, turn_id, False)
+
     async def instruct(self, session_id: str, instructions: str | None) -> Session:
         """New standing instructions (None or empty: none), sent from the next turn on,
         which records them."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
 from ..agent.budget import Budgeted
-from ..agent.context import conversation, replay
+from ..agent.context import conversation, opening, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
@@ -66,7 +66,7 @@ class _Start:
     session: Session
     ref: TurnRef
     settings: ProviderSettings
-    messages: list[Any]
+    messages: list[Any]  # the system message, then the turn's own: its prompt, its steps
     prompt: str
     max_steps: int | None = None
     verify: tuple[list[str], int] | None = None
@@ -75,7 +75,7 @@ class _Start:
     step_mode: bool = False
     held: tuple[Steer, ...] = ()  # steers kept while the turn was paused
     attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
-    path: tuple[Turn, ...] = ()  # the turns ``messages`` starts with, after the system
+    path: tuple[Turn, ...] = ()  # the turns before it, sent after the system (``keeper_for``)
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
 
 
@@ -159,7 +159,7 @@ class TurnService:
             )
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
-        messages = conversation(session.root, path, framed, told.text)
+        messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
         return await self._run(
             _Start(
                 session,
@@ -259,9 +259,8 @@ class TurnService:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
-        prompt = steps[0].prompt if steps and steps[0].step == 1 and steps[0].prompt else None
-        prompt = prompt or turn.prompt  # the first step's prompt holds the editor context
-        messages = conversation(session.root, path, prompt, told.text) + replay(steps)
+        prompt = opening(steps) or turn.prompt  # the first call's prompt holds the editor context
+        messages = conversation(session.root, [], prompt, told.text) + replay(steps)
         return await self._run(
             _Start(
                 session,
@@ -297,7 +296,7 @@ class TurnService:
         recorder = Recorder(self.store, head.run_id)
         system = conversation(session.root, [], "", told.text)[0]
         keeper = await keeper_for(
-            self.store, self.windows, settings, provider, recorder, system, path, []
+            self.store, self.windows, settings, provider, recorder, system, path, [], session.pinned
         )
         number = len(await self.store.runs.steps(head.run_id)) + 1
         made: list[Step] = []
@@ -493,8 +492,9 @@ class TurnService:
             start.messages[0],
             path,
             [ref.run_id],
+            session.pinned,
         )
-        messages = keeper.head() + start.messages[1 + 2 * len(path) :]
+        messages = keeper.head() + start.messages[1:]
         spend = await spent(self.store, ref.session_id, ref.turn_id)
         sink = UsageSink(self.notifier, ref, keeper, provider.model, spend)
         plan = TurnPlan(

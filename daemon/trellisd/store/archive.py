@@ -1,4 +1,4 @@
-"""Sessions as files: the ``trellisd-session`` format, versions 1 to 3, written from the
+"""Sessions as files: the ``trellisd-session`` format, versions 1 to 4, written from the
 store and read back into it. ``protocol/README.md`` ("Session files") is its description.
 
 A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in ``\\n``:
@@ -19,7 +19,9 @@ A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in
 ``sha256`` is the SHA-256 of the file's bytes before the end line, and ``records`` how many
 lines they are. A file is version 2 when it holds change sets (``archive_changes``), which a
 version 1 reader would take for a log that does not verify; version 3 when it holds ACP
-choices, which an older reader would drop unseen (a rejected request asked again); version 1
+choices, which an older reader would drop unseen (a rejected request asked again); version 4
+when its log holds ``pin`` or ``unpin`` entries, which an older reader would take for a log
+that does not verify (the pins themselves stay with the store, as a fork's do); version 1
 otherwise. A file holds
 no lease and no pid: a daemon's hold on a session stays with the store it was taken in.
 
@@ -80,13 +82,16 @@ def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
     return attrs.evolve(provider, base_url=None)
 
 
-VERSION = 3
-READS = (1, 2, 3)
+VERSION = 4
+READS = (1, 2, 3, 4)
 """The versions this trellisd reads."""
 WITHOUT_CHANGES = 1
 """The version of a file that holds no change sets: what a version 1 reader reads whole."""
 WITHOUT_CHOICES = 2
 """The version of a file with change sets and no ACP choices: what a version 2 reader reads
+whole."""
+WITHOUT_PINS = 3
+"""The version of a file whose log holds no pin entries: what a version 3 reader reads
 whole."""
 
 
@@ -289,11 +294,15 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
             (session_id,),
         ).fetchone()
         chosen = archive_choices.any_of(con, session_id)
+        pinned = con.execute(
+            "SELECT 1 FROM chain WHERE session_id = ? AND kind IN ('pin', 'unpin') LIMIT 1",
+            (session_id,),
+        ).fetchone()
         writer.line(
             {
                 "type": "header",
                 "format": FORMAT,
-                "version": _version(bool(changed), chosen),
+                "version": _version(bool(changed), chosen, bool(pinned)),
                 "exportedAt": exported_at,
                 "exportedBy": f"trellisd {__version__}",
             }
@@ -337,9 +346,11 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
     return turns
 
 
-def _version(changed: bool, chosen: bool) -> int:
+def _version(changed: bool, chosen: bool, pinned: bool = False) -> int:
     """The oldest version that reads the file whole."""
-    return VERSION if chosen else WITHOUT_CHOICES if changed else WITHOUT_CHANGES
+    if pinned:
+        return VERSION
+    return WITHOUT_PINS if chosen else WITHOUT_CHOICES if changed else WITHOUT_CHANGES
 
 
 # Reading

@@ -5,17 +5,18 @@ An entry is one fact: the session opened (``session``), a turn started (``turn``
 a step or an event committed (``step``, ``event``), a file a step changed (``change``, naming
 the contents before and after by SHA-256), a run ended or resumed (``end``, ``resume``), the
 head moved (``branch``), the title set (``title``), the standing instructions set
-(``instructions``). Its hash is ``SHA-256(previous hash ‖ canonical bytes)``, the first
-entry's previous hash being 32 zero bytes. The canonical bytes are RFC 8785 JSON (keys
-sorted, no whitespace, UTF-8) of an object whose values are only strings, integers and
-``null``: JSON held in a row (a step's tool call, an event's detail) is carried as the string
-stored, never re-encoded.
+(``instructions``), a turn pinned or unpinned (``pin``, ``unpin``). Its hash is
+``SHA-256(previous hash ‖ canonical bytes)``, the first entry's previous hash being 32 zero
+bytes. The canonical bytes are RFC 8785 JSON (keys sorted, no whitespace, UTF-8) of an object
+whose values are only strings, integers and ``null``: JSON held in a row (a step's tool call,
+an event's detail) is carried as the string stored, never re-encoded.
 
 Entries about a row (``session``, ``turn``, ``run``, ``step``, ``event``, ``change``) are not
 copied into the log: their bytes are computed from the row itself, so an edited row no longer
 matches its hash. Entries about a change of state (``end``, ``resume``, ``branch``, ``title``,
-``instructions``) keep their bytes in the log, and the state they leave (a run's outcome, the
-session's head, title and instructions) is checked against the rows. Entries are appended
+``instructions``, ``pin``, ``unpin``) keep their bytes in the log, and the state they leave (a
+run's outcome, the session's head, title, instructions and pinned turns) is checked against
+the rows. Entries are appended
 inside the transaction that writes their row, as the session's feed (``feed.py``, what
 ``session/events`` pages) is: the feed is for following a session, the log for proving it.
 ``protocol/README.md`` (*The session log*) specifies the encoding for other programs.
@@ -184,7 +185,8 @@ ROW_KINDS: dict[str, _RowKind] = {
         _number,
     ),
 }
-STATE_KINDS = ("end", "resume", "branch", "title", "instructions")
+STATE_KINDS = ("end", "resume", "branch", "title", "instructions", "pin", "unpin")
+_PIN_KINDS = ("pin", "unpin")  # kept per turn pinned
 _SESSION_STATES = ("branch", "title", "instructions")  # kept per session, not per run
 
 
@@ -337,7 +339,8 @@ def verify(con: apsw.Connection, session_id: str) -> Verdict:
             head = (seq, kind, ref, ref)
         elif kind in STATE_KINDS:
             fields = json.loads(body)
-            state[kind if kind in _SESSION_STATES else "run", ref] = (seq, fields)
+            key = "pin" if kind in _PIN_KINDS else kind if kind in _SESSION_STATES else "run"
+            state[key, ref] = (seq, fields)
             if kind == "branch":
                 head = (seq, kind, ref, fields["head"])
     else:
@@ -401,6 +404,7 @@ def _state(
                     f"the session's {kind} is {held!r} but its log says {logged!r}",
                 )
             )
+    problems += _pins(con, session_id, state)
     runs: list[tuple[Any, ...]] = con.execute(
         "SELECT r.id, r.outcome, r.error, r.ended_at FROM " + _RUNS_OF, (session_id,)
     ).fetchall()
@@ -415,6 +419,36 @@ def _state(
                     at or float("inf"),
                     BadEntry(at, "end", run_id),
                     f"run {run_id} says {outcome} but its log says {want[0]}",
+                )
+            )
+    return problems
+
+
+def _pins(
+    con: apsw.Connection, session_id: str, state: dict[tuple[str, str], tuple[int, dict[str, Any]]]
+) -> list[_Problem]:
+    """The session's pinned turns, as its last ``pin`` or ``unpin`` of each turn leaves them
+    (where the pins are kept: a session file's are not)."""
+    kept = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pin'"
+    if con.execute(kept).fetchone() is None:
+        return []
+    held = {
+        str(r[0])
+        for r in con.execute("SELECT turn_id FROM pin WHERE session_id = ?", (session_id,))
+    }
+    problems = []
+    logged = {
+        ref: (seq, f["kind"] == "pin") for (key, ref), (seq, f) in state.items() if key == "pin"
+    }
+    for turn_id in sorted(held | set(logged)):
+        seq, pinned = logged.get(turn_id, (None, False))
+        if (turn_id in held) != pinned:
+            held_word, says = ("not pinned", "pinned") if pinned else ("pinned", "not pinned")
+            problems.append(
+                _Problem(
+                    seq or float("inf"),
+                    BadEntry(seq, "pin", turn_id),
+                    f"turn {turn_id} is {held_word} but its log says {says}",
                 )
             )
     return problems

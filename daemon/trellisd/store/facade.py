@@ -137,6 +137,11 @@ class AsyncSessions:
     async def rename(self, session_id: str, title: str) -> Session:
         return await self._run(self._store.sessions.rename, session_id, title, self._store.leases)
 
+    async def pin(self, session_id: str, turn_id: str, pin: bool) -> Session:
+        return await self._run(
+            self._store.sessions.pin, session_id, turn_id, pin, self._store.leases
+        )
+
     async def instruct(self, session_id: str, instructions: str | None) -> Session:
         return await self._run(
             self._store.sessions.instruct, session_id, instructions, self._store.leases
@@ -191,6 +196,9 @@ class AsyncRuns:
 
     async def steps(self, run_id: str) -> list[Step]:
         return await self._run(self._store.runs.steps, run_id)
+
+    async def transcripts(self, run_ids: list[str]) -> dict[str, list[Step]]:
+        return await self._run(self._store.runs.transcripts, run_ids)
 
     async def events(self, run_id: str) -> list[Event]:
         return await self._run(self._store.runs.events, run_id)

@@ -328,4 +328,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM acp_rejection WHERE session_id = old.id;
     END;
     """,
+    # 17: pinned turns (``session/pin``, ``pins``): the turns of a session sent verbatim
+    # whatever is compacted. They go with the session. Each pin and unpin is a ``pin`` or
+    # ``unpin`` entry of the session's log, which an older reader's tail check passes (their
+    # bytes are kept in the log) and only its full ``session/verify`` does not know.
+    """
+    CREATE TABLE pin (
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, turn_id)
+    ) STRICT;
+    CREATE TRIGGER pin_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM pin WHERE session_id = old.id;
+    END;
+    """,
 )

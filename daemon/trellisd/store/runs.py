@@ -294,6 +294,22 @@ class Runs:
             self._summary(con, run_id)
             return [step_of(row) for row in self._step_rows(con, run_id)]
 
+    def transcripts(self, run_ids: list[str]) -> dict[str, list[Step]]:
+        """The committed steps of each of ``run_ids`` (a path's runs), in one read."""
+        found: dict[str, list[Step]] = {run_id: [] for run_id in run_ids}
+        with self.db.read() as con:
+            for start in range(0, len(run_ids), 500):
+                chunk = run_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = con.execute(
+                    f"SELECT run_id, {STEP_COLUMNS} FROM step WHERE run_id IN ({marks})"
+                    " ORDER BY run_id, n",
+                    chunk,
+                )
+                for row in rows:
+                    found[row[0]].append(step_of(row[1:]))
+        return found
+
     @staticmethod
     def _step_rows(con: apsw.Connection, run_id: str) -> list[tuple[Any, ...]]:
         return con.execute(

@@ -24,6 +24,7 @@ import apsw
 from ..errors import InvalidParams
 from ..records import SearchMatch, SessionSummary
 from .db import Database
+from .pins import pinned
 from .sessions import AFTER_SESSION, SESSION_COLUMNS, _session
 
 SNIPPET_TOKENS = 12
@@ -103,10 +104,11 @@ class Search:
                 )
                 for row in rows[:limit]
             }
+            pins = {row[0]: pinned(con, row[0]) for row in rows[:limit]}
         words = query_words(query)
         page = [
             SessionSummary(
-                _session(row),
+                _session(row, pins[row[0]]),
                 int(row[_COUNT]),
                 SearchMatch(row[_TURN], snippet(texts[row[_HIT]], words)),
             )

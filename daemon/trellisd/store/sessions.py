@@ -26,6 +26,7 @@ from ..records import (
 from ..vocabulary import Outcome
 from . import chain, feed, forks
 from .db import Database, new_id, now
+from .pins import pinned, set_pin
 
 T = TypeVar("T")
 
@@ -37,8 +38,8 @@ SESSION_COLUMNS = (
 AFTER_SESSION = len(SESSION_COLUMNS.split(", "))
 _TURN_SELECT = """
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
-           (SELECT coalesce(group_concat(text, ''), '') FROM
-               (SELECT text FROM step WHERE run_id = r.id ORDER BY n)),
+           coalesce((SELECT text FROM step WHERE run_id = r.id AND text != ''
+                     ORDER BY n DESC LIMIT 1), ''),
            r.outcome, r.error,
            (SELECT CASE WHEN count(*) = count(input_tokens) THEN coalesce(sum(input_tokens), 0)
                    END FROM step WHERE run_id = r.id),
@@ -60,7 +61,7 @@ class Writer(Protocol):
     def acquire(self, con: apsw.Connection, session_id: str) -> None: ...
 
 
-def _session(row: tuple[Any, ...]) -> Session:
+def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
     return Session(
         session_id=row[0],
         root=row[1],
@@ -74,6 +75,7 @@ def _session(row: tuple[Any, ...]) -> Session:
         instructions=row[10],
         imported_from=None if row[11] is None else _imported_from(json.loads(row[11])),
         head_hash=row[12],
+        pinned=pins,
     )
 
 
@@ -144,7 +146,7 @@ class Sessions:
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
-        return _session(row)
+        return _session(row, pinned(con, session_id))
 
     def page(
         self, root: str | None, limit: int, cursor: str | None
@@ -166,7 +168,10 @@ class Sessions:
         )
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
-        page = [SessionSummary(_session(row), int(row[AFTER_SESSION])) for row in rows[:limit]]
+            page = [
+                SessionSummary(_session(row, pinned(con, row[0])), int(row[AFTER_SESSION]))
+                for row in rows[:limit]
+            ]
         more = len(rows) > limit
         next_cursor = _encode_cursor(page[-1].session) if more and page else None
         return page, next_cursor
@@ -367,6 +372,16 @@ class Sessions:
             writer.acquire(con, session_id)
             set_title(con, session_id, title)
             con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
+            return self._get(con, session_id)
+
+    def pin(self, session_id: str, turn_id: str, pin: bool, writer: Writer) -> Session:
+        """Pin (or unpin) ``turn_id``, any turn of the session's tree; logged when it changed
+        anything."""
+        with self.db.write() as con:
+            self._get(con, session_id)
+            self._turn(con, session_id, turn_id)
+            writer.acquire(con, session_id)
+            set_pin(con, session_id, turn_id, pin)
             return self._get(con, session_id)
 
     def instruct(self, session_id: str, instructions: str | None, writer: Writer) -> Session:

@@ -36,7 +36,7 @@ async def test_an_acp_session_reopens_natively_with_its_turns(
     turns = reopened["history"]
     assert [(t["prompt"], t["reply"], t["outcome"]) for t in turns] == [
         ("asked over ACP", "the answer over ACP", "finished"),
-        ("what is README.md?", "read itit is a demo", "finished"),
+        ("what is README.md?", "it is a demo", "finished"),
     ]
     steps = await native.call("run/steps", {"runId": turns[1]["runId"]})
     assert [s["decision"] for s in steps["steps"]] == ["tool", "reply"]

@@ -191,7 +191,7 @@ async def test_a_prompt_over_acp_steers_a_turn_a_native_window_started(
 
     assert answer.stop_reason == "end_turn"
     assert result["outcome"] == "finished"
-    assert result["reply"] == LONG + "Steered onto the new course."
+    assert result["reply"] == "Steered onto the new course."
     assert [s["text"] for s in followed(a, "session/steered")] == ["change course"]
     await agent.wait_for(
         lambda: agent.editor.text(sid) == LONG + "Steered onto the new course.",

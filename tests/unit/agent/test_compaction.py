@@ -15,7 +15,7 @@ from trellisd.agent.compaction import (
 )
 from trellisd.agent.loop import TurnPlan, run_turn
 from trellisd.providers.base import Message, ModelRequest, ProviderError, ProviderEvent, Usage
-from trellisd.records import Tokens, Turn
+from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.tools.base import Tool, ToolContext
 
 
@@ -30,9 +30,19 @@ def keeper(
     path: list[Turn],
     window: int,
     summary: Summary | None = None,
+    transcripts: dict[str, list[Step]] | None = None,
+    pinned: tuple[str, ...] = (),
 ) -> ContextKeeper:
     return ContextKeeper(
-        provider, journal, Message("system", "be brief"), path, summary, window, 0.8
+        provider,
+        journal,
+        Message("system", "be brief"),
+        path,
+        summary,
+        window,
+        0.8,
+        transcripts,
+        pinned,
     )
 
 
@@ -152,3 +162,47 @@ async def test_tool_steps_are_estimated_from_the_reported_figures(tmp_path: Path
     k = keeper(provider, journal, [], window=100_000)
     await run_turn(plan(provider, tmp_path, k, "shout", Upper()), journal, journal, "shout")
     assert k.context_tokens == 142
+
+
+async def test_a_pinned_turn_is_sent_verbatim_after_the_compaction_with_a_cache_breakpoint(
+    tmp_path: Path,
+) -> None:
+    """Turn 2 read a file and is pinned: the compaction summarizes turns 1 and 3 (not 2),
+    and the request after it sends turn 2 whole, as it happened, right after the summary,
+    its last message marked for the prompt cache."""
+    path = [turn(1), turn(2), turn(3), turn(4), turn(5)]
+    read = ToolCall("call_pin", "read_file", {"path": "notes.md"})
+    transcripts = {
+        "r2": [
+            Step(1, "tool", path[1].prompt, "Reading. ", read, "the launch code is 4242", Tokens()),
+            Step(2, "reply", None, "reply2", None, None, Tokens()),
+        ]
+    }
+    provider = FakeProvider(reply("SUMMARY"), reply("done"))
+    journal = Journal()
+    k = keeper(provider, journal, path, 300, transcripts=transcripts, pinned=("t2",))
+    assert estimate_tokens([*k.head(), Message("user", "now this")]) > k.limit
+
+    end = await run_turn(plan(provider, tmp_path, k, "now this"), journal, journal, "now this")
+
+    assert end.outcome == "finished"
+    asked, sent = provider.requests
+    assert "prompt1" in texts(asked) and "prompt3" in texts(asked)
+    assert "prompt2" not in texts(asked) and "4242" not in texts(asked)
+    assert sent.messages[1] == Message("user", SUMMARY_NOTE + "SUMMARY")
+    pinned = sent.messages[2:6]
+    assert pinned == [
+        Message("user", path[1].prompt),
+        Message("assistant", "Reading. ", (read,)),
+        Message("tool", "the launch code is 4242", tool_call_id="call_pin"),
+        Message("assistant", "reply2", cache=True),
+    ]
+    assert "prompt1" not in texts(sent) and "prompt3" not in texts(sent)
+    assert [m.content.split(" ")[0] for m in sent.messages[6:]] == [
+        "prompt4",
+        "reply4",
+        "prompt5",
+        "reply5",
+        "now",
+    ]
+    assert [m for m in sent.messages if m.cache] == [pinned[-1]]

@@ -87,7 +87,12 @@ async def test_text_streams_with_the_anthropic_headers_and_request_shape(
     assert sent.body == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
         "stream": True,
         "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
         "tools": [
@@ -202,7 +207,6 @@ async def test_tool_results_go_back_as_one_user_message_of_tool_result_blocks(
                     "id": "toolu_b",
                     "name": "read_file",
                     "input": {"path": "b.py"},
-                    "cache_control": {"type": "ephemeral"},
                 },
             ],
         },
@@ -211,7 +215,7 @@ async def test_tool_results_go_back_as_one_user_message_of_tool_result_blocks(
             "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A"},
                 {"type": "tool_result", "tool_use_id": "toolu_b", "content": "B"},
-                {"type": "text", "text": "and now?"},
+                {"type": "text", "text": "and now?", "cache_control": {"type": "ephemeral"}},
             ],
         },
     ]
@@ -307,8 +311,9 @@ async def test_make_provider_builds_the_anthropic_wire(server: ScriptServer) -> 
 async def test_the_stable_prefix_carries_cache_breakpoints_and_cache_reads_are_counted(
     server: ScriptServer,
 ) -> None:
-    """The system, the tools and the turns before the newest message are marked for the
-    prompt cache; what the cache served comes back as ``Usage.cached``, inside ``input``."""
+    """The system, the tools and the whole conversation are marked for the prompt cache, so
+    the next call, which starts with this one, reads it all; what the cache served comes
+    back as ``Usage.cached``, inside ``input``."""
     figures = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 1}
     server.queue(Response(chunks=anthropic_reply(["again"], usage=figures, output_tokens=1)))
     history = [
@@ -325,10 +330,10 @@ async def test_the_stable_prefix_carries_cache_breakpoints_and_cache_reads_are_c
     ephemeral = {"type": "ephemeral"}
     assert body["system"][-1]["cache_control"] == ephemeral
     assert body["tools"][-1]["cache_control"] == ephemeral
-    assert body["messages"][1]["content"][-1] == {
+    assert body["messages"][2]["content"][-1] == {
         "type": "text",
-        "text": "first answer",
+        "text": "second question",
         "cache_control": ephemeral,
     }
     assert "cache_control" not in body["messages"][0]["content"][-1]
-    assert "cache_control" not in body["messages"][2]["content"][-1]
+    assert "cache_control" not in body["messages"][1]["content"][-1]

@@ -179,7 +179,7 @@ async def test_an_interrupted_turn_resumes_under_its_run(
         await second.close()
 
     assert (result.run_id, result.outcome) == (run_id, Outcome.FINISHED)
-    assert result.reply == "Looking. There is a.txt."
+    assert result.reply == "There is a.txt."
     assert not leftover.exists() and (root / "sub" / "notes.md").exists()
     replayed = model.requests[0].messages
     assert any(m.role == "tool" and m.content == "a.txt" for m in replayed)

@@ -385,7 +385,7 @@ def test_the_version_1_golden_file_keeps_importing(other: Store) -> None:
     turns = other.sessions.turns(sid)
     assert [t.reply for t in turns] == [
         "re: read the README",
-        "Looking. Two files.",
+        "Two files.",  # what it said last
         "re: another way",
     ]
     steps = other.runs.steps(turns[1].run_id)
@@ -429,3 +429,24 @@ def test_a_file_cannot_bring_what_its_author_let_run_unasked_nor_an_endpoint(
     assert imported.policy is not None and imported.policy.approval is None
     assert imported.policy.layers == policy.layers and imported.policy.grants == ()
     assert imported.provider == ProviderChoice(name="openai")
+
+
+def test_a_pinned_sessions_file_is_version_4_and_its_log_verifies_on_import(
+    store: Store, other: Store, take_turn: TakeTurn, tmp_path: Path
+) -> None:
+    """Its log holds pin entries, which a version 3 reader would take for a broken log; the
+    pins stay with the store, so the imported session starts with none and verifies."""
+    sid = tree(store, take_turn)
+    turn_id = store.sessions.history(sid)[0].turn_id
+    store.sessions.pin(sid, turn_id, True, store.leases)
+    path = tmp_path / "pinned.trellisd"
+    export(store, sid, path)
+
+    assert lines(path)[0]["version"] == 4
+    assert [r["kind"] for r in lines(path) if r["type"] == "log"].count("pin") == 1
+    assert import_(other, path) == sid
+    assert other.sessions.get(sid).pinned == ()
+    assert other.sessions.verify(sid).ok
+    unpinned = tree(store, take_turn, "unpinned")
+    export(store, unpinned, tmp_path / "unpinned.trellisd")
+    assert lines(tmp_path / "unpinned.trellisd")[0]["version"] == 1  # as before pins

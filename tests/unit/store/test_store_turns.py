@@ -130,7 +130,7 @@ def test_a_branch_of_an_unknown_session_is_not_found(store: Store) -> None:
         branch(store, "s-nope", None)
 
 
-def test_a_turn_shows_its_reply_and_token_sums(
+def test_a_turn_replies_with_what_it_said_last_and_sums_its_tokens(
     store: Store, open_session: OpenSession, take_turn: TakeTurn
 ) -> None:
     sid = open_session().session_id
@@ -144,7 +144,7 @@ def test_a_turn_shows_its_reply_and_token_sums(
 
     turn = store.sessions.turn(sid, turn_id)
 
-    assert turn.reply == "Reading. It says hello."
+    assert turn.reply == "It says hello."  # the first step's text stays in its step
     assert turn.tokens == Tokens(220, 15, 150)
     assert turn.outcome == "finished" and turn.error is None
     assert store.sessions.history(sid) == [turn]
