@@ -1,0 +1,77 @@
+"""Pins in real headless Neovims (0.7 and 0.11) against the real daemon."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    from . import nvim_fixtures as fx
+except ImportError:  # tests/editors is not a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nvim_fixtures as fx  # type: ignore[no-redef]
+
+pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+
+Start = Callable[..., fx.Editor]
+
+
+@pytest.fixture(params=sorted(fx.NVIMS))
+def start(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Start]:
+    binary = fx.nvim_binary(request.param)
+    editors: list[fx.Editor] = []
+    daemons: set[int] = set()
+
+    def make(**options: Any) -> fx.Editor:
+        editor = fx.start_editor(binary, tmp_path, **options)
+        editors.append(editor)
+        return editor
+
+    yield make
+    for editor in editors:
+        if not editor.closed and (pid := editor.shared_daemon_pid()) is not None:
+            daemons.add(pid)
+        editor.close()
+    for pid in daemons:
+        fx.stop_shared_daemon(pid)
+
+
+def tree_line(ed: fx.Editor, prefix: str) -> str:
+    return next((line for line in ed.buffer_named("/tree") if line.startswith(prefix)), "")
+
+
+def open_tree_at(ed: fx.Editor, prefix: str) -> None:
+    ed.command("TrellisTree")
+    ed.wait_for(lambda: tree_line(ed, prefix), f"the tree line {prefix!r}")
+    row = ed.lua(
+        "for i, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do"
+        " if l:sub(1, #...) == ... then return i end end",
+        prefix,
+    )
+    ed.lua("vim.api.nvim_win_set_cursor(0, { ..., 0 })", row)
+
+
+def test_p_in_the_tree_pins_a_turn_the_daemon_keeps_pinned(start: Start) -> None:
+    ed = start(script=[{"text": "First answer."}, {"text": "Second answer."}])
+    ed.command("Trellis first question")
+    ed.wait_idle()
+    ed.command("Trellis second question")
+    ed.wait_idle()
+    open_tree_at(ed, "● first question")
+    ed.nvim.input("p")
+    ed.wait_for(lambda: "[pinned]" in tree_line(ed, "● first question"), "the pin mark")
+    assert "[pinned]" not in tree_line(ed, "● second question")
+    # read again from the store: the next editor on it sees it pinned
+    ed.close()
+    other = start()
+    other.will_pick("first question")
+    other.command("TrellisSessions")
+    other.wait_text("Second answer.")
+    open_tree_at(other, "● first question")
+    assert "[pinned]" in tree_line(other, "● first question")
+    other.nvim.input("p")
+    other.wait_for(lambda: "[pinned]" not in tree_line(other, "● first question"), "the unpin")
