@@ -395,3 +395,32 @@ test("a turn joined mid-way shows the texts of the steps it committed before, no
   eq(true, trellis.current().running)
   daemon.stop(500)
 end)
+
+test("a pin refused because another daemon writes the session offers to take it over, then pins", function()
+  local s = paged_store(2)
+  local refused = false
+  local fake = start(s, {
+    ["session/pin"] = function(p)
+      if not refused then
+        refused = true
+        return nil, { code = -32030, message = "held", data = { ownerPid = 4242 } }
+      end
+      s.pinned = { p.turnId }
+      return s.session()
+    end,
+    ["session/takeover"] = function()
+      return s.session()
+    end,
+  })
+  reopen()
+  open_tree()
+  vim.api.nvim_win_set_cursor(0, { 6, 0 }) -- prompt 1
+  answer_select("Take it over here")
+  vim.api.nvim_feedkeys("p", "x", false)
+  wait_for(function()
+    return tree_line(6) == "● prompt 1 [pinned]"
+  end, nil, "the pin after the takeover: " .. tostring(tree_line(6)))
+  eq(1, #fake.sent("session/takeover"))
+  eq(2, #fake.sent("session/pin"))
+  daemon.stop(500)
+end)

@@ -3,6 +3,7 @@
 -- buffer marks pinned turns and pins or unpins the turn under the cursor with p.
 
 local compat = require("trellisd.compat")
+local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local ui = require("trellisd.ui")
 
@@ -25,10 +26,17 @@ end
 ---@param state {id: string, session: table}
 ---@param turn {turnId: string, prompt: string}
 ---@param cb fun()
-function M.toggle(state, turn, cb)
+---@param offer_takeover? fun(state: table, err: table, retry: fun()) asked when another daemon writes the session
+function M.toggle(state, turn, cb, offer_takeover)
   local pinned = M.is_pinned(state.session, turn.turnId)
   local method = pinned and "session/unpin" or "session/pin"
   daemon.request(method, { sessionId = state.id, turnId = turn.turnId }, function(err, session)
+    if err and err.code == Connection.LEASE_HELD and offer_takeover then
+      offer_takeover(state, err, function()
+        M.toggle(state, turn, cb)
+      end)
+      return
+    end
     if err then
       ui.error("could not " .. (pinned and "unpin" or "pin") .. " the turn: " .. err.message)
       return

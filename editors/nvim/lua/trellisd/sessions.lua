@@ -1328,7 +1328,7 @@ function M.pin_at_cursor(buf)
         paint_tree(state, buf, entries)
       end
     end)
-  end)
+  end, M.offer_takeover)
 end
 
 -- :TrellisRename [title]
