@@ -780,6 +780,16 @@ try {
     await waitForLog(extensionLog, /loaded 10 earlier turn\(s\) of session s-/);
   });
 
+  await check('pins: "Pin the Turn" in the turn tree\'s context menu marks the turn pinned; "Unpin the Turn" takes it back', async () => {
+    const row = page.locator('.monaco-list-row', { hasText: 'question 1' }).first();
+    await row.click();
+    await contextMenu('Pin the Turn', row.locator('.label-description', { hasText: 'pinned' }));
+    await waitForLog(extensionLog, /turn t-\S+ pinned/);
+    await row.click();
+    await contextMenu('Unpin the Turn', page.locator('.monaco-list-row', { hasText: 'question 1' }).first().locator('.label-description:not(:has-text("pinned"))'));
+    await waitForLog(extensionLog, /turn t-\S+ unpinned/);
+  });
+
   await check('MCP: a project server asks to start, its tool call names server and tool, and the tools view lists it', async () => {
     const server = path.resolve(here, '../../../tests/fixtures/mcp_server.py');
     const python = settings['trellisd.command'];
