@@ -39,6 +39,8 @@ environment:
   TRELLISD_SHARED      0: every editor window gets a daemon of its own (as --standalone)
   TRELLISD_IDLE_EXIT   seconds the shared daemon waits with no window and no turn before it
                        exits (default 600)
+  TRELLISD_HELLO_TIMEOUT  seconds a connection to the shared daemon has to say its first
+                       line (default 30)
   TRELLISD_MODELS      for `trellisd acp`: more models for the client's model picker
                        (comma-separated)
   TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
@@ -129,7 +131,10 @@ def _shared_options(defaults: bool, db_default: str) -> argparse.ArgumentParser:
         "--db",
         metavar="PATH",
         default=None if defaults else argparse.SUPPRESS,
-        help=f"the SQLite store; created on first use with its parent folders {db_default}",
+        help=(
+            f"the SQLite store; created on first use with its parent folders {db_default};"
+            " :memory: keeps it in the daemon's memory, gone when the daemon exits"
+        ),
     )
     shared.add_argument(
         "--log-level",
@@ -195,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
             )
         if name == "daemon":
             command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+            command.add_argument("--socket", default=None, help=argparse.SUPPRESS)
         if name == "export":
             command.add_argument("session_id", metavar="SESSION_ID")
             command.add_argument("file", metavar="FILE", help="the file to write")
@@ -298,9 +304,10 @@ def run(argv: list[str] | None) -> None:
             print(archive_command(args, path))
             sys.exit(0)
         if args.command == "daemon":
-            from .shared import idle_exit_seconds
+            from .shared import hello_seconds, idle_exit_seconds
 
             idle_exit = idle_exit_seconds(os.environ)
+            hello_timeout = hello_seconds(os.environ)
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -312,7 +319,7 @@ def run(argv: list[str] | None) -> None:
     if args.command == "daemon":
         from .shared import serve_shared
 
-        serve_shared(str(path), settings, args.ready_fd, idle_exit)
+        serve_shared(str(path), settings, args.ready_fd, idle_exit, hello_timeout, args.socket)
         return
     if sys.stdin.isatty():
         from .forward import TTY_HINT
@@ -329,13 +336,14 @@ def archive_command(args: argparse.Namespace, db: Path) -> str:
     ``UsageError`` saying what went wrong."""
     import asyncio
 
+    from .config_file import config_path
     from .errors import TrellisError
     from .processes import pid_alive
     from .services.archive import ArchiveService
     from .store.facade import AsyncStore
 
     async def run_it() -> str:
-        store = await AsyncStore.open(db, pid_alive)
+        store = await AsyncStore.open(db, pid_alive, config_path(os.environ).parent)
         try:
             archive = ArchiveService(store)
             if args.command == "export":
@@ -347,7 +355,8 @@ def archive_command(args: argparse.Namespace, db: Path) -> str:
             root = None if args.root is None else os.path.abspath(args.root)
             session = await archive.import_(os.path.abspath(args.file), root, args.as_new)
             origin = session.imported_from
-            copy = f" as a copy of {origin.session_id}" if origin else ""
+            copied = origin is not None and origin.session_id != session.session_id
+            copy = f" as a copy of {origin.session_id}" if origin and copied else ""
             return f"imported session {session.session_id}{copy} over {session.root}"
         finally:
             await store.close()

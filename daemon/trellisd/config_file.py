@@ -72,6 +72,7 @@ from .mcp.spec import McpServerSpec as ClientSpec
 from .policy.layers import Approval, LayerSpec, Policy, PolicySpec, _approval, _layers
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
+from .tools.environment import child_environment, secret_name
 
 CONFIG_FILE = "config.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -118,7 +119,7 @@ def _pairs(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 @dataclass(frozen=True)
 class McpStdioServer:
     """An MCP server the daemon starts: ``command`` with ``args``, in ``cwd``, with ``env``
-    added to the commands' scrubbed environment."""
+    added to the allowed variables of the window's environment (``tools.environment``)."""
 
     name: str
     command: str
@@ -326,8 +327,6 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
 def _secrets_written(servers: tuple[McpServerSpec, ...]) -> list[str]:
     """The keys of MCP servers' ``headers`` and ``env`` whose names say they hold a secret
     (an ``Authorization`` header, a ``*TOKEN*`` variable ...), as dotted keys."""
-    from .tools.environment import secret_name
-
     found = []
     for index, spec in enumerate(servers):
         for part, pairs in (("headers", spec.headers), ("env", spec.env)):
@@ -417,6 +416,9 @@ class Settings:
     mcp_servers: tuple[McpServer, ...] = ()
     file: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+    # The environment these settings were read from, less its secrets: the one the model's
+    # programs and MCP servers start in (``tools.environment``); None: the process's own.
+    environment: Mapping[str, str] | None = field(default=None, repr=False)
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(key, value, source)`` for every setting, keys redacted."""
@@ -509,6 +511,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         mcp_servers=mcp_servers(parsed.mcp, "mcp"),
         file=str(path) if read is not None else None,
         sources=sources,
+        environment=child_environment(env, pass_env),
     )
 
 

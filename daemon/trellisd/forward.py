@@ -26,10 +26,16 @@ from .rendezvous import (
     END,
     RECORD_HEADER,
     Place,
+    Unsafe,
     daemon_environment,
     fallback_folder,
     hello,
+    own_folder,
+    peer_uid,
+    private_file,
+    private_folder,
     read_line,
+    recorded_folder,
     runtime_folder,
     shared_mode,
     store_file,
@@ -37,7 +43,7 @@ from .rendezvous import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
     from typing import IO, Any, NoReturn
 
 TTY_HINT = """\
@@ -102,7 +108,8 @@ def attach_command(db: str | None, log_level: str, command: str = "attach") -> N
 
 
 def connect(place: Place) -> _socket.socket | None:
-    """A connection to the daemon at ``place``, or None when no daemon listens there."""
+    """A connection to the daemon at ``place``, or None when no daemon listens there;
+    ``Unsafe`` when what listens is another user's process: nothing is sent to it."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(place.socket)
@@ -112,7 +119,25 @@ def connect(place: Place) -> _socket.socket | None:
     except OSError as exc:
         sock.close()
         raise AttachError(f"cannot reach the shared daemon at {place.socket}: {exc}") from exc
+    uid = peer_uid(sock)
+    if uid is not None and uid != os.getuid():
+        sock.close()
+        raise Unsafe(f"{place.socket}: uid {uid} listens on it, not this user")
     return sock
+
+
+def places(store: str, env: Mapping[str, str]) -> Iterator[Place]:
+    """Where a window looks for the store's daemon, in order: the runtime folder, the
+    per-user folder under the temp folder, then a folder of the user's own (made when
+    first needed). A window takes the first whose folder and socket are this user's."""
+    first = Place(store, env)
+    yield first
+    fallback = Place(store, env, fallback_folder(env))
+    if fallback.folder != first.folder:
+        yield fallback
+    own = Place(store, env, own_folder(env))
+    if own.fits():
+        yield own
 
 
 def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
@@ -121,7 +146,7 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
     import subprocess
 
     read_end, write_end = os.pipe()
-    with open(place.log, "ab") as log_file:
+    with open(private_file(place.log), "ab") as log_file:
         try:
             daemon = subprocess.Popen(
                 [
@@ -133,6 +158,8 @@ def start_daemon(place: Place, env: Mapping[str, str], log_level: str) -> None:
                     place.store,
                     "--ready-fd",
                     str(write_end),
+                    "--socket",
+                    place.socket,
                     "--log-level",
                     log_level,
                 ],
@@ -171,11 +198,11 @@ def reach(place: Place, env: Mapping[str, str], log_level: str) -> _socket.socke
     that lock and then find it listening."""
     import fcntl
 
+    place.make_folder()
     sock = connect(place)
     if sock is not None:
         return sock
-    place.make_folder()
-    with open(place.start_lock, "a") as lock:
+    with open(private_file(place.start_lock)) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         sock = connect(place)
         if sock is None:
@@ -188,24 +215,56 @@ def reach(place: Place, env: Mapping[str, str], log_level: str) -> _socket.socke
 
 def attach(store: str, env: Mapping[str, str], log_level: str, command: str = "attach") -> NoReturn:
     """Attach as a native window (``attach``) or an ACP client (``acp``): the daemon serves
-    either over the same socket, and the records come back the same way."""
-    place = Place(store, env)
+    either over the same socket, and the records come back the same way. A folder or a
+    socket that may be another user's is refused before anything is sent, saying so, and
+    the next place is tried; with none left the window is served standalone."""
+    try:
+        for place in places(store, env):
+            try:
+                sock, line, rest = _attach_at(place, env, log_level, command)
+            except Unsafe as exc:
+                print(
+                    f"trellisd: refused {exc}; trying the next folder", file=sys.stderr, flush=True
+                )
+                continue
+            pump(sock, rest, _accepted(line), store)
+    except Unsafe as exc:
+        print(f"trellisd: refused {exc}", file=sys.stderr, flush=True)
+    print(
+        "trellisd: no folder of this user's for the shared daemon's socket:"
+        " this window is served standalone",
+        file=sys.stderr,
+        flush=True,
+    )
+    args = ["acp"] if command == "acp" else ["serve"]
+    os.execv(
+        sys.executable,
+        [sys.executable, "-m", "trellisd", *args, "--standalone", "--db", store]
+        + ["--log-level", log_level],
+    )
+
+
+def _attach_at(
+    place: Place, env: Mapping[str, str], log_level: str, command: str
+) -> tuple[_socket.socket, bytes, bytes]:
+    """The connection to the daemon at ``place``, once it has said yes to the hello."""
     for attempt in range(3):
         try:
             sock = reach(place, env, log_level)
             sock.sendall(hello(env, command))
             line, rest = read_line(sock.recv)
-            break
+            return sock, line, rest
         except (EOFError, ConnectionResetError, BrokenPipeError):
             # The daemon was ending (idle) as this window came: start a new one.
             if attempt == 2:
-                _fail(f"the shared daemon for {store} closed every connection")
+                _fail(f"the shared daemon for {place.store} closed every connection")
         except AttachError as exc:
             _fail(str(exc), exc.code)
+        except Unsafe:
+            raise
         except (OSError, ValueError) as exc:
-            _fail(f"cannot attach to the shared daemon for {store}: {exc}")
-    pid = _accepted(line)
-    pump(sock, rest, pid, store)
+            _fail(f"cannot attach to the shared daemon for {place.store}: {exc}")
+    raise AssertionError("unreachable")
 
 
 def _accepted(line: bytes) -> int:
@@ -310,8 +369,9 @@ def ask(place: Place, command: str) -> tuple[_socket.socket, dict[str, Any]] | N
     import json
 
     try:
+        private_folder(place.folder, make=False)
         sock = connect(place)
-    except AttachError:
+    except (AttachError, Unsafe):
         return None
     if sock is None:
         return None
@@ -328,7 +388,7 @@ def ask(place: Place, command: str) -> tuple[_socket.socket, dict[str, Any]] | N
 def status(env: Mapping[str, str], out: IO[str]) -> int:
     """Every shared daemon of this user that answers: which store, pid, windows, sessions
     followed and turns running."""
-    folders = {runtime_folder(env), fallback_folder(env)}
+    folders = {runtime_folder(env), fallback_folder(env), recorded_folder(env) or ""} - {""}
     found = 0
     for folder in sorted(folders):
         names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
@@ -367,6 +427,9 @@ def stop(store: str, env: Mapping[str, str], out: IO[str]) -> int:
     """Ask the store's daemon to exit after its running turns; wait until it has."""
     place = Place(store, env)
     reached = ask(place, "stop")
+    for folder in (fallback_folder(env), recorded_folder(env)):
+        if reached is None and folder is not None and folder != place.folder:
+            reached = ask(Place(store, env, folder), "stop")
     if reached is None:
         print(f"no shared trellisd daemon serves {place.store}", file=out)
         return 0

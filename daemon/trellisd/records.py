@@ -79,10 +79,12 @@ class Budget:
 @dataclass(frozen=True)
 class Spend:
     """What a session has spent: its turns' tokens (input and output) and their cost in USD
-    (the turns whose price is unknown count no USD)."""
+    (the turns whose price is unknown count no USD). ``priced``: False when no turn that
+    spent tokens has a known price, so that the USD figure is unknown, not 0."""
 
     tokens: int = 0
     usd: float = 0.0
+    priced: bool = True
 
 
 class AnyHead(enum.Enum):
@@ -108,10 +110,25 @@ class ForkedFrom:
 
 @dataclass(frozen=True)
 class ImportedFrom:
-    """Where a session imported with new ids came from: its id in the exported file."""
+    """Where an imported session came from: its id in the file, the hash of its log's head
+    and the time when it was exported (None for a session imported before they were kept, or
+    from a file that does not say them), and when it was imported."""
 
     session_id: str
+    head_hash: str | None
+    exported_at: str | None
     imported_at: str
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A turn whose cancel had to kill a running program mid-run (``tool``'s ``argv``): what
+    the program left in the workspace waits for a person to keep it or revert the turn."""
+
+    turn_id: str
+    run_id: str
+    tool: str
+    argv: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,7 @@ class Session:
     policy: PolicySpec | None = None
     forked_from: ForkedFrom | None = None
     instructions: str | None = None  # the session's standing instructions to the model
+    recovery: Recovery | None = None  # a killed command waiting for a decision
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
     pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
@@ -169,6 +187,7 @@ class Turn:
     tokens: Tokens
     created_at: str
     model: str | None = None
+    recovery: Recovery | None = None  # its cancel had to kill a running command
 
 
 @dataclass(frozen=True)
@@ -245,6 +264,7 @@ class TurnResult:
     head_hash: str | None = None  # the session's log after the turn
     session_id: str | None = None  # set when the turn ran in a fork (onConflict)
     forked_from: ForkedFrom | None = None
+    recovery: Recovery | None = None  # its cancel had to kill a running command
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,11 @@
 Standard library only, and only its lightest modules (no pathlib, json or re): the forwarder
 that an editor starts imports this and little else.
 
-    folder      $XDG_RUNTIME_DIR/trellisd (else trellisd-<uid> under the temp folder), 0700
+    folder      $XDG_RUNTIME_DIR/trellisd (else trellisd-<uid> under the temp folder), 0700;
+                one that is not a real folder of this user's closed to others is refused
+                (``private_folder``), and a window then takes the next: trellisd-<uid>
+                under the temp folder, then one of its own with a random name
+                (``own_folder``), recorded in the user's state folder for the next windows
     socket      <folder>/<version>-<hash of the store path>.sock, 0600; a version never
                 attaches to another version's daemon, a store never to another store's
     start lock  <socket>.start: held by the one forwarder that starts the daemon
@@ -18,10 +22,13 @@ that stops without that record is a daemon that died.
 
 from __future__ import annotations
 
+import _socket
 import os
+import stat
 import struct
 
 from . import __version__
+from .secrecy import secret_variable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,34 +94,70 @@ def shared_mode(standalone_flag: bool, env: Mapping[str, str]) -> bool:
 
 
 def window_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """What a window hands the daemon: its model settings and keys, nothing else."""
-    return {name: env[name] for name in WINDOW_VARIABLES if env.get(name)}
+    """What a window hands the daemon: its environment less the secrets its programs may
+    not see (``secrecy``), but with what its settings need: its model settings and keys,
+    the variable the config file's ``keyVariable`` names, and those ``passEnv`` (or
+    ``TRELLISD_PASS_ENV``) lets through. The daemon scrubs it again by the effective rule."""
+    keep = {*WINDOW_VARIABLES, *config_names(env)}
+    keep.update(name.strip() for name in env.get("TRELLISD_PASS_ENV", "").split(","))
+    return {k: v for k, v in env.items() if k in keep or not secret_variable(k, v)}
 
 
 def daemon_environment(env: Mapping[str, str]) -> dict[str, str]:
     """The environment the shared daemon starts with: the first window's, less its model
-    settings and keys, which stay that window's (every window hands its own)."""
-    return {name: value for name, value in env.items() if name not in WINDOW_VARIABLES}
+    settings, its keys and what ``passEnv`` names, which stay that window's (every window
+    hands its own)."""
+    own = {*WINDOW_VARIABLES, *config_names(env)}
+    return {name: value for name, value in env.items() if name not in own}
+
+
+def config_names(env: Mapping[str, str]) -> set[str]:
+    """The variables the config file names (``keyVariable``, ``passEnv``); none when it
+    cannot be read, which the daemon then says. Parsed only when it names any."""
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    try:
+        with open(os.path.join(base, "trellisd", "config.toml"), "rb") as file:
+            data = file.read(HELLO_LIMIT + 1)
+        if b"keyVariable" not in data and b"passEnv" not in data:
+            return set()
+        import tomllib
+
+        parsed = tomllib.loads(data.decode())
+    except (OSError, ValueError):
+        return set()
+    passed = parsed.get("passEnv")
+    named = [parsed.get("keyVariable"), *(passed if isinstance(passed, list) else [])]
+    return {name for name in named if isinstance(name, str)}
+
+
+class Unsafe(Exception):
+    """A folder or a socket that may be another user's: the message says why, in one line."""
 
 
 class Place:
-    """The rendezvous of one store's shared daemon."""
+    """The rendezvous of one store's shared daemon: in ``folder`` if given, else in the
+    runtime folder (or the fallback when its path would be too long for a socket)."""
 
-    def __init__(self, store: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, store: str, env: Mapping[str, str] | None = None, folder: str | None = None
+    ) -> None:
         env = os.environ if env is None else env
         self.store = os.path.abspath(store)
         digest = sha256(self.store.encode()).hexdigest()[:16]
         name = f"{__version__}-{digest}.sock"
-        folder = runtime_folder(env)
-        if len(os.path.join(folder, name)) > MAX_SOCKET_PATH:
-            folder = fallback_folder(env)
+        if folder is None:
+            folder = runtime_folder(env)
+            if len(os.path.join(folder, name)) > MAX_SOCKET_PATH:
+                folder = fallback_folder(env)
         self._name(os.path.join(folder, name))
 
     @classmethod
-    def at(cls, socket_path: str) -> Place:
-        """The place of the daemon listening at ``socket_path``, whatever its store."""
+    def at(cls, socket_path: str, store: str = "") -> Place:
+        """The place of the daemon listening at ``socket_path`` (of ``store``)."""
         place = cls.__new__(cls)
-        place.store = ""
+        place.store = store
         place._name(socket_path)
         return place
 
@@ -126,14 +169,131 @@ class Place:
         self.log = socket_path[: -len(".sock")] + ".log"
 
     def make_folder(self) -> None:
-        """The folder, made 0700 if missing; one that another user owns is refused (a
-        socket there could be anyone's), and one that others may enter is closed to them."""
-        os.makedirs(self.folder, mode=0o700, exist_ok=True)
-        info = os.stat(self.folder)
-        if info.st_uid != os.getuid():
-            raise PermissionError(f"{self.folder} belongs to another user (uid {info.st_uid})")
-        if info.st_mode & 0o077:
-            os.chmod(self.folder, 0o700)
+        """The folder, made 0700 if missing and checked (``private_folder``)."""
+        private_folder(self.folder)
+
+    def fits(self) -> bool:
+        return len(self.socket) <= MAX_SOCKET_PATH
+
+
+def private_folder(folder: str, make: bool = True) -> None:
+    """Make ``folder`` (0700) if it is missing and ``make``; then ``Unsafe`` unless it is a
+    real folder (not a symlink) of this user's. One of this user's that others may enter is
+    closed to them, through a descriptor of the folder itself, never through a symlink."""
+    if make:
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise Unsafe(f"{folder}: cannot make it: {exc.strerror or exc}") from None
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise Unsafe(f"{folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise Unsafe(f"{folder}: it is a symlink, not a folder")
+    if not stat.S_ISDIR(info.st_mode):
+        raise Unsafe(f"{folder}: it is not a folder")
+    if info.st_uid != os.getuid():
+        raise Unsafe(f"{folder}: it belongs to uid {info.st_uid}, not to this user")
+    if info.st_mode & 0o077:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_ino != info.st_ino:
+                raise Unsafe(f"{folder}: it changed while it was checked")
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
+
+
+def private_file(path: str, flags: int = os.O_RDWR | os.O_CREAT | os.O_APPEND) -> int:
+    """A descriptor of ``path`` (made 0600) in a private folder: never through a symlink,
+    and ``Unsafe`` when the file is another user's (left there before the folder was
+    closed)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise Unsafe(f"{path}: {exc.strerror or exc}") from None
+    if os.fstat(fd).st_uid != os.getuid():
+        os.close(fd)
+        raise Unsafe(f"{path}: it belongs to another user")
+    return fd
+
+
+_PEERCRED = struct.Struct("3i")  # Linux: pid, uid, gid
+_XUCRED = struct.Struct("=2I")  # macOS: cr_version, cr_uid, then the groups
+
+
+def peer_uid(sock: Any) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket: ``SO_PEERCRED``
+    on Linux, ``LOCAL_PEERCRED`` on macOS; None where the system says neither."""
+    if hasattr(_socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _PEERCRED.size)
+        return int(_PEERCRED.unpack(raw)[1])
+    if hasattr(_socket, "LOCAL_PEERCRED"):
+        raw = sock.getsockopt(0, _socket.LOCAL_PEERCRED, 76)  # SOL_LOCAL, struct xucred
+        return int(_XUCRED.unpack_from(raw)[1])
+    return None
+
+
+def own_folder(env: Mapping[str, str]) -> str:
+    """A folder of this user's own for the sockets, when the usual ones are refused: under
+    the temp folder with a random name no one could have made first, recorded in the
+    user's state folder, where the next windows find it (and check it as any other)."""
+    import fcntl
+
+    note = _own_note(env)
+    try:
+        os.makedirs(os.path.dirname(note), mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise Unsafe(f"{os.path.dirname(note)}: {exc.strerror or exc}") from None
+    lock = private_file(note + ".lock")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        recorded = recorded_folder(env)
+        if recorded is not None:
+            return recorded
+        base = _temp_base(env)
+        for _ in range(100):
+            folder = os.path.join(base, f"trellisd-{os.getuid()}-{os.urandom(6).hex()}")
+            try:
+                os.mkdir(folder, 0o700)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise Unsafe(f"{base}: cannot make a folder of this user's own in it")
+        private_folder(folder, make=False)
+        fd = private_file(note + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with open(fd, "w") as out:
+            out.write(folder + "\n")
+        os.replace(note + ".new", note)
+        return folder
+    except OSError as exc:
+        raise Unsafe(f"a folder of this user's own: {exc.strerror or exc}") from None
+    finally:
+        os.close(lock)
+
+
+def recorded_folder(env: Mapping[str, str]) -> str | None:
+    """The folder ``own_folder`` made, if it is still there and still private."""
+    try:
+        with open(_own_note(env)) as note:
+            folder = note.read().strip()
+        if folder:
+            private_folder(folder, make=False)
+            return folder
+    except (OSError, Unsafe):
+        pass
+    return None
+
+
+def _own_note(env: Mapping[str, str]) -> str:
+    state = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(state):
+        state = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "trellisd", "socket-folder")
 
 
 def runtime_folder(env: Mapping[str, str]) -> str:
@@ -146,17 +306,22 @@ def runtime_folder(env: Mapping[str, str]) -> str:
 def fallback_folder(env: Mapping[str, str]) -> str:
     """A short per-user folder: used without ``$XDG_RUNTIME_DIR``, or when its paths are too
     long for a Unix socket."""
+    return os.path.join(_temp_base(env), f"trellisd-{os.getuid()}")
+
+
+def _temp_base(env: Mapping[str, str]) -> str:
     base = env.get("TMPDIR") or "/tmp"
     if len(base) > 40 or not os.path.isabs(base):
         base = "/tmp"
-    return os.path.join(base, f"trellisd-{os.getuid()}")
+    return base
 
 
 def json_string(text: str) -> str:
-    """``text`` as a JSON string, without importing json."""
+    """``text`` as a JSON string, without importing json; a lone surrogate (a byte of the
+    environment that is not UTF-8) is escaped, and read back as the same string."""
     out = []
     for ch in text:
-        if ch in '"\\' or ord(ch) < 0x20:
+        if ch in '"\\' or ord(ch) < 0x20 or 0xD800 <= ord(ch) <= 0xDFFF:
             out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
@@ -164,10 +329,12 @@ def json_string(text: str) -> str:
 
 
 def hello(env: Mapping[str, str], command: str = "attach") -> bytes:
-    """A window's first line: its version, what it asks, its pid, its model settings."""
-    settings = ", ".join(
-        f"{json_string(k)}: {json_string(v)}" for k, v in window_environment(env).items()
-    )
+    """A window's first line: its version, what it asks, its pid, and its environment
+    (``window_environment``): the daemon reads the window's settings and keys from it, and
+    starts the window's programs in it. It is said only to a daemon of this user's
+    (``forward.connect`` checks)."""
+    handed = window_environment(env).items()
+    settings = ", ".join(f"{json_string(k)}: {json_string(v)}" for k, v in handed)
     return (
         f'{{"trellisd": {json_string(__version__)}, "command": {json_string(command)},'
         f' "pid": {os.getpid()}, "env": {{{settings}}}}}\n'

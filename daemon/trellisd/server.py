@@ -40,7 +40,7 @@ from .config_file import Settings
 from .convert import structure
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
-from .records import Step, ToolCall, TurnRef
+from .records import Step, ToolCall, TurnRef, TurnResult
 from .services import Services
 from .services.queue import Queued
 from .services.seams import Notifier
@@ -408,6 +408,8 @@ class Daemon:
             for f in window.protocol._request_futures.values()
             if isinstance(f, asyncio.Future) and not f.done()
         ]
+        if self._services is not None:  # a turn whose window left records its end too
+            pending += [r.task for r in self._services.running if r.task is not None]
         if pending:
             await asyncio.wait(pending, timeout=3)
         await asyncio.sleep(0)  # let the last answers be written
@@ -704,6 +706,11 @@ class _WireNotifier:
         params = {"sessionId": entry.session_id, "queueId": entry.queue_id, "reason": reason}
         for window in self.daemon.followers(entry.session_id):
             window.protocol.notify("session/dequeued", params)
+
+    def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
+        self._notify(turn, "session/turnEnded", wire.turn_ended(turn, result))
+        for acp in self._acp(turn.session_id):
+            acp.turn_ended(turn, result)
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         self._notify(

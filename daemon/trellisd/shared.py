@@ -1,8 +1,12 @@
 """The shared daemon: one per store and user, serving every window that attaches over its Unix
 socket (see ``rendezvous`` for where it listens and what is said there).
 
-Only the user who runs it may attach: the folder is 0700, the socket 0600, and each
-connection's peer is checked (``SO_PEERCRED``) before anything is read from it. It exits by
+Only the user who runs it may attach: the folder is a real folder of the user's, 0700
+(checked before anything is made in it), the socket 0600, and each connection's peer is
+checked (``SO_PEERCRED``) before anything is read from it. A connection
+has ``TRELLISD_HELLO_TIMEOUT`` seconds (default 30) to say its first line, read on the event
+loop; of those that have not said it yet, at most ``WAITING_HELLOS`` are kept (a new one
+drops the oldest), so silent connections never keep a window out. It exits by
 itself ``TRELLISD_IDLE_EXIT`` seconds (default 600) after its last window left and its last
 turn ended, when ``trellisd stop`` asks once its turns have ended, and at SIGTERM (its running
 turns record ``cancelled``).
@@ -26,7 +30,7 @@ from typing import IO, Any
 from . import __version__, server
 from .config_file import Settings, load_settings
 from .errors import StoreError
-from .rendezvous import Place, end_record, read_line, record
+from .rendezvous import HELLO_LIMIT, Place, Unsafe, end_record, peer_uid, private_file, record
 from .transport import FrameReader, FrameWriter
 
 log = logging.getLogger(__name__)
@@ -34,29 +38,52 @@ log = logging.getLogger(__name__)
 IDLE_EXIT_SECONDS = 600.0
 WINDOW_QUEUE_BYTES = 32 * 1024 * 1024
 HELLO_SECONDS = 30.0
+WAITING_HELLOS = 16
 STARTUP_GRACE_SECONDS = 30.0
 _PEERCRED = struct.Struct("3i")
 
 
 def idle_exit_seconds(env: Mapping[str, str]) -> float:
-    raw = env.get("TRELLISD_IDLE_EXIT", "").strip()
+    return _seconds(env, "TRELLISD_IDLE_EXIT", IDLE_EXIT_SECONDS)
+
+
+def hello_seconds(env: Mapping[str, str]) -> float:
+    """How long a connection may take to say its first line."""
+    seconds = _seconds(env, "TRELLISD_HELLO_TIMEOUT", HELLO_SECONDS)
+    if seconds == 0:
+        raise ValueError("TRELLISD_HELLO_TIMEOUT must be more than zero seconds")
+    return seconds
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
     if not raw:
-        return IDLE_EXIT_SECONDS
+        return default
     try:
         seconds = float(raw)
     except ValueError:
-        raise ValueError(f"TRELLISD_IDLE_EXIT must be a number of seconds, not {raw!r}") from None
-    if seconds < 0:
-        raise ValueError(f"TRELLISD_IDLE_EXIT must be zero or more seconds, not {raw!r}")
+        raise ValueError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not seconds >= 0:
+        raise ValueError(f"{name} must be zero or more seconds, not {raw!r}")
     return seconds
 
 
 class SharedDaemon:
-    def __init__(self, db_path: str, settings: Settings, idle_exit: float) -> None:
-        self.place = Place(db_path)
+    def __init__(
+        self,
+        db_path: str,
+        settings: Settings,
+        idle_exit: float,
+        hello_timeout: float,
+        socket_path: str | None = None,
+    ) -> None:
+        # The window that starts the daemon says where, having checked the folder.
+        self.place = Place(db_path) if socket_path is None else Place.at(socket_path, db_path)
         self.daemon = server.Daemon(db_path, settings, shared=True)
         self.daemon.on_change = self._changed
         self.idle_exit = idle_exit
+        self.hello_timeout = hello_timeout
+        self._waiting: dict[socket.socket, int] = {}  # said no hello yet: their peers' pids
         self.window_queue = int(os.environ.get("TRELLISD_WINDOW_QUEUE") or WINDOW_QUEUE_BYTES)
         self.stopping = False
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -68,8 +95,11 @@ class SharedDaemon:
 
     def claim(self) -> None:
         """Hold the store's life lock, or say which daemon already serves it."""
-        self.place.make_folder()
-        life = open(self.place.life_lock, "a+")  # noqa: SIM115 - held for the daemon's life
+        try:
+            self.place.make_folder()
+            life = open(private_file(self.place.life_lock), "a+")  # noqa: SIM115 - held for its life
+        except Unsafe as exc:
+            raise SystemExit(f"trellisd: refused {exc}") from None
         try:
             fcntl.flock(life, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -124,27 +154,41 @@ class SharedDaemon:
 
     async def welcome(self, conn: socket.socket) -> None:
         """A new connection: its peer checked, its first line read, then served."""
-        pid, uid, _ = _PEERCRED.unpack(
-            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        )
+        pid, uid = _peer(conn)
         if uid != os.getuid():
             log.warning(
-                "refused a connection from uid %d (pid %d): not this daemon's user", uid, pid
+                "refused a connection from uid %s (pid %d): not this daemon's user", uid, pid
             )
             conn.close()
             return
-        conn.setblocking(True)
-        conn.settimeout(HELLO_SECONDS)
+        if len(self._waiting) >= WAITING_HELLOS:
+            oldest, oldest_pid = next(iter(self._waiting.items()))
+            log.warning(
+                "%d connections have not said hello: dropped the oldest (pid %d)",
+                len(self._waiting),
+                oldest_pid,
+            )
+            del self._waiting[oldest]
+            with contextlib.suppress(OSError):
+                oldest.shutdown(socket.SHUT_RDWR)  # its read below ends
+        self._waiting[conn] = pid
         try:
-            line, rest = await asyncio.to_thread(read_line, conn.recv)
+            async with asyncio.timeout(self.hello_timeout):
+                line, rest = await _first_line(conn)
             said = json.loads(line)
             if not isinstance(said, dict):
                 raise ValueError("the first line was not a JSON object")
+        except TimeoutError:
+            log.info("dropped a connection from pid %d: no hello in %g s", pid, self.hello_timeout)
+            conn.close()
+            return
         except (OSError, EOFError, ValueError) as exc:
             log.info("dropped a connection from pid %d before it said hello: %s", pid, exc)
             conn.close()
             return
-        conn.settimeout(None)
+        finally:
+            self._waiting.pop(conn, None)
+        conn.setblocking(True)
         command = said.get("command")
         if said.get("trellisd") != __version__:
             self._answer(conn, {"ok": False, "error": f"this daemon is trellisd {__version__}"})
@@ -175,10 +219,11 @@ class SharedDaemon:
         try:
             if not isinstance(env, dict):
                 raise ValueError("a window must hand over its environment as an object")
-            # The window's model settings over the daemon's environment (the first
-            # window's, less its keys), and the config file read again: a window attaching
-            # after the file was broken is refused, as a daemon starting would be.
-            settings = load_settings({**os.environ, **{str(k): str(v) for k, v in env.items()}})
+            # The window's settings and keys from its own environment only (never the
+            # daemon's, which is the first window's), and the config file read again: a
+            # window attaching after the file was broken is refused, as a daemon starting
+            # would be. Its programs run in that environment less its secrets.
+            settings = load_settings({str(k): str(v) for k, v in env.items()})
         except ValueError as exc:
             self._answer(conn, {"ok": False, "error": str(exc), "exit": 2})
             conn.close()
@@ -308,8 +353,41 @@ class SharedDaemon:
         await self.daemon.exit(0)
 
 
-def serve_shared(db_path: str, settings: Settings, ready_fd: int | None, idle_exit: float) -> None:
-    daemon = SharedDaemon(db_path, settings, idle_exit)
+def _peer(conn: socket.socket) -> tuple[int, int | None]:
+    """The pid (0 where the system does not say it) and uid of the connecting process."""
+    if hasattr(socket, "SO_PEERCRED"):
+        pid, uid, _ = _PEERCRED.unpack(
+            conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        )
+        return pid, uid
+    return 0, peer_uid(conn)
+
+
+async def _first_line(conn: socket.socket) -> tuple[bytes, bytes]:
+    """The connection's first line, and what came after it in the same reads, read on the
+    loop; ``EOFError`` when it ends first, ``ValueError`` past ``HELLO_LIMIT``."""
+    loop = asyncio.get_running_loop()
+    data = bytearray()
+    while b"\n" not in data:
+        if len(data) > HELLO_LIMIT:
+            raise ValueError(f"a handshake line over {HELLO_LIMIT} bytes")
+        chunk = await loop.sock_recv(conn, 65536)
+        if not chunk:
+            raise EOFError("the connection ended before its first line")
+        data += chunk
+    line, _, rest = bytes(data).partition(b"\n")
+    return line, rest
+
+
+def serve_shared(
+    db_path: str,
+    settings: Settings,
+    ready_fd: int | None,
+    idle_exit: float,
+    hello_timeout: float = HELLO_SECONDS,
+    socket_path: str | None = None,
+) -> None:
+    daemon = SharedDaemon(db_path, settings, idle_exit, hello_timeout, socket_path)
     daemon.claim()
 
     async def run() -> None:

@@ -29,6 +29,7 @@ class Outcome(StrEnum):
     SUCCESS = "success"
     FAILURE = "failure"
     PAUSED = "paused"
+    FORKED = "forked"  # a fork's copy of a turn cut after one of its steps
 
 
 class StepKind(StrEnum):

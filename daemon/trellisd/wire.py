@@ -30,6 +30,7 @@ from .records import (
     FeedEntry,
     FileChange,
     ProviderChoice,
+    Recovery,
     Restored,
     RunSummary,
     Session,
@@ -245,6 +246,22 @@ class TurnRevert:
 class SessionFork:
     session_id: str
     turn_id: str | None  # required, but null: an empty fork
+    step: int | None = None  # the copy of turn_id keeps its first ``step`` steps
+
+    def __attrs_post_init__(self) -> None:
+        if self.step is not None and self.step < 0:
+            raise InvalidParams("step must be 0 or more", field="step")
+
+
+@attrs.frozen
+class SessionRecover:
+    """``session/recover``: the decision about a command a cancel killed mid-run."""
+
+    session_id: str
+    decision: Literal["keep", "revert"] = attrs.field(
+        metadata={"must": "be one of 'keep' or 'revert'"}
+    )
+    force: bool = False
 
 
 @attrs.frozen
@@ -384,7 +401,21 @@ def session(value: Session) -> dict[str, Any]:
     del out["policy"]
     if value.imported_from is None:
         del out["importedFrom"]
+    if value.recovery is None:
+        del out["recovery"]
     return out
+
+
+def required(value: Recovery | None) -> dict[str, Any] | None:
+    """A turn's ``recovery``: its cancel had to kill ``tool``'s running program ``argv``."""
+    if value is None:
+        return None
+    return {"required": True, "tool": value.tool, "argv": list(value.argv)}
+
+
+def recovered(value: Session, files: Restored | None) -> dict[str, Any]:
+    """``session/recover``'s answer: the session; ``files`` when the decision reverted."""
+    return branched(value, files)
 
 
 def session_summary(value: SessionSummary) -> dict[str, Any]:
@@ -398,6 +429,7 @@ def turn(value: Turn) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(value)
     if out["error"] is None:
         del out["error"]
+    _recovery(out, value.recovery)
     out["cost"] = cost(value.model, value.tokens)
     return out
 
@@ -424,6 +456,10 @@ def verdict(value: Verdict) -> dict[str, Any]:
     if value.first_bad is not None:
         out["firstBad"] = to_wire(value.first_bad)
         out["reason"] = value.reason
+    out["verified"] = value.verified
+    if value.check is not None:
+        out["check"] = value.check
+    out["anchored"] = value.anchored
     return out
 
 
@@ -432,7 +468,30 @@ def turn_result(value: TurnResult) -> dict[str, Any]:
     for optional in ("error", "sessionId", "forkedFrom"):
         if out[optional] is None:
             del out[optional]
+    _recovery(out, value.recovery)
     out["cost"] = cost(value.model, value.tokens)
+    return out
+
+
+def _recovery(out: dict[str, Any], value: Recovery | None) -> None:
+    """A turn's or a turn result's ``recovery``, only when its cancel had to kill."""
+    if value is None:
+        del out["recovery"]
+    else:
+        out["recovery"] = required(value)
+
+
+def turn_ended(ref: TurnRef, value: TurnResult) -> dict[str, Any]:
+    """``session/turnEnded``: how the turn ended, told to every window following its session."""
+    out = {
+        **turn_ref(ref),
+        "outcome": value.outcome,
+        "reply": value.reply,
+        "tokens": to_wire(value.tokens),
+        "cost": cost(value.model, value.tokens),
+    }
+    if value.recovery is not None:
+        out["recovery"] = required(value.recovery)
     return out
 
 
@@ -596,7 +655,7 @@ def budget(session_id: str, value: Budget | None, spend: Spend) -> dict[str, Any
 
 
 def spent(value: Spend) -> dict[str, Any]:
-    return {"tokens": value.tokens, "usd": round(value.usd, 6)}
+    return {"tokens": value.tokens, "usd": round(value.usd, 6) if value.priced else None}
 
 
 def queued(value: Queued, position: int) -> dict[str, Any]:

@@ -120,7 +120,8 @@ DaemonFactory = Callable[..., Awaitable[Daemon]]
 @pytest_asyncio.fixture
 async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFactory]:
     """Start daemons over one store (``db``), talking to the test's model server, in an
-    environment of the test's own (``hermetic_env``)."""
+    environment of the test's own (``hermetic_env``); ``wrapper``: a command that runs the
+    daemon (``setpriv ...``)."""
     started: list[Daemon] = []
 
     async def start(
@@ -128,6 +129,7 @@ async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFacto
         env: dict[str, str] | None = None,
         options: dict[str, Any] | None = None,
         initialize: bool = True,
+        wrapper: list[str] | None = None,
     ) -> Daemon:
         db = db or tmp_path / "store" / "trellisd.db"
         server_env = hermetic_env(
@@ -141,7 +143,7 @@ async def spawn(tmp_path: Path, model: ModelServer) -> AsyncIterator[DaemonFacto
             },
         )
         config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "trellisd", "--db", str(db)],
+            server_command=[*(wrapper or []), sys.executable, "-m", "trellisd", "--db", str(db)],
             client_factory=_client_factory,
             server_env=server_env,
         )

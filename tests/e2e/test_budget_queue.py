@@ -43,7 +43,7 @@ async def test_a_turn_budget_stops_the_turn_before_the_call_that_would_pass_it(
     assert "nothing was sent" in result["error"]
     assert len(model.requests) == 1
     assert result["tokens"]["total"] == 1010
-    assert result["spent"] == {"tokens": 1010, "usd": 0}
+    assert result["spent"] == {"tokens": 1010, "usd": None}
     steps = (await daemon.call("run/steps", {"runId": result["runId"]}))["steps"]
     assert [s["decision"] for s in steps] == ["tool"]
 
@@ -232,3 +232,20 @@ async def test_every_window_following_a_session_sees_its_queue(
     assert (await running)["reply"] == "first reply"
     assert (await queued)["reply"] == "from the other window"
     await eventually(lambda: notes(one, "session/dequeued"), "the first window sees it start")
+
+
+async def test_a_model_with_no_known_price_spends_an_unknown_amount_not_nothing(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn()
+    model.reply("an answer", usage={"prompt_tokens": 1000, "completion_tokens": 20})
+    session = await open_session(daemon, workspace, budget={"tokens": 100_000})
+    assert session["spent"] == {"tokens": 0, "usd": 0}  # nothing spent yet: known
+
+    result = await turn(daemon, session, "what is here?")
+    reopened = await daemon.call("session/reopen", {"sessionId": session["sessionId"]})
+
+    assert result["model"] == "test-model" and result["cost"] is None
+    assert result["spent"] == {"tokens": 1020, "usd": None}
+    assert reopened["spent"] == {"tokens": 1020, "usd": None}
+    assert [u["cost"] for u in daemon.usages] == [{"turn": None, "session": None}]

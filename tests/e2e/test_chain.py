@@ -50,6 +50,7 @@ async def test_a_turn_and_its_session_name_the_same_head_hash_and_it_verifies(
     reopened = await daemon.call("session/reopen", {"sessionId": session_id})
 
     assert verdict["ok"] is True and "firstBad" not in verdict
+    assert verdict["verified"] is True and verdict["anchored"] is True and "check" not in verdict
     assert verdict["headHash"] == made["second"]["headHash"] == reopened["headHash"]
     assert reopened["integrity"] == "ok"
     # session, title, turn, run, model event, 2 steps, end; turn, run, model event, step, end

@@ -5,12 +5,19 @@ version that wrote the store; outside it the store is refused and left untouched
 from __future__ import annotations
 
 import hashlib
+import io
+import subprocess
+import tarfile
 from pathlib import Path
 
+import apsw
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from tests.e2e.conftest import DaemonFactory
+from tests.fixtures.model_server import ModelServer
 from tests.fixtures.newer_store import written_by_newer
+from trellisd.build import build
 from trellisd.store import migrations
 
 
@@ -34,6 +41,7 @@ async def test_a_newer_store_within_the_level_is_read_and_not_written(
     for error in (turn, branch):
         assert error.code == -32040
         assert "written by trellisd 9.0.0" in error.message
+        assert f"this trellisd {build()} (schema" in error.message
         assert error.data["writtenBy"] == "9.0.0" and error.data["readOnly"] is True
     await daemon.client.shutdown_session()
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
@@ -47,6 +55,112 @@ async def test_a_newer_store_outside_the_level_is_refused_untouched(
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     daemon = await spawn(db=db)
     error = await daemon.error("session/list", {})
-    assert error.code == -32040 and "newer trellisd" in error.message
+    assert error.code == -32040 and "newer trellisd (9.0.0, schema" in error.message
+    assert f"this trellisd {build()} reads schemas up to" in error.message
     await daemon.client.shutdown_session()
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+async def test_a_newer_store_is_left_byte_for_byte_as_it_was(
+    spawn: DaemonFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newer trellisd that keeps no query statistics: serving its store adds none."""
+    db = tmp_path / "store" / "trellisd.db"
+    session_id = written_by_newer(db, monkeypatch, None)
+    con = apsw.Connection(str(db))
+    con.execute("DROP TABLE IF EXISTS sqlite_stat1; DROP TABLE IF EXISTS sqlite_stat4")
+    con.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    daemon = await spawn(db=db)
+
+    await daemon.call("session/list", {})
+    await daemon.call("session/history", {"sessionId": session_id})
+    await daemon.call("session/list", {"query": "hello"})
+    await daemon.client.shutdown_session()
+
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in db.parent.iterdir()) == ["trellisd.db"]
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+ONE_SCHEMA_OLDER = "c0bcbd4b274f07febe68b7c5787b78beb0e1bd5c"  # main at schema 15
+TWO_SCHEMAS_OLDER = "145a379ff48ca9dcd76b69dcbd0bae401819c2ec"  # main at schema 14
+
+
+def older_build(commit: str, into: Path) -> dict[str, str]:
+    """The environment that runs trellisd as it was at ``commit`` (its ``daemon/`` folder
+    taken from git history), with the dependencies installed here."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "archive", "--format=tar", commit, "daemon"],
+        capture_output=True,
+    )
+    if archive.returncode != 0:
+        pytest.skip(f"no git history of trellisd here: {archive.stderr.decode().strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return {"PYTHONPATH": str(into / "daemon")}
+
+
+async def written_with_a_change(spawn: DaemonFactory, model: ModelServer, root: Path) -> str:
+    """A store this build wrote: a session whose turn changed a file (so its log holds a
+    change entry), the daemon gone."""
+    writer = await spawn()
+    model.reply(
+        "Writing. ",
+        tool_calls=[{"name": "write_file", "arguments": {"path": "notes.md", "content": "hi\n"}}],
+    )
+    model.reply("Done.")
+    policy = {"layers": [{"name": "editor", "allowWrite": ["**"]}], "approval": "all"}
+    opened = await writer.call(
+        "session/open", {"root": str(root), "title": "kept", "policy": policy}
+    )
+    ended = await writer.call(
+        "session/turn", {"sessionId": opened["sessionId"], "prompt": "write notes"}
+    )
+    assert ended["outcome"] == "finished" and (root / "notes.md").exists()
+    await writer.client.shutdown_session()
+    return str(opened["sessionId"])
+
+
+async def test_a_build_one_schema_older_reads_this_builds_store_and_names_it_refusing_writes(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    session_id = await written_with_a_change(spawn, model, workspace)
+    older = await spawn(env=older_build(ONE_SCHEMA_OLDER, tmp_path / "older"))
+    ask = older.protocol.send_request_async  # the older build answers its own schema
+
+    info = await ask("session/list", {})
+    history = await ask("session/history", {"sessionId": session_id})
+    verdict = await ask("session/verify", {"sessionId": session_id})
+    with pytest.raises(JsonRpcException) as refused:
+        await ask("session/turn", {"sessionId": session_id, "prompt": "more"})
+    await older.client.shutdown_session()
+
+    assert [s["title"] for s in info["sessions"]] == ["kept"]
+    assert [t["reply"] for t in history["turns"]] == ["Writing. Done."]
+    assert verdict["ok"] is True
+    assert refused.value.code == -32040
+    assert f"was written by trellisd {build()} (schema {len(migrations.MIGRATIONS)})" in (
+        refused.value.message
+    )
+    assert refused.value.data["writtenBy"] == build() != "0.1.0"
+
+
+async def test_a_build_two_schemas_older_is_refused_the_store_untouched(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    await written_with_a_change(spawn, model, workspace)
+    db = tmp_path / "store" / "trellisd.db"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    older = await spawn(env=older_build(TWO_SCHEMAS_OLDER, tmp_path / "older"))
+
+    with pytest.raises(JsonRpcException) as refused:
+        await older.protocol.send_request_async("session/list", {})
+    await older.client.shutdown_session()
+
+    assert refused.value.code == -32040
+    assert "was written by a newer trellisd" in refused.value.message
+    assert f"(schema {len(migrations.MIGRATIONS)}; this one knows up to 14)" in (
+        refused.value.message
+    )
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before

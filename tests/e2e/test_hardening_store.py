@@ -8,6 +8,7 @@ import contextlib
 import datetime
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -211,3 +212,43 @@ async def test_a_read_only_store_serves_reads_and_refuses_writes(
             assert refused.code == -32040, (method, refused.message)
             assert "read-only" in refused.message and refused.data["readOnly"] is True
         assert len(model.requests) == 1
+
+
+def without_override() -> list[str]:
+    """A command that runs the daemon as a user the folder's mode applies to: root loses the
+    capabilities that let it write any folder whatever its mode; anyone else already is one."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run the daemon without root's file capabilities")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400], ids=["file-writable", "file-read-only"])
+async def test_a_store_in_a_folder_it_cannot_write_serves_reads(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path, mode: int
+) -> None:
+    db = tmp_path / "kept" / "trellisd.db"
+    writer = await spawn(db=db)
+    session = await open_session(writer, workspace, title="kept")
+    done = await turn(writer, session, "what is here?")
+    await writer.client.shutdown_session()
+    assert sorted(p.name for p in db.parent.iterdir()) == ["trellisd.db"]
+
+    db.chmod(mode)
+    db.parent.chmod(0o555)  # no -wal or -shm can be made beside the store
+    try:
+        reader = await spawn(db=db, wrapper=without_override())
+        listed = (await reader.call("session/list", {}))["sessions"]
+        history = await reader.call("session/history", {"sessionId": session["sessionId"]})
+        refused = await reader.error(
+            "session/turn", {"sessionId": session["sessionId"], "prompt": "more"}
+        )
+        await reader.client.shutdown_session()
+    finally:
+        db.parent.chmod(0o700)
+    assert [s["title"] for s in listed] == ["kept"]
+    assert [t["reply"] for t in history["turns"]] == [done["reply"]]
+    assert refused.code == -32040 and refused.data["readOnly"] is True
+    assert "read-only" in refused.message
+    assert sorted(p.name for p in db.parent.iterdir()) == ["trellisd.db"]

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.conftest import Daemon
+import pytest
+
+from tests.e2e.conftest import TEST_KEY, Daemon
+from tests.e2e.pipes import Pipes
+from tests.e2e.test_hardening_store import without_override
 from tests.fixtures.environment import hermetic_env
+from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET
 
 
@@ -158,3 +164,124 @@ async def test_initialize_says_which_provider_turns_will_use(spawn) -> None:  # 
     assert provider["name"] == "openai" and provider["model"] == "editor-model"
     assert provider["keyFrom"] == "TRELLISD_API_KEY"
     assert "sk-" not in json.dumps(init)
+
+
+@pytest.mark.parametrize("mode", ["standalone", "shared"])
+async def test_a_store_in_memory_leaves_nothing_behind(
+    tmp_path: Path, model: ModelServer, mode: str
+) -> None:
+    here = tmp_path / "here"  # the folder the editor starts the daemon in
+    here.mkdir()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = hermetic_env(
+        tmp_path / "home",
+        TRELLISD_PROVIDER="openai",
+        TRELLISD_BASE_URL=model.url,
+        TRELLISD_API_KEY=TEST_KEY,
+        TRELLISD_MODEL="test-model",
+        TRELLISD_SHARED="1" if mode == "shared" else "0",
+        XDG_RUNTIME_DIR=str(runtime),
+    )
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "trellisd", "--db", ":memory:"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=here,
+        env=env,
+    )
+    pipes = Pipes(process)
+    await pipes.initialize()
+    opened = await pipes.call("session/open", {"root": str(workspace), "title": "kept"})
+    listed = await pipes.call("session/list", {})
+    backup = tmp_path / "kept.trellisd"
+    exported = await pipes.call(
+        "session/export", {"sessionId": opened["sessionId"], "path": str(backup)}
+    )
+    code, err = await pipes.stop()
+    if mode == "shared":
+        stopped = subprocess.run(
+            [sys.executable, "-m", "trellisd", "stop", "--db", ":memory:"],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=SAFETY_NET,
+        )
+        assert stopped.returncode == 0, stopped.stderr
+
+    assert code == 0, err
+    assert [s["sessionId"] for s in listed["sessions"]] == [opened["sessionId"]]
+    assert exported["bytes"] == backup.stat().st_size > 0
+    assert list(here.iterdir()) == []
+
+
+def _environment(tmp_path: Path, mode: str) -> dict[str, str]:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return hermetic_env(
+        tmp_path / "home",
+        TRELLISD_SHARED="1" if mode == "shared" else "0",
+        XDG_RUNTIME_DIR=str(runtime),
+    )
+
+
+@pytest.mark.parametrize("mode", ["standalone", "shared"])
+async def test_a_store_path_under_a_file_ends_the_command_with_exit_code_2(
+    tmp_path: Path, mode: str
+) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder\n")
+    db = tmp_path / "notes" / "store" / "trellisd.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "trellisd", "--db", str(db)],
+        env=_environment(tmp_path, mode),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"trellisd: --db {db}: {tmp_path / 'notes'} is a file, not a folder"
+    ]
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("mode", ["standalone", "shared"])
+async def test_a_store_whose_folder_cannot_be_made_answers_32040_after_initialize(
+    tmp_path: Path, mode: str
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    db = locked / "store" / "trellisd.db"
+    wrapper = without_override()
+    env = _environment(tmp_path, mode)
+    process = await asyncio.create_subprocess_exec(
+        *wrapper,
+        *(sys.executable, "-m", "trellisd", "--db", str(db)),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    pipes = Pipes(process)
+    try:
+        await pipes.initialize()
+        answer = await asyncio.wait_for(pipes.answer(pipes.request("session/list", {})), 30)
+        code, err = await pipes.stop()
+    finally:
+        if mode == "shared":
+            subprocess.run(
+                [*wrapper, sys.executable, "-m", "trellisd", "stop", "--db", str(db)],
+                env=env,
+                capture_output=True,
+                timeout=SAFETY_NET,
+            )
+        locked.chmod(0o700)
+    assert answer["error"]["code"] == -32040, answer
+    assert f"cannot open the store at {db}" in answer["error"]["message"]
+    assert code == 0, err
+    assert list(locked.iterdir()) == []

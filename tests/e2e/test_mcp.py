@@ -88,6 +88,27 @@ async def test_a_session_server_tool_is_offered_asked_for_and_recorded(
     assert "TRELLISD_API_KEY" not in names
 
 
+async def test_a_stdio_server_gets_only_the_allowed_variables_and_its_own(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn(
+        env={
+            "PLAIN_SETTING": "plain",
+            "DATABASE_URL": "postgres://app:pw@db/app",
+            "SSH_AUTH_SOCK": "/tmp/agent.sock",
+            "LANG": "C.UTF-8",
+            "LC_MESSAGES": "C",
+        }
+    )
+    answer_approvals(daemon, ["allow"])
+    session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hi"})])
+    seen, _ = await one_call(daemon, model, session, call("mcp__t__environment"))
+    names = set(seen.split("\n"))
+    allowed = {"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL", "GREETING"}
+    assert {"PATH", "HOME", "LANG", "LC_MESSAGES", "GREETING"} <= names
+    assert {n for n in names if not n.startswith("LC_")} <= allowed, names
+
+
 async def test_session_tools_lists_builtin_and_mcp_tools_with_the_policy(
     daemon: Daemon, workspace: Path
 ) -> None:
@@ -331,6 +352,31 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     os.kill(daemon.process.pid, signal.SIGKILL)
     await eventually(
         lambda: int(second) not in ps_pids(), "the server dies with its daemon, even on kill -9"
+    )
+
+
+async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the_daemon(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path
+) -> None:
+    daemon = await spawn()
+    servers = [stdio("t", "--children")]
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
+    first = [int(pid) for pid in said.split()]
+    assert all(alive(pid) for pid in first)  # one in the server's group, one setsid
+    await daemon.call("session/close", {"sessionId": session["sessionId"]})
+    await eventually(
+        lambda: not any(alive(pid) for pid in first), "what the server started stops with it"
+    )
+
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
+    second = [int(pid) for pid in said.split()]
+    assert all(alive(pid) for pid in second)
+    os.kill(daemon.process.pid, signal.SIGKILL)
+    await eventually(
+        lambda: not any(alive(pid) for pid in second),
+        "what the server started dies with the daemon, even on kill -9",
     )
 
 

@@ -53,12 +53,27 @@ async def test_a_session_exported_from_one_store_reads_the_same_in_another(
 
     done = await first.call("session/export", {"sessionId": sid, "path": str(path)})
     assert done == {"path": str(path), "bytes": path.stat().st_size, "turns": 3}
+    exported = await first.call("session/verify", {"sessionId": sid})
+    header = json.loads(path.read_bytes().splitlines()[0])
 
     second = await spawn(db=tmp_path / "elsewhere" / "trellisd.db")
     imported = await second.call("session/import", {"path": str(path)})
     assert imported["sessionId"] == sid
     assert (imported["title"], imported["root"]) == ("handed over", str(workspace))
-    assert "importedFrom" not in imported
+    origin = imported["importedFrom"]
+    assert origin == {
+        "sessionId": sid,
+        "headHash": exported["headHash"],
+        "exportedAt": header["exportedAt"],
+        "importedAt": origin["importedAt"],
+    }
+    assert origin["importedAt"] >= origin["exportedAt"]
+    listed = (await second.call("session/list", {}))["sessions"]
+    assert [s["importedFrom"] for s in listed] == [origin]
+    # Its feed lists its turns' commits as the sender's did.
+    feed = await second.call("session/events", {"sessionId": sid})
+    assert feed == await first.call("session/events", {"sessionId": sid})
+    assert [e["kind"] for e in feed["events"]].count("turnEnded") == 3
     assert await everything(second, sid) == await everything(first, sid)
     verdict = await second.call("session/verify", {"sessionId": sid})
     assert verdict["ok"] and verdict["headHash"] == imported["headHash"]
@@ -103,7 +118,10 @@ async def test_import_refuses_a_copy_the_store_has_unless_as_new_and_rebinds_its
         "session/import", {"path": str(path), "asNew": True, "root": str(checkout)}
     )
     assert copy["sessionId"] != sid
+    exported = await daemon.call("session/verify", {"sessionId": sid})
     assert copy["importedFrom"]["sessionId"] == sid
+    assert copy["importedFrom"]["headHash"] == exported["headHash"]
+    assert copy["importedFrom"]["headHash"] != copy["headHash"]  # a log of its own
     assert copy["root"] == str(checkout)
     listed = (await daemon.call("session/list", {}))["sessions"]
     assert [s["sessionId"] for s in listed] == [copy["sessionId"], sid]
@@ -112,6 +130,10 @@ async def test_import_refuses_a_copy_the_store_has_unless_as_new_and_rebinds_its
     original = (await daemon.call("session/history", {"sessionId": sid}))["turns"]
     assert [t["reply"] for t in copied] == [t["reply"] for t in original]
     assert copied[0]["turnId"] != original[0]["turnId"]
+    feed = (await daemon.call("session/events", {"sessionId": copy["sessionId"]}))["events"]
+    was = (await daemon.call("session/events", {"sessionId": sid}))["events"]
+    assert [(e["seq"], e["kind"]) for e in feed] == [(e["seq"], e["kind"]) for e in was]
+    assert {e["turnId"] for e in feed} == {t["turnId"] for t in copied}
 
 
 async def test_export_and_import_refuse_bad_paths_and_files_with_the_reason(

@@ -4,10 +4,12 @@ session's feed of commits, with their error cases."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 
 from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_changes import OPEN, write
 from tests.e2e.test_sessions import open_session, turn
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import eventually
@@ -56,6 +58,55 @@ async def test_a_fork_goes_on_from_a_turn_and_leaves_its_origin_alone(
     reopened = await daemon.call("session/reopen", {"sessionId": fork["sessionId"]})
     assert reopened["forkedFrom"] == fork["forkedFrom"]
     assert one["turnId"] not in {t["turnId"] for t in reopened["history"]}
+
+
+async def test_a_fork_after_a_step_goes_on_from_that_step(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    origin = await open_session(daemon, workspace, policy=OPEN)
+    model.reply("Let me write the first file.", tool_calls=[write("a.txt", "first\n")])
+    model.reply("Now the second one.", tool_calls=[write("b.txt", "second\n")])
+    model.reply("Both files are written.")
+    whole = await turn(daemon, origin, "write two files")
+    assert whole["steps"] == 3
+
+    fork = await daemon.call(
+        "session/fork", {"sessionId": origin["sessionId"], "turnId": whole["turnId"], "step": 1}
+    )
+
+    history = (await daemon.call("session/history", {"sessionId": fork["sessionId"]}))["turns"]
+    copy = history[-1]
+    assert copy["turnId"] == fork["head"] and copy["prompt"] == "write two files"
+    assert copy["outcome"] == "forked"
+    assert copy["reply"] == "Let me write the first file."
+    steps = (await daemon.call("run/steps", {"runId": copy["runId"]}))["steps"]
+    assert [s["text"] for s in steps] == ["Let me write the first file."]
+    changed = await daemon.call("turn/changes", {"turnId": copy["turnId"]})
+    assert [f["path"] for f in changed["files"]] == ["a.txt"]
+    assert (await daemon.call("session/verify", {"sessionId": fork["sessionId"]}))["ok"]
+
+    model.reply("Going on from the first file.")
+    await turn(daemon, fork, "go on")
+    sent = json.dumps(model.requests[-1]["messages"])
+    assert "Let me write the first file." in sent
+    assert "Now the second one." not in sent and "Both files are written." not in sent
+    assert model.user_messages()[-1] == "go on"
+    # The origin keeps its whole turn.
+    kept = (await daemon.call("session/history", {"sessionId": origin["sessionId"]}))["turns"]
+    assert kept[-1]["outcome"] == "finished" and "Both files are written." in kept[-1]["reply"]
+
+    nothing = await daemon.call(
+        "session/fork", {"sessionId": origin["sessionId"], "turnId": whole["turnId"], "step": 0}
+    )
+    bare = (await daemon.call("session/history", {"sessionId": nothing["sessionId"]}))["turns"]
+    assert bare[-1]["outcome"] == "forked" and bare[-1]["reply"] == ""
+    for params, why in (
+        ({"turnId": whole["turnId"], "step": 4}, "past the last step"),
+        ({"turnId": whole["turnId"], "step": -1}, "negative"),
+        ({"turnId": None, "step": 1}, "no turn to cut"),
+    ):
+        refused = await daemon.error("session/fork", {"sessionId": origin["sessionId"], **params})
+        assert refused.code == INVALID and refused.data["field"] == "step", why
 
 
 async def test_a_fork_stays_whole_when_its_origin_is_deleted(

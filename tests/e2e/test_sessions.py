@@ -57,6 +57,11 @@ async def test_a_turn_streams_its_reply_before_it_answers(
     ]
     assert order[-1] == "answer" and order.count("session/token") == len(pieces)
     assert [s["decision"] for s in daemon.steps] == ["reply"]
+    # The one window of a standalone daemon hears the turn end, just before the answer.
+    ended = [m for m in daemon.protocol.received if m.get("method") == "session/turnEnded"]
+    assert [m["params"]["outcome"] for m in ended] == ["finished"]
+    assert ended[0]["params"]["reply"] == result["reply"]
+    assert daemon.protocol.received.index(ended[0]) == len(daemon.protocol.received) - 2
 
 
 async def test_tokens_and_steps_are_recorded_per_turn(

@@ -24,6 +24,8 @@ import pytest_asyncio
 from lsprotocol import types
 
 from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.e2e.test_changes import OPEN
+from tests.e2e.test_recovery import STUBBORN, running_command
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.environment import hermetic_env
@@ -145,6 +147,37 @@ async def test_a_second_window_follows_steers_and_cancels_a_running_turn(
     cancelled = await b.call("session/cancel", {"sessionId": session["sessionId"]})
     assert cancelled["cancelled"] is True
     assert (await again)["outcome"] == "cancelled"
+
+
+async def test_every_window_following_a_session_hears_its_turn_end_before_the_answer(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    model.reply("Done, and said so.")
+    result = await turn(a, session, "a short job")
+
+    told = {
+        "sessionId": session["sessionId"],
+        "turnId": result["turnId"],
+        "runId": result["runId"],
+        "outcome": "finished",
+        "reply": "Done, and said so.",
+        "tokens": result["tokens"],
+        "cost": result["cost"],
+    }
+    await eventually(lambda: followed(b, "session/turnEnded"), "B hears the turn end")
+    assert followed(b, "session/turnEnded") == [told]
+    assert followed(a, "session/turnEnded") == [told]
+    # A hears it after the turn's last step and before the answer to its session/turn.
+    order = [
+        "answer" if m.get("result", {}) == result else m.get("method")
+        for m in a.protocol.received
+        if m.get("method") in ("session/step", "session/turnEnded") or "result" in m
+    ]
+    assert order[-3:] == ["session/step", "session/turnEnded", "answer"]
 
 
 async def test_a_turn_goes_on_when_its_window_closes(
@@ -348,6 +381,176 @@ async def test_another_user_is_refused_before_anything_is_served(
     await a.call("session/list", {})  # and the daemon serves its user as before
 
 
+async def test_connections_that_never_say_hello_keep_no_window_out(
+    windows: Windows, workspace: Path
+) -> None:
+    a, facts = await windows.open(TRELLISD_HELLO_TIMEOUT="2")
+    place = Place(str(windows.db), {"XDG_RUNTIME_DIR": str(windows.runtime)})
+    silent = []
+    for _ in range(40):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(place.socket)
+        silent.append(sock)
+    # A window that comes after them is served at once, as is the one already there.
+    b, again = await asyncio.wait_for(windows.open(), SAFETY_NET)
+    assert again["daemon"] == facts["daemon"]
+    await open_session(b, workspace)
+    await a.call("session/list", {})
+
+    def closed(sock: socket.socket) -> bool:
+        return sock.recv(1) == b""
+
+    for sock in silent:  # each is let go: the oldest for the newer, the rest at the deadline
+        sock.settimeout(SAFETY_NET)
+        assert await asyncio.to_thread(closed, sock)
+        sock.close()
+
+
+def as_nobody(*argv: str) -> list[str]:
+    """``argv`` run as another local user (uid 65534)."""
+    if os.getuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as another user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+# Another user's listener on the socket's name: it prints whatever a connection says.
+PLANTED = """
+import os, socket, sys
+folder, path = sys.argv[1], sys.argv[2]
+if not os.path.isdir(folder):
+    os.mkdir(folder)
+    os.chmod(folder, 0o777)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+print("listening", flush=True)
+while True:
+    conn, _ = s.accept()
+    print(repr(conn.recv(1 << 20)), flush=True)
+    conn.close()
+"""
+
+
+@pytest.fixture
+def temp_base() -> Iterator[Path]:
+    """A temp folder such as /tmp, short enough for sockets: anyone may make things in it."""
+    folder = Path(tempfile.mkdtemp(prefix="tp", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+async def served_window(spawn: DaemonFactory, db: Path, env: dict[str, str]) -> Daemon:
+    """A window attached with ``env``, initialized and answering."""
+    window = await spawn(db=db, env={"TRELLISD_SHARED": "1", "TRELLISD_IDLE_EXIT": "0", **env})
+    await window.call("session/list", {})
+    return window
+
+
+async def said_on_stderr(capfd: pytest.CaptureFixture[str], words: str) -> str:
+    """What the windows said on stderr, once it holds ``words``."""
+    said: list[str] = []
+
+    def holds() -> bool:
+        said.append(capfd.readouterr().err)
+        return words in "".join(said)
+
+    await eventually(holds, f"a window says {words!r} on stderr")
+    return "".join(said)
+
+
+@pytest.mark.parametrize("planted_in", ["a folder of theirs", "a folder of the user's open to all"])
+async def test_a_socket_another_user_planted_hears_nothing_and_the_window_is_served(
+    spawn: DaemonFactory,
+    tmp_path: Path,
+    temp_base: Path,
+    capfd: pytest.CaptureFixture[str],
+    planted_in: str,
+) -> None:
+    """No ``$XDG_RUNTIME_DIR``: the socket's folder is ``trellisd-<uid>`` in the temp
+    folder, where another user listens on the socket's name."""
+    db = tmp_path / "store" / "trellisd.db"
+    env = {"TMPDIR": str(temp_base)}
+    place = Place(str(db), env)
+    assert place.folder == str(temp_base / f"trellisd-{os.getuid()}")
+    if planted_in != "a folder of theirs":
+        os.mkdir(place.folder)
+        os.chmod(place.folder, 0o777)
+    planted = subprocess.Popen(
+        as_nobody(sys.executable, "-c", PLANTED, place.folder, place.socket),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert planted.stdout is not None and planted.stdout.readline() == "listening\n"
+        window = await served_window(spawn, db, env)
+        # The planted listener heard nothing (a connection checked and closed at most):
+        # the test's own probe is the first thing it hears.
+        probe = socket.socket(socket.AF_UNIX)
+        probe.connect(place.socket)
+        probe.sendall(b"probe")
+        probe.close()
+        heard = iter(planted.stdout.readline, "b'probe'\n")
+        assert all(line == "b''\n" for line in heard)
+    finally:
+        planted.kill()
+        planted.wait()
+        if planted.stdout is not None:
+            planted.stdout.close()
+    said = await said_on_stderr(capfd, "refused")
+    refusals = [line for line in said.splitlines() if "refused" in line]
+    assert len(refusals) == 1 and place.folder in refusals[0], said
+    # The window's daemon listens in a folder of the user's own, closed to others.
+    own = [p for p in temp_base.glob(f"trellisd-{os.getuid()}-*") if list(p.glob("*.sock"))]
+    assert len(own) == 1 and own[0].stat().st_uid == os.getuid()
+    assert own[0].stat().st_mode & 0o777 == 0o700
+    await window.client.shutdown_session()
+    await window.process.wait()
+
+
+async def test_a_symlink_planted_for_the_folder_leaves_the_folder_it_names_alone(
+    spawn: DaemonFactory, tmp_path: Path, temp_base: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store" / "trellisd.db"
+    env = {"TMPDIR": str(temp_base)}
+    place = Place(str(db), env)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    mine.chmod(0o755)
+    (mine / "notes.txt").write_text("mine\n")
+    planting = ["ln", "-s", str(mine), place.folder]
+    subprocess.run(as_nobody(*planting), check=True, timeout=SAFETY_NET)
+
+    window = await served_window(spawn, db, env)
+    assert mine.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    said = await said_on_stderr(capfd, "refused")
+    assert f"refused {place.folder}: it is a symlink, not a folder; trying the next folder" in said
+    await window.client.shutdown_session()
+    await window.process.wait()
+
+
+async def test_with_no_folder_of_the_users_own_the_window_is_served_standalone_saying_so(
+    spawn: DaemonFactory, tmp_path: Path, temp_base: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store" / "trellisd.db"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "trellisd").write_text("")  # no folder can be recorded there
+    env = {"TMPDIR": str(temp_base), "XDG_STATE_HOME": str(tmp_path / "state")}
+    place = Place(str(db), env)
+    subprocess.run(as_nobody("mkdir", "-m", "777", place.folder), check=True, timeout=SAFETY_NET)
+
+    window = await spawn(db=db, env={"TRELLISD_SHARED": "1", **env}, initialize=False)
+    result = await window.client.initialize_session(
+        types.InitializeParams(capabilities=types.ClientCapabilities())
+    )
+    assert result.capabilities.experimental["trellisd"]["daemon"]["shared"] is False
+    await window.call("session/list", {})
+    said = await said_on_stderr(capfd, "served standalone")
+    assert f"refused {place.folder}: it belongs to uid 65534" in said
+
+
 def request(msg_id: int, method: str, params: dict[str, Any]) -> bytes:
     body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body.encode())
@@ -444,6 +647,45 @@ async def test_each_window_runs_its_turns_with_its_own_settings_and_key(
     assert "sk-window" not in str(a.protocol.received) + str(b.protocol.received)
 
 
+async def test_each_window_sends_its_own_key_and_runs_its_commands_in_its_environment(
+    windows: Windows, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    """The config file names the variable holding the key; each window holds its own, for
+    its own endpoint, and its programs see its own ``PATH`` and variables."""
+    config = tmp_path / "home" / ".config" / "trellisd"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('provider = "openai"\nkeyVariable = "WORK_OPENAI_KEY"\n')
+    path = os.environ["PATH"]
+    with ModelServer() as other:
+        a, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            WORK_OPENAI_KEY="sk-work-a",
+            WINDOW_NAME="a",
+            PATH=f"/opt/window-a/bin:{path}",
+        )
+        b, _ = await windows.open(
+            TRELLISD_API_KEY="",
+            TRELLISD_BASE_URL=other.url,
+            WORK_OPENAI_KEY="sk-work-b",
+            WINDOW_NAME="b",
+            PATH=f"/opt/window-b/bin:{path}",
+        )
+        session_a = await open_session(a, workspace)
+        await turn(a, session_a, "from a")
+        session_b = await open_session(b, workspace, policy={"approval": "all"})
+        other.reply("", tool_calls=[{"name": "run_command", "arguments": {"argv": ["env"]}}])
+        other.reply("done")
+        result = await turn(b, session_b, "print the environment", maxSteps=2)
+
+        assert [h["authorization"] for h in model.headers] == ["Bearer sk-work-a"]
+        assert [h["authorization"] for h in other.headers] == ["Bearer sk-work-b"] * 2
+    steps = (await b.call("run/steps", {"runId": result["runId"]}))["steps"]
+    printed = steps[0]["result"].splitlines()
+    assert "WINDOW_NAME=b" in printed
+    assert f"PATH=/opt/window-b/bin:{path}" in printed
+    assert "sk-work" not in steps[0]["result"]
+
+
 async def test_a_standalone_daemon_on_the_same_store_obeys_the_shared_daemons_lease(
     windows: Windows, spawn: DaemonFactory, workspace: Path
 ) -> None:
@@ -505,3 +747,22 @@ async def test_any_window_pauses_a_turn_and_a_paused_turn_keeps_no_daemon_alive(
         await window.process.wait()
     pid = facts["daemon"]["pid"]
     await eventually(lambda: not alive(pid), "the daemon exits: a paused turn is not running")
+
+
+async def test_a_command_killed_as_the_shared_daemon_stops_waits_for_a_decision(
+    windows: Windows, model: ModelServer, workspace: Path
+) -> None:
+    a, facts = await windows.open()
+    session = await open_session(a, workspace, policy=OPEN)
+    model.reply("Migrating.", tool_calls=[{"name": "run_command", "arguments": {"argv": STUBBORN}}])
+    asyncio.ensure_future(turn(a, session, "migrate"))
+    await eventually(lambda: running_command(a, "migrating"), "the command runs")
+    a.process.kill()  # the window goes; its turn runs on in the daemon
+    await a.process.wait()
+    os.kill(facts["daemon"]["pid"], signal.SIGTERM)  # then the daemon is stopped
+    await eventually(lambda: not alive(facts["daemon"]["pid"]), "the daemon exits")
+
+    b, _ = await windows.open()
+    reopened = await b.call("session/reopen", {"sessionId": session["sessionId"]})
+    assert reopened["history"][-1]["outcome"] == "cancelled"
+    assert reopened["recovery"]["argv"] == STUBBORN

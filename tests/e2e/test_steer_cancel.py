@@ -153,6 +153,16 @@ async def test_cancel_request_stops_the_turn_and_answers_32800(
         return bool(summary["outcome"] == "cancelled")
 
     await eventually(cancelled, "the run is recorded as cancelled")
+    # Its request answered an error, but the window still hears how the turn ended.
+    ended = await eventually(
+        lambda: [
+            m["params"]
+            for m in daemon.protocol.received
+            if m.get("method") == "session/turnEnded" and m["params"]["runId"] == run_id
+        ],
+        "the window hears the turn end",
+    )
+    assert [e["outcome"] for e in ended] == ["cancelled"]
     await until(reply.dropped, "the daemon closes the cancelled turn's stream")
     model.reply("fresh")
     assert (await turn(daemon, session, "again"))["reply"] == "fresh"

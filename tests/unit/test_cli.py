@@ -197,3 +197,9 @@ def test_on_pipes_it_says_nothing(tmp_path: Path) -> None:
     )
     assert daemon.returncode == 0
     assert daemon.stderr == b""
+
+
+def test_help_says_a_store_may_be_kept_in_memory() -> None:
+    done = trellisd("--help")
+    assert done.returncode == 0
+    assert ":memory: keeps it in the daemon's memory" in " ".join(done.stdout.split())

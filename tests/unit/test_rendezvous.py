@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,12 @@ from trellisd.forward import serve_arguments
 from trellisd.rendezvous import (
     MAX_SOCKET_PATH,
     Place,
+    Unsafe,
     daemon_environment,
     end_record,
     hello,
+    own_folder,
+    private_folder,
     shared_mode,
     store_file,
 )
@@ -55,6 +60,33 @@ def test_the_folder_is_made_private(tmp_path: Path) -> None:
     assert os.stat(place.folder).st_mode & 0o777 == 0o700
 
 
+def test_a_symlink_or_a_file_is_refused_as_the_folder_and_left_as_it_was(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(Unsafe, match="it is a symlink, not a folder"):
+        private_folder(str(tmp_path / "link"))
+    assert target.stat().st_mode & 0o777 == 0o755
+    (tmp_path / "file").write_text("")
+    with pytest.raises(Unsafe, match="it is not a folder"):
+        private_folder(str(tmp_path / "file"))
+
+
+def test_a_folder_of_the_users_own_is_made_once_and_found_again(tmp_path: Path) -> None:
+    base = tempfile.mkdtemp(prefix="tp", dir="/tmp")  # short enough for a socket's path
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "TMPDIR": base}
+    folder = own_folder(env)
+    assert os.path.dirname(folder) == base
+    assert os.path.basename(folder).startswith(f"trellisd-{os.getuid()}-")
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    assert own_folder(env) == folder
+    os.rmdir(folder)  # cleaned away: a new one, never the recorded name made again
+    again = own_folder(env)
+    assert again != folder and not os.path.exists(folder)
+    shutil.rmtree(base)
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -88,25 +120,40 @@ def test_standalone_by_environment() -> None:
     assert serve_arguments([], {"TRELLISD_SHARED": "0"}) is None
 
 
-def test_a_window_hands_over_its_model_settings_and_keys_only() -> None:
+def test_a_window_hands_over_its_environment_less_the_secrets_its_settings_do_not_need(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "trellisd").mkdir()
+    (tmp_path / "trellisd" / "config.toml").write_text(
+        'keyVariable = "WORK_KEY"\npassEnv = ["NPM_TOKEN"]\n'
+    )
     env = {
+        "XDG_CONFIG_HOME": str(tmp_path),
         "TRELLISD_API_KEY": 'sk-"quoted"\\\n\u00e9',
         "OPENAI_API_KEY": "sk-openai",
+        "WORK_KEY": "sk-work",
+        "NPM_TOKEN": "npm",
         "TRELLISD_DB": "/x.db",
         "PATH": "/bin",
+        "NOT_UTF8": "caf\udce9",
         "AWS_SECRET_ACCESS_KEY": "no",
+        "DATABASE_URL": "postgres://app:pw@db/app",
     }
     said = json.loads(hello(env))
     assert said == {
         "trellisd": __version__,
         "command": "attach",
         "pid": os.getpid(),
-        "env": {"TRELLISD_API_KEY": env["TRELLISD_API_KEY"], "OPENAI_API_KEY": "sk-openai"},
+        "env": {k: v for k, v in env.items() if k not in ("AWS_SECRET_ACCESS_KEY", "DATABASE_URL")},
     }
+    assert json.loads(hello({}, "status"))["env"] == {}
     assert daemon_environment(env) == {
+        "XDG_CONFIG_HOME": str(tmp_path),
         "TRELLISD_DB": "/x.db",
         "PATH": "/bin",
+        "NOT_UTF8": "caf\udce9",
         "AWS_SECRET_ACCESS_KEY": "no",
+        "DATABASE_URL": "postgres://app:pw@db/app",
     }
 
 

@@ -23,11 +23,12 @@ from typing import Any, ParamSpec, TypeVar
 import attrs
 
 from ..convert import Invalid
-from ..errors import NotRunning, TrellisError
+from ..errors import NotFound, NotRunning, TrellisError
 from ..mcp import McpServerSpec
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
 from ..services import Services
+from ..services.recovery import refuse_undecided
 from ..services.running import LiveCall, RunningTurn
 from . import hello, params, updates
 from .files import ClientFiles
@@ -50,6 +51,11 @@ MODES: dict[str, tuple[Approval, str, str]] = {
 """The ACP session modes: trellisd's approval modes (``ask``, ``all``, ``never``)."""
 MODE_OF: dict[str, str] = {approval: mode for mode, (approval, _, _) in MODES.items()}
 MODEL_OPTION = "model"
+AFTER_A_KILL = (
+    "look at what it left, then open the session in a trellisd editor (VS Code or Neovim) to"
+    " keep it or revert the turn, or send trellisd's session/recover; then prompt again"
+)
+"""What an ACP client's user does about a session waiting for a decision (``recovery``)."""
 
 
 def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -74,6 +80,9 @@ class TrellisAgent:
         self.app, self.notifier, self.shared = app, notifier, shared
         notifier.choices = app.store.acp_choices
         self.mcp_servers: dict[str, list[Params]] = {}
+        # The sessions this client created, loaded, resumed or forked: the only ones it may
+        # prompt or set, since only for them was it told what the session is and does.
+        self.opened: set[str] = set()
         # The stop reason of each session's running turn, once it ends.
         self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
         self._cancelled: set[str] = set()
@@ -145,6 +154,7 @@ class TrellisAgent:
         # The daemon's default approval is ask; a project file may only make it stricter.
         session = await self.app.sessions.open(cwd, None, None, None)
         await self._follow(session, servers)
+        self.opened.add(session.session_id)
         return {"sessionId": session.session_id, **await self._state(session)}
 
     @translated
@@ -160,6 +170,7 @@ class TrellisAgent:
         if steps and steps[-1].tokens.input:
             self.notifier.follow(session_id, session.root).last_input = steps[-1].tokens.input
         self._join(session, following, replay=True)
+        self.opened.add(session_id)
         await self._tell_state(session, turns)
         await self.notifier.flush()
         return await self._state(session)
@@ -172,6 +183,7 @@ class TrellisAgent:
         session = await self.app.store.sessions.get(session_id)
         await self._follow(session, servers, join=False)
         self._join(session, following, replay=False)
+        self.opened.add(session_id)
         await self.notifier.flush()
         return await self._state(session)
 
@@ -183,6 +195,7 @@ class TrellisAgent:
         fork = await self.app.sessions.fork(session_id, origin.head)
         await self._follow(fork, servers)
         await self.app.store.acp_choices.copy(session_id, fork.session_id)
+        self.opened.add(fork.session_id)
         return {"sessionId": fork.session_id, **await self._state(fork)}
 
     @translated
@@ -202,7 +215,7 @@ class TrellisAgent:
         session_id, mode_id = params.text(p, "sessionId"), params.text(p, "modeId")
         if mode_id not in MODES:
             raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
-        session = await self.app.store.sessions.get(session_id)
+        session = await self._opened(session_id)
         await self._set_approval(session, MODES[mode_id][0])
         await self.app.store.acp_choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
@@ -217,7 +230,7 @@ class TrellisAgent:
             raise params.invalid(["value"], "Input should be a valid boolean", "bool_type")
         if p.get("type") != "boolean":
             value = params.text(p, "value")
-        session = await self.app.store.sessions.get(session_id)
+        session = await self._opened(session_id)
         if config_id != MODEL_OPTION:
             raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
         chosen = (await self.app.store.acp_choices.of(session_id)).model
@@ -239,6 +252,7 @@ class TrellisAgent:
         self.on_leave(session_id)
         self.notifier.sessions.pop(session_id, None)
         self.mcp_servers.pop(session_id, None)
+        self.opened.discard(session_id)
         return {}
 
     @translated
@@ -247,7 +261,8 @@ class TrellisAgent:
         text = prompt_text(blocks)
         if not text.strip():
             raise RpcError(-32602, "the prompt has no text", {"field": "prompt"})
-        session = await self.app.store.sessions.get(session_id)
+        session = await self._opened(session_id)
+        refuse_undecided(session, AFTER_A_KILL)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
         while (running := self._running(session_id)) is not None:
@@ -329,6 +344,19 @@ class TrellisAgent:
             log.info("session/cancel of %s: %s", session_id, exc.message)
 
     # -- helpers --
+
+    async def _opened(self, session_id: str) -> Session:
+        """The session, if this client created, loaded, resumed or forked it: a client that
+        never did was never shown it, and its prompt or mode would act on the session
+        unseen (its approvals asked of the windows that follow it, or of none)."""
+        session = await self.app.store.sessions.get(session_id)
+        if session_id not in self.opened:
+            raise RpcError(
+                int(NotFound.CODE),
+                f"session {session_id} is not open in this client: create, load or resume it first",
+                {"sessionId": session_id},
+            )
+        return session
 
     async def _follow(
         self, session: Session, mcp_servers: list[Params] | None, join: bool = True

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..changes import read_content
-from ..records import Step, ToolCall, TurnRef
+from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
 from ..services.queue import Queued
 from ..store.facade import AsyncAcpChoices
@@ -257,6 +257,10 @@ class AcpNotifier:
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         """As ``queued``."""
+
+    def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
+        """Nothing to tell: ACP ends a turn with the ``session/prompt`` answer (its stop
+        reason), and has no notification for a turn another client started."""
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         future = self._steers.pop(steer.client_msg_id or "", None)

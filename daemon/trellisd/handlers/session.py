@@ -139,7 +139,11 @@ async def session_takeover(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_fork(app: Services, p: wire.SessionFork) -> Any:
-    return wire.session(await app.sessions.fork(p.session_id, p.turn_id))
+    return wire.session(await app.sessions.fork(p.session_id, p.turn_id, p.step))
+
+
+async def session_recover(app: Services, p: wire.SessionRecover) -> Any:
+    return wire.recovered(*await app.sessions.recover(p.session_id, p.decision, p.force))
 
 
 async def session_rename(app: Services, p: wire.SessionRename) -> Any:
@@ -204,6 +208,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/takeover", wire.SessionRef, session_takeover, follow="answer"),
     Method("session/verify", wire.SessionRef, session_verify),
     Method("session/fork", wire.SessionFork, session_fork, follow="answer"),
+    Method("session/recover", wire.SessionRecover, session_recover),
     Method("session/rename", wire.SessionRename, session_rename),
     Method("session/instructions", wire.SessionInstructions, session_instructions),
     Method("session/pin", wire.SessionPin, session_pin),

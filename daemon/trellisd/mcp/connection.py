@@ -4,7 +4,8 @@ that imports it.
 The SDK's client must be entered and left in one task, so each connection has a task of its
 own that holds it open until ``stop``. A stdio server runs under ``launcher.py`` (its own
 process group, killed with the daemon even on ``kill -9``, its messages capped), with the
-environment of the model's commands (``tools.environment``) plus its entry's ``env``; what it
+allowed variables of the window's environment (``tools.environment``) plus its entry's
+``env``; what it
 writes on stderr goes to the daemon's log, and its last lines are kept to say why it failed.
 
 Whatever goes wrong (the server cannot start, crashes, hangs past its timeout, answers
@@ -31,7 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from ..tools.environment import child_environment
+from ..tools.environment import server_environment
 from .answers import Answer, McpFailure, RemoteTool
 from .spec import McpServerSpec
 
@@ -201,7 +202,7 @@ class Connection:
                 spec.command,
                 *spec.args,
             ],
-            env={**child_environment(), **(spec.env or {})},
+            env=server_environment(spec.env),
             cwd=str(cwd),
             encoding_error_handler="replace",
         )

@@ -7,8 +7,9 @@ name: the config file (``config``, a callable the daemon plugs in), the project'
 ``session/open``'s ``mcpServers`` (kept while this daemon serves the session).
 
 A project's server runs code from a folder that may have come from anyone, so it starts only
-once the user has approved its exact command line (or URL) for that root, whatever the
-session's approval mode: the first turn that needs it asks (``session/requestApproval``),
+once the user has approved its exact command line (or URL) for that root, and the content of
+the root's files it runs (``pinned``), whatever the session's approval mode: the first turn
+that needs it asks (``session/requestApproval``),
 and an ``allow`` or ``allowAlways`` is kept in the user's store (``approvals``). A ``deny``
 holds for the rest of the session.
 
@@ -31,6 +32,7 @@ from ..policy.load import PROJECT_FILE, read_project_file
 from ..tools.base import ToolFailure
 from ..vocabulary import Decision
 from .answers import Answer, McpFailure
+from .pinned import approval_line
 from .spec import Configured, McpServerSpec, ProjectServers
 from .tools import McpTool, offer
 
@@ -145,7 +147,8 @@ class SessionServers:
 
     async def _approved(self, server: Server, ask: Ask | None, note: Note | None) -> bool:
         spec, root = server.configured.spec, str(self.root)
-        if await self.approvals.approved(root, spec.command_line):
+        pinned = await asyncio.to_thread(approval_line, spec, self.root)
+        if await self.approvals.approved(root, pinned):
             return True
         if ask is None:
             server.state = "awaiting approval"
@@ -159,7 +162,7 @@ class SessionServers:
         }
         decision = await ask(request)
         if decision in (Decision.ALLOW, Decision.ALLOW_ALWAYS):
-            await self.approvals.approve(root, spec.command_line)
+            await self.approvals.approve(root, pinned)
             return True
         server.state = "declined"
         server.error = f"the user did not approve starting it ({decision.value})"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
-from ..config_file import Settings, client_spec
+from ..config_file import Settings, client_spec, config_path
 from ..errors import TrellisError
 from ..mcp import McpServers, McpServerSpec, call_timeout
 from ..processes import pid_alive
@@ -136,7 +136,8 @@ async def start(
     store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time
     a session's servers are first needed; ``asker`` is who is asked before a restore writes a
     protected path (without one, such paths are left as they are)."""
-    store = await AsyncStore.open(db_path, pid_alive)
+    anchors = config_path(os.environ).parent  # the user's, never the store's folder
+    store = await AsyncStore.open(db_path, pid_alive, anchors)
     services = Services(store, settings, notifier, providers, mcp_config, asker)
     await services.start()
     return services

@@ -48,6 +48,11 @@ class RunningTurn:
     _pieces: list[str] = field(default_factory=list)
     calls: dict[str, LiveCall] = field(default_factory=dict)
     done: int = 0  # the last step committed
+    killed: tuple[str, tuple[str, ...]] | None = None  # a program its cancel had to kill
+
+    def had_to_kill(self, tool: str, argv: tuple[str, ...]) -> None:
+        """A cancel of this turn killed ``tool``'s running program ``argv`` mid-run."""
+        self.killed = (tool, argv)
 
     def pausing(self) -> bool:
         return self.pause_requested or self.step_mode

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..agent.steering import Steer
-from ..records import Step, ToolCall, TurnRef
+from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 from ..tools.verify import run_check
@@ -69,6 +69,11 @@ class Notifier(Protocol):
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         """A prompt left its session's queue: ``started``, ``dropped`` or ``cancelled``."""
+        ...
+
+    def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
+        """The turn ended (its last step is committed) and is about to answer: every window
+        following the session is told how, the one that started it too."""
         ...
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import InvalidParams, NotFound
+from ..errors import Conflict, InvalidParams, NotFound
 from ..mcp import McpServers, McpServerSpec
 from ..mcp.servers import project_servers
 from ..policy import Policy, PolicySpec
@@ -25,6 +25,7 @@ from ..records import (
 )
 from ..store.chain import Verdict
 from ..store.facade import AsyncStore
+from ..store.recoveries import DECIDED
 from ..store.sessions import expect
 from ..tools.base import Action
 from .changes import ChangeService
@@ -154,11 +155,37 @@ class SessionService:
         and the ``after`` that reads on when more are committed already."""
         return await self.store.sessions.feed(session_id, after, limit)
 
-    async def fork(self, session_id: str, turn_id: str | None) -> Session:
+    async def fork(self, session_id: str, turn_id: str | None, step: int | None = None) -> Session:
         """A new session whose history is the path from the first turn of ``session_id`` to
         ``turn_id`` (None: empty), copied so that it owns it, and which names its origin
-        (``forked_from``). The origin is only read: it may be running another turn."""
-        return await self.store.sessions.fork(session_id, turn_id)
+        (``forked_from``). With ``step``, its copy of ``turn_id`` holds only that turn's first
+        ``step`` steps and ends ``forked``: its next turn goes on from there. The origin is
+        only read: it may be running another turn."""
+        return await self.store.sessions.fork(session_id, turn_id, step)
+
+    async def recover(
+        self, session_id: str, decision: str, force: bool = False
+    ) -> tuple[Session, Restored | None]:
+        """Decide about the command a cancel killed mid-run: ``keep`` what it left, or
+        ``revert`` its turn's change set (as ``turn/revert``: a file changed since is a
+        ``Conflict`` with ``data.paths`` unless ``force``). The decision is an event of that
+        turn's run (``recovered``), and the session's turns may run again."""
+        self.running.refuse(session_id, "decide about it")
+        session = await self.store.sessions.get(session_id)
+        pending = session.recovery
+        if pending is None:
+            raise Conflict(
+                f"session {session_id} has nothing to recover: no cancelled command of it"
+                " waits for a decision",
+                sessionId=session_id,
+            )
+        await self.store.leases.claim(session_id)
+        restored = None
+        if decision == "revert":
+            restored = await self.changes.revert(pending.turn_id, force)
+        detail = {"decision": decision, "tool": pending.tool, "argv": list(pending.argv)}
+        await self.store.runs.add_event(pending.run_id, DECIDED, None, detail)
+        return await self.store.sessions.get(session_id), restored
 
     async def rename(self, session_id: str, title: str) -> Session:
         return await self.store.sessions.rename(session_id, title)

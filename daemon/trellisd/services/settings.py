@@ -11,7 +11,7 @@ from ..config import ProviderSettings
 from ..config_file import Settings
 from ..policy import Policy
 from ..records import ProviderChoice
-from ..tools.environment import use_passed
+from ..tools.environment import use_environment
 
 
 @dataclass
@@ -28,9 +28,10 @@ _window: ContextVar[WindowSettings | None] = ContextVar("trellisd_window", defau
 
 
 def use_window(settings: WindowSettings) -> None:
-    """The requests served from the calling task on (and the turns they run) use ``settings``."""
+    """The requests served from the calling task on (and the turns they run) use ``settings``,
+    and the programs they start run in the window's environment."""
     _window.set(settings)
-    use_passed(settings.base.pass_env)
+    use_environment(settings.base.environment, settings.base.pass_env)
 
 
 class Defaults:

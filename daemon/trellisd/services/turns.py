@@ -41,6 +41,7 @@ from ..records import (
     TurnResult,
 )
 from ..store.facade import AsyncStore
+from ..store.recoveries import NEEDED
 from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, Outcome, StepKind
@@ -49,6 +50,7 @@ from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import UsageSink, Windows, keeper_for, spent
 from .policies import Policies
+from .recovery import refuse_undecided
 from .running import Running, RunningTurn
 from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
@@ -134,6 +136,7 @@ class TurnService:
         turn may spend."""
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
+        refuse_undecided(session)
         attached = await self._attach(session, context)
         settings = self.defaults.for_session(session.provider).merged(choice, "turn")
         path = await self.store.sessions.history(session_id)
@@ -232,6 +235,7 @@ class TurnService:
         its last committed step, with the steers held while it was paused."""
         self.running.refuse(session_id, "resume a turn")
         session = await self.store.sessions.get(session_id)
+        refuse_undecided(session)
         turn = await self.store.sessions.turn(session_id, turn_id)
         if turn.outcome not in RESUMABLE:
             raise Conflict(
@@ -388,6 +392,7 @@ class TurnService:
         for steer in start.held:
             running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
+        unanswered = False  # the request fails: the followers still hear how the turn ended
         try:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
@@ -399,6 +404,7 @@ class TurnService:
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
             if not running.cancelled_by_request:
+                unanswered = True
                 raise
             # session/cancel: the turn's own request answers with the cancelled turn.
             task = asyncio.current_task()
@@ -406,10 +412,16 @@ class TurnService:
                 task.uncancel()
         except TrellisError as exc:  # e.g. the session was taken over mid-turn
             end = TurnEnd(Outcome.ERROR, exc.message)
+            unanswered = True
             raise
         finally:
             self.running.end(ref.session_id)
             await self._end(running, end)
+            if unanswered:
+                try:
+                    await self._result(ref, end)
+                except Exception as exc:  # the request's own error is what it answers
+                    log.warning("could not tell the followers how a turn ended: %s", exc)
         return await self._result(ref, end)
 
     async def _end(self, running: RunningTurn, end: TurnEnd) -> None:
@@ -423,13 +435,21 @@ class TurnService:
             except TrellisError as exc:
                 log.warning("could not record a returned steer: %s", exc.message)
             self.notifier.steered(ref, None, steer, False)
+        if running.killed is not None and end.outcome == Outcome.CANCELLED:
+            tool, argv = running.killed
+            detail = {"tool": tool, "argv": list(argv)}
+            try:  # the session waits for a person's decision from now on
+                await self.store.runs.add_event(ref.run_id, NEEDED, None, detail)
+            except TrellisError as exc:
+                log.warning("could not record that a killed command needs a decision: %s", exc)
         await self.store.runs.finish(ref.run_id, end.outcome, end.error)
 
     async def _result(self, ref: TurnRef, end: TurnEnd) -> TurnResult:
+        """The ended turn's answer; every window following the session is told it first."""
         turn = await self.store.sessions.turn(ref.session_id, ref.turn_id)
         summary = await self.store.runs.summary(ref.run_id)
         session = await self.store.sessions.get(ref.session_id)
-        return TurnResult(
+        result = TurnResult(
             ref.turn_id,
             ref.run_id,
             end.outcome,
@@ -439,7 +459,10 @@ class TurnService:
             end.error,
             turn.model,
             session.head_hash,
+            recovery=turn.recovery,
         )
+        self.notifier.turn_ended(ref, result)
+        return result
 
     async def _mcp_tools(self, session: Session, ref: TurnRef) -> list[Tool]:
         """The tools of the session's MCP servers, started now if they are not running; a
@@ -476,7 +499,12 @@ class TurnService:
             provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
         root, ref = Path(session.root), running.ref
-        context = ToolContext(root, may_read=policy.may_read, editor=self.editor_files(ref))
+        context = ToolContext(
+            root,
+            may_read=policy.may_read,
+            editor=self.editor_files(ref),
+            killed=running.had_to_kill,
+        )
         watch = None if self.changes is None else self.changes.watch(ref, context)
         settle = None if watch is None else watch.settle
         verify = start.verify

@@ -3,10 +3,13 @@ and change sets."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from . import chain, feed
 from .acp_choices import AcpChoices
+from .anchors import Anchors
 from .budgets import Budgets
 from .changes import Changes
 from .db import Database
@@ -19,10 +22,16 @@ from .sessions import Sessions
 
 
 class Store:
-    """The store's aggregates over one database."""
+    """The store's aggregates over one database. With ``anchors`` (the user's config
+    folder), each session's log is anchored there (``anchors.py``): ``anchor`` after writes,
+    and ``verify`` checks it."""
 
-    def __init__(self, path: str | Path, alive: Callable[[int], bool]) -> None:
+    def __init__(
+        self, path: str | Path, alive: Callable[[int], bool], anchors: Path | None = None
+    ) -> None:
         self.db = Database(path)
+        feed.fill_missing(self.db)
+        self.anchors = None if anchors is None else Anchors(anchors, self.db.path)
         self.leases = Leases(self.db, alive)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)
@@ -33,7 +42,58 @@ class Store:
         self.budgets = Budgets(self.db)
         self.acp_choices = AcpChoices(self.db)
 
+    def anchor(self) -> None:
+        """Sign where the writes since the last call left each session's log: the heads
+        they reached that were committed (a rolled-back one is not in the log)."""
+        heads = chain.moved(self.db.con)
+        if not heads or self.anchors is None:
+            return
+        with self.db.read() as con:
+            committed = {
+                session_id: head
+                for session_id, head in heads.items()
+                if con.execute(
+                    "SELECT 1 FROM chain WHERE session_id = ? AND seq = ? AND hash = ?",
+                    (session_id, head.seq, head.hash),
+                ).fetchone()
+            }
+        self.anchors.record(committed)
+
+    def verify(self, session_id: str) -> chain.Verdict:
+        """The session's log checked (``chain.verify``), and against its signed head."""
+        verdict = self.sessions.verify(session_id)
+        anchor = None if self.anchors is None else self.anchors.of(session_id)
+        if anchor is None:
+            return verdict
+        with self.db.read() as con:
+            row = con.execute(
+                "SELECT kind, ref, hash FROM chain WHERE session_id = ? AND seq = ?",
+                (session_id, anchor.seq),
+            ).fetchone()
+        if anchor.signed and row is not None and row[2] == anchor.hash:
+            return dataclasses.replace(verdict, anchored=True)
+        if not anchor.signed:
+            why = "the signature of its anchor does not match: the anchor was changed"
+        elif row is None:
+            why = f"its log ends before entry {anchor.seq}, which this user's key signed"
+        else:
+            why = (
+                f"entry {anchor.seq} is not the one this user's key signed: the log was"
+                " rewritten at or before it"
+            )
+        bad = chain.BadEntry(anchor.seq, "session", session_id)
+        if row is not None:
+            bad = chain.BadEntry(anchor.seq, str(row[0]), str(row[1]))
+        if not verdict.ok:  # its own first bad entry says more
+            return dataclasses.replace(verdict, anchored=True, rewritten=True)
+        return dataclasses.replace(
+            verdict, ok=False, first_bad=bad, reason=why, anchored=True, rewritten=True
+        )
+
     def close(self) -> None:
+        chain.moved(self.db.con)  # heads not anchored by now never will be: let them go
+        if self.anchors is not None:
+            self.anchors.close()
         self.db.close()
 
 

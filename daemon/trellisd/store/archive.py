@@ -38,7 +38,9 @@ anything is imported: the records are also written, unchanged, into a scratch da
 the import, where the log is checked as ``session/verify`` checks a store. A file with no
 ``log`` (written before sessions had one) is taken as it is. Either way the imported session
 gets a log of its own, computed over what was imported (its root, policy and ids may differ
-from the file's), so it verifies in its new store.
+from the file's), so it verifies in its new store; a file without a log gives it an ``absent``
+entry at the end, so that it is not taken for proven (``verified: false``), nor is a file
+exported from it.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
 from ..records import Budget, ProviderChoice
 from ..vocabulary import Outcome
-from . import archive_choices, chain
+from . import archive_choices, chain, feed
 from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
 from .archive_choices import ChoiceRecord, RejectionRecord
 from .db import Database, new_id, now
@@ -132,12 +134,15 @@ class Refused(InvalidParams):
 class Header:
     format: str
     version: int
+    exported_at: str | None = None
 
 
 @attrs.frozen
 class ImportedFromRecord:
     session_id: str
     imported_at: str
+    head_hash: str | None = None
+    exported_at: str | None = None
 
 
 @attrs.frozen
@@ -152,6 +157,7 @@ class SessionRecord:
     policy: PolicySpec | None = None
     imported_from: ImportedFromRecord | None = None
     budget: Budget | None = None
+    head_hash: str | None = None
 
 
 @attrs.frozen
@@ -482,6 +488,7 @@ class _Import:
             for table in _RENAMED
         }
         self.session_id = ""
+        self.exported_at: str | None = None  # the file's, from its header
         self.head: str | None = None
         self.turns: dict[str, bool] = {}  # a turn of the file (new id): has its run
         self.runs: set[str] = set()
@@ -502,6 +509,7 @@ class _Import:
                 f"the file is format version {header.version}, written by a newer trellisd;"
                 f" this one reads versions {', '.join(map(str, READS))}",
             )
+        self.exported_at = header.exported_at
         second = next(records, None)
         if second is None or second["type"] != "session":
             raise self.lines.refuse("order", "the session must follow the header")
@@ -527,10 +535,11 @@ class _Import:
                     readers[kind](record)
                     self.proof.add(record)
             self.finish()
-            self.verify(str(second.get("sessionId")))
+            proven = self.verify(str(second.get("sessionId")))
         finally:
             self.proof.close()
-        chain.build_session(self.con, self.session_id)
+        chain.build_session(self.con, self.session_id, proven)
+        feed.build_session(self.con, self.session_id)
         return self.session_id
 
     def log(self, raw: dict[str, Any]) -> None:
@@ -584,11 +593,13 @@ class _Import:
         if not archive_choices.reject(self.con, self.session_id, record, self.imported_at):
             raise self.refuse(f"acpRejection {record.summary!r} appears twice")
 
-    def verify(self, file_session_id: str) -> None:
-        """Refuse the file when its log does not verify against its own records."""
+    def verify(self, file_session_id: str) -> bool:
+        """Refuse the file when its log does not verify against its own records; whether
+        it proves the session (a file without a log, or whose log is marked ``absent``,
+        does not)."""
         verdict = self.proof.verify(file_session_id)
         if verdict is None or verdict.ok:
-            return
+            return verdict is not None and not verdict.absent
         bad = verdict.first_bad
         at = "" if bad is None else f" at entry {bad.seq} ({bad.kind} {bad.id})"
         raise self.lines.refuse(
@@ -638,9 +649,9 @@ class _Import:
             self.taken("session", "id", record.session_id, "session")
         self.session_id = self.ids(record.session_id, "s")
         self.head = None if record.head is None else self.ids(record.head, "t")
-        imported_from = record.imported_from
-        if self.ids.as_new:
-            imported_from = ImportedFromRecord(record.session_id, self.imported_at)
+        imported_from = ImportedFromRecord(
+            record.session_id, self.imported_at, record.head_hash, self.exported_at
+        )
         self.insert(
             "session",
             {
@@ -656,11 +667,11 @@ class _Import:
                 else json.dumps(unstructure(untrusted_policy(record.policy))),
                 "head_hash": None,  # the session's own log is computed once it is in
                 "budget": self.budget(record.budget),
-                "imported_from": None
-                if imported_from is None
-                else json.dumps(
+                "imported_from": json.dumps(
                     {
                         "sessionId": imported_from.session_id,
+                        "headHash": imported_from.head_hash,
+                        "exportedAt": imported_from.exported_at,
                         "importedAt": imported_from.imported_at,
                     }
                 ),

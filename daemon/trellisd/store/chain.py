@@ -20,6 +20,12 @@ the rows. Entries are appended
 inside the transaction that writes their row, as the session's feed (``feed.py``, what
 ``session/events`` pages) is: the feed is for following a session, the log for proving it.
 ``protocol/README.md`` (*The session log*) specifies the encoding for other programs.
+
+A session imported from a file without a log gets one computed over what was imported, ending
+in an ``absent`` entry: its history before it was never proven, so the session verifies
+``ok`` but not ``verified``. Whoever can write the store can also recompute a whole log with
+this module: each head the log reaches on a connection is kept (``moved``) for the store to
+anchor outside it, signed (``anchors.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ import apsw
 GENESIS = bytes(32)
 TAIL = 8  # entries a reopen checks
 
+_moved: dict[int, dict[str, Head]] = {}
+"""Per connection (by id), the heads its writes moved each session's log to since the store
+last asked (``moved``); committed or rolled back, so the store checks before it trusts one."""
+
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -46,6 +56,21 @@ def canonical(value: dict[str, Any]) -> bytes:
 
 def link(previous: bytes, body: bytes) -> bytes:
     return hashlib.sha256(previous + body).digest()
+
+
+@dataclass(frozen=True)
+class Head:
+    """Where a session's log stood after a write: its last entry's number and hash, and
+    whether that write began the log (a session created, forked or imported)."""
+
+    seq: int
+    hash: str
+    begun: bool = False
+
+
+def moved(con: apsw.Connection) -> dict[str, Head]:
+    """The heads the writes on ``con`` moved sessions' logs to since last asked."""
+    return _moved.pop(id(con), {})
 
 
 @dataclass(frozen=True)
@@ -185,9 +210,9 @@ ROW_KINDS: dict[str, _RowKind] = {
         _number,
     ),
 }
-STATE_KINDS = ("end", "resume", "branch", "title", "instructions", "pin", "unpin")
+STATE_KINDS = ("end", "resume", "branch", "title", "instructions", "pin", "unpin", "absent")
 _PIN_KINDS = ("pin", "unpin")  # kept per turn pinned
-_SESSION_STATES = ("branch", "title", "instructions")  # kept per session, not per run
+_SESSION_STATES = ("branch", "title", "instructions", "absent")  # per session, not per run
 
 
 def _source(kind: _RowKind) -> str:
@@ -222,6 +247,9 @@ def _append(
         (session_id, seq + 1, kind, ref, kept, digest),
     )
     con.execute("UPDATE session SET head_hash = ? WHERE id = ?", (digest, session_id))
+    heads = _moved.setdefault(id(con), {})
+    begun = kind == "session" or (session_id in heads and heads[session_id].begun)
+    heads[session_id] = Head(seq + 1, digest, begun)
     return digest
 
 
@@ -258,13 +286,31 @@ class BadEntry:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What checking a session's log found: all of it sound, or the first bad entry."""
+    """What checking a session's log found: all of it sound, or the first bad entry.
+    ``absent``: the log holds an ``absent`` entry (its session came from a file without a
+    log); ``anchored``: its head was checked against one this user's key signed, and
+    ``rewritten`` when that check failed."""
 
     ok: bool
     entries: int
     head_hash: str | None
     first_bad: BadEntry | None = None
     reason: str | None = None
+    absent: bool = False
+    anchored: bool = False
+    rewritten: bool = False
+
+    @property
+    def verified(self) -> bool:
+        """Sound, and proven from the session's first entry."""
+        return self.ok and not self.absent
+
+    @property
+    def check(self) -> str | None:
+        """Why not ``verified``: ``anchor``, ``log`` or ``absent``."""
+        if self.verified:
+            return None
+        return "anchor" if self.rewritten else "log" if not self.ok else "absent"
 
 
 @dataclass(frozen=True)
@@ -346,10 +392,11 @@ def verify(con: apsw.Connection, session_id: str) -> Verdict:
     else:
         problems += _unrecorded(rows)
         problems += _state(con, session_id, len(entries), last_hash, state, head)
+    absent = ("absent", session_id) in state
     if not problems:
-        return Verdict(True, len(entries), last_hash)
+        return Verdict(True, len(entries), last_hash, absent=absent)
     first = min(problems, key=lambda p: p.order)
-    return Verdict(False, len(entries), last_hash, first.bad, first.reason)
+    return Verdict(False, len(entries), last_hash, first.bad, first.reason, absent)
 
 
 def _unrecorded(rows: dict[tuple[str, str], bytes]) -> list[_Problem]:
@@ -524,9 +571,10 @@ def build(con: apsw.Connection) -> None:
         build_session(con, session_id)
 
 
-def build_session(con: apsw.Connection, session_id: str) -> None:
+def build_session(con: apsw.Connection, session_id: str, proven: bool = True) -> None:
     """Compute the log of one session written without it (as ``build`` does), inside the
-    transaction that wrote it: a store migrating, or a session imported."""
+    transaction that wrote it: a store migrating, or a session imported. Not ``proven`` (a
+    file without a log, or one whose log says so): it ends with an ``absent`` entry."""
     row = con.execute(
         "SELECT head, title, instructions FROM session WHERE id = ?", (session_id,)
     ).fetchone()
@@ -552,3 +600,6 @@ def build_session(con: apsw.Connection, session_id: str) -> None:
             session_id,
             {"sessionId": session_id, "head": head, "at": None},
         )
+    if not proven:
+        fields = {"sessionId": session_id, "log": "absent"}
+        record_state(con, session_id, "absent", session_id, fields)

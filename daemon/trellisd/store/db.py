@@ -11,6 +11,10 @@ that a second process on the same file waits its turn instead of failing with
 ``SQLITE_BUSY``; reads never wait on a writer.
 
 A store this process cannot write opens read-only: reads are served and ``write`` refuses.
+That is a file it cannot write, or one in a folder it cannot write (no ``-wal`` or ``-shm``
+can be made there, so nothing can write the store: it is read as immutable), or a newer
+trellisd's store within its compatibility level. Nothing is written to a store only read:
+not its header, not the statistics ``PRAGMA optimize`` keeps.
 SQLite errors become ``StoreError`` (-32040) at this boundary: a full disk, a read-only file,
 a lock that never frees.
 """
@@ -21,7 +25,9 @@ import contextlib
 import datetime
 import logging
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -32,7 +38,7 @@ from pathlib import Path
 import apsw
 import apsw.bestpractice
 
-from .. import __version__
+from ..build import build
 from ..errors import StoreError
 from . import migrations
 from .migrations import MIGRATIONS
@@ -45,10 +51,12 @@ _CONNECTION_PRACTICES = [
     for f in apsw.bestpractice.recommended
     if f.__name__.startswith("connection_") and f is not apsw.bestpractice.connection_busy_timeout
 ]  # the store waits for a lock with its own busy handler, longer than the practice's 100 ms
+_WRITING_PRACTICES = (apsw.bestpractice.connection_wal, apsw.bestpractice.connection_optimize)
 
+MEMORY = ":memory:"  # ``--db :memory:``: a store in this process's memory, gone when it ends
 BUSY_TIMEOUT_MS = 5_000
 BUSY_RETRIES = 12
-VERSION = __version__  # recorded in the store as the version that wrote it
+VERSION = build()  # this build's name, recorded in the store as the build that wrote it
 
 
 def new_id(prefix: str) -> str:
@@ -63,10 +71,14 @@ class Database:
     """A connection to the store, safe to share between threads (calls are serialised)."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
+        # ``:memory:``, or a path ending in it: what the shared daemon is handed for
+        # ``--db :memory:`` (the store's path made absolute names its daemon).
+        self.in_memory = Path(path).name == MEMORY
+        self.path = Path(MEMORY) if self.in_memory else Path(path).expanduser()
         try:
-            _private_folder(self.path.parent)
-            _private_file(self.path)
+            if not self.in_memory:
+                _private_folder(self.path.parent)
+                _private_file(self.path)
             self.con = _connect(self.path)
         except (OSError, apsw.Error) as exc:
             raise StoreError(
@@ -87,10 +99,17 @@ class Database:
         except StoreError:
             self.con.close()
             raise
+        # The daemon's own folder, beside the store (its snapshots of workspaces); for a store
+        # in memory, a private temporary one removed on close.
+        self.folder = self.path.parent
+        if self.in_memory:
+            self.folder = Path(tempfile.mkdtemp(prefix="trellisd-"))
 
     def close(self) -> None:
         with self._lock:
             self.con.close()
+            if self.in_memory:
+                shutil.rmtree(self.folder, ignore_errors=True)
 
     def _prepare(self) -> None:
         """Check, set up and migrate the file. Daemons started together on a new store
@@ -98,13 +117,15 @@ class Database:
         for attempt in range(BUSY_RETRIES):
             try:
                 self._refuse_schema()
+                if self.read_only:
+                    # Nothing of a store only read is written, not even its header or the
+                    # statistics ``PRAGMA optimize`` would keep in it.
+                    self.con.pragma("query_only", True)
                 # apsw's best practice (WAL, foreign keys, ...), applied once the file is
-                # known to be ours: a newer trellisd's store is never altered, not even its
-                # header.
+                # known to be ours; to a store only read, only those that write nothing.
                 for practice in _CONNECTION_PRACTICES:
-                    practice(self.con)
-                if self.newer is not None:
-                    self.con.pragma("query_only", True)  # nothing of it is written
+                    if not self.read_only or practice not in _WRITING_PRACTICES:
+                        practice(self.con)
                 if not self.read_only:
                     self._migrate()
                 return
@@ -125,59 +146,68 @@ class Database:
 
     def _refuse_schema(self) -> None:
         """Refuse a newer trellisd's store (left untouched) unless its compatibility level
-        lets this version read it (then it is only read), and a read-only store at an older
-        schema (it cannot be migrated)."""
+        lets this build read it (then it is only read), and a read-only store at an older
+        schema (it cannot be migrated). A refusal names the build that wrote the store and
+        this one."""
         version, known = self.con.pragma("user_version"), len(MIGRATIONS)
-        if version > known and self._readable(version, known):
+        if version == known or (version < known and not self.read_only):
             return
-        if version > known:
-            why, what = "was written by a newer trellisd", "it was left untouched"
-        elif version < known and self.read_only:
-            why, what = "is read-only and was written by an older trellisd", "it cannot be upgraded"
-        else:
+        info = self._info()
+        writer = info.get("written_by")
+        try:
+            oldest: int | None = int(info["readable_from"])
+        except (KeyError, ValueError):
+            oldest = None  # written before stores recorded their compatibility level
+        facts: dict[str, object] = {
+            "path": str(self.path),
+            "schemaVersion": version,
+            "knownVersion": known,
+            "build": VERSION,
+            **({"writtenBy": writer} if writer else {}),
+            **({"readableFrom": oldest} if oldest is not None else {}),
+        }
+        if version < known:
+            raise StoreError(
+                f"the store at {self.path} is read-only and was written by an older trellisd"
+                f" ({_named(writer)}schema {version}); it cannot be upgraded by this trellisd"
+                f" {VERSION} (schema {known})",
+                readOnly=True,
+                **facts,
+            )
+        if oldest is not None and oldest <= known:
+            self.newer = StoreError(
+                f"the store at {self.path} was written by trellisd {writer or 'of a newer build'}"
+                f" (schema {version}); this trellisd {VERSION} (schema {known}) can read it but"
+                " not write it",
+                readOnly=True,
+                **facts,
+            )
+            self.read_only = True
+            log.warning("%s", self.newer.message)
             return
+        level = "" if oldest is None else f"; readable from schema {oldest}"
         raise StoreError(
-            f"the store at {self.path} {why} (schema {version}; this one knows up to {known});"
-            f" {what}",
-            path=str(self.path),
-            schemaVersion=version,
-            knownVersion=known,
+            f"the store at {self.path} was written by a newer trellisd ({_named(writer)}schema"
+            f" {version}{level}); this trellisd {VERSION} reads schemas up to {known}; it was"
+            " left untouched",
             **({"readOnly": True} if self.read_only else {}),
+            **facts,
         )
 
-    def _readable(self, version: int, known: int) -> bool:
-        """Whether a newer store's compatibility level lets this version read it; if so,
-        this connection serves reads and refuses writes naming the version that wrote it."""
+    def _info(self) -> dict[str, str]:
+        """What the store says of itself (``store_info``); nothing for a store written before
+        it did."""
         try:
-            info = dict(self.con.execute("SELECT key, value FROM store_info"))
+            return {
+                str(k): str(v) for k, v in self.con.execute("SELECT key, value FROM store_info")
+            }
         except apsw.SQLError:
-            return False  # written before stores recorded their compatibility level
-        try:
-            oldest = int(info["readable_from"])
-        except (KeyError, ValueError):
-            return False
-        if oldest > known:
-            return False
-        writer = info.get("written_by", "a newer version")
-        self.newer = StoreError(
-            f"the store at {self.path} was written by trellisd {writer} (schema {version});"
-            f" this trellisd {VERSION} (schema {known}) can read it but not write it",
-            path=str(self.path),
-            schemaVersion=version,
-            knownVersion=known,
-            writtenBy=writer,
-            readOnly=True,
-        )
-        self.read_only = True
-        log.warning("%s", self.newer.message)
-        return True
+            return {}
 
     def _migrate(self) -> None:
         with self.write():
             self._refuse_schema()
             version, known = self.con.pragma("user_version"), len(MIGRATIONS)
-            if version == known:
-                return
             for number in range(version, known):
                 log.info("migrating %s to schema %d", self.path, number + 1)
                 step = MIGRATIONS[number]
@@ -190,16 +220,20 @@ class Database:
 
     def _record_level(self) -> None:
         """Inside the migration: record the oldest schema able to read the store and this
-        version as its writer (once the schema has ``store_info``)."""
+        build as its writer (once the schema has ``store_info``), when they are not recorded
+        already: a store another build of this schema wrote names this one from now on."""
         has_info = self.con.execute(
             "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'store_info'"
         ).fetchone()
         if has_info is None:
             return
-        self.con.executemany(
-            "INSERT OR REPLACE INTO store_info(key, value) VALUES (?, ?)",
-            [("readable_from", str(migrations.OLDEST_READER)), ("written_by", VERSION)],
-        )
+        held = self._info()
+        wanted = {"readable_from": str(migrations.OLDEST_READER), "written_by": VERSION}
+        changed = [(k, v) for k, v in wanted.items() if held.get(k) != v]
+        if changed:
+            self.con.executemany(
+                "INSERT OR REPLACE INTO store_info(key, value) VALUES (?, ?)", changed
+            )
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
@@ -250,7 +284,12 @@ class Database:
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[apsw.Connection]:
         """A consistent snapshot on a connection of its own, for a long read (an export)
-        that must not hold up this connection's other work. Writers go on meanwhile (WAL)."""
+        that must not hold up this connection's other work. Writers go on meanwhile (WAL).
+        A store in memory has one connection: its snapshot is a read on it."""
+        if self.in_memory:
+            with self.read() as con:
+                yield con
+            return
         try:
             con = _connect(self.path)
         except apsw.Error as exc:
@@ -279,15 +318,17 @@ class Database:
 
 def _connect(path: Path) -> apsw.Connection:
     """Open the file for reading and writing, or for reading only when this process cannot
-    write it. A read-only WAL file whose shared-memory file cannot be created either (a
-    read-only folder, and so no writer) is read as immutable."""
+    write it. A WAL file whose ``-wal`` and ``-shm`` files cannot be made (a folder this
+    process cannot write, whether or not it can write the file) can have no writer, so it is
+    read as immutable: read-only, with no lock and no file beside it."""
     con = apsw.Connection(str(path))
-    if not con.readonly("main"):
-        return con
+    con.set_busy_timeout(BUSY_TIMEOUT_MS)
     try:
-        con.pragma("user_version")
+        con.pragma("user_version")  # the first read opens the WAL index, if it can
         return con
-    except apsw.CantOpenError:
+    except apsw.BusyError:
+        return con  # another process is setting the store up: ``_prepare`` takes turns
+    except (apsw.CantOpenError, apsw.ReadOnlyError):
         con.close()
     return apsw.Connection(
         f"file:{urllib.parse.quote(str(path))}?immutable=1",
@@ -324,6 +365,10 @@ def _private_file(path: Path) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+def _named(writer: str | None) -> str:
+    return f"{writer}, " if writer else ""
 
 
 def _locked(path: Path) -> StoreError:

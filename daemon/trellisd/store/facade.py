@@ -41,11 +41,24 @@ T = TypeVar("T")
 
 
 class _Thread:
-    def __init__(self) -> None:
+    """The store's thread; ``after`` runs on it after each call (the anchoring of the logs
+    the call moved, once it committed)."""
+
+    def __init__(self, after: Callable[[], None] = lambda: None) -> None:
         self.pool = concurrent.futures.ThreadPoolExecutor(1, "trellisd-store")
+        self.after = after
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._then, fn, args)
+
+    def _then(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            return fn(*args)
+        finally:
+            try:
+                self.after()
+            except Exception:  # the write stands; its log is anchored at the next one
+                log.warning("could not anchor the session logs", exc_info=True)
 
 
 class AsyncSessions:
@@ -105,7 +118,7 @@ class AsyncSessions:
         return await self._run(self._store.sessions.reopen, session_id, self._store.leases, limit)
 
     async def verify(self, session_id: str) -> Verdict:
-        return await self._run(self._store.sessions.verify, session_id)
+        return await self._run(self._store.verify, session_id)
 
     async def history_page(
         self, session_id: str, limit: int, cursor: str | None
@@ -130,9 +143,12 @@ class AsyncSessions:
             self._store.sessions.branch, session_id, turn_id, self._store.leases, expect_head
         )
 
-    async def fork(self, session_id: str, turn_id: str | None) -> Session:
-        """A new session, written by this daemon, holding a copy of the path to ``turn_id``."""
-        return await self._run(self._store.sessions.fork, session_id, turn_id, self._store.leases)
+    async def fork(self, session_id: str, turn_id: str | None, step: int | None = None) -> Session:
+        """A new session, written by this daemon, holding a copy of the path to ``turn_id``
+        (with ``step``: that turn's first ``step`` steps)."""
+        return await self._run(
+            self._store.sessions.fork, session_id, turn_id, self._store.leases, step
+        )
 
     async def rename(self, session_id: str, title: str) -> Session:
         return await self._run(self._store.sessions.rename, session_id, title, self._store.leases)
@@ -149,6 +165,8 @@ class AsyncSessions:
 
     async def delete(self, session_id: str) -> None:
         await self._run(self._store.sessions.delete, session_id, self._store.leases)
+        if self._store.anchors is not None:
+            await self._run(self._store.anchors.forget, session_id)
 
     async def feed(
         self, session_id: str, after: int, limit: int
@@ -310,7 +328,7 @@ class AsyncStore:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._thread = _Thread()
+        self._thread = _Thread(store.anchor)
         self.sessions = AsyncSessions(store, self._thread)
         self.runs = AsyncRuns(store, self._thread)
         self.leases = AsyncLeases(store, self._thread)
@@ -322,13 +340,17 @@ class AsyncStore:
 
     @property
     def folder(self) -> Path:
-        """The folder the store's file is in: the daemon's own."""
-        return self._store.db.path.parent
+        """The folder the store's file is in: the daemon's own (for a store in memory, a
+        temporary one)."""
+        return self._store.db.folder
 
     @classmethod
-    async def open(cls, path: str | Path, alive: Callable[[int], bool]) -> AsyncStore:
-        """Open (and create or migrate) the store at ``path``; ``StoreError`` if it cannot."""
-        return cls(await asyncio.to_thread(Store, path, alive))
+    async def open(
+        cls, path: str | Path, alive: Callable[[int], bool], anchors: Path | None = None
+    ) -> AsyncStore:
+        """Open (and create or migrate) the store at ``path``; ``StoreError`` if it cannot.
+        ``anchors``: the folder where its sessions' logs are anchored (``store.anchors``)."""
+        return cls(await asyncio.to_thread(Store, path, alive, anchors))
 
     async def close(self) -> None:
         """A clean exit: release this daemon's leases, then close the database."""

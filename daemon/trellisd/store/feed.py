@@ -9,14 +9,18 @@ again. A reader sees exactly the committed prefix: an entry and its row commit t
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import apsw
 
+from ..errors import StoreError
 from ..records import FeedEntry
 from ..vocabulary import FeedKind
-from .db import now
+from .db import Database, now
 from .rows import event_of, step_of
+
+log = logging.getLogger(__name__)
 
 
 def append(
@@ -94,3 +98,60 @@ def page(
         )
     more = len(rows) > limit
     return entries, entries[-1].seq if more else None
+
+
+def build_session(con: apsw.Connection, session_id: str) -> None:
+    """Inside the write that wrote a whole session without its feed (an import): its feed, one
+    entry per row in the order they were written, as a migration fills older stores' feeds:
+    each turn started, its steps and events (a step before an event of the same moment, as
+    the session's log has them), its end."""
+    con.execute(
+        """
+        INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)
+        SELECT ?1, row_number() OVER (ORDER BY created_at, turn_order, rank, n),
+               kind, run_id, n, detail, created_at
+        FROM (
+            SELECT 'turnStarted' AS kind, r.id AS run_id, NULL AS n, NULL AS detail,
+                   t.created_at, t.rowid AS turn_order, 0 AS rank
+            FROM turn t JOIN run r ON r.turn_id = t.id WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'step', s.run_id, s.n, NULL, s.created_at, t.rowid, 1
+            FROM step s JOIN run r ON r.id = s.run_id JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'event', e.run_id, e.seq, NULL, e.created_at, t.rowid, 2
+            FROM event e JOIN run r ON r.id = e.run_id JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1
+            UNION ALL
+            SELECT 'turnEnded', r.id, NULL, json_object('outcome', r.outcome, 'error', r.error),
+                   r.ended_at, t.rowid, 3
+            FROM run r JOIN turn t ON t.id = r.turn_id
+            WHERE t.session_id = ?1 AND r.ended_at IS NOT NULL
+        )
+        """,
+        (session_id,),
+    )
+
+
+_UNFED = (
+    "SELECT s.id FROM session s WHERE EXISTS (SELECT 1 FROM turn t WHERE t.session_id = s.id)"
+    " AND NOT EXISTS (SELECT 1 FROM feed f WHERE f.session_id = s.id)"
+)
+
+
+def fill_missing(db: Database) -> None:
+    """Give the sessions that have turns but no feed theirs: those imported before imports
+    wrote one. A read finds them; a write only when there are some (nothing in a store only
+    read)."""
+    if db.read_only:
+        return
+    try:
+        with db.read() as con:
+            if con.execute(_UNFED + " LIMIT 1").fetchone() is None:
+                return
+        with db.write() as con:
+            unfed: list[tuple[Any, ...]] = con.execute(_UNFED).fetchall()
+            for (session_id,) in unfed:
+                build_session(con, str(session_id))
+    except StoreError as exc:  # the feeds can wait for the next open; the store serves
+        log.warning("the sessions without a feed keep none for now: %s", exc.message)

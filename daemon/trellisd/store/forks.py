@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import apsw
 
-from ..errors import Conflict
-from ..vocabulary import Outcome
-from . import chain
+from ..errors import Conflict, InvalidParams
+from ..vocabulary import FeedKind, Outcome
+from . import chain, feed
 from .db import new_id
 
 _COPY = (
@@ -48,12 +48,19 @@ _COPY = (
 
 
 def copy_path(
-    con: apsw.Connection, origin_id: str, turn_id: str | None, fork_id: str
+    con: apsw.Connection,
+    origin_id: str,
+    turn_id: str | None,
+    fork_id: str,
+    step: int | None = None,
 ) -> str | None:
     """Inside a write transaction: copy the path from the first turn of ``origin_id`` to
     ``turn_id`` into session ``fork_id``; returns the copy of ``turn_id`` (the fork's head),
-    None for an empty path. A turn still running is refused: its run is not whole yet."""
+    None for an empty path. A turn still running is refused: its run is not whole yet. With
+    ``step``, the copy of ``turn_id`` keeps only its first ``step`` steps (``cut``)."""
     if turn_id is None:
+        if step is not None:
+            raise InvalidParams("step needs a turnId to fork after", field="step")
         return None
     path = con.execute(
         "WITH RECURSIVE path(id, parent) AS ("
@@ -70,6 +77,7 @@ def copy_path(
                 turnId=turn,
             )
     ids = {turn: new_id("t") for turn, _, _ in path}
+    runs = {turn: new_id("r") for turn, _, _ in path}
     con.execute(
         "CREATE TEMP TABLE fork_map (old_turn TEXT PRIMARY KEY, new_turn TEXT NOT NULL,"
         " old_run TEXT NOT NULL UNIQUE, new_run TEXT NOT NULL)"
@@ -77,13 +85,69 @@ def copy_path(
     try:
         con.executemany(
             "INSERT INTO fork_map VALUES (?, ?, ?, ?)",
-            [(turn, ids[turn], run, new_id("r")) for turn, run, _ in path],
+            [(turn, ids[turn], run, runs[turn]) for turn, run, _ in path],
         )
         names = {"fork": fork_id, "origin": origin_id}
         for statement in _COPY:
             con.execute(statement, names)
     finally:
         con.execute("DROP TABLE temp.fork_map")
+    if step is not None:
+        cut(con, fork_id, turn_id, runs[turn_id], step)
     for turn, _, _ in reversed(path):  # the path is newest first
         chain.record_turn(con, fork_id, ids[turn])
     return ids[turn_id]
+
+
+def cut(con: apsw.Connection, fork_id: str, turn_id: str, run_id: str, step: int) -> None:
+    """Inside the fork's write, before its log records the copy: the fork's run ``run_id``
+    (the copy of ``turn_id``) keeps its first ``step`` steps and what it committed before its
+    next step began (events, and the changes of those steps), and ends ``forked``. A ``step``
+    past the turn's steps is refused."""
+    row = con.execute("SELECT count(*) FROM step WHERE run_id = ?", (run_id,)).fetchone()
+    steps = int(row[0]) if row is not None else 0
+    if step > steps:
+        raise InvalidParams(
+            f"step {step} is past the last step of turn {turn_id}, which has {steps}",
+            field="step",
+            turnId=turn_id,
+            steps=steps,
+        )
+    # The feed orders everything the run committed: from its next step on (or, keeping every
+    # step, from its end on) nothing is kept, nor an event of a later step.
+    edge = _edge(con, fork_id, run_id, step, steps)
+    con.execute(
+        "DELETE FROM event WHERE run_id = ?1 AND (step > ?2 OR seq IN (SELECT n FROM feed"
+        " WHERE session_id = ?3 AND run_id = ?1 AND kind = ?4 AND seq >= ?5))",
+        (run_id, step, fork_id, FeedKind.EVENT, edge),
+    )
+    con.execute(
+        "DELETE FROM feed WHERE session_id = ?1 AND run_id = ?2 AND (seq >= ?3"
+        " OR (kind = ?4 AND n > ?5)"
+        " OR (kind = ?6 AND n NOT IN (SELECT seq FROM event WHERE run_id = ?2)))",
+        (fork_id, run_id, edge, FeedKind.STEP, step, FeedKind.EVENT),
+    )
+    con.execute("DELETE FROM step WHERE run_id = ? AND n > ?", (run_id, step))
+    con.execute(
+        "DELETE FROM change WHERE run_id = ? AND (step IS NULL OR step > ?)", (run_id, step)
+    )
+    con.execute("UPDATE run SET outcome = ?, error = NULL WHERE id = ?", (Outcome.FORKED, run_id))
+    ended = con.execute("SELECT ended_at FROM run WHERE id = ?", (run_id,)).fetchone()
+    end = {"outcome": Outcome.FORKED.value, "error": None}
+    feed.append(con, fork_id, FeedKind.TURN_ENDED, run_id, detail=end, at=ended and ended[0])
+
+
+def _edge(con: apsw.Connection, fork_id: str, run_id: str, step: int, steps: int) -> int:
+    """The first feed entry of the run that a cut after ``step`` leaves out: its next step's,
+    or (``step`` its last) its end's."""
+    if step < steps:
+        query = "SELECT seq FROM feed WHERE session_id = ? AND run_id = ? AND kind = ? AND n = ?"
+        row = con.execute(query, (fork_id, run_id, FeedKind.STEP, step + 1)).fetchone()
+    else:
+        row = con.execute(
+            "SELECT min(seq) FROM feed WHERE session_id = ?1 AND run_id = ?2 AND kind = ?3"
+            " AND seq > coalesce((SELECT seq FROM feed WHERE session_id = ?1 AND run_id = ?2"
+            " AND kind = ?4 AND n = ?5), 0)",
+            (fork_id, run_id, FeedKind.TURN_ENDED, FeedKind.STEP, step),
+        ).fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 2**62

@@ -6,9 +6,13 @@ connection (inside the migration's transaction) for what SQL alone cannot comput
 Steps are additive within a compatibility level: they add tables and columns that older
 readers ignore, so a trellisd that knows fewer steps can still read the store (and refuses to
 write it). ``OLDEST_READER`` is the oldest schema that can read a store this version writes:
-a step that is not additive (drops or renames a table or column, changes what a value means)
-raises it to its own number. The store records it, with the version that wrote it, in
-``store_info``.
+a step that is not additive (drops or renames a table or column, changes what a value means,
+puts rows an older reader would misread in a table it reads, or is a function) raises it to
+its own number. A step after it may only create tables, indexes, triggers and views, add
+columns, and fill the tables it creates (a test holds every step to that), so appending such
+steps keeps every build from ``OLDEST_READER`` on reading. The store records the level, with
+the build that wrote it (``build.build()``), in ``store_info``, each time a build of its schema
+opens it for writing.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from . import chain
 
 Migration = str | Callable[[apsw.Connection], None]
 OLDEST_READER = 15
-"""Step 15 puts ``change`` entries in the sessions' logs, which an older reader takes for a
-broken log; step 10 is the first schema that reads ``store_info``."""
+"""Step 15 puts ``change`` entries in the sessions' logs (and later writes add them), which a
+build of schema 14 reads as a log that does not verify: ``session/verify`` and a reopen's
+integrity would call every session with a change set tampered with. So 15, not lower: step
+16 only adds tables. Step 10 is the first schema that reads ``store_info``."""
 
 
 def _session_log(con: apsw.Connection) -> None:
@@ -342,5 +348,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     CREATE TRIGGER pin_session_delete AFTER DELETE ON session BEGIN
         DELETE FROM pin WHERE session_id = old.id;
     END;
+    """,
+    # 18: recoveries (``recoveries``): the runs whose cancel had to kill a running command
+    # (events of kind ``recovery``), found without reading their other events, for a
+    # session's pending decision and each turn's ``recovery``.
+    """
+    CREATE INDEX event_recovery ON event(run_id, seq) WHERE kind = 'recovery';
     """,
 )

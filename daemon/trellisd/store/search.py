@@ -25,7 +25,7 @@ from ..errors import InvalidParams
 from ..records import SearchMatch, SessionSummary
 from .db import Database
 from .pins import pinned
-from .sessions import AFTER_SESSION, SESSION_COLUMNS, _session
+from .sessions import AFTER_SESSION, SESSION_COLUMNS, _session, with_recovery
 
 SNIPPET_TOKENS = 12
 SNIPPET_CANDIDATES = 50  # places in a column where a snippet may start
@@ -104,11 +104,14 @@ class Search:
                 )
                 for row in rows[:limit]
             }
-            pins = {row[0]: pinned(con, row[0]) for row in rows[:limit]}
+            found = {
+                row[0]: with_recovery(con, _session(row, pinned(con, row[0])))
+                for row in rows[:limit]
+            }
         words = query_words(query)
         page = [
             SessionSummary(
-                _session(row, pins[row[0]]),
+                found[row[0]],
                 int(row[_COUNT]),
                 SearchMatch(row[_TURN], snippet(texts[row[_HIT]], words)),
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from typing import Any, Protocol, TypeVar
 
@@ -24,7 +25,7 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import Outcome
-from . import chain, feed, forks
+from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
 
@@ -47,7 +48,9 @@ _TURN_SELECT = """
                    END FROM step WHERE run_id = r.id),
            (SELECT CASE WHEN count(*) = count(cached_tokens) THEN coalesce(sum(cached_tokens), 0)
                    END FROM step WHERE run_id = r.id),
-           t.created_at, r.model
+           t.created_at, r.model,
+           (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = 'recovery'
+            ORDER BY e.seq DESC LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -79,8 +82,16 @@ def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
     )
 
 
+def with_recovery(con: apsw.Connection, session: Session) -> Session:
+    """``session`` with the recovery it waits for, if it does (``recoveries``)."""
+    pending = recoveries.pending(con, session.session_id)
+    return session if pending is None else dataclasses.replace(session, recovery=pending)
+
+
 def _imported_from(stored: dict[str, str]) -> ImportedFrom:
-    return ImportedFrom(stored["sessionId"], stored["importedAt"])
+    return ImportedFrom(
+        stored["sessionId"], stored.get("headHash"), stored.get("exportedAt"), stored["importedAt"]
+    )
 
 
 def _turn(row: tuple[Any, ...]) -> Turn:
@@ -96,6 +107,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],
         model=row[12],
+        recovery=recoveries.of_run(row[0], row[3], row[13]),
     )
 
 
@@ -146,7 +158,7 @@ class Sessions:
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id}", sessionId=session_id)
-        return _session(row, pinned(con, session_id))
+        return with_recovery(con, _session(row, pinned(con, session_id)))
 
     def page(
         self, root: str | None, limit: int, cursor: str | None
@@ -169,7 +181,9 @@ class Sessions:
         with self.db.read() as con:
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
             page = [
-                SessionSummary(_session(row, pinned(con, row[0])), int(row[AFTER_SESSION]))
+                SessionSummary(
+                    with_recovery(con, _session(row, pinned(con, row[0]))), int(row[AFTER_SESSION])
+                )
                 for row in rows[:limit]
             ]
         more = len(rows) > limit
@@ -342,11 +356,14 @@ class Sessions:
             self._get(con, session_id)
             return feed.page(con, session_id, after, limit)
 
-    def fork(self, session_id: str, turn_id: str | None, writer: Writer) -> Session:
+    def fork(
+        self, session_id: str, turn_id: str | None, writer: Writer, step: int | None = None
+    ) -> Session:
         """A new session, written by ``writer``, holding a copy of the path from the first
         turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
         model choice, policy, instructions and budget, and the copied turns' change sets;
-        the origin is only read. The fork's log
+        the origin is only read. With ``step``, the copy of ``turn_id`` holds its first
+        ``step`` steps and ends ``forked``. The fork's log
         records its opening, then each copied turn whole."""
         stamp, fork_id = now(), new_id("s")
         with self.db.write() as con:
@@ -362,7 +379,7 @@ class Sessions:
                 (fork_id, stamp, stamp, writer.daemon_id, turn_id, session_id),
             )
             _log_opening(con, fork_id, origin.title, origin.instructions)
-            head = forks.copy_path(con, session_id, turn_id, fork_id)
+            head = forks.copy_path(con, session_id, turn_id, fork_id, step)
             con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
             return self._get(con, fork_id)
 

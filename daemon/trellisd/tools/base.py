@@ -63,12 +63,15 @@ class ToolContext:
     through when it is there.
     ``output`` is given a running program's output as it is produced (``run_command``), for
     the editor to show live; None when no one watches.
+    ``killed`` is told (the tool's name and the program's argv) when a cancel had to kill a
+    running program: it did not end when asked, and what it left needs a person's decision.
     """
 
     root: Path
     may_read: Callable[[str], bool] | None = None
     editor: EditorFiles | None = None
     output: Callable[[bytes], None] | None = None
+    killed: Callable[[str, tuple[str, ...]], None] | None = None
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.

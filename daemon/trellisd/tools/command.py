@@ -6,12 +6,15 @@ are the wire and never reach a child. stdout and stderr are captured together, a
 interleave; past ``MAX_OUTPUT_BYTES`` the middle is dropped, keeping the start and the end
 (where a test runner prints its summary), and the result says so.
 
-The program runs with the daemon's environment less its secrets (see ``environment``),
+The program runs with its window's environment less its secrets (see ``environment``),
 plus a variable that marks it and every process it starts as this call's
 (``TRELLISD_RUN``). When the call ends (the program exited, its timeout passed, or the
 turn was cancelled: then ``CancelledError`` is re-raised), everything it started is killed
 (SIGKILL): its process group, its session, and any process that still carries the mark,
-which finds a child that left the session with ``setsid``. A background ``sleep 301 &``
+which finds a child that left the session with ``setsid``. A cancel first asks the program to
+stop (SIGTERM to its group) and gives it ``CANCEL_GRACE_SECONDS`` to end; a program still
+running then is killed mid-run, and the context's ``killed`` is told (``ToolContext``): what
+it left behind needs a person to look at it. A background ``sleep 301 &``
 does not outlive the call. Only a process that both leaves the session and clears its
 environment escapes. The program itself is not confined to the root: it can do whatever
 the user running the daemon can, which is why the policy asks before a command runs.
@@ -45,6 +48,8 @@ RUN_MARK = "TRELLISD_RUN"
 LINGER_SECONDS = 1.0
 """How long output may keep flowing after the program exits, from processes it started,
 and how long a killed program has to be gone."""
+CANCEL_GRACE_SECONDS = 2.0
+"""How long a cancelled program has to end after SIGTERM before it is killed."""
 
 
 @dataclass(frozen=True)
@@ -108,16 +113,21 @@ class _Collector(asyncio.SubprocessProtocol):
 
 
 async def execute(
-    argv: list[str], cwd: Path, timeout: float, listener: Callable[[bytes], None] | None = None
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    listener: Callable[[bytes], None] | None = None,
+    killed: Callable[[], None] | None = None,
 ) -> Execution:
-    """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds or when
-    cancelled; ``listener`` is given the output as it comes. Raises ``ToolFailure`` when the
-    program cannot be started."""
+    """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds; when
+    cancelled, ask it to stop (SIGTERM) and kill it after ``CANCEL_GRACE_SECONDS``, telling
+    ``killed`` if it had to. ``listener`` is given the output as it comes. Raises
+    ``ToolFailure`` when the program cannot be started."""
     capture = _Capture(MAX_OUTPUT_BYTES)
     loop = asyncio.get_running_loop()
     mark = secrets.token_hex(8)
-    try:
-        transport, collector = await loop.subprocess_exec(
+    starting = asyncio.ensure_future(
+        loop.subprocess_exec(
             lambda: _Collector(capture, listener),
             *argv,
             cwd=cwd,
@@ -127,15 +137,24 @@ async def execute(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    except FileNotFoundError as exc:
-        raise ToolFailure(f"{argv[0]}: command not found") from exc
-    except PermissionError as exc:
-        raise ToolFailure(f"{argv[0]}: permission denied (is it executable?)") from exc
+    )
+    cancelled = False
+    while not starting.done():
+        try:
+            await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            cancelled = True  # it may run already: once started, it is stopped as below
+        except Exception:
+            pass  # raised again by ``result``
+    try:
+        transport, collector = starting.result()
     except OSError as exc:
-        raise ToolFailure(f"{argv[0]} could not be started: {exc.strerror or exc}") from exc
+        raise asyncio.CancelledError() if cancelled else _unstarted(argv, exc) from exc
 
     group = transport.get_pid()
     try:
+        if cancelled:
+            raise asyncio.CancelledError()
         timed_out = not await _happens(collector.exited, timeout)
         if timed_out:
             kill_everything(group, mark)
@@ -146,6 +165,8 @@ async def execute(
         exit_code = None if timed_out else transport.get_returncode()
         return Execution(exit_code, capture.text(), timed_out, capture.dropped)
     except asyncio.CancelledError:
+        if not await _stops_when_asked(group, collector.exited) and killed is not None:
+            killed()
         kill_everything(group, mark)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(_happens(collector.exited, LINGER_SECONDS))
@@ -153,6 +174,27 @@ async def execute(
     finally:
         kill_everything(group, mark)
         transport.close()
+
+
+def _unstarted(argv: list[str], exc: OSError) -> ToolFailure:
+    if isinstance(exc, FileNotFoundError):
+        return ToolFailure(f"{argv[0]}: command not found")
+    if isinstance(exc, PermissionError):
+        return ToolFailure(f"{argv[0]}: permission denied (is it executable?)")
+    return ToolFailure(f"{argv[0]} could not be started: {exc.strerror or exc}")
+
+
+async def _stops_when_asked(group: int, exited: asyncio.Event) -> bool:
+    """SIGTERM to the process group, then up to ``CANCEL_GRACE_SECONDS`` for the program to
+    end (a cancel that comes meanwhile cuts the wait short); whether it ended."""
+    if exited.is_set():
+        return True
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGTERM)
+    try:
+        return await asyncio.shield(_happens(exited, CANCEL_GRACE_SECONDS))
+    except asyncio.CancelledError:
+        return exited.is_set()
 
 
 async def _happens(event: asyncio.Event, seconds: float) -> bool:
@@ -264,7 +306,14 @@ class RunCommand:
         given, cwd = self._arguments(arguments, context)
         if not cwd.is_dir():
             raise ToolFailure(f"cwd {given.cwd} is not a folder")
-        execution = await execute(list(given.argv), cwd, given.seconds, context.output)
+        killed = context.killed
+        execution = await execute(
+            list(given.argv),
+            cwd,
+            given.seconds,
+            context.output,
+            None if killed is None else lambda: killed(self.name, given.argv),
+        )
         return format_execution(shlex.join(given.argv), execution, given.seconds)
 
     def _arguments(

@@ -1,19 +1,29 @@
-"""The environment of the programs the model runs (``run_command``, a turn's check).
+"""The environment of the programs the model runs (``run_command``, a turn's check) and of
+the MCP servers a session starts.
 
-A program the model starts runs with the daemon's environment less its secrets: the model
-can print its environment (``env``), and what it prints is stored in the step and sent to
-the model's service. Left out:
+A program the model starts runs with its window's environment (the one the editor started
+``trellisd`` in; the shared daemon is handed it with the window's hello) less its secrets:
+the model can print its environment (``env``), and what it prints is stored in the step and
+sent to the model's service. Left out:
 
 - every provider key the daemon knows (``TRELLISD_API_KEY``, ``OPENAI_API_KEY``,
   ``ANTHROPIC_API_KEY``, ``OPENROUTER_API_KEY``), always;
-- every variable whose name contains ``KEY``, ``SECRET``, ``TOKEN`` or ``PASSWORD`` (in any
-  case: ``GITHUB_TOKEN``, ``aws_secret_access_key``), unless named in ``TRELLISD_PASS_ENV``.
+- every variable whose name says it holds a secret (``secrecy.secret_name``): it contains ``KEY``,
+  ``SECRET``, ``TOKEN``, ``PASSWORD``, ``PASSWD``, ``CREDENTIAL`` or ``COOKIE``, or one of
+  its ``_``-separated words is ``PASS``, ``PWD``, ``PAT``, ``DSN`` or ``AUTH``, in any case
+  (``GITHUB_TOKEN``, ``aws_secret_access_key``, ``GH_PAT``, ``DB_PASS``, ``SENTRY_DSN``,
+  ``NPM_CONFIG__AUTH``, ``SSH_AUTH_SOCK``);
+- every variable whose value holds a URL with a user or a password in it
+  (``DATABASE_URL=postgres://app:pw@db/app``, ``http_proxy=http://u:p@proxy:3128``);
 
-``TRELLISD_PASS_ENV`` is a comma-separated list of variable names, in the daemon's own
-environment, to let through all the same (``TRELLISD_PASS_ENV=NPM_TOKEN,PIP_INDEX_KEY``);
-else the config file's ``passEnv`` list. It cannot let a provider key through. The daemon
-sets the list for the requests of each window (``use_passed``); MCP servers get the same
-environment.
+unless named in ``TRELLISD_PASS_ENV``, a comma-separated list of variable names in the
+window's environment (``TRELLISD_PASS_ENV=NPM_TOKEN,PIP_INDEX_KEY``), else the config file's
+``passEnv`` list. It cannot let a provider key through. The daemon sets the window's
+environment and list for the requests of each window (``use_environment``).
+
+An MCP stdio server gets less: only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TERM``,
+``TMPDIR``, ``USER`` and ``SHELL`` of the window's environment, and what its entry's ``env``
+names (``server_environment``).
 """
 
 from __future__ import annotations
@@ -22,41 +32,63 @@ import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 
-from ..config import KEY_VARIABLES
+from ..rendezvous import PROVIDER_KEY_VARIABLES
+from ..secrecy import secret_name, secret_variable
+
+__all__ = ["child_environment", "secret_name", "server_environment", "use_environment"]
 
 PASS_VARIABLE = "TRELLISD_PASS_ENV"
-PROVIDER_KEYS = frozenset({"TRELLISD_API_KEY", *KEY_VARIABLES.values()})
-SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
+PROVIDER_KEYS = frozenset({"TRELLISD_API_KEY", *PROVIDER_KEY_VARIABLES})
+SERVER_VARIABLES = frozenset({"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL"})
+KEEP_VARIABLE = "TRELLISD_MCP_KEEP"
+"""Names the MCP launcher keeps of its environment, dropping what the MCP SDK adds."""
 
 
-_passed: ContextVar[tuple[str, ...] | None] = ContextVar("trellisd_passed", default=None)
+_environment: ContextVar[tuple[Mapping[str, str] | None, tuple[str, ...]] | None] = ContextVar(
+    "trellisd_environment", default=None
+)
 
 
-def use_passed(names: tuple[str, ...]) -> None:
-    """The programs started from the calling task on may see ``names`` (the effective
-    ``passEnv``), in place of what ``TRELLISD_PASS_ENV`` says."""
-    _passed.set(names)
+def use_environment(environment: Mapping[str, str] | None, passed: tuple[str, ...]) -> None:
+    """The programs started from the calling task on run in ``environment`` (a window's;
+    None: the daemon's own), and may see ``passed`` (its effective ``passEnv``) of its
+    secrets."""
+    _environment.set((environment, passed))
+
+
+def _window_environment() -> Mapping[str, str]:
+    window = _environment.get()
+    return os.environ if window is None or window[0] is None else window[0]
 
 
 def child_environment(
     parent: Mapping[str, str] | None = None, passed: tuple[str, ...] | None = None
 ) -> dict[str, str]:
-    """``parent`` (the daemon's environment by default) without its secrets; ``passed``
-    (else the list ``use_passed`` set, else ``TRELLISD_PASS_ENV``) let through."""
-    parent = os.environ if parent is None else parent
-    names = _passed.get() if passed is None else passed
+    """``parent`` (the window's environment ``use_environment`` set, else the daemon's)
+    without its secrets; ``passed`` (else the window's list, else ``TRELLISD_PASS_ENV``)
+    let through."""
+    window = _environment.get()
+    if parent is None:
+        parent = _window_environment()
+    names = passed if passed is not None else window[1] if window is not None else None
     if names is None:
         names = tuple(name.strip() for name in parent.get(PASS_VARIABLE, "").split(","))
     passed_set = set(names)
     return {
         name: value
         for name, value in parent.items()
-        if name not in PROVIDER_KEYS and (name in passed_set or not secret_name(name))
+        if name not in PROVIDER_KEYS and (name in passed_set or not secret_variable(name, value))
     }
 
 
-def secret_name(name: str) -> bool:
-    """Whether a variable's name says it holds a secret (``KEY``, ``SECRET``, ``TOKEN``,
-    ``PASSWORD``, in any case)."""
-    upper = name.upper()
-    return any(word in upper for word in SECRET_WORDS)
+def server_environment(own: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What an MCP stdio server starts with: the allowed variables of the window's
+    environment, its entry's own ``env`` over them, and the names the launcher keeps."""
+    parent = _window_environment()
+    chosen = {
+        name: value
+        for name, value in parent.items()
+        if (name in SERVER_VARIABLES or name.startswith("LC_")) and name not in PROVIDER_KEYS
+    }
+    chosen.update(own or {})
+    return {**chosen, KEEP_VARIABLE: ",".join(chosen)}

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from acp import text_block
+import pytest
+from acp import RequestError, text_block
 
 from tests.e2e.acp_e2e.conftest import AgentFactory
 from tests.e2e.conftest import DaemonFactory
+from tests.e2e.test_changes import OPEN
+from tests.e2e.test_recovery import killed_turn
 from tests.fixtures.model_server import ModelServer
 
 
@@ -98,3 +101,32 @@ async def test_a_native_session_loads_over_acp_with_its_history(
         "session_info_update",
         "usage_update",
     ]
+
+
+async def test_a_session_waiting_for_a_decision_refuses_an_acp_prompt_saying_what_to_do(
+    spawn_acp: AgentFactory,
+    spawn: DaemonFactory,
+    model: ModelServer,
+    workspace: Path,
+    acp_mode: dict[str, str],
+) -> None:
+    native = await spawn(env=acp_mode)
+    session = await native.call("session/open", {"root": str(workspace), "policy": OPEN})
+    killed = await killed_turn(native, model, session)
+    assert killed["recovery"]["required"] is True
+
+    agent = await spawn_acp(db=native.db)
+    sid = session["sessionId"]
+    await agent.conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+    with pytest.raises(RequestError) as refused:
+        await agent.conn.prompt(session_id=sid, prompt=[text_block("carry on")])
+    assert refused.value.code == -32020
+    assert "killed mid-run" in str(refused.value) and "session/recover" in str(refused.value)
+    assert "trellisd editor" in str(refused.value)
+    assert refused.value.data["recovery"]["turnId"] == killed["turnId"]
+
+    await native.call("session/recover", {"sessionId": sid, "decision": "keep"})
+    await native.client.shutdown_session()  # the session's writer goes: ACP may write it
+    model.reply("carrying on")
+    answered = await agent.conn.prompt(session_id=sid, prompt=[text_block("carry on")])
+    assert answered.stop_reason == "end_turn"

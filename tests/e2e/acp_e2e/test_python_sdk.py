@@ -187,6 +187,33 @@ async def test_unknown_session_is_an_error_naming_it(
     assert "nope" in str(caught.value)
 
 
+async def test_a_session_this_client_never_opened_is_not_prompted_nor_set(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    first = await spawn_acp()
+    new = await first.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    await first.stop()
+    other = await spawn_acp(db=first.db)
+    write = {"name": "write_file", "arguments": {"path": "w.txt", "content": "x"}}
+    model.reply("", tool_calls=[write])
+    model.reply("wrote it")
+    for attempt in (
+        other.conn.set_session_mode(session_id=new.session_id, mode_id="auto"),
+        other.conn.prompt(session_id=new.session_id, prompt=[text_block("write w")]),
+    ):
+        with pytest.raises(RequestError) as caught:
+            await attempt
+        assert caught.value.code == -32010 and "load or resume it first" in str(caught.value)
+        assert caught.value.data == {"sessionId": new.session_id}
+    assert not model.requests and not (workspace / "w.txt").exists()
+
+    await other.conn.resume_session(cwd=str(workspace), session_id=new.session_id)
+    await other.editor.answers.put("deny")
+    answer = await other.conn.prompt(session_id=new.session_id, prompt=[text_block("write w")])
+    assert answer.stop_reason == "end_turn"
+    assert len(other.editor.asked) == 1 and not (workspace / "w.txt").exists()
+
+
 async def test_the_step_cap_is_max_turn_requests_and_a_provider_failure_an_error(
     spawn_acp: AgentFactory, model: ModelServer, workspace: Path
 ) -> None:

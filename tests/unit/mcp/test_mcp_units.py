@@ -179,3 +179,57 @@ async def test_a_session_without_servers_starts_nothing(tmp_path: Path) -> None:
     servers = SessionServers(tmp_path, [], Never(), 1.0)
     assert await servers.tools() == []
     await asyncio.wait_for(servers.close(), 5)
+
+
+async def test_an_approved_project_server_whose_script_changed_is_asked_about_again(
+    tmp_path: Path,
+) -> None:
+    from trellisd.mcp.servers import SessionServers
+    from trellisd.mcp.spec import Configured
+    from trellisd.vocabulary import Decision
+
+    class Remembered:
+        def __init__(self) -> None:
+            self.kept: set[tuple[str, str]] = set()
+
+        async def approved(self, root: str, command_line: str) -> bool:
+            return (root, command_line) in self.kept
+
+        async def approve(self, root: str, command_line: str) -> None:
+            self.kept.add((root, command_line))
+
+    asked: list[dict[str, Any]] = []
+
+    async def allow(request: dict[str, Any]) -> Decision:
+        asked.append(request)
+        return Decision.ALLOW
+
+    script = tmp_path / "tools" / "server.py"
+    script.parent.mkdir()
+    script.write_text(Path(__file__).parents[2].joinpath("fixtures/mcp_server.py").read_text())
+    (tmp_path / "notes.txt").write_text("an argument that is a file\n")
+    entry = spec({"name": "proj", "command": sys.executable, "args": ["tools/server.py", "stdio"]})
+    approvals = Remembered()
+
+    async def state(ask: Any = None, what: McpServerSpec = entry) -> str:
+        servers = SessionServers(tmp_path, [Configured(what, "project")], approvals, 5.0)
+        try:
+            await servers.tools(ask)
+            return str(servers.detail()[0]["state"])
+        finally:
+            await servers.close()
+
+    assert await state(allow) == "running" and len(asked) == 1
+    assert await state() == "running"  # approved: it starts unasked
+    with script.open("a") as f:
+        f.write("\nprint('something else now', file=__import__('sys').stderr)\n")
+    assert await state() == "awaiting approval"  # the script changed: asked again
+
+    with_file = spec({**_entry(entry), "args": ["tools/server.py", "stdio", "notes.txt"]})
+    assert await state(allow, with_file) == "running" and len(asked) == 2
+    (tmp_path / "notes.txt").write_text("changed\n")
+    assert await state(None, with_file) == "awaiting approval"  # an argument's file changed
+
+
+def _entry(entry: McpServerSpec) -> dict[str, Any]:
+    return {"name": entry.name, "command": entry.command, "args": list(entry.args)}

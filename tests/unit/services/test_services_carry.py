@@ -147,13 +147,18 @@ async def test_a_fork_starts_with_the_origins_budget_and_the_spend_of_its_path(
     await app.turns.turn(sid, "two", ProviderChoice())
 
     fork = await app.sessions.fork(sid, first.turn_id)
-    assert await app.budgets.status(fork.session_id) == (Budget(tokens=100_000), Spend(120, 0.0))
+    assert await app.budgets.status(fork.session_id) == (
+        Budget(tokens=100_000),
+        Spend(120, 0.0, priced=False),
+    )
 
     await app.turns.turn(fork.session_id, "one and a half", ProviderChoice())
-    assert (await app.budgets.status(fork.session_id))[1] == Spend(240, 0.0)
-    assert (await app.budgets.status(sid))[1] == Spend(240, 0.0)  # the origin's own two turns
+    assert (await app.budgets.status(fork.session_id))[1] == Spend(240, 0.0, priced=False)
+    assert (await app.budgets.status(sid))[1] == Spend(
+        240, 0.0, priced=False
+    )  # the origin's own two turns
 
     await app.budgets.set(fork.session_id, Budget(tokens=250))
     stopped = await app.turns.turn(fork.session_id, "more", ProviderChoice())
     assert stopped.outcome == Outcome.EXHAUSTED
-    assert await app.budgets.status(sid) == (Budget(tokens=100_000), Spend(240, 0.0))
+    assert await app.budgets.status(sid) == (Budget(tokens=100_000), Spend(240, 0.0, priced=False))

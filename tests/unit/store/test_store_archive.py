@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from tests.unit.store.conftest import OpenSession, TakeTurn
@@ -117,7 +118,10 @@ def test_a_session_imported_elsewhere_is_the_same_session(
     sid, path = exported
     assert import_(other, path) == sid
     assert everything(other, sid) == everything(store, sid)
-    assert other.sessions.get(sid).imported_from is None
+    origin = other.sessions.get(sid).imported_from
+    assert origin is not None and origin.session_id == sid
+    assert origin.head_hash == store.sessions.get(sid).head_hash
+    assert origin.exported_at == json.loads(path.read_bytes().splitlines()[0])["exportedAt"]
 
 
 def test_a_file_carries_the_sessions_log_and_every_import_of_it_verifies(
@@ -394,6 +398,27 @@ def test_the_version_1_golden_file_keeps_importing(other: Store) -> None:
     assert [e.kind for e in other.runs.events(turns[1].run_id)] == ["steered"]
 
 
+def test_a_file_without_its_log_imports_ok_but_not_verified_and_stays_so(
+    other: Store, store: Store, exported: tuple[str, Path], tmp_path: Path
+) -> None:
+    unlogged = other.sessions.verify(import_(other, GOLDEN))
+    assert unlogged.ok and not unlogged.verified and unlogged.check == "absent"
+
+    _, path = exported  # the same session with its log lines taken out
+    cut = tmp_path / "cut.trellisd"
+    seal(cut, [r for r in lines(path)[:-1] if r["type"] != "log"])
+    cut_verdict = other.sessions.verify(import_(other, cut, as_new=True))
+    assert (cut_verdict.ok, cut_verdict.verified, cut_verdict.check) == (True, False, "absent")
+
+    whole = other.sessions.verify(import_(other, path, as_new=True))
+    assert whole.ok and whole.verified and whole.check is None
+
+    again = tmp_path / "again.trellisd"  # a file exported from it does not prove it either
+    export(other, import_(other, GOLDEN, as_new=True), again)
+    reimported = store.sessions.verify(import_(store, again))
+    assert reimported.ok and not reimported.verified and reimported.check == "absent"
+
+
 def test_a_failed_export_leaves_the_file_there_as_it_was(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "kept.trellisd"
     path.write_text("the previous backup\n")
@@ -450,3 +475,24 @@ def test_a_pinned_sessions_file_is_version_4_and_its_log_verifies_on_import(
     unpinned = tree(store, take_turn, "unpinned")
     export(store, unpinned, tmp_path / "unpinned.trellisd")
     assert lines(tmp_path / "unpinned.trellisd")[0]["version"] == 1  # as before pins
+
+
+def test_an_imported_session_has_the_feed_of_its_turns_even_one_imported_without(
+    store: Store, exported: tuple[str, Path], tmp_path: Path
+) -> None:
+    """Sessions imported before imports wrote a feed get theirs when the store next opens."""
+    sid, path = exported
+    copy = import_(store, path, as_new=True)
+    feed, more = store.sessions.feed(copy, 0, 1000)
+    was, _ = store.sessions.feed(sid, 0, 1000)
+    assert more is None and [(e.seq, e.kind) for e in feed] == [(e.seq, e.kind) for e in was]
+
+    con = apsw.Connection(str(store.db.path))
+    con.execute("DELETE FROM feed WHERE session_id = ?", (copy,))
+    con.close()
+    assert store.sessions.feed(copy, 0, 1000) == ([], None)
+    reopened = Store(store.db.path, lambda pid: True)
+    try:
+        assert reopened.sessions.feed(copy, 0, 1000) == (feed, None)
+    finally:
+        reopened.close()

@@ -305,3 +305,111 @@ def test_a_write_expecting_another_head_does_nothing(
         store.sessions.branch(session_id, None, store.leases, "t-other")
     assert caught.value.data["head"] == before.head
     assert store.sessions.get(session_id) == before
+
+
+async def test_a_log_rewritten_whole_is_found_by_its_anchor_and_not_without_the_key(
+    tmp_path: Path, db_path: Path
+) -> None:
+    from trellisd.processes import pid_alive
+    from trellisd.store.facade import AsyncStore
+
+    config = tmp_path / "config" / "trellisd"
+    store = await AsyncStore.open(db_path, pid_alive, config)
+    await store.leases.register()
+    session_id = (
+        await store.sessions.create("/work/project", "t", ProviderChoice(), None)
+    ).session_id
+    _, run_id, _ = await store.runs.begin(session_id, "what is true?", None)
+    truth = Step(1, "reply", "what is true?", "the truth", None, None, Tokens(1, 1, 0))
+    await store.runs.add_step(run_id, truth)
+    await store.runs.finish(run_id, "finished", None)
+    sound = await store.sessions.verify(session_id)
+    assert sound.ok and sound.verified and sound.anchored
+    key = config / "anchor.key"
+    assert (
+        oct(key.stat().st_mode & 0o777) == "0o600" and oct(config.stat().st_mode & 0o777) == "0o700"
+    )
+    assert not list(db_path.parent.glob("anchor*"))  # never beside the store
+
+    # Someone who can write the store edits the step and recomputes the whole log with
+    # trellisd's own code: every hash matches its row again.
+    con = raw(db_path)
+    with con:
+        con.execute("UPDATE step SET text = 'a lie' WHERE run_id = ?", (run_id,))
+        con.execute("DELETE FROM chain WHERE session_id = ?", (session_id,))
+        chain.build_session(con, session_id)
+    con.close()
+
+    rewritten = await store.sessions.verify(session_id)
+    assert not rewritten.ok and not rewritten.verified and rewritten.check == "anchor"
+    assert rewritten.anchored and rewritten.first_bad is not None
+    assert rewritten.first_bad.seq == sound.entries and "rewritten" in (rewritten.reason or "")
+    elsewhere = Store(db_path, pid_alive, tmp_path / "another machine")
+    try:  # without the key, the rewrite is not found: it is only not anchored
+        unanchored = elsewhere.verify(session_id)
+        assert unanchored.ok and unanchored.verified and not unanchored.anchored
+    finally:
+        elsewhere.close()
+    await store.close()
+
+
+async def test_the_anchor_follows_the_log_as_it_grows_and_branches(
+    tmp_path: Path, db_path: Path
+) -> None:
+    from trellisd.processes import pid_alive
+    from trellisd.store.facade import AsyncStore
+
+    store = await AsyncStore.open(db_path, pid_alive, tmp_path / "config" / "trellisd")
+    await store.leases.register()
+    session = await store.sessions.create("/work/project", "t", ProviderChoice(), None)
+    turns = []
+    for prompt in ("one", "two"):
+        turn_id, run_id, _ = await store.runs.begin(session.session_id, prompt, None)
+        await store.runs.add_event(run_id, "retry", None, {"attempt": 2})
+        await store.runs.finish(run_id, "finished", None)
+        turns.append(turn_id)
+        verdict = await store.sessions.verify(session.session_id)
+        assert verdict.ok and verdict.anchored
+    await store.sessions.branch(session.session_id, turns[0])
+    await store.sessions.rename(session.session_id, "renamed")
+    verdict = await store.sessions.verify(session.session_id)
+    assert verdict.ok and verdict.anchored and verdict.entries == 12
+    con = raw(db_path)  # the last entry taken back: the log ends before the signed head
+    with con:
+        con.execute("DELETE FROM chain WHERE session_id = ? AND seq = ?", (session.session_id, 12))
+        con.execute(
+            "UPDATE session SET title = 't', head_hash = (SELECT hash FROM chain WHERE"
+            " session_id = ?1 AND seq = 11) WHERE id = ?1",
+            (session.session_id,),
+        )
+    con.close()
+    verdict = await store.sessions.verify(session.session_id)
+    assert (
+        not verdict.ok
+        and verdict.check == "anchor"
+        and "ends before entry 12" in str(verdict.reason)
+    )
+    await store.sessions.delete(session.session_id)
+    anchors = apsw.Connection(str(tmp_path / "config" / "trellisd" / "anchors.db"))
+    assert anchors.execute("SELECT count(*) FROM anchor").fetchone() == (0,)
+    anchors.close()
+    await store.close()
+
+
+def test_a_key_others_can_read_anchors_nothing(tmp_path: Path, db_path: Path) -> None:
+    from trellisd.processes import pid_alive
+
+    config = tmp_path / "config" / "trellisd"
+    store = Store(db_path, pid_alive, config)
+    try:
+        session = store.sessions.create("/work/project", "t", ProviderChoice(), "d-1")
+        store.anchor()
+        assert store.verify(session.session_id).anchored
+        (config / "anchor.key").chmod(0o644)
+    finally:
+        store.close()
+    again = Store(db_path, pid_alive, config)
+    try:
+        assert not again.verify(session.session_id).anchored
+    finally:
+        again.close()

@@ -309,3 +309,49 @@ def test_delete_is_refused_while_a_turn_begun_here_runs(
     assert refused.value.data == {"sessionId": session_id, "turnId": turn_id}
     store.runs.finish(run_id, "finished")
     store.sessions.delete(session_id, store.leases)
+
+
+def test_a_fork_after_a_step_keeps_what_the_turn_committed_before_its_next_step(
+    store: Store, open_session: OpenSession
+) -> None:
+    origin = open_session().session_id
+    turn_id, run_id, _ = store.runs.begin(origin, "three steps")
+    store.runs.add_event(run_id, "model", None, {"model": "m"})
+    for n in (1, 2, 3):
+        if n == 3:
+            store.runs.add_event(run_id, "steered", 3, {"text": "faster"})
+        store.runs.add_step(run_id, Step(n, "reply", None, f"step {n}", None, None, Tokens()))
+    store.runs.finish(run_id, "paused")  # paused after its last step, then resumed
+    store.runs.resume(run_id)
+    store.runs.finish(run_id, "finished")
+    store.runs.add_event(run_id, "reverted", None, {"files": []})  # after its end
+
+    def cut(step: int) -> tuple[list[str], list[str], list[tuple[str, str | None]]]:
+        fork = store.sessions.fork(origin, turn_id, store.leases, step)
+        assert store.sessions.verify(fork.session_id).ok
+        copy = store.sessions.history(fork.session_id)[-1]
+        assert copy.outcome == "forked" and copy.turn_id == fork.head
+        steps = [s.text for s in store.runs.steps(copy.run_id)]
+        events = [e.kind for e in store.runs.events(copy.run_id)]
+        entries, _ = store.sessions.feed(fork.session_id, 0, 100)
+        fed = [(e.kind, e.outcome or (e.event.kind if e.event else None)) for e in entries]
+        return steps, events, fed
+
+    steps, events, fed = cut(2)
+    assert steps == ["step 1", "step 2"] and events == ["model"]
+    assert fed == [
+        ("turnStarted", None),
+        ("event", "model"),
+        ("step", None),
+        ("step", None),
+        ("turnEnded", "forked"),
+    ]
+    steps, events, fed = cut(3)  # every step, and what came before its first end
+    assert steps == ["step 1", "step 2", "step 3"] and events == ["model", "steered"]
+    assert fed[-2:] == [("step", None), ("turnEnded", "forked")]
+    steps, events, _ = cut(0)
+    assert steps == [] and events == ["model"]
+    with pytest.raises(InvalidParams) as past:
+        store.sessions.fork(origin, turn_id, store.leases, 4)
+    assert past.value.data == {"field": "step", "turnId": turn_id, "steps": 3}
+    assert store.sessions.history(origin)[-1].outcome == "finished"

@@ -78,6 +78,27 @@ async def test_cancellation_kills_the_process_group_then_propagates(tmp_path: Pa
     await gone(child, parent)
 
 
+async def test_a_cancel_asks_first_and_says_when_it_had_to_kill(tmp_path: Path) -> None:
+    told: list[tuple[str, tuple[str, ...]]] = []
+    context = ToolContext(tmp_path, killed=lambda tool, argv: told.append((tool, argv)))
+
+    async def cancel_once_running(script: str, pid_file: str) -> None:
+        task = asyncio.create_task(RunCommand().run({"argv": ["sh", "-c", script]}, context))
+        pid = await pid_from(tmp_path / pid_file)
+        task.cancel()  # as soon as it runs: it may still be being started here
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await gone(pid)
+
+    # It ends when asked (SIGTERM): nothing for a person to decide.
+    await cancel_once_running("echo $$ > polite.pid; exec sleep 30", "polite.pid")
+    assert told == []
+    # It ignores SIGTERM: killed after the grace, and said so.
+    stubborn = 'trap "" TERM; echo $$ > stubborn.pid; sleep 30'
+    await cancel_once_running(stubborn, "stubborn.pid")
+    assert told == [("run_command", ("sh", "-c", stubborn))]
+
+
 async def test_a_process_left_holding_the_output_is_killed(tmp_path: Path) -> None:
     # Were the tool to wait for the output to end, it would wait for the sleep: the safety
     # net ends the test long before.
@@ -180,6 +201,45 @@ async def test_commands_and_checks_do_not_see_the_daemons_secrets(
         assert "NPM_TOKEN=npm-let-through" in output
         assert "PLAIN_SETTING=plain-value" in output
         assert "PATH=" in output
+
+
+CREDENTIALS = {
+    "GH_PAT": "ghp-pat",
+    "DB_PASS": "db-pass",
+    "MYSQL_PWD": "mysql-pwd",
+    "SENTRY_DSN": "https://abc@o1.ingest.example/1",
+    "ANALYTICS_DSN": "dsn-value",
+    "DATABASE_URL": "postgres://app:db-url-pw@db.internal/app",
+    "REDIS_CACHE": "redis://:redis-pw@cache:6379/0",
+    "http_proxy": "http://proxy-user:proxy-pw@proxy:3128",
+    "HTTPS_PROXY": "http://proxy-token@proxy:3128",
+    "NPM_CONFIG__AUTH": "npm-auth",
+    "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+    "GCP_CREDENTIALS_FILE": "/secret/gcp.json",
+}
+HARMLESS = {
+    "DOCS_URL": "https://docs.example/guide",
+    "NO_PROXY": "localhost,127.0.0.1",
+    "GIT_AUTHOR_NAME": "A. Author",
+    "PAGER": "less",
+    "MAIL_FROM": "dev@example.org",
+}
+
+
+async def test_credentials_under_other_names_and_in_urls_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**CREDENTIALS, **HARMLESS}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRELLISD_PASS_ENV", "DB_PASS")
+    printed = await run(tmp_path, argv=["env"])
+    for name, value in CREDENTIALS.items():
+        if name != "DB_PASS":
+            assert value not in printed, name
+    assert "DB_PASS=db-pass" in printed
+    for name, value in HARMLESS.items():
+        assert f"{name}={value}" in printed
+    assert "PATH=" in printed
 
 
 async def test_background_processes_do_not_outlive_the_call(tmp_path: Path) -> None:
