@@ -300,6 +300,8 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
         raise ConfigError(f"{path}: line 1: not UTF-8 text ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(_toml_error(path, exc)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nests tables and arrays too deep to be read") from None
     try:
         parsed = structure(data, ConfigFile, "")
         for name, entry in parsed.prices.items():

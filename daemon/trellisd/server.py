@@ -478,6 +478,11 @@ class TrellisServer(LanguageServer):
             try:
                 message = loads(frame.text, object_hook=self.protocol.structure_message)
                 self.protocol.handle_message(message)
+            except RecursionError:
+                log.info("a frame nested too deep to be read")
+                self._answer_unidentified(
+                    -32700, "the frame nests arrays and objects too deep to be read"
+                )
             except Exception as exc:  # answered by report_server_error, never fatal
                 self.report_server_error(exc, JsonRpcException)
 

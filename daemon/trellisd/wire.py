@@ -46,6 +46,7 @@ from .records import (
 from .services.queue import Queued
 from .services.running import LiveCall
 from .store.chain import Verdict
+from .store.search import check_query
 from .tools.base import ActionKind
 from .vocabulary import FeedKind
 
@@ -154,6 +155,8 @@ class SessionList:
 
     def __attrs_post_init__(self) -> None:
         _within("limit", self.limit, 1, 1000)
+        if self.query is not None:
+            check_query(self.query)
 
 
 @attrs.frozen

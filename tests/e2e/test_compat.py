@@ -83,8 +83,13 @@ async def test_a_newer_store_is_left_byte_for_byte_as_it_was(
 
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-ONE_SCHEMA_OLDER = "c0bcbd4b274f07febe68b7c5787b78beb0e1bd5c"  # main at schema 15
-TWO_SCHEMAS_OLDER = "145a379ff48ca9dcd76b69dcbd0bae401819c2ec"  # main at schema 14
+OLDER_READERS = {
+    "one schema older": "948a2b26cdb081564aea5d085727b35d32050cf4",  # schema 17
+    "two schemas older": "55a308136fa274c4fe5a18c921597f071d65e5ec",  # schema 16
+    "three schemas older": "c0bcbd4b274f07febe68b7c5787b78beb0e1bd5c",  # schema 15
+}
+"""Builds from git history within this store's level: each reads what this build writes."""
+BEFORE_THE_LEVEL = "145a379ff48ca9dcd76b69dcbd0bae401819c2ec"  # schema 14: change entries unknown
 
 
 def older_build(commit: str, into: Path) -> dict[str, str]:
@@ -122,11 +127,12 @@ async def written_with_a_change(spawn: DaemonFactory, model: ModelServer, root: 
     return str(opened["sessionId"])
 
 
-async def test_a_build_one_schema_older_reads_this_builds_store_and_names_it_refusing_writes(
-    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+@pytest.mark.parametrize("older_reader", list(OLDER_READERS))
+async def test_an_older_build_reads_this_builds_store_and_names_it_refusing_writes(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path, older_reader: str
 ) -> None:
     session_id = await written_with_a_change(spawn, model, workspace)
-    older = await spawn(env=older_build(ONE_SCHEMA_OLDER, tmp_path / "older"))
+    older = await spawn(env=older_build(OLDER_READERS[older_reader], tmp_path / "older"))
     ask = older.protocol.send_request_async  # the older build answers its own schema
 
     info = await ask("session/list", {})
@@ -137,7 +143,7 @@ async def test_a_build_one_schema_older_reads_this_builds_store_and_names_it_ref
     await older.client.shutdown_session()
 
     assert [s["title"] for s in info["sessions"]] == ["kept"]
-    assert [t["reply"] for t in history["turns"]] == ["Writing. Done."]
+    assert [t["prompt"] for t in history["turns"]] == ["write notes"]
     assert verdict["ok"] is True
     assert refused.value.code == -32040
     assert f"was written by trellisd {build()} (schema {len(migrations.MIGRATIONS)})" in (
@@ -146,13 +152,13 @@ async def test_a_build_one_schema_older_reads_this_builds_store_and_names_it_ref
     assert refused.value.data["writtenBy"] == build() != "0.1.0"
 
 
-async def test_a_build_two_schemas_older_is_refused_the_store_untouched(
+async def test_a_build_before_the_stores_level_is_refused_the_store_untouched(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
     await written_with_a_change(spawn, model, workspace)
     db = tmp_path / "store" / "trellisd.db"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
-    older = await spawn(env=older_build(TWO_SCHEMAS_OLDER, tmp_path / "older"))
+    older = await spawn(env=older_build(BEFORE_THE_LEVEL, tmp_path / "older"))
 
     with pytest.raises(JsonRpcException) as refused:
         await older.protocol.send_request_async("session/list", {})

@@ -11,6 +11,12 @@ A turn that names no ``maxSteps`` takes at most ``TRELLISD_MAX_STEPS`` steps (10
 so a model that never stops calling tools cannot run a turn forever. A tool call without a
 tool name is answered with an error the model is told once; a second one ends the turn
 ``error``.
+
+One model call may stream at most ``TurnPlan.max_step_text`` characters of text
+(``STEP_LIMIT``, 16 MiB): past it the call is ended, the text so far is committed as an ``error``
+step and the turn ends ``error`` saying so (the provider caps its tool calls the same way). The
+stream is closed as soon as the loop stops reading it, however it stops (the end, an error, a
+cancel), so nothing more of it is read.
 """
 
 from __future__ import annotations
@@ -18,22 +24,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..providers.base import (
+    STEP_LIMIT,
     Message,
     ModelRequest,
     Provider,
     ProviderError,
+    ProviderEvent,
     Retrying,
     Stop,
     TextDelta,
     ToolCallRequested,
     ToolSpec,
     Usage,
+    size_words,
 )
 from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
@@ -41,6 +50,7 @@ from ..vocabulary import CallStatus, Outcome
 from .activity import Quiet, ToolActivity, abandon, running
 from .budget import BudgetExhausted
 from .compaction import NOTHING_TO_COMPACT, TOO_LONG_AGAIN, ContextKeeper
+from .pieces import Pieces
 from .steering import STEER_NOTE, Steer, SteerInbox
 
 log = logging.getLogger(__name__)
@@ -138,6 +148,7 @@ class TurnPlan:
     pause: Callable[[], bool] | None = None  # asked at each step boundary: stop here?
     activity: ToolActivity = field(default_factory=Quiet)  # told of tool calls as they happen
     keeper: ContextKeeper | None = None  # keeps the requests inside the model's window
+    max_step_text: int = STEP_LIMIT  # the most text one model call may stream, in characters
 
 
 @dataclass
@@ -151,13 +162,13 @@ class _Streamed:
     """What one model call has produced so far."""
 
     def __init__(self) -> None:
-        self.pieces: list[str] = []
+        self.pieces = Pieces()
         self.calls: list[ToolCall] = []
         self.usage = Usage(None, None, None)
 
     @property
     def text(self) -> str:
-        return "".join(self.pieces)
+        return self.pieces.text()
 
     @property
     def tokens(self) -> Tokens:
@@ -198,22 +209,11 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             if plan.keeper is not None and await plan.keeper.fit(messages, specs, number, commit):
                 number += 1  # the compaction took this step; the call takes the next
             request = ModelRequest(messages, specs, plan.temperature, plan.max_tokens)
-            async for event in plan.provider.stream(request):
-                if isinstance(event, TextDelta):
-                    streamed.pieces.append(event.text)
-                    sink.token(number, event.text)
-                elif isinstance(event, ToolCallRequested):
-                    streamed.calls.append(event.call)
-                elif isinstance(event, Usage):
-                    streamed.usage = event
-                elif isinstance(event, Retrying):
-                    await recorder.add_event(
-                        "retry",
-                        number,
-                        {"attempt": event.attempt, "delay": event.delay, "reason": event.reason},
-                    )
-                elif isinstance(event, Stop):
-                    pass
+            stream = plan.provider.stream(request)
+            try:
+                await _read(stream, streamed, plan.max_step_text, number, recorder, sink)
+            finally:
+                await _close(stream)
             if plan.keeper is not None:
                 await plan.keeper.reported(len(messages), streamed.usage, number)
             overflowed = False
@@ -290,6 +290,47 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             plan.activity.call(number, call, status)
             await commit(Step(number, "tool", prompt_here, text_here, call, result, tokens_here))
             messages.append(Message("tool", result, tool_call_id=call.id))
+
+
+async def _read(
+    stream: AsyncIterator[ProviderEvent],
+    streamed: _Streamed,
+    limit: int,
+    number: int,
+    recorder: RunRecorder,
+    sink: TurnSink,
+) -> None:
+    """Take one model call's events into ``streamed``; a ``ProviderError`` once its text
+    goes past ``limit`` characters."""
+    pieces = streamed.pieces
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            if pieces.size + len(event.text) > limit:
+                raise ProviderError(
+                    f"the model's reply in one step went past {size_words(limit)} of text;"
+                    " the call was ended to bound the memory it may take"
+                )
+            pieces.add(event.text)
+            sink.token(number, event.text)
+        elif isinstance(event, ToolCallRequested):
+            streamed.calls.append(event.call)
+        elif isinstance(event, Usage):
+            streamed.usage = event
+        elif isinstance(event, Retrying):
+            await recorder.add_event(
+                "retry",
+                number,
+                {"attempt": event.attempt, "delay": event.delay, "reason": event.reason},
+            )
+        elif isinstance(event, Stop):
+            pass
+
+
+async def _close(stream: AsyncIterator[ProviderEvent]) -> None:
+    """Close the model call's stream (and with it the connection) when it has a way to."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
 
 
 async def _deliver(

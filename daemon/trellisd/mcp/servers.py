@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..convert import structure
 from ..errors import InvalidParams
+from ..oneline import summary_line
 from ..policy.load import PROJECT_FILE, read_project_file
 from ..tools.base import ToolFailure
 from ..vocabulary import Decision
@@ -157,7 +158,9 @@ class SessionServers:
         request = {
             "tool": "start_mcp_server",
             "arguments": {"server": spec.name, what: spec.command_line},
-            "summary": f"{PROJECT_FILE} wants to start MCP server {spec.name}: {spec.command_line}",
+            "summary": summary_line(
+                f"{PROJECT_FILE} wants to start MCP server {spec.name}: {spec.command_line}"
+            ),
             "mcp": {"server": spec.name, "source": "project", "start": spec.command_line},
         }
         decision = await ask(request)

@@ -4,7 +4,8 @@
    layer named ``default`` allowing reads of ``**``, writes of ``**`` and commands ``*``,
    with approval ``ask``, so writes and commands wait for the user's answer.
 2. The project's ``.trellisd.toml`` at the session root, if there is one (at most
-   ``MAX_PROJECT_FILE_BYTES``): its ``[[layers]]`` (same keys as the wire shape) go on top
+   ``MAX_PROJECT_FILE_BYTES``, tables and arrays nested at most ``MAX_PROJECT_FILE_DEPTH``
+   deep): its ``[[layers]]`` (same keys as the wire shape) go on top
    of the default, and its top-level ``approval`` replaces the default's only if it is
    stricter (``all`` < ``ask`` < ``never``). The file comes with the folder, often from
    someone else's repository, so it may add deny rules and tighten approval but never
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 PROJECT_FILE = ".trellisd.toml"
 MAX_PROJECT_FILE_BYTES = 1024 * 1024
+MAX_PROJECT_FILE_DEPTH = 64  # tables and arrays nested deeper are refused
 
 DEFAULT_POLICY = Policy(
     (Layer("default", allow_read=("**",), allow_write=("**",), allow_exec=("*",)),),
@@ -106,8 +108,34 @@ def read_project_file(root: Path) -> dict[str, Any] | None:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidParams(f"{path} is not valid TOML: {exc}", file=str(path)) from exc
+    except RecursionError:
+        data = None  # nested past what Python can read: past the limit, too
     except OSError as exc:
         raise InvalidParams(
             f"{path} cannot be read: {exc.strerror or exc}", file=str(path)
         ) from exc
+    if data is None or nesting(data) > MAX_PROJECT_FILE_DEPTH:
+        raise InvalidParams(
+            f"{path} nests tables and arrays more than {MAX_PROJECT_FILE_DEPTH} deep;"
+            " a policy file this deep is not read",
+            file=str(path),
+        )
     return data
+
+
+def nesting(value: Any) -> int:
+    """How deep tables and arrays nest in ``value`` (a scalar is 0), counted without
+    recursion, so that no depth can exhaust the stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest

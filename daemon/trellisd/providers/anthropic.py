@@ -30,7 +30,7 @@ from .base import (
     Usage,
     says_too_long,
 )
-from .calls import PartialCall, as_object, parameters_schema
+from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
 from .http import Endpoint, HttpSettings
 from .models import stated_window
 from .sse import ServerSentEvent
@@ -49,6 +49,8 @@ STOP_REASONS = {
 }
 RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 QUIET_DELTAS = frozenset({"thinking_delta", "signature_delta", "citations_delta"})
+UNKNOWN_LOGGED = 16  # unknown event types of one response named in the log; others quietly
+MALFORMED_LOGGED = 3  # malformed events of one response logged; the others are skipped quietly
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -171,10 +173,12 @@ class MessagesDecoder:
     def __init__(self, http: HttpSettings) -> None:
         self.http = http
         self.tool_blocks: dict[int, PartialCall] = {}
+        self.taken = CallBytes(http.step_limit)
         self.stop_reason: str | None = None
         self.done = False
         self.figures: dict[str, int] = {}
         self.unknown: set[str] = set()
+        self.malformed = 0
 
     @property
     def complete(self) -> bool:
@@ -186,23 +190,28 @@ class MessagesDecoder:
         try:
             data = json.loads(sse.data)
         except ValueError:
-            log.warning(
-                "skipping a malformed event from %s: %s",
-                self.http.base_url,
-                self.http.redact(sse.data[:200]),
-            )
+            self._skip("a malformed event", sse.data)
             return []
         if not isinstance(data, dict):
-            log.warning("skipping an event that is not an object from %s", self.http.base_url)
+            self._skip("an event that is not an object", sse.data)
             return []
         kind = sse.event if sse.event != "message" else str(data.get("type", ""))
         handler = _HANDLERS.get(kind)
         if handler is None:
-            if kind not in self.unknown:
+            kind = kind[:100]
+            if len(self.unknown) < UNKNOWN_LOGGED and kind not in self.unknown:
                 self.unknown.add(kind)
                 log.warning("skipping events of unknown type %r from %s", kind, self.http.base_url)
             return []
         return handler(self, data)
+
+    def _skip(self, what: str, data: str) -> None:
+        """Log the first few events skipped; a stream of them costs no log line each."""
+        self.malformed += 1
+        if self.malformed <= MALFORMED_LOGGED:
+            log.warning(
+                "skipping %s from %s: %s", what, self.http.base_url, self.http.redact(data[:200])
+            )
 
     def _message_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
         message = as_object(data.get("message"))
@@ -212,9 +221,13 @@ class MessagesDecoder:
     def _block_start(self, data: dict[str, Any]) -> list[ProviderEvent]:
         block = as_object(data.get("content_block"))
         if block.get("type") == "tool_use":
-            call = PartialCall(id=str(block.get("id") or ""), name=str(block.get("name") or ""))
+            call = PartialCall(id=str(block.get("id") or ""))
+            call.add_name(str(block.get("name") or ""))
+            self.taken.take(CALL_COST + len(call.name))
             if isinstance(block.get("input"), dict) and block["input"]:
-                call.arguments = json.dumps(block["input"])
+                text = json.dumps(block["input"])
+                self.taken.take(len(text))
+                call.replace(text)
             self.tool_blocks[_index(data)] = call
         elif block.get("type") == "text" and block.get("text"):
             return [TextDelta(str(block["text"]))]
@@ -229,7 +242,8 @@ class MessagesDecoder:
         if kind == "input_json_delta":
             call = self.tool_blocks.get(_index(data))
             if call is not None and isinstance(delta.get("partial_json"), str):
-                call.arguments += delta["partial_json"]
+                self.taken.take(len(delta["partial_json"]))
+                call.add(delta["partial_json"])
             return []
         if kind not in QUIET_DELTAS:
             log.debug("ignoring a %s delta from %s", kind, self.http.base_url)

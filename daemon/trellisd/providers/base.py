@@ -12,6 +12,11 @@ from typing import Any, Literal, Protocol
 
 from ..records import ToolCall
 
+STEP_LIMIT = 16 * 1024 * 1024
+"""The most one model call (a step) may stream of text, and of tool calls (their names and
+arguments), counted in characters: past either, the call is ended and the turn ends ``error``
+(the agent loop caps the text, ``calls.CallBytes`` the tool calls)."""
+
 
 @dataclass(frozen=True)
 class Message:
@@ -120,6 +125,14 @@ def says_too_long(text: str) -> bool:
     """Whether a provider's words about a failed request say it was too long for the model."""
     lowered = text.lower()
     return any(words in lowered for words in TOO_LONG_WORDS)
+
+
+def size_words(count: int) -> str:
+    """``count`` characters (or bytes) as a person reads it: ``16 MiB``, ``512 KiB``, ``900``."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count:,} characters"
 
 
 class Provider(Protocol):

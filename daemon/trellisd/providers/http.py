@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..config import DEFAULT_MAX_RETRIES, DEFAULT_READ_TIMEOUT, DEFAULT_RETRY_BUDGET
-from .base import ProviderError, ProviderEvent, Retrying, says_too_long
+from .base import STEP_LIMIT, ProviderError, ProviderEvent, Retrying, says_too_long
 from .retry import Backoff, retry_after, retryable_status
 from .sse import (
     MAX_EVENT_BYTES,
@@ -63,7 +63,8 @@ class HttpSettings:
     ``key_source`` names where the key came from (a variable, or a client's override);
     ``key_hint`` names where one could be set, for the message when none was.
     ``connect_retries`` caps retries of a refused connection, below ``max_retries``.
-    ``max_event_bytes`` caps a line and an event of the stream (see ``sse``).
+    ``max_event_bytes`` caps a line and an event of the stream (see ``sse``);
+    ``step_limit`` what the tool calls of one response may take (see ``calls``).
     """
 
     base_url: str
@@ -78,6 +79,7 @@ class HttpSettings:
     connect_retries: int = 1
     backoff: Backoff = Backoff()
     max_event_bytes: int = MAX_EVENT_BYTES
+    step_limit: int = STEP_LIMIT
 
     def timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.read_timeout, connect=self.connect_timeout)

@@ -27,7 +27,7 @@ from .base import (
     Usage,
     says_too_long,
 )
-from .calls import PartialCall, as_object, parameters_schema
+from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
 from .http import Endpoint, HttpSettings
 from .models import stated_window
 from .retry import retryable_status
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 _parse = (
     json.JSONDecoder().raw_decode
 )  # a chunk's JSON and where it ends, without json.loads' checks
+MALFORMED_LOGGED = 3  # malformed events of one response logged; the others are skipped quietly
 
 
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -144,9 +145,11 @@ class ChatDecoder:
     def __init__(self, http: HttpSettings) -> None:
         self.http = http
         self.calls: dict[int, PartialCall] = {}
+        self.taken = CallBytes(http.step_limit)
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
+        self.malformed = 0
 
     @property
     def complete(self) -> bool:
@@ -166,14 +169,10 @@ class ChatDecoder:
             if end != len(data) and data[end:].strip():
                 raise ValueError("text after the JSON value")
         except ValueError:
-            log.warning(
-                "skipping a malformed event from %s: %s",
-                self.http.base_url,
-                self.http.redact(data[:200]),
-            )
+            self._skip("a malformed event", data)
             return []
         if type(chunk) is not dict:
-            log.warning("skipping an event that is not an object from %s", self.http.base_url)
+            self._skip("an event that is not an object", data)
             return []
         if sse.event == "error" or chunk.get("error"):
             raise _stream_error(chunk.get("error") or chunk, self.http)
@@ -211,7 +210,19 @@ class ChatDecoder:
                 index = max(self.calls, default=-1) + 1
             else:
                 index = max(self.calls)
-        _add_piece(self.calls.setdefault(index, PartialCall()), part)
+        call = self.calls.get(index)
+        if call is None:
+            self.taken.take(CALL_COST)
+            call = self.calls[index] = PartialCall()
+        _add_piece(call, part, self.taken)
+
+    def _skip(self, what: str, data: str) -> None:
+        """Log the first few events skipped; a stream of them costs no log line each."""
+        self.malformed += 1
+        if self.malformed <= MALFORMED_LOGGED:
+            log.warning(
+                "skipping %s from %s: %s", what, self.http.base_url, self.http.redact(data[:200])
+            )
 
     def close(self) -> list[ProviderEvent]:
         events: list[ProviderEvent] = [
@@ -225,19 +236,23 @@ class ChatDecoder:
         return events
 
 
-def _add_piece(call: PartialCall, part: dict[str, Any]) -> None:
+def _add_piece(call: PartialCall, part: dict[str, Any], taken: CallBytes) -> None:
     if isinstance(part.get("id"), str) and part["id"]:
         call.id = part["id"]
     function = as_object(part.get("function"))
     name = function.get("name")
     # The name comes once; some servers repeat it in every piece.
     if isinstance(name, str) and name and name != call.name:
-        call.name += name
+        taken.take(len(name))
+        call.add_name(name)
     arguments = function.get("arguments")
     if isinstance(arguments, dict):  # a few servers send the object itself
-        call.arguments = json.dumps(arguments)
+        text = json.dumps(arguments)
+        taken.take(len(text))
+        call.replace(text)
     elif isinstance(arguments, str):
-        call.arguments += arguments
+        taken.take(len(arguments))
+        call.add(arguments)
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

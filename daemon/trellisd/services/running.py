@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..agent.pieces import Pieces
 from ..agent.steering import SteerInbox
 from ..errors import Conflict
 from ..records import TurnRef
@@ -45,7 +46,7 @@ class RunningTurn:
     # The step being streamed and its text so far, for a window that reopens the session
     # mid-turn: kept in memory only, a step's text at most.
     step: int | None = None
-    _pieces: list[str] = field(default_factory=list)
+    _pieces: Pieces = field(default_factory=Pieces)
     calls: dict[str, LiveCall] = field(default_factory=dict)
     done: int = 0  # the last step committed
     killed: tuple[str, tuple[str, ...]] | None = None  # a program its cancel had to kill
@@ -59,13 +60,13 @@ class RunningTurn:
 
     def streamed(self, step: int, text: str) -> None:
         if step != self.step:
-            self.step, self._pieces = step, []
-        self._pieces.append(text)
+            self.step, self._pieces = step, Pieces()
+        self._pieces.add(text)
 
     def committed(self, step: int) -> None:
         """Step ``step`` is committed (in the history now): nothing streams, and its calls
         and those before it are in ``run/steps``."""
-        self.step, self._pieces = None, []
+        self.step, self._pieces = None, Pieces()
         self.done = max(self.done, step)
         for call_id in [c.call_id for c in self.calls.values() if c.step <= step]:
             del self.calls[call_id]
@@ -85,9 +86,7 @@ class RunningTurn:
             live.output.append(text)
 
     def text(self) -> str:
-        if len(self._pieces) > 1:
-            self._pieces[:] = ["".join(self._pieces)]
-        return self._pieces[0] if self._pieces else ""
+        return self._pieces.text()
 
 
 class Running:

@@ -4,12 +4,12 @@ turn's check, the recorder of its steps, and the sink that tells the editor."""
 from __future__ import annotations
 
 import shlex
-import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..agent.steering import Steer
+from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import Action
@@ -20,26 +20,6 @@ from .queue import Queued
 
 CHECK_TIMEOUT_SECONDS = 600.0
 CHECK_OUTPUT_CHARS = 4000
-SUMMARY_CHARS = 500
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def summary_line(text: str, limit: int = SUMMARY_CHARS) -> str:
-    """``text`` as one line that shows all it holds: line breaks, other control characters
-    and invisible format characters (bidi overrides, zero-width spaces) are written as
-    escapes, so no part of a command can hide from the person asked to approve it."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs"):
-            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
-        else:
-            out.append(ch)
-    line = "".join(out)
-    if len(line) > limit:
-        line = f"{line[:limit]}… ({len(line) - limit} more characters)"
-    return line
 
 
 class Notifier(Protocol):

@@ -415,6 +415,10 @@ class _Lines:
             record = json.loads(raw)
         except ValueError:
             record = None
+        except RecursionError:
+            raise self.refuse(
+                "json", "the line nests arrays and objects too deep to be read"
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             if foreign:
                 raise self.refuse("format", "this is not a trellisd session file")

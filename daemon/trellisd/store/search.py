@@ -9,6 +9,10 @@ session matches when all the words appear in its title or in one of its turns; t
 matching row (bm25, a title counting four times a turn) is its match and ranks it. Only the
 newest ``DEPTH`` matching turns and titles are ranked, so that a word found everywhere costs
 no more than a rare one.
+
+A query holds at most ``MAX_QUERY_WORDS`` words and ``MAX_QUERY_BYTES`` bytes (``check_query``),
+and a search still running after ``SEARCH_BUDGET`` seconds is interrupted (SQLite's progress
+handler): the store is one connection that every window waits on, so no query may hold it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -34,6 +40,10 @@ DEPTH = 5_000
 a search takes the same time however common its words are."""
 MIN_PREFIX = 2  # the index keeps prefixes of 2 and 3 characters (migration 6)
 MARK_START, MARK_END, ELLIPSIS = "\u00ab", "\u00bb", "\u2026"
+MAX_QUERY_WORDS = 64
+MAX_QUERY_BYTES = 4096
+SEARCH_BUDGET = 5.0  # seconds a search may run before it is interrupted
+PROGRESS_STEPS = 1000  # SQLite instructions between two looks at the clock
 _RANK = "bm25(search, 4.0, 1.0, 1.0)"
 _COLUMNS = ", ".join(f"s.{column}" for column in SESSION_COLUMNS.split(", "))
 # A hit's columns after the session's: its turn count, the turn that matched, the search row,
@@ -41,25 +51,51 @@ _COLUMNS = ", ".join(f"s.{column}" for column in SESSION_COLUMNS.split(", "))
 _COUNT, _TURN, _HIT, _SCORE = range(AFTER_SESSION, AFTER_SESSION + 4)
 
 
-def fts_query(text: str) -> str:
-    """A person's words as an FTS5 query that cannot be a syntax error."""
+def check_query(text: str) -> list[str]:
+    """The words of a query; ``InvalidParams`` (field ``query``) for one that holds none, more
+    than ``MAX_QUERY_WORDS`` or ``MAX_QUERY_BYTES``, or text that is not Unicode (a lone
+    surrogate, which JSON's ``\\ud800`` can carry)."""
+    limits = f"at most {MAX_QUERY_WORDS} words and {MAX_QUERY_BYTES // 1024} KiB"
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidParams(
+            "query is not valid Unicode text: it holds a lone surrogate", field="query"
+        ) from None
+    if size > MAX_QUERY_BYTES:
+        raise InvalidParams(f"query must be {limits}, not {size:,} bytes", field="query")
     words = "".join(c if c >= " " else " " for c in text).split()  # no NUL reaches FTS5
     if not words:
         raise InvalidParams("query must hold at least one word", field="query")
+    if len(words) > MAX_QUERY_WORDS:
+        raise InvalidParams(f"query must be {limits}, not {len(words)} words", field="query")
+    return words
+
+
+def fts_query(text: str) -> str:
+    """A person's words as an FTS5 query that cannot be a syntax error."""
+    words = check_query(text)
     quoted = ['"' + word.replace('"', '""') + '"' for word in words]
     prefix = "*" if len(words[-1]) >= MIN_PREFIX else ""
     return " ".join(quoted) + prefix
 
 
 class Search:
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self,
+        db: Database,
+        budget: float = SEARCH_BUDGET,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.db = db
+        self.budget, self.clock = budget, clock
 
     def page(
         self, query: str, root: str | None, limit: int, cursor: str | None, depth: int = DEPTH
     ) -> tuple[list[SessionSummary], str | None]:
         """The sessions matching ``query``, best first, ``limit`` at a time; of the turns
-        (and titles) it is found in, the newest ``depth`` are ranked."""
+        (and titles) it is found in, the newest ``depth`` are ranked. ``InvalidParams`` when
+        the search runs past the budget."""
         match = fts_query(query)
         where: list[str] = []
         args: list[Any] = [match, depth]
@@ -91,19 +127,29 @@ class Search:
             + " ORDER BY best.score, s.id LIMIT ?"
         )
         with self.db.read() as con:
+            deadline = self.clock() + self.budget
+            con.setprogresshandler(lambda: self.clock() > deadline, PROGRESS_STEPS)
             try:
                 rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
+                texts: dict[int, tuple[str, ...]] = {
+                    int(row[_HIT]): tuple(
+                        con.execute(
+                            "SELECT title, prompt, reply FROM search WHERE rowid = ?", (row[_HIT],)
+                        ).fetchone()
+                        or ()
+                    )
+                    for row in rows[:limit]
+                }
+            except apsw.InterruptError as exc:
+                raise InvalidParams(
+                    f"the search took longer than {self.budget:g} s and was stopped, so that"
+                    " the store stays free for other requests: search for fewer or rarer words",
+                    field="query",
+                ) from exc
             except apsw.SQLError as exc:  # not expected of a quoted query; named if it is
                 raise InvalidParams(f"query cannot be searched: {exc}", field="query") from exc
-            texts: dict[int, tuple[str, ...]] = {
-                int(row[_HIT]): tuple(
-                    con.execute(
-                        "SELECT title, prompt, reply FROM search WHERE rowid = ?", (row[_HIT],)
-                    ).fetchone()
-                    or ()
-                )
-                for row in rows[:limit]
-            }
+            finally:
+                con.setprogresshandler(None)
             found = {
                 row[0]: with_recovery(con, _session(row, pinned(con, row[0])))
                 for row in rows[:limit]

@@ -507,3 +507,47 @@ async def test_a_reply_ends_the_turn_even_when_a_pause_is_asked(tmp_path: Path) 
     journal = Journal()
     end = await run_turn(plan(provider, tmp_path, pause=lambda: True), journal, journal, "hi")
     assert end.outcome == "finished"
+
+
+class Flood:
+    """A model call that streams ``piece`` without end, and says when it was closed."""
+
+    name = "flood"
+    model = "endless-model"
+
+    def __init__(self, piece: str) -> None:
+        self.piece = piece
+        self.sent = 0
+        self.closed = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        try:
+            while True:
+                self.sent += 1
+                yield TextDelta(self.piece)
+        finally:
+            self.closed = True
+
+
+async def test_a_reply_past_the_step_limit_ends_the_turn_error_and_closes_the_stream(
+    tmp_path: Path,
+) -> None:
+    provider = Flood("abcd")
+    journal = Journal()
+
+    end = await run_turn(
+        plan(provider, tmp_path, max_step_text=4096),
+        journal,
+        journal,
+        "say it all",  # type: ignore[arg-type]
+    )
+
+    assert end.outcome == "error"
+    assert end.error == (
+        "the model's reply in one step went past 4 KiB of text; the call was ended to bound the"
+        " memory it may take"
+    )
+    assert journal.steps == [Step(1, "error", "say it all", "abcd" * 1024, None, None, UNKNOWN)]
+    assert provider.closed and provider.sent == 1025
+    tokens = [entry for entry in journal.log if entry[0] == "token"]
+    assert len(tokens) == 1024

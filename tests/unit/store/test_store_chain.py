@@ -413,3 +413,25 @@ def test_a_key_others_can_read_anchors_nothing(tmp_path: Path, db_path: Path) ->
         assert not again.verify(session.session_id).anchored
     finally:
         again.close()
+
+
+def test_an_entry_of_a_kind_a_later_build_writes_is_checked_by_its_hash_alone(
+    store: Store, db_path: Path, kept: tuple[str, str, str]
+) -> None:
+    """What a newer build adds to a log keeps this build verifying it, and an edit to such an
+    entry is still found."""
+    session_id, _, _ = kept
+    con = raw(db_path)
+    with con:
+        chain.record_state(con, session_id, "later_kind", session_id, {"what": "new"})
+    assert store.sessions.verify(session_id).ok
+
+    with con:
+        con.execute(
+            "UPDATE chain SET body = ? WHERE session_id = ? AND kind = 'later_kind'",
+            (b'{"what":"edited"}', session_id),
+        )
+    verdict = store.sessions.verify(session_id)
+    assert not verdict.ok and verdict.first_bad is not None
+    assert verdict.first_bad.kind == "later_kind"
+    con.close()

@@ -13,6 +13,7 @@ from trellisd.processes import pid_alive
 from trellisd.records import SessionSummary, Step, Tokens
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS
+from trellisd.store.search import Search
 
 
 def found(store: Store, query: str, root: str | None = None) -> list[str]:
@@ -157,3 +158,48 @@ def test_of_a_word_found_everywhere_the_newest_turns_are_ranked(
     assert sorted(found(store, "build")) == [f"session {n}" for n in range(4)]
     newest = store.search.page("build", None, 10, None, depth=2)[0]
     assert sorted(s.session.title for s in newest) == ["session 2", "session 3"]
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        (" ".join(["word"] * 65), "query must be at most 64 words and 4 KiB, not 65 words"),
+        ("w" * 4097, "query must be at most 64 words and 4 KiB, not 4,097 bytes"),
+        ("é" * 2049, "query must be at most 64 words and 4 KiB, not 4,098 bytes"),
+        ("a\ud800b", "query is not valid Unicode text: it holds a lone surrogate"),
+    ],
+)
+def test_a_query_past_the_limits_is_refused_before_it_is_searched(
+    store: Store, query: str, says: str
+) -> None:
+    with pytest.raises(InvalidParams) as caught:
+        store.search.page(query, None, 10, None)
+    assert caught.value.message == says
+    assert caught.value.data == {"field": "query"}
+
+
+def test_a_query_at_the_limits_is_searched(store: Store, open_session: OpenSession) -> None:
+    open_session(title="word")
+    assert found(store, " ".join(["word"] * 64)) == ["word"]
+    assert found(store, "word " + "w" * (4096 - 5)) == []
+
+
+def test_a_search_past_its_time_budget_is_stopped_and_the_store_serves_on(
+    store: Store, open_session: OpenSession, take_turn: TakeTurn
+) -> None:
+    for n in range(40):
+        session = open_session(title=f"session {n} about parsers")
+        take_turn(session.session_id, f"parse the parser of module {n}")
+    ticks = iter(range(0, 10**9, 10))  # each look at the clock finds 10 s gone by
+    slow = Search(store.db, budget=5.0, clock=lambda: float(next(ticks)))
+
+    with pytest.raises(InvalidParams) as caught:
+        slow.page("parser", None, 10, None)
+
+    assert caught.value.message == (
+        "the search took longer than 5 s and was stopped, so that the store stays free for other"
+        " requests: search for fewer or rarer words"
+    )
+    assert caught.value.data == {"field": "query"}
+    # The connection is left as it was: the next search (with time to spare) answers.
+    assert len(store.search.page("parser", None, 100, None)[0]) == 40
