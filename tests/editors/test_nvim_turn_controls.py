@@ -1,8 +1,10 @@
-"""Pins in real headless Neovims (0.7 and 0.11) against the real daemon."""
+"""Pins, a fork after a step and a followed turn's end in real headless Neovims (0.7 and
+0.11) against the real daemon."""
 
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,17 @@ except ImportError:  # tests/editors is not a package
 pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
 
 Start = Callable[..., fx.Editor]
+
+# Every daemon.request the plugin makes, by method, in T.requests.
+COUNT_REQUESTS = """
+local daemon = require("trellisd.daemon")
+local request = daemon.request
+T.requests = {}
+daemon.request = function(method, params, cb)
+  table.insert(T.requests, method)
+  return request(method, params, cb)
+end
+"""
 
 
 @pytest.fixture(params=sorted(fx.NVIMS))
@@ -55,6 +68,28 @@ def open_tree_at(ed: fx.Editor, prefix: str) -> None:
     ed.lua("vim.api.nvim_win_set_cursor(0, { ..., 0 })", row)
 
 
+def test_a_follower_finishes_a_turn_another_editor_started_when_the_daemon_says_it_ended(
+    start: Start, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    script = [{"text": "Counting: one two three four five.", "holdAfter": 2, "holdFile": str(go)}]
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    first = start(script=script, shared=runtime)
+    second = start(script=script, shared=runtime)
+    first.command("Trellis count for me")
+    first.wait_text("Counting")
+    second.lua(COUNT_REQUESTS)
+    second.will_pick("")
+    second.command("TrellisSessions")
+    second.wait_text("### You\ncount for me")
+    assert second.current()["running"]  # type: ignore[index]
+    go.touch()
+    second.wait_idle()
+    text = second.wait_text("four five.", "*finished · ")
+    assert text.count("*finished · ") == 1, text
+    assert "session/history" not in second.lua("return T.requests"), "no reading of the history"
+
+
 def test_p_in_the_tree_pins_a_turn_the_daemon_keeps_pinned(start: Start) -> None:
     ed = start(script=[{"text": "First answer."}, {"text": "Second answer."}])
     ed.command("Trellis first question")
@@ -75,3 +110,26 @@ def test_p_in_the_tree_pins_a_turn_the_daemon_keeps_pinned(start: Start) -> None
     assert "[pinned]" in tree_line(other, "● first question")
     other.nvim.input("p")
     other.wait_for(lambda: "[pinned]" not in tree_line(other, "● first question"), "the unpin")
+
+
+def test_f_in_the_tree_forks_after_a_step_and_opens_the_fork(start: Start) -> None:
+    ed = start(
+        script=[
+            {"text": "Let me look.", "tool": "list_dir", "arguments": {"path": "."}},
+            {"text": "It is an empty project."},
+        ]
+    )
+    ed.command("Trellis what is here?")
+    ed.wait_idle()
+    origin = ed.current()["sessionId"]  # type: ignore[index]
+    open_tree_at(ed, "● what is here?")
+    ed.will_pick("after step 1")
+    ed.nvim.input("F")
+    ed.wait_for(lambda: ed.current()["sessionId"] != origin, "the fork to open")  # type: ignore[index]
+    text = ed.wait_text("forked from", "Let me look.", "*forked")
+    assert "It is an empty project." not in text, text
+    asked = ed.asked()[-1]
+    assert asked["items"][:2] == [
+        "before the first step: the prompt only",
+        "after step 1: list_dir .",
+    ]

@@ -89,6 +89,7 @@ export const OUTCOMES = [
   'success',
   'failure',
   'paused',
+  'forked',
 ] as const;
 
 export type Outcome = (typeof OUTCOMES)[number] | string;
