@@ -133,3 +133,31 @@ def test_f_in_the_tree_forks_after_a_step_and_opens_the_fork(start: Start) -> No
         "before the first step: the prompt only",
         "after step 1: list_dir .",
     ]
+
+
+STUBBORN = ["sh", "-c", 'trap "" TERM; echo migrating; sleep 300']
+"""A command that ignores SIGTERM (so does the sleep it starts): only a kill ends it."""
+
+
+def test_a_command_killed_by_a_cancel_asks_keep_or_revert_and_the_next_prompt_then_runs(
+    start: Start,
+) -> None:
+    ed = start(
+        script=[
+            {"text": "Migrating.", "tool": "run_command", "arguments": {"argv": STUBBORN}},
+            {"text": "Next turn, on a checked workspace."},
+        ]
+    )
+    ed.will_pick("Allow once")
+    ed.command("Trellis migrate the database")
+    ed.wait_text("│ migrating")  # its output: the trap is set
+    ed.will_pick("Keep the files as they are")
+    ed.command("TrellisCancel")
+    text = ed.wait_text("kept the files as the killed command left them")
+    assert "a cancelled command was killed mid-run: sh -c" in text, text
+    question = next(a for a in ed.asked() if a.get("kind") == "trellisd.recovery")
+    assert "killed mid-run" in question["prompt"], question
+    assert question["items"] == ["Keep the files as they are", "Revert the turn's changes"]
+    ed.command("Trellis go on")
+    ed.wait_text("Next turn, on a checked workspace.")
+    ed.wait_idle()
