@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -87,6 +88,7 @@ def test_a_follower_finishes_a_turn_another_editor_started_when_the_daemon_says_
     second.wait_idle()
     text = second.wait_text("four five.", "*finished · ")
     assert text.count("*finished · ") == 1, text
+    assert re.search(r"^\*finished · \d+ tokens \(in \d+, out \d+\) · scripted", text, re.M), text
     assert "session/history" not in second.lua("return T.requests"), "no reading of the history"
 
 

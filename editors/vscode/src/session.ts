@@ -978,7 +978,8 @@ export class SessionController {
     }
     const live = this.live;
     if (live?.followed && live.turn.turnId === p.turnId) {
-      const result: TurnResult = { ...p, steps: 0, ...(p.recovery ? { recovery: p.recovery } : {}) };
+      // the model is the one the turn was drawn with (session/turnEnded does not repeat it)
+      const result: TurnResult = { ...p, steps: 0, model: live.turn.model, ...(p.recovery ? { recovery: p.recovery } : {}) };
       // the head moves to a new turn; a resumed turn was the head already
       this.endFollowed(live, result, p.turnId);
       if (p.recovery) {

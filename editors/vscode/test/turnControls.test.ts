@@ -156,7 +156,7 @@ describe('a window following a turn another window started', () => {
     const turn = view.turns.get('t-2')!;
     assert.equal(turn.outcome, 'finished');
     assert.match(stripTags(turn.body), /It is a notes file\./);
-    assert.match(stripTags(turn.footer), /^finished · 15 tokens .*· \$0\.01/);
+    assert.match(stripTags(turn.footer), /^finished · scripted · 15 tokens .*· \$0\.01/);
     assert.equal(c.session!.head, 't-2');
     assert.equal(client.params('session/history').length, 0, 'no polling of the history');
   });

@@ -281,6 +281,7 @@ local function follow(state, history, live)
   for _, t in ipairs(history) do
     if t.turnId == live.turnId then
       run.prompt = t.prompt
+      run.model = compat.value(t.model)
       reply = compat.value(t.reply) or ""
       listed = true
     end
@@ -1802,7 +1803,8 @@ notifications["session/turnEnded"] = function(p)
     return
   end
   state.running = nil
-  state.view:block({ format.footer(p) })
+  -- the model is the one the turn was drawn with (session/turnEnded does not repeat it)
+  state.view:block({ format.footer(vim.tbl_extend("force", p, { model = run.model })) })
   state.head = p.turnId
   redraw_status()
   local killed = compat.value(p.recovery)
