@@ -13,7 +13,7 @@ message a person understands, and structured ``data``. The tree:
     +-- StoreError (-32040)           the store cannot be used (newer schema, disk full, ...)
     +-- Dropped (-32800)              a queued prompt left its queue before it ran
 
-``protocol/README.md`` documents each code (``vocabulary.ErrorCode`` lists them all); the
+``protocol/errors.md`` documents each code (``vocabulary.ErrorCode`` lists them all); the
 server maps them onto JSON-RPC errors.
 """
 

@@ -1,8 +1,8 @@
 """The domain records: what a session, a turn, a run and its steps are, in every layer.
 
 The store reads and writes them, the agent loop and the providers produce them, the wire
-writes them out. They import nothing of the daemon (a session's policy is named for the
-type checker only).
+writes them out. They import nothing of the daemon but its vocabulary (a session's policy
+is named for the type checker only).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from .vocabulary import EventKind, FeedKind, Outcome, StepKind
 
 if TYPE_CHECKING:
     from .policy.layers import PolicySpec
@@ -182,7 +184,7 @@ class Turn:
     run_id: str
     prompt: str
     reply: str
-    outcome: str
+    outcome: Outcome
     error: str | None
     tokens: Tokens
     created_at: str
@@ -193,7 +195,7 @@ class Turn:
 @dataclass(frozen=True)
 class Step:
     step: int
-    decision: str
+    decision: StepKind
     prompt: str | None
     text: str
     tool_call: ToolCall | None
@@ -204,7 +206,7 @@ class Step:
 @dataclass(frozen=True)
 class Event:
     seq: int
-    kind: str
+    kind: EventKind
     step: int | None
     detail: dict[str, Any]
     created_at: str
@@ -217,7 +219,7 @@ class FeedEntry:
     (``outcome``, ``error``)."""
 
     seq: int
-    kind: str
+    kind: FeedKind
     turn_id: str
     run_id: str
     created_at: str
@@ -225,7 +227,7 @@ class FeedEntry:
     parent_turn_id: str | None = None
     step: Step | None = None
     event: Event | None = None
-    outcome: str | None = None
+    outcome: Outcome | None = None
     error: str | None = None
 
 
@@ -234,7 +236,7 @@ class RunSummary:
     run_id: str
     turn_id: str
     session_id: str
-    outcome: str
+    outcome: Outcome
     error: str | None
     tokens: Tokens
     steps: int
@@ -255,7 +257,7 @@ class TurnResult:
 
     turn_id: str
     run_id: str
-    outcome: str
+    outcome: Outcome
     reply: str
     tokens: Tokens
     steps: int

@@ -1,9 +1,9 @@
 """The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
-a session's feed entries, a tool call's statuses, the user's decisions on an approval, and
-the error codes.
+a run's events, the kinds of a session's feed entries, a tool call's statuses, the user's
+decisions on an approval, and the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
-``FeedKind``, ``CallStatus``, ``Decision`` and ``Error.code``); ``python -m
+``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision`` and ``Error.code``); ``python -m
 trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
 the Lua copies against these.
 """
@@ -40,6 +40,28 @@ class StepKind(StrEnum):
     ERROR = "error"
     CANCELLED = "cancelled"
     COMPACTION = "compaction"
+
+
+class EventKind(StrEnum):
+    """What an event of a run records; an ``Event``'s ``kind``."""
+
+    MODEL = "model"  # the provider and settings the run used
+    INSTRUCTIONS = "instructions"  # the session's instructions changed since its last run
+    CONTEXT = "context"  # the editor context the turn's prompt carried
+    RETRY = "retry"  # a failed model call is sent again
+    STEERED = "steered"  # a steer joined a step's model call
+    STEER_RETURNED = "steer-returned"  # the turn ended before delivering a steer
+    STEER_HELD = "steer-held"  # a steer kept for a paused turn
+    RESUMED = "resumed"  # an interrupted run went on
+    REFUSAL = "refusal"  # the policy or the user refused a tool call
+    APPROVAL = "approval"  # the editor's answer to session/requestApproval
+    REVERTED = "reverted"  # turn/revert undid the turn's changes
+    RECOVERY = "recovery"  # a cancel had to kill a running program: session/recover decides
+    RECOVERED = "recovered"  # session/recover decided
+    MCP = "mcp"  # an MCP server started, failed or was declined
+    CHECK = "check"  # a bounded turn's check ran
+    COMPACTION = "compaction"  # a step compacted the branch
+    CACHE = "cache"  # a model call read part of its input from the provider's cache
 
 
 class Decision(StrEnum):
@@ -99,6 +121,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["Outcome"]["enum"] = [o.value for o in Outcome]
     defs["StepKind"]["enum"] = [k.value for k in StepKind]
     defs["Decision"]["enum"] = [d.value for d in Decision]
+    defs["EventKind"]["enum"] = [k.value for k in EventKind]
     defs["FeedKind"]["enum"] = [k.value for k in FeedKind]
     defs["CallStatus"]["enum"] = [s.value for s in CallStatus]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]

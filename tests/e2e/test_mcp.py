@@ -104,7 +104,18 @@ async def test_a_stdio_server_gets_only_the_allowed_variables_and_its_own(
     session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hi"})])
     seen, _ = await one_call(daemon, model, session, call("mcp__t__environment"))
     names = set(seen.split("\n"))
-    allowed = {"PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "SHELL", "GREETING"}
+    # TRELLISD_RUN is the daemon's mark, which finds what the server started when it ends.
+    allowed = {
+        "PATH",
+        "HOME",
+        "LANG",
+        "TERM",
+        "TMPDIR",
+        "USER",
+        "SHELL",
+        "GREETING",
+        "TRELLISD_RUN",
+    }
     assert {"PATH", "HOME", "LANG", "LC_MESSAGES", "GREETING"} <= names
     assert {n for n in names if not n.startswith("LC_")} <= allowed, names
 

@@ -85,7 +85,7 @@ async def test_a_sessions_transport_settings_come_back_in_a_valid_session(
 
 ABSENT = object()
 
-# Every request shape protocol/README.md documents, at the edges: params left out, null, [],
+# Every request shape the protocol pages document, at the edges: params left out, null, [],
 # optional fields set to null, and every documented initializationOptions key.
 DOCUMENTED: list[tuple[str, Any]] = [
     ("session/list", ABSENT),

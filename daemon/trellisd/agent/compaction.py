@@ -40,7 +40,7 @@ from ..providers.base import (
     Usage,
 )
 from ..records import Step, Tokens, Turn
-from ..vocabulary import StepKind
+from ..vocabulary import EventKind, StepKind
 from .context import Transcripts, turn_messages
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ NOTHING_TO_COMPACT = (
 
 class Recorder(Protocol):
     def add_event(
-        self, kind: str, step: int | None, detail: dict[str, object]
+        self, kind: EventKind, step: int | None, detail: dict[str, object]
     ) -> Awaitable[None]: ...
 
 
@@ -228,7 +228,7 @@ class ContextKeeper:
             "contextWindow": self.window,
             **(why or {}),
         }
-        await self.recorder.add_event("compaction", number, detail)
+        await self.recorder.add_event(EventKind.COMPACTION, number, detail)
         tail = messages[self._head :]
         self.summary = summary
         head = self.head()
@@ -263,4 +263,4 @@ class ContextKeeper:
                 "inputTokens": usage.input,
                 "prefixMessages": sent - 1,
             }
-            await self.recorder.add_event("cache", number, detail)
+            await self.recorder.add_event(EventKind.CACHE, number, detail)

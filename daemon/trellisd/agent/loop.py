@@ -46,7 +46,7 @@ from ..providers.base import (
 )
 from ..records import Step, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
-from ..vocabulary import CallStatus, Outcome
+from ..vocabulary import CallStatus, EventKind, Outcome, StepKind
 from .activity import Quiet, ToolActivity, abandon, running
 from .budget import BudgetExhausted
 from .compaction import NOTHING_TO_COMPACT, TOO_LONG_AGAIN, ContextKeeper
@@ -97,7 +97,9 @@ class RunRecorder(Protocol):
 
     def add_step(self, step: Step) -> Awaitable[None]: ...
 
-    def add_event(self, kind: str, step: int | None, detail: dict[str, Any]) -> Awaitable[None]: ...
+    def add_event(
+        self, kind: EventKind, step: int | None, detail: dict[str, Any]
+    ) -> Awaitable[None]: ...
 
 
 class ToolGate(Protocol):
@@ -153,7 +155,7 @@ class TurnPlan:
 
 @dataclass
 class TurnEnd:
-    outcome: str
+    outcome: Outcome
     error: str | None = None
     steps: list[Step] = field(default_factory=list)
 
@@ -226,7 +228,15 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 exc = ProviderError(refused)
             if streamed.pieces:
                 await commit(
-                    Step(number, "error", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS)
+                    Step(
+                        number,
+                        StepKind.ERROR,
+                        step_prompt,
+                        streamed.text,
+                        None,
+                        None,
+                        UNKNOWN_TOKENS,
+                    )
                 )
             end.outcome = EXHAUSTED if isinstance(exc, BudgetExhausted) else ERROR
             end.error = str(exc)
@@ -235,14 +245,22 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
             if streamed.pieces:
                 await commit(
                     Step(
-                        number, "cancelled", step_prompt, streamed.text, None, None, UNKNOWN_TOKENS
+                        number,
+                        StepKind.CANCELLED,
+                        step_prompt,
+                        streamed.text,
+                        None,
+                        None,
+                        UNKNOWN_TOKENS,
                     )
                 )
             raise
 
         if not streamed.calls:
             await commit(
-                Step(number, "reply", step_prompt, streamed.text, None, None, streamed.tokens)
+                Step(
+                    number, StepKind.REPLY, step_prompt, streamed.text, None, None, streamed.tokens
+                )
             )
             messages.append(Message("assistant", streamed.text))
             if plan.check is not None and not plan.inbox.pending:
@@ -259,7 +277,9 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         nameless = any(not c.name for c in streamed.calls)
         if nameless and told_nameless:
             await commit(
-                Step(number, "error", step_prompt, streamed.text, None, None, streamed.tokens)
+                Step(
+                    number, StepKind.ERROR, step_prompt, streamed.text, None, None, streamed.tokens
+                )
             )
             end.outcome, end.error = ERROR, NAMELESS_AGAIN
             return end
@@ -284,11 +304,15 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 abandon(plan.activity, streamed.calls[index:], number)
                 # The tool's work is abandoned, but what the model said stays.
                 await commit(
-                    Step(number, "cancelled", prompt_here, text_here, call, None, tokens_here)
+                    Step(
+                        number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here
+                    )
                 )
                 raise
             plan.activity.call(number, call, status)
-            await commit(Step(number, "tool", prompt_here, text_here, call, result, tokens_here))
+            await commit(
+                Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here)
+            )
             messages.append(Message("tool", result, tool_call_id=call.id))
 
 
@@ -318,7 +342,7 @@ async def _read(
             streamed.usage = event
         elif isinstance(event, Retrying):
             await recorder.add_event(
-                "retry",
+                EventKind.RETRY,
                 number,
                 {"attempt": event.attempt, "delay": event.delay, "reason": event.reason},
             )
@@ -340,7 +364,7 @@ async def _deliver(
     steers = plan.inbox.take()
     for steer in steers:
         messages.append(Message("user", STEER_NOTE + steer.text))
-        await recorder.add_event("steered", number, dict(steer.detail()))
+        await recorder.add_event(EventKind.STEERED, number, dict(steer.detail()))
         sink.steered(number, steer, True)
     return "\n\n".join(s.text for s in steers) if steers else None
 

@@ -41,7 +41,7 @@ from ..store.changes import Recorded
 from ..store.facade import AsyncStore
 from ..tools.base import Action, ToolContext, ToolFailure
 from ..tools.edit import atomic_write, proposed, remove_file
-from ..vocabulary import Decision
+from ..vocabulary import Decision, EventKind
 from .policies import Policies
 from .running import Running
 from .seams import summary_line
@@ -167,7 +167,7 @@ class ChangeService:
         )
         await self.store.runs.add_event(
             turn.run_id,
-            "reverted",
+            EventKind.REVERTED,
             None,
             {
                 "files": restored.restored,

@@ -14,7 +14,7 @@ from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 from ..tools.verify import run_check
-from ..vocabulary import CallStatus, Decision
+from ..vocabulary import CallStatus, Decision, EventKind
 from .policies import Policies
 from .queue import Queued
 
@@ -93,7 +93,7 @@ class Gate:
             "rule": rule,
             "reason": reason,
         }
-        await self.store.runs.add_event(self.ref.run_id, "refusal", step, detail)
+        await self.store.runs.add_event(self.ref.run_id, EventKind.REFUSAL, step, detail)
 
     async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:
         session_id = self.ref.session_id
@@ -115,7 +115,7 @@ class Gate:
             decision = await self.notifier.ask_approval(self.ref, request)
             await self.store.runs.add_event(
                 self.ref.run_id,
-                "approval",
+                EventKind.APPROVAL,
                 step,
                 {
                     "tool": call.name,
@@ -161,7 +161,7 @@ class Check:
         output = result.output[-CHECK_OUTPUT_CHARS:]
         await self.store.runs.add_event(
             self.ref.run_id,
-            "check",
+            EventKind.CHECK,
             step,
             {
                 "argv": self.argv,
@@ -188,7 +188,7 @@ class Recorder:
     async def add_step(self, step: Step) -> None:
         await self.store.runs.add_step(self.run_id, step)
 
-    async def add_event(self, kind: str, step: int | None, detail: dict[str, Any]) -> None:
+    async def add_event(self, kind: EventKind, step: int | None, detail: dict[str, Any]) -> None:
         await self.store.runs.add_event(self.run_id, kind, step, detail)
 
 

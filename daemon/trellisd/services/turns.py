@@ -44,7 +44,7 @@ from ..store.facade import AsyncStore
 from ..store.recoveries import NEEDED
 from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
-from ..vocabulary import Decision, Outcome, StepKind
+from ..vocabulary import Decision, EventKind, Outcome, StepKind
 from .attach import attach
 from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
@@ -258,7 +258,7 @@ class TurnService:
             Steer(d["text"], d.get("clientMsgId"))
             for d in await self.store.runs.held_steers(turn.run_id)
         )
-        await self.store.runs.add_event(turn.run_id, "resumed", first, {"fromStep": first})
+        await self.store.runs.add_event(turn.run_id, EventKind.RESUMED, first, {"fromStep": first})
         if steps and steps[-1].decision == StepKind.REPLY and not held:
             await self.store.runs.finish(turn.run_id, Outcome.FINISHED, None)
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
@@ -396,10 +396,12 @@ class TurnService:
         try:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
-            await self.store.runs.add_event(ref.run_id, "model", None, model)
+            await self.store.runs.add_event(ref.run_id, EventKind.MODEL, None, model)
             if start.attached:
                 entries = [a.detail() for a in start.attached]
-                await self.store.runs.add_event(ref.run_id, "context", 1, {"entries": entries})
+                await self.store.runs.add_event(
+                    ref.run_id, EventKind.CONTEXT, 1, {"entries": entries}
+                )
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
@@ -428,10 +430,14 @@ class TurnService:
         ref = running.ref
         for steer in running.inbox.close():
             if end.outcome == Outcome.PAUSED:  # kept for the resumed step
-                await self.store.runs.add_event(ref.run_id, "steer-held", None, steer.detail())
+                await self.store.runs.add_event(
+                    ref.run_id, EventKind.STEER_HELD, None, steer.detail()
+                )
                 continue
             try:
-                await self.store.runs.add_event(ref.run_id, "steer-returned", None, steer.detail())
+                await self.store.runs.add_event(
+                    ref.run_id, EventKind.STEER_RETURNED, None, steer.detail()
+                )
             except TrellisError as exc:
                 log.warning("could not record a returned steer: %s", exc.message)
             self.notifier.steered(ref, None, steer, False)
@@ -480,11 +486,11 @@ class TurnService:
                 "action": {"kind": "exec", "target": request["mcp"]["start"]},
                 "decision": decision.value,
             }
-            await self.store.runs.add_event(ref.run_id, "approval", None, detail)
+            await self.store.runs.add_event(ref.run_id, EventKind.APPROVAL, None, detail)
             return decision
 
         async def note(detail: dict[str, Any]) -> None:
-            await self.store.runs.add_event(ref.run_id, "mcp", None, detail)
+            await self.store.runs.add_event(ref.run_id, EventKind.MCP, None, detail)
 
         return list(await servers.tools(ask, note))
 

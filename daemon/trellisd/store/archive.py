@@ -1,5 +1,5 @@
 """Sessions as files: the ``trellisd-session`` format, versions 1 to 4, written from the
-store and read back into it. ``protocol/README.md`` ("Session files") is its description.
+store and read back into it. ``protocol/session-files.md`` is its description.
 
 A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in ``\\n``:
 

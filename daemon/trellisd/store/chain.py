@@ -19,7 +19,7 @@ run's outcome, the session's head, title, instructions and pinned turns) is chec
 the rows. Entries are appended
 inside the transaction that writes their row, as the session's feed (``feed.py``, what
 ``session/events`` pages) is: the feed is for following a session, the log for proving it.
-``protocol/README.md`` (*The session log*) specifies the encoding for other programs.
+``protocol/store.md`` (*The session log*) specifies the encoding for other programs.
 
 A session imported from a file without a log gets one computed over what was imported, ending
 in an ``absent`` entry: its history before it was never proven, so the session verifies

@@ -31,6 +31,7 @@ from ..records import (
     Turn,
 )
 from ..tools.base import Action
+from ..vocabulary import EventKind
 from . import Store, archive
 from .acp_choices import AcpChoice
 from .chain import Verdict
@@ -187,7 +188,7 @@ class AsyncRuns:
         await self._run(self._store.runs.add_step, run_id, step)
 
     async def add_event(
-        self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]
+        self, run_id: str, kind: EventKind, step: int | None, detail: dict[str, Any]
     ) -> None:
         await self._run(self._store.runs.add_event, run_id, kind, step, detail)
 

@@ -16,7 +16,7 @@ import apsw
 
 from ..errors import StoreError
 from ..records import FeedEntry
-from ..vocabulary import FeedKind
+from ..vocabulary import FeedKind, Outcome
 from .db import Database, now
 from .rows import event_of, step_of
 
@@ -84,7 +84,7 @@ def page(
         entries.append(
             FeedEntry(
                 seq=int(seq),
-                kind=str(kind),
+                kind=FeedKind(kind),
                 turn_id=str(turn_id),
                 run_id=str(run_id),
                 created_at=str(at),
@@ -92,7 +92,7 @@ def page(
                 parent_turn_id=row[7] if kind == FeedKind.TURN_STARTED else None,
                 step=step_of(row[8:17]) if kind == FeedKind.STEP else None,
                 event=event_of(row[17:22]) if kind == FeedKind.EVENT else None,
-                outcome=end.get("outcome"),
+                outcome=None if end.get("outcome") is None else Outcome(end["outcome"]),
                 error=end.get("error"),
             )
         )

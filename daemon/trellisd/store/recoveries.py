@@ -16,8 +16,9 @@ from typing import Any
 import apsw
 
 from ..records import Recovery
+from ..vocabulary import EventKind
 
-NEEDED, DECIDED = "recovery", "recovered"
+NEEDED, DECIDED = EventKind.RECOVERY, EventKind.RECOVERED
 
 
 def of_run(turn_id: str, run_id: str, detail: str | None) -> Recovery | None:
@@ -34,8 +35,8 @@ def pending(con: apsw.Connection, session_id: str) -> Recovery | None:
     row = con.execute(
         "SELECT t.id, r.id, e.detail FROM event e CROSS JOIN run r ON r.id = e.run_id"
         " CROSS JOIN turn t ON t.id = r.turn_id"
-        " WHERE e.kind = 'recovery' AND t.session_id = ? AND NOT EXISTS (SELECT 1 FROM event d"
-        "  WHERE d.run_id = e.run_id AND d.kind = 'recovered' AND d.seq > e.seq)"
+        f" WHERE e.kind = '{NEEDED}' AND t.session_id = ? AND NOT EXISTS (SELECT 1 FROM event d"
+        f"  WHERE d.run_id = e.run_id AND d.kind = '{DECIDED}' AND d.seq > e.seq)"
         " ORDER BY e.created_at DESC LIMIT 1",
         (session_id,),
     ).fetchone()

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..records import Event, Step, Tokens, ToolCall
+from ..vocabulary import EventKind, StepKind
 
 STEP_COLUMNS = (
     "n, decision, prompt, text, tool_call, result, input_tokens, output_tokens, cached_tokens"
@@ -18,7 +19,7 @@ def step_of(row: tuple[Any, ...]) -> Step:
     call = json.loads(row[4]) if row[4] is not None else None
     return Step(
         step=row[0],
-        decision=row[1],
+        decision=StepKind(row[1]),
         prompt=row[2],
         text=row[3],
         tool_call=ToolCall(**call) if call else None,
@@ -31,5 +32,9 @@ def event_of(row: tuple[Any, ...]) -> Event:
     """An event from its ``EVENT_COLUMNS``."""
     seq, kind, step, detail, at = row
     return Event(
-        int(seq), str(kind), None if step is None else int(step), json.loads(str(detail)), str(at)
+        int(seq),
+        EventKind(kind),
+        None if step is None else int(step),
+        json.loads(str(detail)),
+        str(at),
     )

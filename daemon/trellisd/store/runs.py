@@ -10,7 +10,7 @@ import apsw
 
 from ..errors import NotFound, NotRunning
 from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens
-from ..vocabulary import FeedKind, Outcome
+from ..vocabulary import EventKind, FeedKind, Outcome
 from . import chain, feed
 from .db import Database, new_id, now
 from .leases import Leases
@@ -78,7 +78,9 @@ class Runs:
         ).fetchone()
         if row is None:
             return
-        self._insert_event(con, session_id, run_id, "instructions", None, {"instructions": row[0]})
+        self._insert_event(
+            con, session_id, run_id, EventKind.INSTRUCTIONS, None, {"instructions": row[0]}
+        )
         con.execute("UPDATE session SET instructions_changed = 0 WHERE id = ?", (session_id,))
 
     def add_step(self, run_id: str, step: Step) -> None:
@@ -110,7 +112,9 @@ class Runs:
             feed.append(con, session_id, FeedKind.STEP, run_id, step.step, at=stamp)
             chain.record(con, session_id, "step", f"{run_id}/{step.step}")
 
-    def add_event(self, run_id: str, kind: str, step: int | None, detail: dict[str, Any]) -> int:
+    def add_event(
+        self, run_id: str, kind: EventKind, step: int | None, detail: dict[str, Any]
+    ) -> int:
         with self.db.write() as con:
             session_id = self._session_of(con, run_id)
             self.leases.holds(con, session_id)
@@ -121,7 +125,7 @@ class Runs:
         con: apsw.Connection,
         session_id: str,
         run_id: str,
-        kind: str,
+        kind: EventKind,
         step: int | None,
         detail: dict[str, Any],
     ) -> int:
@@ -155,7 +159,7 @@ class Runs:
             ids = {d.get("clientMsgId") for d in self._held(con, run_id)}
             if "clientMsgId" in detail and detail["clientMsgId"] in ids:
                 return False
-            self._insert_event(con, session_id, run_id, "steer-held", None, detail)
+            self._insert_event(con, session_id, run_id, EventKind.STEER_HELD, None, detail)
         return True
 
     def held_steers(self, run_id: str) -> list[dict[str, str]]:
@@ -171,7 +175,7 @@ class Runs:
             " ('steer-held', 'resumed') ORDER BY seq",
             (run_id,),
         ):
-            held = [] if kind == "resumed" else [*held, json.loads(detail)]
+            held = [] if kind == EventKind.RESUMED else [*held, json.loads(detail)]
         return held
 
     def finish(self, run_id: str, outcome: str, error: str | None = None) -> None:
@@ -265,7 +269,7 @@ class Runs:
             raise NotFound(f"unknown run {run_id}", runId=run_id)
         steps = [step_of(s) for s in Runs._step_rows(con, run_id)]
         tokens = sum((s.tokens for s in steps), Tokens())
-        return RunSummary(row[0], row[1], row[2], row[3], row[4], tokens, len(steps))
+        return RunSummary(row[0], row[1], row[2], Outcome(row[3]), row[4], tokens, len(steps))
 
     def compaction(self, run_ids: list[str]) -> tuple[str, int] | None:
         """The latest compaction among ``run_ids`` (a path's runs): its summary and how many
@@ -280,7 +284,7 @@ class Runs:
                 rows = con.execute(
                     "SELECT e.detail, s.result FROM event e"
                     " JOIN step s ON s.run_id = e.run_id AND s.n = e.step"
-                    f" WHERE e.kind = 'compaction' AND e.run_id IN ({marks})",
+                    f" WHERE e.kind = '{EventKind.COMPACTION}' AND e.run_id IN ({marks})",
                     chunk,
                 ).fetchall()
                 for detail, summary in rows:

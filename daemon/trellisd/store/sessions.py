@@ -24,7 +24,7 @@ from ..records import (
     Tokens,
     Turn,
 )
-from ..vocabulary import Outcome
+from ..vocabulary import EventKind, Outcome
 from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
@@ -37,7 +37,7 @@ SESSION_COLUMNS = (
 )
 # Where a query's own columns start, after the session's.
 AFTER_SESSION = len(SESSION_COLUMNS.split(", "))
-_TURN_SELECT = """
+_TURN_SELECT = f"""
     SELECT t.id, t.session_id, t.parent_id, r.id, t.prompt,
            coalesce((SELECT text FROM step WHERE run_id = r.id AND text != ''
                      ORDER BY n DESC LIMIT 1), ''),
@@ -49,7 +49,7 @@ _TURN_SELECT = """
            (SELECT CASE WHEN count(*) = count(cached_tokens) THEN coalesce(sum(cached_tokens), 0)
                    END FROM step WHERE run_id = r.id),
            t.created_at, r.model,
-           (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = 'recovery'
+           (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = '{EventKind.RECOVERY}'
             ORDER BY e.seq DESC LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
@@ -102,7 +102,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         run_id=row[3],
         prompt=row[4],
         reply=row[5],
-        outcome=row[6],
+        outcome=Outcome(row[6]),
         error=row[7],
         tokens=Tokens(row[8], row[9], row[10]),
         created_at=row[11],

@@ -1,4 +1,4 @@
-"""The example exchange in protocol/README.md is byte-true and matches the schema."""
+"""The example exchange in protocol/example.md is byte-true and matches the schema."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import re
 
 from tests import protocol_schema
 
-README = protocol_schema.SCHEMA_PATH.parent / "README.md"
+EXAMPLE = protocol_schema.SCHEMA_PATH.parent / "example.md"
 
 
 def frames() -> list[tuple[str, int, dict]]:
-    text = README.read_text(encoding="utf-8")
-    block = text[text.index("```text\n", text.index("## Example exchange")) :]
+    text = EXAMPLE.read_text(encoding="utf-8")
+    block = text[text.index("```text\n", text.index("# Example exchange")) :]
     block = block[len("```text\n") : block.index("\n```")]
     lines = block.splitlines()
     out = []

@@ -60,7 +60,7 @@ def test_reopening_the_file_keeps_what_was_written(
 ) -> None:
     session = open_session(title="kept")
     turn_id, run_id = take_turn(session.session_id, "remember me")
-    store.runs.add_event(run_id, "note", None, {"a": 1})
+    store.runs.add_event(run_id, "retry", None, {"a": 1})
     store.close()
 
     again = open_store()

@@ -52,7 +52,7 @@ def test_a_fork_holds_the_path_to_its_turn_and_names_its_origin(
     origin = open_session(title="origin").session_id
     first, _ = take_turn(origin, "one")
     second, run = take_turn(origin, "two")
-    store.runs.add_event(run, "note", None, {"a": 1})  # a late event of the run's own
+    store.runs.add_event(run, "retry", None, {"a": 1})  # a late event of the run's own
     take_turn(origin, "three")
     store.sessions.branch(origin, first, store.leases)
     take_turn(origin, "two again")  # another branch the fork must not see
@@ -136,7 +136,7 @@ def test_delete_removes_all_the_session_owns_and_nothing_else(
 ) -> None:
     doomed, kept = open_session().session_id, open_session().session_id
     _, run = take_turn(doomed, "one")
-    store.runs.add_event(run, "note", 1, {})
+    store.runs.add_event(run, "retry", 1, {})
     take_turn(kept, "kept")
     kept_rows = rows(db_path, kept)
 
@@ -253,7 +253,7 @@ def test_a_run_s_events_are_read_a_page_at_a_time(store: Store, open_session: Op
     session_id = open_session().session_id
     _, run_id, _ = store.runs.begin(session_id, "one")
     for n in range(5):
-        store.runs.add_event(run_id, "note", None, {"n": n})
+        store.runs.add_event(run_id, "retry", None, {"n": n})
 
     page, after = store.runs.events_page(run_id, 0, 2)
     rest, none = store.runs.events_page(run_id, 2, 10)
