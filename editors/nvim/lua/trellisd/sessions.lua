@@ -140,8 +140,9 @@ function M.earlier(state)
     if state.cursor ~= cursor then
       return -- the history was drawn again meanwhile
     end
-    state.cursor = page.cursor
-    state.view:prepend(page.turns, page.cursor ~= nil)
+    if state.view:prepend(page.turns, page.cursor ~= nil) then
+      state.cursor = page.cursor
+    end
   end)
 end
 
