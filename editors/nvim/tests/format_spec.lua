@@ -136,6 +136,9 @@ test("a session's lineage, in words", function()
   )
   eq("imported as a copy", format.lineage({ forkedFrom = vim.NIL, importedFrom = "s-9" }))
   eq(nil, format.lineage({ title = "plain" }))
+  -- imported as it was (same id): where it came from is not a copy's lineage
+  eq(nil, format.lineage({ sessionId = "s-9", importedFrom = { sessionId = "s-9", headHash = "h" } }))
+  eq("imported as a copy", format.lineage({ sessionId = "s-2", importedFrom = { sessionId = "s-9" } }))
   eq(
     "forked from “fix it” at turn 3 · imported as a copy",
     format.lineage({ forkedFrom = fork.forkedFrom, importedFrom = "s-9" }, { title = "fix it", turn = 3 })

@@ -883,6 +883,20 @@ local function step(proc, t, decision, text)
   })
 end
 
+-- The daemon tells every window following the session that the turn ended.
+local function ended(proc, t)
+  proc.notify("session/turnEnded", {
+    sessionId = t.sessionId,
+    turnId = t.turnId,
+    runId = t.runId,
+    outcome = t.outcome,
+    reply = t.reply,
+    tokens = t.tokens,
+    cost = vim.NIL,
+    recovery = t.recovery,
+  })
+end
+
 test("a turn running in another window is drawn on reopen and followed to its end", function()
   local s, fake = start(function() end)
   local t = running_elsewhere(s, "one two ")
@@ -897,6 +911,8 @@ test("a turn running in another window is drawn on reopen and followed to its en
   s.token(fake.proc, other, "NOT THIS")
   t.reply, t.outcome = "one two three", "finished"
   step(fake.proc, t, "reply", "one two three")
+  eq(true, trellis.current().running, "a reply step alone does not end it")
+  ended(fake.proc, t)
   idle()
   wait_text("one two three\n\n*finished · 2 tokens (in 1, out 1)*")
   truthy(not text():find("NOT THIS", 1, true), text())
@@ -1027,6 +1043,7 @@ test("a turn another window starts in a session open here is drawn and followed"
   s.token(fake.proc, t, "then.")
   t.reply, t.outcome = "Now then.", "finished"
   step(fake.proc, t, "reply", "Now then.")
+  ended(fake.proc, t)
   idle()
   wait_text("Now then.\n\n*finished · 2 tokens")
   local _, count = text():gsub("Now ", "")

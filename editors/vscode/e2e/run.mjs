@@ -185,6 +185,10 @@ const lines = [
   // the last turn, in a session over the project once its .trellisd.toml names an MCP server
   { text: 'Asking the server. ', tool: 'mcp__proj__echo', arguments: { text: 'hello from MCP' } },
   { text: 'The server said hello.' },
+  // the very last turn: a command that ignores SIGTERM, cancelled while it runs (only a kill
+  // ends it), then a turn once the user has decided to keep what it left
+  { text: 'Migrating. ', tool: 'run_command', arguments: { argv: ['sh', '-c', 'trap "" TERM; echo migrating; sleep 300'] } },
+  { text: 'Going on from what the migration left.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -750,6 +754,64 @@ try {
     await page.locator('.notification-toast', { hasText: 'no remembered approvals in this session' }).waitFor();
   });
 
+  await check('a long session opens with its newest 50 turns, each step\'s text shown; "Load earlier turns" adds the rest above', async () => {
+    // 60 turns of two steps each ("looking at n" calling read_file, then "answer n"), written
+    // into the store beside the shared daemon
+    execFileSync(
+      which(daemonCommand),
+      [path.resolve(here, '../../../tests/fixtures/sessions.py'), settings['trellisd.db'], fs.realpathSync(project), '60', 'a long conversation'],
+      { env, encoding: 'utf8' },
+    );
+    await palette('trellisd: Reopen Session…');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'a long conversation' }).first().click();
+    await header('#session-title', 'a long conversation');
+    const newest = chat.locator('section.turn', { hasText: 'question 60' });
+    await newest.locator('.reply', { hasText: 'looking at 60' }).waitFor();
+    await newest.locator('.reply', { hasText: 'answer 60' }).waitFor();
+    const shown = await chat.locator('section.turn').count();
+    if (shown !== 50) {
+      throw new Error(`the long session opened with ${shown} turns; expected its newest 50`);
+    }
+    const earlier = chat.locator('#earlier');
+    await earlier.waitFor({ state: 'visible' });
+    await earlier.click();
+    await chat.locator('section.turn').first().locator('.prompt', { hasText: /^question 1$/ }).waitFor();
+    const all = await chat.locator('section.turn').count();
+    if (all !== 60) {
+      throw new Error(`after "Load earlier turns" the session shows ${all} turns; expected 60`);
+    }
+    await earlier.waitFor({ state: 'hidden' });
+    await waitForLog(extensionLog, /loaded 10 earlier turn\(s\) of session s-/);
+  });
+
+  await check('pins: "Pin the Turn" in the turn tree\'s context menu marks the turn pinned; "Unpin the Turn" takes it back', async () => {
+    const row = page.locator('.monaco-list-row', { hasText: 'question 1' }).first();
+    await row.click();
+    await contextMenu('Pin the Turn', row.locator('.label-description', { hasText: 'pinned' }));
+    await waitForLog(extensionLog, /turn t-\S+ pinned/);
+    await row.click();
+    await contextMenu('Unpin the Turn', page.locator('.monaco-list-row', { hasText: 'question 1' }).first().locator('.label-description:not(:has-text("pinned"))'));
+    await waitForLog(extensionLog, /turn t-\S+ unpinned/);
+  });
+
+  await check('fork after a step: "Fork After a Step…" lists the turn\'s steps and opens a fork that keeps the one picked', async () => {
+    const row = page.locator('.monaco-list-row', { hasText: 'question 1' }).first();
+    await row.click();
+    const steps = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'After step 1' });
+    await contextMenu('Fork After a Step…', steps.first());
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'After step 2' }).waitFor();
+    await steps.first().click();
+    await header('#session-lineage', 'forked from “a long conversation”');
+    await waitForLog(extensionLog, /forked at step 1 of turn t-\S+ into s-/);
+    const turn = chat.locator('section.turn').last();
+    await turn.locator('.reply', { hasText: 'looking at 1' }).waitFor();
+    await turn.locator('.turn-footer', { hasText: /^forked/ }).waitFor();
+    const text = (await turn.locator('.reply').textContent()) ?? '';
+    if (text.includes('answer 1')) {
+      throw new Error(`the fork's copy of the turn shows a step after the one picked: ${JSON.stringify(text)}`);
+    }
+  });
+
   await check('MCP: a project server asks to start, its tool call names server and tool, and the tools view lists it', async () => {
     const server = path.resolve(here, '../../../tests/fixtures/mcp_server.py');
     const python = settings['trellisd.command'];
@@ -781,6 +843,24 @@ try {
     await pick.locator('.monaco-list-row', { hasText: 'project · stdio · running' }).first().waitFor();
     await page.screenshot({ path: path.join(artifacts, 'mcp-tools.png') });
     await page.keyboard.press('Escape');
+  });
+
+  await check('a command killed by a cancel asks "Keep" or "Revert" before any turn runs; keeping lets the next one run', async () => {
+    await send('Migrate the database');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'run_command' }).waitFor({ timeout: 60_000 });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    const turn = chat.locator('section.turn', { hasText: 'Migrate the database' });
+    // its output: the trap is set, so the cancel's TERM is ignored and the daemon must kill it
+    await turn.locator('.tool-output', { hasText: 'migrating' }).waitFor({ timeout: 60_000 });
+    await chat.locator('#cancel').click();
+    const toast = page.locator('.notification-toast', { hasText: 'a cancelled command was killed mid-run' });
+    await toast.waitFor({ timeout: 60_000 });
+    await page.screenshot({ path: path.join(artifacts, 'recovery.png') });
+    await toast.locator('.monaco-button', { hasText: 'Keep the Files as They Are' }).click();
+    await waitForLog(extensionLog, /session s-\S+ recovered: keep/);
+    await send('Go on');
+    await chat.locator('section.turn', { hasText: 'Go on' }).locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
   });
 
   exitCode = 0;

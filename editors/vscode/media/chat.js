@@ -15,6 +15,7 @@
   const empty = byId('empty');
   const header = byId('session-header');
   const notice = byId('notice');
+  const earlier = /** @type {HTMLButtonElement} */ (byId('earlier'));
   let noticeTimer = 0;
 
   const state = vscode.getState() || {};
@@ -32,16 +33,16 @@
     el.scrollTop = el.scrollHeight;
   }
 
-  /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view */
-  function drawTurn(view) {
-    const stick = nearBottom();
+  /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view @param {Element | null} [before] */
+  function drawTurn(view, before) {
+    const stick = !before && nearBottom();
     let el = /** @type {HTMLElement | null} */ (turns.querySelector(`section[data-key="${CSS.escape(view.key)}"]`));
     if (!el) {
       el = document.createElement('section');
       el.className = 'turn';
       el.dataset.key = view.key;
       el.innerHTML = '<div class="prompt"></div><div class="reply"></div><div class="footer"></div>';
-      turns.appendChild(el);
+      turns.insertBefore(el, before ?? null);
     }
     if (view.turnId) {
       el.dataset.turnId = view.turnId;
@@ -140,6 +141,23 @@
       case 'turn':
         drawTurn(message.turn);
         break;
+      case 'earlier':
+        earlier.hidden = !message.more;
+        earlier.disabled = false;
+        break;
+      case 'prepend': {
+        // older turns go above the first one drawn; what the user reads stays in place
+        const el = document.scrollingElement || document.documentElement;
+        const fromBottom = el.scrollHeight - el.scrollTop;
+        const first = turns.firstElementChild;
+        for (const view of message.turns) {
+          drawTurn(view, first);
+        }
+        el.scrollTop = el.scrollHeight - fromBottom;
+        earlier.hidden = !message.more;
+        earlier.disabled = false;
+        break;
+      }
       case 'running':
         setRunning(message.running);
         break;
@@ -176,6 +194,10 @@
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
   byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
   byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));
+  earlier.addEventListener('click', () => {
+    earlier.disabled = true;
+    vscode.postMessage({ type: 'earlier' });
+  });
 
   setRunning(false);
   vscode.postMessage({ type: 'ready' });

@@ -51,6 +51,7 @@ export function chatHtml(page: ChatPage): string {
   <button id="start" type="button">Start a session</button>
   <button id="reopen" type="button" class="secondary">Reopen a session…</button>
 </div>
+<button id="earlier" type="button" class="secondary" hidden>Load earlier turns</button>
 <main id="turns" aria-live="polite"></main>
 <div id="notice" role="status" hidden></div>
 <section id="queue" aria-label="Queued prompts" hidden>

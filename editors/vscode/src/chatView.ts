@@ -12,6 +12,7 @@ export interface ChatActions {
   unqueue(queueId: string): void;
   start(): void;
   reopen(): void;
+  earlier(): void;
   showLog(): void;
 }
 
@@ -72,6 +73,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
         break;
       case 'reopen':
         this.actions.reopen();
+        break;
+      case 'earlier':
+        this.actions.earlier();
         break;
       case 'showLog':
         this.actions.showLog();

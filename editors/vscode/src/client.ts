@@ -34,6 +34,7 @@ import {
   TokenParams,
   ToolCallParams,
   ToolOutputParams,
+  TurnEndedParams,
   UsageParams,
 } from './protocol';
 
@@ -62,6 +63,7 @@ export interface DaemonHandlers {
   usage?(params: UsageParams): void;
   queued?(params: Queued): void;
   dequeued?(params: DequeuedParams): void;
+  turnEnded?(params: TurnEndedParams): void;
   requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
 }
 
@@ -342,6 +344,7 @@ export class DaemonClient {
     connection.onNotification(Method.usage, (p: UsageParams) => this.handlers.usage?.(p));
     connection.onNotification(Method.queued, (p: Queued) => this.handlers.queued?.(p));
     connection.onNotification(Method.dequeued, (p: DequeuedParams) => this.handlers.dequeued?.(p));
+    connection.onNotification(Method.turnEnded, (p: TurnEndedParams) => this.handlers.turnEnded?.(p));
     connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {

@@ -233,6 +233,10 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const registerSessionCommands = (commands: SessionCommands) => [
     vscodeapi.registerCommand('trellisd.forkHere', act('fork', commands.fork)),
+    vscodeapi.registerCommand('trellisd.forkAfterStep', act('fork after a step', commands.forkAfterStep)),
+    vscodeapi.registerCommand('trellisd.pinTurn', act('pin the turn', (node?: TreeNode) => commands.pin(node, true))),
+    vscodeapi.registerCommand('trellisd.unpinTurn', act('unpin the turn', (node?: TreeNode) => commands.pin(node, false))),
+    vscodeapi.registerCommand('trellisd.recoverSession', act('decide about the killed command', commands.recover)),
     vscodeapi.registerCommand('trellisd.renameSession', act('rename the session', commands.rename)),
     vscodeapi.registerCommand('trellisd.deleteSession', act('delete a session', commands.delete)),
     vscodeapi.registerCommand('trellisd.showGrants', act('show the remembered approvals', commands.grants)),
@@ -249,6 +253,7 @@ export function activate(context: vscode.ExtensionContext): void {
     unqueue: act('drop a queued prompt', (queueId: string) => controller.unqueue(queueId)),
     start: act('start a session', startSession),
     reopen: act('reopen a session', reopenSession),
+    earlier: act('load earlier turns', () => controller.loadEarlier()),
     showLog,
   });
 
@@ -364,6 +369,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscodeapi.registerCommand('trellisd.takeOver', act('take the session over', () => controller.takeover())),
     vscodeapi.registerCommand('trellisd.refreshTurns', () => tree.refresh()),
+    vscodeapi.registerCommand('trellisd.loadEarlierTurns', act('load earlier turns', () => controller.loadEarlier())),
     vscodeapi.registerCommand('trellisd.showLog', showLog),
     vscodeapi.registerCommand(
       'trellisd.restartDaemon',

@@ -28,7 +28,9 @@ const MAX_PAGES = 20;
  * its fork lineage when it is a fork too (the copy keeps the origin it was forked from).
  */
 export function lineageText(session: Session, origin?: Origin): string | undefined {
-  const parts = [forkText(session.forkedFrom, origin), session.importedFrom ? 'imported as a copy' : undefined];
+  // every imported session names its source; one imported as it was keeps its id
+  const copy = session.importedFrom && session.importedFrom.sessionId !== session.sessionId;
+  const parts = [forkText(session.forkedFrom, origin), copy ? 'imported as a copy' : undefined];
   const text = parts.filter(Boolean).join(' · ');
   return text || undefined;
 }

@@ -38,7 +38,12 @@ export const Method = {
   queue: 'session/queue',
   unqueue: 'session/unqueue',
   budget: 'session/budget',
+  recover: 'session/recover',
+  pin: 'session/pin',
+  unpin: 'session/unpin',
+  runSteps: 'run/steps',
   // daemon -> editor
+  turnEnded: 'session/turnEnded',
   queued: 'session/queued',
   dequeued: 'session/dequeued',
   token: 'session/token',
@@ -84,6 +89,7 @@ export const OUTCOMES = [
   'success',
   'failure',
   'paused',
+  'forked',
 ] as const;
 
 export type Outcome = (typeof OUTCOMES)[number] | string;
@@ -122,8 +128,52 @@ export interface Session {
   provider: ProviderChoice;
   /** The session and turn this session was forked from (session/fork); kept for good. */
   forkedFrom?: ForkedFrom | null;
-  /** Where a session imported as a copy (session/import with asNew) came from. */
-  importedFrom?: { sessionId: string; importedAt: string } | null;
+  /** Where an imported session came from, and the head it was exported at. */
+  importedFrom?: { sessionId: string; importedAt: string; headHash?: string; exportedAt?: string } | null;
+  /** The pinned turns, in path order: sent verbatim after compaction (session/pin). */
+  pinned?: string[];
+  /** A decision a person owes the session: a cancelled command was killed mid-run. */
+  recovery?: PendingRecovery;
+}
+
+/** A command that had to be killed when its turn was cancelled (TurnResult, Turn). */
+export interface TurnRecovery {
+  required: true;
+  tool: string;
+  argv: string[];
+}
+
+/** Session.recovery: until answered with session/recover, no turn runs in the session. */
+export interface PendingRecovery {
+  turnId: string;
+  runId: string;
+  tool: string;
+  argv: string[];
+}
+
+export type RecoveryDecision = 'keep' | 'revert';
+
+/** session/recover's answer: the Session, and for `revert` the files put back. */
+export type RecoverResult = Session & { files?: { restored: string[]; skipped: string[] } };
+
+/** session/turnEnded: a turn of a followed session ended (sent to every window following it). */
+export interface TurnEndedParams extends TurnRef {
+  outcome: Outcome;
+  reply: string;
+  tokens: Tokens;
+  cost: number | null;
+  recovery?: TurnRecovery;
+}
+
+/** A step as run/steps gives it. */
+export interface Step {
+  step: number;
+  decision: string;
+  prompt: string | null;
+  text: string;
+  toolCall: ToolCall | null;
+  result: string | null;
+  tokens: Tokens;
 }
 
 export interface ForkedFrom {
@@ -164,10 +214,13 @@ export interface Turn {
   model?: string | null;
   /** USD; null when the price of the model is not known. */
   cost?: number | null;
+  recovery?: TurnRecovery;
 }
 
 export interface ReopenResult extends Session {
   history: Turn[];
+  /** Older turns exist: session/history's cursor for the page before `history`. */
+  historyCursor?: string;
   /** The session's turn running in the daemon (another window's, say), as far as it has
    * streamed: the text of its current step so far. Its notifications follow the answer. */
   running?: RunningTurn;
@@ -218,6 +271,7 @@ export interface TurnResult {
   cost?: number | null;
   /** session/turn: what the session has spent, this turn included. */
   spent?: Spent;
+  recovery?: TurnRecovery;
 }
 
 export interface ToolCall {

@@ -8,6 +8,10 @@
 import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
 
 import { askApproval, argumentsLine } from './approval';
+import { pickStep } from './forkStep';
+import { earlierPage, HISTORY_PAGE, stepsOf } from './paging';
+import { setPinned } from './pins';
+import { askRecovery, commandText, pendingFrom } from './recovery';
 import { showProposed } from './proposed';
 import { DaemonClient, DaemonHandlers, Log, lostMessage } from './client';
 import { Coalescer } from './coalescer';
@@ -30,8 +34,11 @@ import {
   Grant,
   Method,
   PauseResult,
+  PendingRecovery,
   PolicyView,
   Queued,
+  RecoverResult,
+  RecoveryDecision,
   ReopenResult,
   Restored,
   RunningTurn,
@@ -40,6 +47,7 @@ import {
   SessionSummary,
   SessionTools,
   Spent,
+  Step,
   SteeredParams,
   SteerResult,
   StepParams,
@@ -47,6 +55,7 @@ import {
   ToolCallParams,
   ToolOutputParams,
   Turn,
+  TurnEndedParams,
   TurnResult,
   UsageParams,
 } from './protocol';
@@ -63,6 +72,8 @@ import {
   footerText,
   fromHistory,
   steerDelivered,
+  withCommittedSteps,
+  withStepTexts,
   TranscriptTurn,
   turnView,
   TurnView,
@@ -86,7 +97,11 @@ export type ToWebview =
   | { type: 'draft'; text: string }
   | { type: 'session'; session: SessionHeader }
   | { type: 'queue'; queued: QueueEntry[] }
-  | { type: 'spend'; text: string | null };
+  | { type: 'spend'; text: string | null }
+  /** Whether older turns than those drawn can be loaded ("Load earlier turns"). */
+  | { type: 'earlier'; more: boolean }
+  /** Older turns, drawn above the others. */
+  | { type: 'prepend'; turns: TurnView[]; more: boolean };
 
 /** Messages from the chat webview. */
 export type FromWebview =
@@ -97,6 +112,7 @@ export type FromWebview =
   | { type: 'unqueue'; queueId: string }
   | { type: 'start' }
   | { type: 'reopen' }
+  | { type: 'earlier' }
   | { type: 'showLog' };
 
 export interface ChatSink {
@@ -114,9 +130,6 @@ interface LiveTurn {
   followed?: { settle(): void };
 }
 
-/** The steps after which a turn may have ended (a reply, unless a steer waits for the model). */
-const ENDINGS = new Set(['reply', 'error', 'cancelled']);
-
 type Listener<T> = (value: T) => void;
 
 export class SessionController {
@@ -124,6 +137,11 @@ export class SessionController {
   /** The open session's lineage in words, shown in the view's header. */
   lineage?: string;
   private transcript: TranscriptTurn[] = [];
+  /** session/history's cursor for the page before the first turn drawn; none: all are drawn. */
+  historyCursor?: string;
+  private loadingEarlier?: Promise<number>;
+  /** The turns whose recovery question is being asked, so it is asked once at a time. */
+  private readonly askingRecovery = new Set<string>();
   private live?: LiveTurn;
   /** The client generation the session was opened or reopened under. */
   private attached = -1;
@@ -157,6 +175,7 @@ export class SessionController {
     usage: (p) => this.onUsage(p),
     queued: (p) => this.onQueued(p),
     dequeued: (p) => this.onDequeued(p),
+    turnEnded: (p) => this.onTurnEnded(p),
     requestApproval: (p, token) => this.onApproval(p, token),
   };
 
@@ -262,12 +281,14 @@ export class SessionController {
     this.leaveFollowed();
     this.refuseIfRunning('reopen another session');
     await this.client.start();
-    const { history, running, integrity, ...session } = await this.client.request<ReopenResult>(Method.reopen, {
-      sessionId,
-      ...this.serversParam(),
-    });
-    this.adopt(session, history);
-    this.log.info(`session ${session.sessionId} reopened with ${history.length} turn(s) on its path`);
+    const { history, running, integrity, historyCursor, ...session } = await this.client.request<ReopenResult>(
+      Method.reopen,
+      { sessionId, limit: HISTORY_PAGE, ...this.serversParam() },
+    );
+    this.adopt(session, history, historyCursor);
+    this.log.info(
+      `session ${session.sessionId} reopened with ${history.length} turn(s) of its path${historyCursor ? ' (earlier ones on demand)' : ''}`,
+    );
     if (integrity === 'broken') {
       const text = "This session's log is broken: its store was changed outside trellisd.";
       this.view.post({ type: 'notice', level: 'error', text });
@@ -276,7 +297,62 @@ export class SessionController {
     if (running) {
       this.follow(running);
     }
+    this.offerRecovery(session.recovery);
     return session;
+  }
+
+  /** Draw the page of turns before the first one drawn (session/history with the cursor);
+   * the number of turns added (0: there were none). */
+  loadEarlier(): Promise<number> {
+    this.loadingEarlier ??= this.fetchEarlier().finally(() => (this.loadingEarlier = undefined));
+    return this.loadingEarlier;
+  }
+
+  private async fetchEarlier(): Promise<number> {
+    const session = this.session;
+    const cursor = this.historyCursor;
+    if (!session || !cursor) {
+      return 0;
+    }
+    await this.ensureAttached();
+    const page = await earlierPage(this.client, session.sessionId, cursor);
+    if (this.session?.sessionId !== session.sessionId || this.historyCursor !== cursor) {
+      return 0; // another session, or the history was read again meanwhile
+    }
+    const known = new Set(this.transcript.map((t) => t.turnId));
+    const turns = page.turns.filter((t) => !known.has(t.turnId)).map((t) => fromHistory(t));
+    this.transcript.unshift(...turns);
+    this.historyCursor = page.cursor;
+    this.coalescer.flush();
+    this.view.post({ type: 'prepend', turns: turns.map(turnView), more: !!page.cursor });
+    this.log.info(`loaded ${turns.length} earlier turn(s) of session ${session.sessionId}`);
+    void this.fillSteps(page.turns);
+    return turns.length;
+  }
+
+  /** Every step's text of turns drawn from the history (their reply is the last step's). */
+  private async fillSteps(turns: Turn[]): Promise<void> {
+    if (!turns.length) {
+      return;
+    }
+    const session = this.session;
+    let steps: Map<string, Step[]>;
+    try {
+      steps = await stepsOf(this.client, turns);
+    } catch (error) {
+      this.log.warn(`could not read the steps of the history: ${messageOf(error)}`);
+      return;
+    }
+    if (this.session !== session) {
+      return;
+    }
+    for (const turn of turns) {
+      const shown = this.transcript.find((t) => t.turnId === turn.turnId);
+      const found = steps.get(turn.turnId);
+      if (shown && found && shown.outcome !== 'running' && withStepTexts(shown, found)) {
+        this.postTurn(shown);
+      }
+    }
   }
 
   async listSessions(limit = 200): Promise<SessionSummary[]> {
@@ -285,14 +361,14 @@ export class SessionController {
   }
 
   /** The current session's whole tree, for the turn tree view. */
-  async turnTree(): Promise<{ turns: Turn[]; head: string | null } | undefined> {
+  async turnTree(): Promise<{ turns: Turn[]; head: string | null; pinned: string[] } | undefined> {
     if (!this.session) {
       return undefined;
     }
     await this.ensureAttached();
     const session = this.session;
     const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: session.sessionId });
-    return { turns, head: session.head };
+    return { turns, head: session.head, pinned: session.pinned ?? [] };
   }
 
   // turns
@@ -427,10 +503,20 @@ export class SessionController {
       if (result.outcome === 'error') {
         void this.showError(`trellisd: the turn failed: ${result.error ?? 'the daemon gave no reason'}`);
       }
+      if (result.recovery) {
+        this.offerRecovery({ turnId: result.turnId, runId: result.runId, tool: result.recovery.tool, argv: result.recovery.argv });
+      }
       return result;
     } catch (error) {
       this.coalescer.flush();
-      if (error instanceof DaemonError && error.code === ErrorCode.requestCancelled) {
+      const pending = error instanceof DaemonError && error.code === ErrorCode.conflict ? pendingFrom(error.data) : undefined;
+      if (pending) {
+        // refused until a person decides about a command killed mid-run
+        turn.outcome = 'error';
+        turn.error = `not run: ${messageOf(error)}`;
+        this.log.info(`turn refused: ${messageOf(error)}`);
+        this.offerRecovery(pending);
+      } else if (error instanceof DaemonError && error.code === ErrorCode.requestCancelled) {
         turn.outcome = 'cancelled';
         this.log.info('turn cancelled');
       } else {
@@ -546,10 +632,15 @@ export class SessionController {
       this.log.info(`branch restored ${session.files.restored.length} file(s)`);
       delete session.files;
     }
-    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, { sessionId: session.sessionId });
+    const { turns, nextCursor } = await this.client.request<{ turns: Turn[]; nextCursor?: string }>(Method.history, {
+      sessionId: session.sessionId,
+      limit: HISTORY_PAGE,
+    });
     this.session = session;
-    this.transcript = turns.map(fromHistory);
+    this.transcript = turns.map((t) => fromHistory(t));
+    this.historyCursor = nextCursor;
     this.postReset();
+    void this.fillSteps(turns);
     this.fireSession();
     this.log.info(`session ${session.sessionId} branched: head is now ${turnId ?? 'before the first turn'}`);
     return session;
@@ -599,14 +690,98 @@ export class SessionController {
 
   // the session's life: fork, rename, delete, export, import, search
 
-  /** Start a new session from `turnId` of this one (null: empty); the view shows the fork. */
-  async fork(turnId: string | null): Promise<Session> {
+  /** Start a new session from `turnId` of this one (null: empty); the view shows the fork.
+   * With `step`, the fork's copy of the turn keeps only its first `step` steps. */
+  async fork(turnId: string | null, step?: number): Promise<Session> {
     const current = this.requireSession();
     this.refuseIfRunning('fork');
     await this.ensureAttached();
-    const fork = await this.client.request<Session>(Method.fork, { sessionId: current.sessionId, turnId });
-    this.log.info(`session ${current.sessionId} forked at ${turnId ?? 'its start'} into ${fork.sessionId}`);
+    const fork = await this.client.request<Session>(Method.fork, {
+      sessionId: current.sessionId,
+      turnId,
+      ...(step !== undefined ? { step } : {}),
+    });
+    const where = turnId === null ? 'its start' : step !== undefined ? `step ${step} of turn ${turnId}` : turnId;
+    this.log.info(`session ${current.sessionId} forked at ${where} into ${fork.sessionId}`);
     return this.reopenSession(fork.sessionId);
+  }
+
+  /** Fork after a step of `turnId`, picked from its steps; undefined when none was picked. */
+  async forkAfterStep(turnId: string): Promise<Session | undefined> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: current.sessionId });
+    const turn = turns.find((t) => t.turnId === turnId);
+    if (!turn) {
+      throw new TrellisError(`turn ${turnId} is not in this session`);
+    }
+    const step = await pickStep(this.client, turn);
+    return step === undefined ? undefined : this.fork(turnId, step);
+  }
+
+  /** Pin a turn (sent verbatim after compaction) or unpin it; the session says which are. */
+  async pin(turnId: string, pinned: boolean): Promise<Session> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const session = await setPinned(this.client, current.sessionId, turnId, pinned);
+    if (this.session?.sessionId === session.sessionId) {
+      this.session.pinned = session.pinned ?? [];
+      this.fireSession();
+    }
+    this.log.info(`turn ${turnId} ${pinned ? 'pinned' : 'unpinned'}`);
+    return session;
+  }
+
+  /** Answer the pending decision about a command killed mid-run: keep the files, or revert the
+   * turn's changes (asking before overwriting files a person changed since). */
+  async recover(decision: RecoveryDecision): Promise<RecoverResult | undefined> {
+    const current = this.requireSession();
+    await this.ensureAttached();
+    const result = await this.overwriting((force) =>
+      this.client.request<RecoverResult>(Method.recover, {
+        sessionId: current.sessionId,
+        decision,
+        ...(force ? { force } : {}),
+      }),
+    );
+    if (!result) {
+      return undefined;
+    }
+    const files = result.files;
+    delete result.files;
+    if (this.session?.sessionId === result.sessionId) {
+      this.session = result;
+      this.fireSession();
+    }
+    const text =
+      decision === 'keep'
+        ? 'Kept the files as the killed command left them; the session goes on.'
+        : `Reverted the turn's changes${files ? `: ${files.restored.length} file(s) put back` : ''}; the session goes on.`;
+    this.notice('info', text);
+    this.log.info(`session ${current.sessionId} recovered: ${decision}`);
+    return { ...result, ...(files ? { files } : {}) };
+  }
+
+  /** Show the keep / revert choice for a command killed mid-run (once at a time per turn). */
+  private offerRecovery(pending: PendingRecovery | undefined): void {
+    if (!pending || this.askingRecovery.has(pending.turnId)) {
+      return;
+    }
+    this.askingRecovery.add(pending.turnId);
+    this.notice('error', `A cancelled command was killed mid-run: ${commandText(pending)}. Keep the files or revert the turn?`);
+    this.log.warn(`session ${this.session?.sessionId} needs a decision: ${commandText(pending)} was killed mid-run`);
+    void (async () => {
+      try {
+        const decision = await askRecovery(pending);
+        if (decision) {
+          await this.recover(decision);
+        }
+      } catch (error) {
+        void this.showError(messageOf(error), error);
+      } finally {
+        this.askingRecovery.delete(pending.turnId);
+      }
+    })();
   }
 
   async rename(title: string): Promise<void> {
@@ -650,6 +825,7 @@ export class SessionController {
       this.session = undefined;
       this.lineage = undefined;
       this.transcript = [];
+      this.historyCursor = undefined;
       this.postReset();
       this.fireSession();
     }
@@ -736,6 +912,7 @@ export class SessionController {
     // The text so far is the current step's; between two steps it is the last committed
     // step's, which the stored reply already holds.
     const stored = turn.blocks.map((b) => (b.kind === 'text' ? b.text : '')).join('');
+    const reply = turn.blocks.find((b): b is Extract<Block, { kind: 'text' }> => b.kind === 'text')?.text ?? '';
     if (running.text && !stored.endsWith(running.text)) {
       appendText(turn, running.step ?? 1, running.text);
     }
@@ -749,6 +926,20 @@ export class SessionController {
     this.log.info(`following turn ${running.turnId}, running in trellisd (started in another window)`);
     this.postTurn(turn);
     this.fireRunning();
+    void this.fillFollowed(turn, reply, running);
+  }
+
+  /** The texts of the steps a joined turn committed before the one streaming (its stored
+   * reply is only the last of them). */
+  private async fillFollowed(turn: TranscriptTurn, reply: string, running: RunningTurn): Promise<void> {
+    try {
+      const { steps } = await this.client.request<{ steps: Step[] }>(Method.runSteps, { runId: running.runId });
+      if (this.live?.turn === turn && withCommittedSteps(turn, reply, steps, running.step)) {
+        this.coalescer.mark(turn.key);
+      }
+    } catch (error) {
+      this.log.warn(`could not read the steps of turn ${running.turnId}: ${messageOf(error)}`);
+    }
   }
 
   /** Whether the followed turn has ended, as the history says; if so, show how it ended. */
@@ -757,18 +948,44 @@ export class SessionController {
     if (!session || this.live !== live) {
       return;
     }
-    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, { sessionId: session.sessionId });
+    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, {
+      sessionId: session.sessionId,
+      limit: HISTORY_PAGE,
+    });
     const stored = turns.find((t) => t.turnId === live.turn.turnId);
     if (!stored || stored.outcome === 'running' || this.live !== live) {
       return;
     }
+    this.endFollowed(live, { ...stored, steps: 0 }, turns[turns.length - 1]?.turnId);
+  }
+
+  /** A followed turn ended: its reply, outcome and cost are drawn, and the window is free. */
+  private endFollowed(live: LiveTurn, result: TurnResult, head?: string): void {
     this.coalescer.flush();
-    finish(live.turn, { ...stored, steps: 0 });
-    if (this.session?.sessionId === session.sessionId) {
-      this.session.head = turns[turns.length - 1]?.turnId ?? this.session.head;
+    finish(live.turn, result);
+    if (head && this.session) {
+      this.session.head = head;
     }
-    this.log.info(`turn ${stored.turnId} ${footerText(live.turn)} (followed); reply: ${excerpt(stored.reply)}`);
-    this.stopFollowing(live, stored.outcome);
+    this.log.info(`turn ${result.turnId} ${footerText(live.turn)} (followed); reply: ${excerpt(result.reply)}`);
+    this.stopFollowing(live, result.outcome);
+  }
+
+  /** session/turnEnded: a turn of the session ended, whichever window started it. A turn this
+   * window follows is finished from it; one it started ends with its session/turn answer. */
+  private onTurnEnded(p: TurnEndedParams): void {
+    if (this.session?.sessionId !== p.sessionId) {
+      return;
+    }
+    const live = this.live;
+    if (live?.followed && live.turn.turnId === p.turnId) {
+      // the model is the one the turn was drawn with (session/turnEnded does not repeat it)
+      const result: TurnResult = { ...p, steps: 0, model: live.turn.model, ...(p.recovery ? { recovery: p.recovery } : {}) };
+      // the head moves to a new turn; a resumed turn was the head already
+      this.endFollowed(live, result, p.turnId);
+      if (p.recovery) {
+        this.offerRecovery({ turnId: p.turnId, runId: p.runId, tool: p.recovery.tool, argv: p.recovery.argv });
+      }
+    }
   }
 
   /** Stop watching another window's turn (it runs on in the daemon), to open a session. */
@@ -802,12 +1019,17 @@ export class SessionController {
     this.catchingUp = true;
     this.log.info(`session ${sessionId}: a turn started in another window; drawing it`);
     try {
-      const { history, running, ...session } = await this.client.request<ReopenResult>(Method.reopen, { sessionId });
+      const { history, running, historyCursor, ...session } = await this.client.request<ReopenResult>(Method.reopen, {
+        sessionId,
+        limit: HISTORY_PAGE,
+      });
       if (this.session?.sessionId !== sessionId || this.live) {
         return;
       }
       this.session = session;
-      this.transcript = history.map(fromHistory);
+      this.transcript = history.map((t) => fromHistory(t));
+      this.historyCursor = historyCursor;
+      void this.fillSteps(history.filter((t) => t.turnId !== running?.turnId));
       this.takeSpend(session);
       this.postReset();
       if (running) {
@@ -847,9 +1069,6 @@ export class SessionController {
     const live = this.liveFor(p);
     if (!live) {
       return;
-    }
-    if (live.followed && ENDINGS.has(p.decision)) {
-      this.checkFollowed(live).catch((error) => this.log.warn(`could not read how the turn ended: ${messageOf(error)}`));
     }
     live.turn.turnId ??= p.turnId;
     if (p.toolCall) {
@@ -975,6 +1194,7 @@ export class SessionController {
     this.coalescer.flush();
     const session = this.session;
     this.postQueue();
+    this.view.post({ type: 'earlier', more: !!this.historyCursor });
     this.view.post({
       type: 'reset',
       session: session ? header(session, this.lineage) : null,
@@ -1073,12 +1293,14 @@ export class SessionController {
 
   // session state
 
-  private adopt(session: Session, history: Turn[]): void {
+  private adopt(session: Session, history: Turn[], historyCursor?: string): void {
     this.session = session;
     this.lineage = lineageText(session);
     void this.describeLineage(session);
     this.attached = this.client.generation;
-    this.transcript = history.map(fromHistory);
+    this.transcript = history.map((t) => fromHistory(t));
+    this.historyCursor = historyCursor;
+    void this.fillSteps(history.filter((t) => t.outcome !== 'running'));
     this.queue.clear();
     this.budget = null;
     this.spent = undefined;
@@ -1095,8 +1317,9 @@ export class SessionController {
       return;
     }
     const generation = this.client.generation;
-    const { history, running, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
+    const { history, running, historyCursor, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
       sessionId: session.sessionId,
+      limit: HISTORY_PAGE,
       ...this.serversParam(),
     });
     if (this.session?.sessionId !== session.sessionId) {
@@ -1105,7 +1328,9 @@ export class SessionController {
     this.session = reopened;
     this.attached = generation;
     const live = this.live?.turn;
-    this.transcript = history.map(fromHistory);
+    this.transcript = history.map((t) => fromHistory(t));
+    this.historyCursor = historyCursor;
+    void this.fillSteps(history.filter((t) => t.outcome !== 'running'));
     if (live) {
       this.transcript.push(live);
     }

@@ -10,6 +10,7 @@ import type { QuickPickItem } from 'vscode';
 import { DaemonError } from './errors';
 import { ErrorCode, Grant, SessionSummary, Turn } from './protocol';
 import { SessionController } from './session';
+import { askRecovery } from './recovery';
 import { sessionItems, SessionItem } from './sessionPicker';
 import { searchSessions } from './sessionSearch';
 import { firstLine, TreeNode } from './turnTree';
@@ -100,6 +101,36 @@ export class SessionCommands {
     if (picked) {
       await this.focusChat();
       await this.controller.fork(picked.turnId);
+    }
+  };
+
+  /** Fork after a step of the turn (the tree's item, else one the user picks). */
+  readonly forkAfterStep = async (node?: TreeNode): Promise<void> => {
+    const picked = await pickTurn(this.controller, 'trellisd: fork after a step of which turn?', node);
+    if (picked?.turnId) {
+      await this.focusChat();
+      await this.controller.forkAfterStep(picked.turnId);
+    }
+  };
+
+  /** Pin or unpin the turn (the tree's item, else one the user picks). */
+  readonly pin = async (node: TreeNode | undefined, pinned: boolean): Promise<void> => {
+    const picked = await pickTurn(this.controller, `trellisd: ${pinned ? 'pin' : 'unpin'} which turn?`, node);
+    if (picked?.turnId) {
+      await this.controller.pin(picked.turnId, pinned);
+    }
+  };
+
+  /** Answer a pending decision about a command killed mid-run. */
+  readonly recover = async (): Promise<void> => {
+    const pending = this.controller.session?.recovery;
+    if (!pending) {
+      void vscodeapi.showInformationMessage('trellisd: this session has no decision waiting.');
+      return;
+    }
+    const decision = await askRecovery(pending);
+    if (decision) {
+      await this.controller.recover(decision);
     }
   };
 

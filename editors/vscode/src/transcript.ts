@@ -4,7 +4,7 @@
  */
 
 import { escapeHtml, renderMarkdown } from './markdown';
-import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
+import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Step, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
 
 export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
 
@@ -45,6 +45,7 @@ export interface TranscriptTurn {
 }
 
 export function fromHistory(turn: Turn): TranscriptTurn {
+  // The reply is the last step's text; the steps' texts replace it once read (withStepTexts).
   return {
     key: turn.turnId,
     turnId: turn.turnId,
@@ -56,6 +57,43 @@ export function fromHistory(turn: Turn): TranscriptTurn {
     model: turn.model,
     error: turn.error,
   };
+}
+
+/** A turn drawn from the history with its reply (the last step's text) shows every step's
+ * text instead, in order, once its steps are read; false when that changes nothing. */
+export function withStepTexts(turn: TranscriptTurn, steps: Step[]): boolean {
+  const texts: Block[] = steps.filter((s) => s.text).map((s) => ({ kind: 'text', step: s.step, text: s.text }));
+  const drawn = turn.blocks.filter((b) => b.kind === 'text');
+  if (!texts.length || (drawn.length === texts.length && drawn.every((b, i) => (b as { text: string }).text === (texts[i] as { text: string }).text))) {
+    return false;
+  }
+  turn.blocks = [...texts, ...turn.blocks.filter((b) => b.kind !== 'text')];
+  return true;
+}
+
+/** A running turn joined mid-way, drawn with its stored reply (the last committed step's
+ * text): the committed steps' texts take the reply's place once read, so that the earlier
+ * steps show too. `current`: the step being streamed (null: between steps). False when
+ * nothing changed (the reply is not the last committed step's: an older daemon's). */
+export function withCommittedSteps(turn: TranscriptTurn, reply: string, steps: Step[], current: number | null): boolean {
+  const committed = steps.filter((s) => s.text && (current === null || s.step < current));
+  if (committed.length < 2 && reply) {
+    return false; // the reply is all there is
+  }
+  const at = turn.blocks.findIndex((b) => b.kind === 'text');
+  const first = at >= 0 ? (turn.blocks[at] as Extract<Block, { kind: 'text' }>) : undefined;
+  const blocks: Block[] = committed.map((s) => ({ kind: 'text', step: s.step, text: s.text }));
+  if (reply) {
+    if (committed[committed.length - 1].text !== reply || first?.text !== reply) {
+      return false;
+    }
+    turn.blocks.splice(at, 1, ...blocks);
+  } else if (committed.length) {
+    turn.blocks.unshift(...blocks);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 function pendingSteer(block: Block | undefined): boolean {
@@ -175,14 +213,18 @@ export function finish(turn: TranscriptTurn, result: TurnResult): void {
   turn.cost = result.cost;
   turn.model = result.model;
   turn.error = result.error;
-  const streamed = turn.blocks
-    .filter((b) => b.kind === 'text')
-    .map((b) => (b as { text: string }).text)
-    .join('');
-  // Pieces missed (the view was attached late, or a notification was lost): trust the reply.
-  if (result.reply && streamed !== result.reply && !turn.blocks.some((b) => b.kind === 'tool')) {
-    turn.blocks = turn.blocks.filter((b) => b.kind !== 'text');
-    turn.blocks.unshift({ kind: 'text', step: 1, text: result.reply });
+  // The reply is the last step's text (the earlier steps' texts are drawn as they streamed).
+  const texts = turn.blocks.filter((b): b is Extract<Block, { kind: 'text' }> => b.kind === 'text');
+  const last = texts[texts.length - 1];
+  if (!result.reply || last?.text === result.reply) {
+    return;
+  }
+  if (!texts.length) {
+    // nothing streamed here (the view was attached late): the reply stands for the turn
+    turn.blocks.splice(insertionPoint(turn), 0, { kind: 'text', step: 1, text: result.reply });
+  } else if (result.reply.startsWith(last.text) || last.text === '') {
+    last.text = result.reply; // the last pieces were missed
+    last.html = undefined;
   }
 }
 

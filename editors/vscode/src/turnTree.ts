@@ -17,6 +17,8 @@ export interface TurnNode {
   turn: Turn;
   isHead: boolean;
   onHeadPath: boolean;
+  /** Pinned (session/pin): sent verbatim after compaction. */
+  pinned: boolean;
   branches: BranchNode[];
 }
 
@@ -30,7 +32,8 @@ export interface BranchNode {
 
 export type TreeNode = TurnNode | BranchNode;
 
-export function buildTurnTree(turns: Turn[], head: string | null): TreeNode[] {
+export function buildTurnTree(turns: Turn[], head: string | null, pinned: readonly string[] = []): TreeNode[] {
+  const pins = new Set(pinned);
   const byId = new Map(turns.map((t) => [t.turnId, t]));
   const children = new Map<string | null, Turn[]>();
   for (const turn of turns) {
@@ -61,6 +64,7 @@ export function buildTurnTree(turns: Turn[], head: string | null): TreeNode[] {
         turn,
         isHead: turn.turnId === head,
         onHeadPath: headPath.has(turn.turnId),
+        pinned: pins.has(turn.turnId),
         branches: [],
       };
       nodes.push(node);
@@ -104,6 +108,9 @@ export function turnDescription(node: TurnNode): string {
   } else if (!node.onHeadPath) {
     parts.push('abandoned');
   }
+  if (node.pinned) {
+    parts.push('pinned');
+  }
   if (turn.outcome !== 'finished') {
     parts.push(turn.outcome);
   }
@@ -140,15 +147,16 @@ export function treeItem(node: TreeNode): vscode.TreeItem {
   item.description = turnDescription(node);
   item.tooltip = `${turn.prompt}\n\n${firstLine(turn.reply, 300)}\n\n${turn.outcome} · turn ${turn.turnId}`;
   item.iconPath = new vscode.ThemeIcon(
-    node.isHead ? 'circle-filled' : node.onHeadPath ? 'circle-outline' : 'circle-small',
+    node.pinned ? 'pinned' : node.isHead ? 'circle-filled' : node.onHeadPath ? 'circle-outline' : 'circle-small',
   );
-  item.contextValue = RESUMABLE.has(turn.outcome) ? `turn-${turn.outcome}` : 'turn';
+  // `turn`, `turn-paused`…, and `.pinned` after it for a pinned turn (the menus read both).
+  item.contextValue = (RESUMABLE.has(turn.outcome) ? `turn-${turn.outcome}` : 'turn') + (node.pinned ? '.pinned' : '');
   return item;
 }
 
 export interface TurnSource {
   /** The current session's turns and head, or undefined when no session is open. */
-  turnTree(): Promise<{ turns: Turn[]; head: string | null } | undefined>;
+  turnTree(): Promise<{ turns: Turn[]; head: string | null; pinned?: string[] } | undefined>;
 }
 
 export class TurnTreeProvider implements vscode.TreeDataProvider<TreeNode> {
@@ -164,7 +172,7 @@ export class TurnTreeProvider implements vscode.TreeDataProvider<TreeNode> {
   async refresh(): Promise<void> {
     try {
       const tree = await this.source.turnTree();
-      this.roots = tree ? buildTurnTree(tree.turns, tree.head) : [];
+      this.roots = tree ? buildTurnTree(tree.turns, tree.head, tree.pinned) : [];
     } catch (error) {
       this.onError(error);
     }

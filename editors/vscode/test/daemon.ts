@@ -156,6 +156,8 @@ export class RecordingView implements ChatSink {
   notices: string[] = [];
   queued: { queueId: string; prompt: string }[] = [];
   spend: string | null = null;
+  /** "Load earlier turns" is offered. */
+  earlier = false;
 
   post(message: ToWebview): void {
     this.messages.push(message);
@@ -170,6 +172,16 @@ export class RecordingView implements ChatSink {
         break;
       case 'turn':
         this.draw(message.turn);
+        break;
+      case 'prepend':
+        this.order = [...message.turns.map((t) => t.key).filter((k) => !this.turns.has(k)), ...this.order];
+        for (const turn of message.turns) {
+          this.turns.set(turn.key, turn);
+        }
+        this.earlier = message.more;
+        break;
+      case 'earlier':
+        this.earlier = message.more;
         break;
       case 'running':
         this.running = message.running;

@@ -34,6 +34,9 @@ describe("a session's lineage", () => {
     assert.equal(lineageText(empty, { title: '', turnNumber: 0 }), 'forked from “an untitled session” before its first turn');
     assert.equal(lineageText(session()), undefined);
     assert.equal(lineageText(session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z' } })), 'imported as a copy');
+    // imported as it was: it keeps its id, and is no copy
+    const same = session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z', headHash: 'h', exportedAt: '2026-01-01T00:00:00Z' } });
+    assert.equal(lineageText({ ...same, sessionId: 's-9' }), undefined);
   });
 
   test('an imported copy of a fork says both: what it was forked from, and that it is a copy', () => {

@@ -370,6 +370,16 @@ local function forked(from, origin)
   return "forked from “" .. title .. "”"
 end
 
+-- Whether the session is a copy imported with new ids (every imported session names where
+-- it came from in importedFrom; one imported as it was keeps its id).
+local function imported_copy(session)
+  local from = compat.value(session.importedFrom)
+  if type(from) == "table" then
+    return from.sessionId ~= session.sessionId
+  end
+  return from ~= nil
+end
+
 -- Where the session came from: a fork's origin, an imported copy, or both (a copy of a fork).
 function M.lineage(session, origin)
   local from = compat.value(session.forkedFrom)
@@ -377,7 +387,7 @@ function M.lineage(session, origin)
   if type(from) == "table" then
     parts[#parts + 1] = forked(from, origin)
   end
-  if compat.value(session.importedFrom) ~= nil then
+  if imported_copy(session) then
     parts[#parts + 1] = "imported as a copy"
   end
   return #parts > 0 and table.concat(parts, " · ") or nil

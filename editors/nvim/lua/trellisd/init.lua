@@ -191,6 +191,22 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisEarlier",
+    0,
+    "Load the turns before those shown in the conversation (also [[ in its buffer)",
+    function()
+      M.earlier()
+    end,
+  },
+  {
+    "TrellisRecover",
+    0,
+    "Decide about a command killed mid-run: keep the files or revert the turn",
+    function()
+      M.recover()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -237,6 +253,14 @@ end
 
 function M.steer(text)
   sessions().steer(text)
+end
+
+function M.earlier()
+  sessions().earlier()
+end
+
+function M.recover()
+  sessions().recover()
 end
 
 function M.cancel()

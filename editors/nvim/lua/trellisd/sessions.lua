@@ -7,7 +7,11 @@ local config = require("trellisd.config")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local fork_step = require("trellisd.fork_step")
+local paging = require("trellisd.paging")
+local pins = require("trellisd.pins")
 local queue = require("trellisd.queue")
+local recovery = require("trellisd.recovery")
 local tree = require("trellisd.tree")
 local ui = require("trellisd.ui")
 local View = require("trellisd.view")
@@ -46,6 +50,7 @@ function M.current_state()
 end
 
 local describe_lineage -- defined below, with the other requests
+local need_current -- defined below, with the commands
 
 -- Make (or refresh) the local state of a session from a Session the daemon sent.
 local function adopt(session)
@@ -67,17 +72,78 @@ local function adopt(session)
   end
   if state.view == nil or not state.view:valid() then
     state.view = View.new("trellis://" .. id, config.options.flush_ms)
+    vim.keymap.set("n", "[[", function()
+      M.earlier(state)
+    end, { buffer = state.view.buf, desc = "Load the turns before those shown" })
   end
   M.current = id
   return state
 end
 
+-- Draw the conversation from its history: `turns`, its newest page (state.cursor leads to
+-- the page before); live: the id of a turn still running. Once the steps of the turns are
+-- read, they are drawn again with every step's text, unless something was painted since.
 local function render(state, turns, live)
-  state.view:render(View.history_lines(state.session, turns, live, state.lineage))
+  state.view:render(
+    View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil)
+  )
   state.view.header_count = #View.header(state.session, state.lineage)
   if state.usage then
     state.view:set_header(View.header(state.session, state.lineage, state.usage))
   end
+  local painted = { writes = state.view.writes, view = state.view }
+  state.painted = painted
+  local finished = {}
+  for _, t in ipairs(turns) do
+    if t.turnId ~= live and t.texts == nil then
+      finished[#finished + 1] = t
+    end
+  end
+  if #finished == 0 then
+    return
+  end
+  paging.steps(finished, function()
+    local view = state.view
+    local untouched = view == painted.view and view.writes == painted.writes and #view.pending == 0
+    if state.painted == painted and untouched and not state.running then
+      view:render(View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil))
+      view.header_count = #View.header(state.session, state.lineage)
+      if state.usage then
+        view:set_header(View.header(state.session, state.lineage, state.usage))
+      end
+      painted.writes = view.writes
+    end
+  end)
+end
+
+-- [[ in a conversation, :TrellisEarlier: draw the page of turns before the first one shown.
+function M.earlier(state)
+  state = state or M.current_state()
+  if not state then
+    return
+  end
+  local cursor = state.cursor
+  if cursor == nil then
+    ui.notify("the conversation is shown from its first turn")
+    return
+  end
+  if state.loading_earlier then
+    return
+  end
+  state.loading_earlier = true
+  paging.earlier(state.id, cursor, function(err, page)
+    state.loading_earlier = nil
+    if err then
+      ui.error("could not load the earlier turns: " .. err.message)
+      return
+    end
+    if state.cursor ~= cursor then
+      return -- the history was drawn again meanwhile
+    end
+    if state.view:prepend(page.turns, page.cursor ~= nil) then
+      state.cursor = page.cursor
+    end
+  end)
 end
 
 local function paint_header(state)
@@ -216,6 +282,7 @@ local function follow(state, history, live)
   for _, t in ipairs(history) do
     if t.turnId == live.turnId then
       run.prompt = t.prompt
+      run.model = compat.value(t.model)
       reply = compat.value(t.reply) or ""
       listed = true
     end
@@ -230,6 +297,16 @@ local function follow(state, history, live)
   if text ~= "" and reply:sub(-#text) ~= text then
     state.view:stream(text)
   end
+  -- the reply is the last committed step's text: the steps before it go above it
+  daemon.request("run/steps", { runId = live.runId }, function(err, result)
+    if err or state.running ~= run then
+      return
+    end
+    local texts = paging.joined_texts(result.steps or {}, compat.value(live.step), reply)
+    if texts then
+      state.view:insert_under_reply_heading(texts)
+    end
+  end)
   -- a command still running, calls waiting: drawn as far as they have gone
   for _, call in ipairs(compat.value(live.calls) or {}) do
     run.calls = run.calls or {}
@@ -252,7 +329,7 @@ end
 
 -- Whether the followed turn has ended, as the history says; if it has, its footer ends it.
 local function check_followed(state, run)
-  daemon.request("session/history", { sessionId = state.id }, function(err, result)
+  daemon.request("session/history", { sessionId = state.id, limit = paging.PAGE }, function(err, result)
     if err or state.running ~= run then
       return
     end
@@ -272,13 +349,14 @@ end
 local function reopen(id, cb)
   -- The configured MCP servers again: a daemon started since the session was opened has
   -- only the config file's and the project's.
-  local params = { sessionId = id, mcpServers = config.options.mcp_servers }
+  local params = { sessionId = id, mcpServers = config.options.mcp_servers, limit = paging.PAGE }
   daemon.request("session/reopen", params, function(err, result)
     if err then
       ui.error("could not reopen the session: " .. err.message)
       return
     end
     local state = adopt(result)
+    state.cursor = compat.value(result.historyCursor)
     local history = result.history or {}
     local live = compat.value(result.running)
     if live and not (state.running and not state.running.followed) then
@@ -299,6 +377,7 @@ local function reopen(id, cb)
     if cb then
       cb(state)
     end
+    M.offer_recovery(state, compat.value(result.recovery))
   end)
 end
 
@@ -416,12 +495,43 @@ local function ensure_view(state, cb)
     return
   end
   state.view = View.new("trellis://" .. state.id, config.options.flush_ms)
-  daemon.request("session/history", { sessionId = state.id }, function(err, result)
+  daemon.request("session/history", { sessionId = state.id, limit = paging.PAGE }, function(err, result)
     if not err then
+      state.cursor = compat.value(result.nextCursor)
       render(state, result.turns)
     end
     cb(state)
   end)
+end
+
+-- Ask keep or revert about a command killed mid-run (pending: Session.recovery's shape);
+-- the answer goes to session/recover. Asked once at a time per session.
+function M.offer_recovery(state, pending)
+  if type(pending) ~= "table" or state.asking_recovery then
+    return
+  end
+  state.asking_recovery = true
+  recovery.offer(state, pending, function(session)
+    state.asking_recovery = nil
+    if session then
+      adopt(session)
+      redraw_status()
+    end
+  end)
+end
+
+-- :TrellisRecover: answer the decision the conversation waits for, if it does.
+function M.recover()
+  local state = need_current("recover")
+  if not state then
+    return
+  end
+  local pending = compat.value(state.session.recovery)
+  if type(pending) ~= "table" then
+    ui.notify("this conversation has no decision waiting")
+    return
+  end
+  M.offer_recovery(state, pending)
 end
 
 local function turn_ended(state, run, err, result)
@@ -445,6 +555,10 @@ local function turn_ended(state, run, err, result)
     elseif err.code == Connection.LEASE_HELD and run.retry then
       view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
       M.offer_takeover(state, err, run.retry)
+    elseif err.code == Connection.CONFLICT and recovery.pending_from(err.data) then
+      -- refused until a person decides about a command killed mid-run
+      view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
+      M.offer_recovery(state, recovery.pending_from(err.data))
     else
       view:block({ "*error: " .. format.one_line(err.message, 200) .. "*" })
       ui.error(err.message)
@@ -472,12 +586,16 @@ local function turn_ended(state, run, err, result)
     elseif outcome == "paused" then
       ui.notify("the turn paused after its step: :TrellisResume goes on")
     end
+    local killed = compat.value(result.recovery)
+    if type(killed) == "table" then
+      M.offer_recovery(state, recovery.pending(result, killed))
+    end
   end
   redraw_status()
   M.send_waiting(state)
 end
 
-local function need_current(what)
+function need_current(what)
   local state = M.current_state()
   if not state then
     ui.warn(
@@ -731,7 +849,7 @@ function M.resume()
     return
   end
   with_daemon(function(conn)
-    daemon.request("session/history", { sessionId = state.id }, function(err, result)
+    daemon.request("session/history", { sessionId = state.id, limit = 1 }, function(err, result)
       if err then
         ui.error("could not read the conversation: " .. err.message)
         return
@@ -988,11 +1106,12 @@ local function branch_to(state, turn_id, cb)
       if files then
         vim.cmd("checktime") -- buffers of restored files reload
       end
-      daemon.request("session/history", { sessionId = state.id }, function(e, result)
+      daemon.request("session/history", { sessionId = state.id, limit = paging.PAGE }, function(e, result)
         if e then
           ui.error("could not read the new path: " .. e.message)
           return
         end
+        state.cursor = compat.value(result.nextCursor)
         render(state, result.turns)
         local last = result.turns[#result.turns]
         local restored = files and (" (" .. #files.restored .. " file(s) restored)") or ""
@@ -1025,7 +1144,7 @@ local function with_tree(state, cb)
       ui.error("could not read the turns: " .. err.message)
       return
     end
-    cb(tree.build(result.turns or {}, state.head))
+    cb(tree.build(result.turns or {}, state.head, compat.value(state.session.pinned)))
   end)
 end
 
@@ -1067,7 +1186,7 @@ local function paint_tree(state, buf, entries)
     {
       "# Turns of " .. format.title(state),
       tree.LEGEND,
-      "<CR> on a turn branches from it, f forks a new session from it",
+      "<CR> on a turn branches from it, f forks from it, F after one of its steps, p pins it",
       "",
     }
   local offset = #lines
@@ -1114,6 +1233,12 @@ function M.tree()
         vim.keymap.set("n", "f", function()
           M.fork_at_cursor(buf)
         end, { buffer = buf, desc = "Fork a new session from the turn under the cursor" })
+        vim.keymap.set("n", "F", function()
+          M.fork_step_at_cursor(buf)
+        end, { buffer = buf, desc = "Fork a new session after a step of the turn under the cursor" })
+        vim.keymap.set("n", "p", function()
+          M.pin_at_cursor(buf)
+        end, { buffer = buf, desc = "Pin or unpin the turn under the cursor" })
       end
       paint_tree(state, buf, entries)
       show_buffer(buf, "horizontal")
@@ -1152,10 +1277,11 @@ end
 
 -- Fork the session at turn_id (nil: before the first turn): a new session whose history is
 -- the path to that turn, opened in its own buffer; the origin is left as it was.
-local function fork_at(state, turn_id)
+-- With `step`, the fork's copy of the turn keeps only its first `step` steps.
+local function fork_at(state, turn_id, step)
   daemon.request(
     "session/fork",
-    { sessionId = state.id, turnId = turn_id or vim.NIL },
+    { sessionId = state.id, turnId = turn_id or vim.NIL, step = step },
     function(err, fork)
       if err then
         ui.error("could not fork: " .. err.message)
@@ -1179,6 +1305,32 @@ function M.fork_at_cursor(buf)
   if state then
     fork_at(state, entry.turn and entry.turn.turnId)
   end
+end
+
+-- F in the tree: pick a step of the turn under the cursor, and fork after it.
+function M.fork_step_at_cursor(buf)
+  local state, entry = entry_at_cursor(buf)
+  if not state or not entry.turn then
+    return
+  end
+  fork_step.pick(entry.turn, function(step)
+    fork_at(state, entry.turn.turnId, step)
+  end)
+end
+
+-- p in the tree: pin the turn under the cursor, or unpin it; the tree marks pinned turns.
+function M.pin_at_cursor(buf)
+  local state, entry = entry_at_cursor(buf)
+  if not state or not entry.turn then
+    return
+  end
+  pins.toggle(state, entry.turn, function()
+    with_tree(state, function(entries)
+      if vim.api.nvim_buf_is_valid(buf) then
+        paint_tree(state, buf, entries)
+      end
+    end)
+  end, M.offer_takeover)
 end
 
 -- :TrellisRename [title]
@@ -1574,9 +1726,6 @@ end
 
 local notifications = {}
 
--- The steps after which a turn may have ended (a reply, unless a steer waits for the model).
-local ENDINGS = { reply = true, error = true, cancelled = true }
-
 -- A turn another window started in a session open here: the session is reopened, which
 -- draws the turn as far as it has streamed (the notifications that came meanwhile are in
 -- that text), and the turn is followed from there. The current session stays current.
@@ -1586,12 +1735,13 @@ local function catch_up(state)
   end
   state.catching_up = true
   local current = M.current
-  daemon.request("session/reopen", { sessionId = state.id }, function(err, result)
+  daemon.request("session/reopen", { sessionId = state.id, limit = paging.PAGE }, function(err, result)
     state.catching_up = nil
     if err then
       return
     end
     adopt(result)
+    state.cursor = compat.value(result.historyCursor)
     M.current = current
     local live = compat.value(result.running)
     if live and not state.running then
@@ -1642,9 +1792,27 @@ notifications["session/step"] = function(p)
     state.view:block(lines)
     check_written(state, call)
   end
-  if run.followed and ENDINGS[p.decision] then
-    check_followed(state, run)
+end
+
+-- A turn of a session followed here ended, whichever window started it: a turn this
+-- window follows gets its footer (outcome, tokens, cost) from it; one it started ends with
+-- its own session/turn answer.
+notifications["session/turnEnded"] = function(p)
+  local state = M.open[p.sessionId]
+  local run = state and state.running
+  if not run or not run.followed or run.turnId ~= p.turnId then
+    return
   end
+  state.running = nil
+  -- the model is the one the turn was drawn with (session/turnEnded does not repeat it)
+  state.view:block({ format.footer(vim.tbl_extend("force", p, { model = run.model })) })
+  state.head = p.turnId
+  redraw_status()
+  local killed = compat.value(p.recovery)
+  if type(killed) == "table" then
+    M.offer_recovery(state, recovery.pending(p, killed))
+  end
+  M.send_waiting(state)
 end
 
 -- The turn a live notification belongs to, when it is drawn here.

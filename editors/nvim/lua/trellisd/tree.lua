@@ -13,15 +13,19 @@ local format = require("trellisd.format")
 
 local M = {}
 
-M.LEGEND = "● current path   ○ left branch   ← head (the next prompt follows it)"
+M.LEGEND =
+  "● current path   ○ left branch   ← head (the next prompt follows it)   [pinned] kept whole"
 
 local QUIET_OUTCOMES = { finished = true, success = true }
 
-local function label(turn, on_path, is_head)
+local function label(turn, on_path, is_head, pinned)
   local text = (on_path and "● " or "○ ") .. format.one_line(turn.prompt, 60)
   local outcome = compat.value(turn.outcome)
   if outcome and not QUIET_OUTCOMES[outcome] then
     text = text .. " [" .. outcome .. "]"
+  end
+  if pinned then
+    text = text .. " [pinned]"
   end
   if is_head then
     text = text .. "  ← head"
@@ -29,10 +33,15 @@ local function label(turn, on_path, is_head)
   return text
 end
 
--- turns: the session's turns, oldest first (session/turns); head: Session.head or nil.
--- Returns entries {turn = Turn or nil (the start), line, on_path, head}, in display order.
-function M.build(turns, head)
+-- turns: the session's turns, oldest first (session/turns); head: Session.head or nil;
+-- pinned: Session.pinned (ids), or nil.
+-- Returns entries {turn = Turn or nil (the start), line, on_path, head, pinned}, in display order.
+function M.build(turns, head, pinned)
   head = compat.value(head)
+  local pins = {}
+  for _, id in ipairs(compat.value(pinned) or {}) do
+    pins[id] = true
+  end
   local by_id, children = {}, { [""] = {} }
   for _, t in ipairs(turns) do
     by_id[t.turnId] = t
@@ -91,9 +100,10 @@ function M.build(turns, head)
       end
       entries[#entries + 1] = {
         turn = t,
-        line = first .. label(t, on_path[t.turnId] == true, t.turnId == head),
+        line = first .. label(t, on_path[t.turnId] == true, t.turnId == head, pins[t.turnId]),
         on_path = on_path[t.turnId] == true,
         head = t.turnId == head,
+        pinned = pins[t.turnId] == true,
       }
       stack[#stack + 1] = { list = children[t.turnId], prefix = rest, i = 0 }
     end

@@ -165,12 +165,12 @@ function View:set_header(lines)
   self.header_count = #lines
 end
 
--- The lines of a conversation from its history, shaped as a live one is painted.
--- session: a Session; turns: its path, first turn to head; live: the id of a turn still
--- running, drawn without a footer so that its reply can go on streaming after it; lineage:
--- see View.header.
-function View.history_lines(session, turns, live, lineage)
-  local lines = {}
+--- The line that stands for the turns before those drawn, until they are loaded.
+View.EARLIER = "↑ earlier turns: [[ or :TrellisEarlier loads them"
+
+-- Append the lines of history turns to `lines`, shaped as a live turn is painted: a turn
+-- shows every step's text (t.texts, from run/steps) or else its reply (the last step's).
+local function turn_lines(lines, turns, live)
   local function block(b)
     if #lines > 0 and lines[#lines] ~= "" then
       lines[#lines + 1] = ""
@@ -179,13 +179,16 @@ function View.history_lines(session, turns, live, lineage)
       lines[#lines + 1] = l
     end
   end
-  block(View.header(session, lineage))
   for _, t in ipairs(turns) do
     block(View.prompt_lines(t.prompt))
-    local reply = compat.value(t.reply) or ""
-    if reply ~= "" then
+    local texts = t.texts
+    if texts == nil then
+      local reply = compat.value(t.reply) or ""
+      texts = reply ~= "" and { reply } or {}
+    end
+    for _, text in ipairs(texts) do
       lines[#lines + 1] = ""
-      for _, l in ipairs(compat.lines(reply)) do
+      for _, l in ipairs(compat.lines(text)) do
         lines[#lines + 1] = l
       end
     end
@@ -194,6 +197,64 @@ function View.history_lines(session, turns, live, lineage)
     end
   end
   return lines
+end
+
+-- The lines of a conversation from its history, shaped as a live one is painted.
+-- session: a Session; turns: its path (or its newest page), first turn to head; live: the
+-- id of a turn still running, drawn without a footer so that its reply can go on streaming
+-- after it; lineage: see View.header; earlier: older turns exist (View.EARLIER is drawn).
+function View.history_lines(session, turns, live, lineage, earlier)
+  local lines = {}
+  for _, l in ipairs(View.header(session, lineage)) do
+    lines[#lines + 1] = l
+  end
+  if earlier then
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = View.EARLIER
+  end
+  return turn_lines(lines, turns, live)
+end
+
+-- Draw older turns above those drawn, where View.EARLIER stands (kept when `more`). False
+-- when the buffer has no such line.
+function View:prepend(turns, more)
+  if not self:valid() then
+    return false
+  end
+  local all = vim.api.nvim_buf_get_lines(self.buf, 0, -1, false)
+  for i, l in ipairs(all) do
+    if l == View.EARLIER then
+      local lines = turn_lines(more and { View.EARLIER } or {}, turns, nil)
+      if all[i + 1] ~= "" then
+        lines[#lines + 1] = "" -- the turns below keep their blank line above them
+      end
+      self:_set(i - 1, i, lines)
+      return true
+    end
+  end
+  return false
+end
+
+-- Draw texts (a paragraph each) right under the last "### trellisd" heading: the earlier
+-- steps of the turn being streamed, above what it shows.
+function View:insert_under_reply_heading(texts)
+  if not self:valid() then
+    return
+  end
+  local all = vim.api.nvim_buf_get_lines(self.buf, 0, -1, false)
+  for i = #all, 1, -1 do
+    if all[i] == "### trellisd" then
+      local lines = {}
+      for _, text in ipairs(texts) do
+        lines[#lines + 1] = ""
+        for _, l in ipairs(compat.lines(text)) do
+          lines[#lines + 1] = l
+        end
+      end
+      self:_set(i, i, lines)
+      return
+    end
+  end
 end
 
 -- The title, the folder and id, and where the session came from when it was forked
