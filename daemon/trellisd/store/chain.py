@@ -523,6 +523,21 @@ def tail_sound(con: apsw.Connection, session_id: str) -> bool:
         if body is None or link(previous, bytes(body)).hex() != stored:
             return False
         previous = bytes.fromhex(stored)
+    return _rows_logged(con, session_id)
+
+
+def _rows_logged(con: apsw.Connection, session_id: str) -> bool:
+    """Whether the log records as many rows as the session holds: two numbers the store's
+    triggers keep (``log_rows``), so a long session is not counted at each reopen; counted
+    in a store from before them (one served read-only, not migrated)."""
+    try:
+        kept = con.execute(
+            "SELECT held, logged FROM log_rows WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    except apsw.SQLError:
+        kept = None
+    if kept is not None:
+        return int(kept[0]) == int(kept[1])
     logged = con.execute(
         "SELECT count(*) FROM chain WHERE session_id = ? AND kind IN"
         f" ({', '.join('?' * len(ROW_KINDS))})",

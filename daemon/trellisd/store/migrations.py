@@ -355,4 +355,89 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE INDEX event_recovery ON event(run_id, seq) WHERE kind = 'recovery';
     """,
+    # 19: how many rows of the kinds the log records each session holds (``held``) and how
+    # many log entries record such rows (``logged``), kept by triggers as rows and entries are
+    # written or deleted, so that a reopen's cheap check compares two numbers instead of
+    # counting a long session's rows (``chain.tail_sound``).
+    """
+    CREATE TABLE log_rows (
+        session_id TEXT PRIMARY KEY,
+        held INTEGER NOT NULL,
+        logged INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO log_rows (session_id, held, logged)
+        SELECT s.id,
+            1 + (SELECT count(*) FROM turn t WHERE t.session_id = s.id)
+            + (SELECT count(*) FROM run r JOIN turn t ON t.id = r.turn_id
+               WHERE t.session_id = s.id)
+            + (SELECT count(*) FROM step x JOIN run r ON r.id = x.run_id
+               JOIN turn t ON t.id = r.turn_id WHERE t.session_id = s.id)
+            + (SELECT count(*) FROM event x JOIN run r ON r.id = x.run_id
+               JOIN turn t ON t.id = r.turn_id WHERE t.session_id = s.id)
+            + (SELECT count(*) FROM change x JOIN run r ON r.id = x.run_id
+               JOIN turn t ON t.id = r.turn_id WHERE t.session_id = s.id),
+            (SELECT count(*) FROM chain c WHERE c.session_id = s.id
+             AND c.kind IN ('session', 'turn', 'run', 'step', 'event', 'change'))
+        FROM session s;
+    CREATE TRIGGER log_rows_session_insert AFTER INSERT ON session BEGIN
+        INSERT OR REPLACE INTO log_rows (session_id, held, logged) VALUES (new.id, 1, 0);
+    END;
+    CREATE TRIGGER log_rows_session_delete AFTER DELETE ON session BEGIN
+        DELETE FROM log_rows WHERE session_id = old.id;
+    END;
+    CREATE TRIGGER log_rows_turn_insert AFTER INSERT ON turn BEGIN
+        UPDATE log_rows SET held = held + 1 WHERE session_id = new.session_id;
+    END;
+    CREATE TRIGGER log_rows_turn_delete AFTER DELETE ON turn BEGIN
+        UPDATE log_rows SET held = held - 1 WHERE session_id = old.session_id;
+    END;
+    CREATE TRIGGER log_rows_run_insert AFTER INSERT ON run BEGIN
+        UPDATE log_rows SET held = held + 1 WHERE session_id = (
+            SELECT session_id FROM turn WHERE id = new.turn_id
+        );
+    END;
+    CREATE TRIGGER log_rows_run_delete AFTER DELETE ON run BEGIN
+        UPDATE log_rows SET held = held - 1 WHERE session_id = (
+            SELECT session_id FROM turn WHERE id = old.turn_id
+        );
+    END;
+    CREATE TRIGGER log_rows_step_insert AFTER INSERT ON step BEGIN
+        UPDATE log_rows SET held = held + 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = new.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_step_delete AFTER DELETE ON step BEGIN
+        UPDATE log_rows SET held = held - 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = old.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_event_insert AFTER INSERT ON event BEGIN
+        UPDATE log_rows SET held = held + 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = new.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_event_delete AFTER DELETE ON event BEGIN
+        UPDATE log_rows SET held = held - 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = old.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_change_insert AFTER INSERT ON change BEGIN
+        UPDATE log_rows SET held = held + 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = new.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_change_delete AFTER DELETE ON change BEGIN
+        UPDATE log_rows SET held = held - 1 WHERE session_id = (
+            SELECT t.session_id FROM run r JOIN turn t ON t.id = r.turn_id WHERE r.id = old.run_id
+        );
+    END;
+    CREATE TRIGGER log_rows_chain_insert AFTER INSERT ON chain
+    WHEN new.kind IN ('session', 'turn', 'run', 'step', 'event', 'change') BEGIN
+        UPDATE log_rows SET logged = logged + 1 WHERE session_id = new.session_id;
+    END;
+    CREATE TRIGGER log_rows_chain_delete AFTER DELETE ON chain
+    WHEN old.kind IN ('session', 'turn', 'run', 'step', 'event', 'change') BEGIN
+        UPDATE log_rows SET logged = logged - 1 WHERE session_id = old.session_id;
+    END;
+    """,
 )

@@ -435,3 +435,28 @@ def test_an_entry_of_a_kind_a_later_build_writes_is_checked_by_its_hash_alone(
     assert not verdict.ok and verdict.first_bad is not None
     assert verdict.first_bad.kind == "later_kind"
     con.close()
+
+
+def test_the_numbers_a_reopen_compares_are_the_rows_and_entries_counted(
+    store: Store, db_path: Path, kept: tuple[str, str, str]
+) -> None:
+    """The counts the triggers keep follow turns, forks (whole and cut after a step) and
+    deletes, so a reopen's cheap check needs no count of a long session's rows."""
+    session_id, first, second = kept
+    at = store.runs.summary(first).turn_id
+    whole = store.sessions.fork(session_id, at, store.leases).session_id
+    cut = store.sessions.fork(session_id, at, store.leases, step=1).session_id
+    gone = store.sessions.fork(session_id, at, store.leases).session_id
+    store.sessions.delete(gone, store.leases)
+    con = raw(db_path)
+    kept_counts = dict(
+        (row[0], (row[1], row[2]))
+        for row in con.execute("SELECT session_id, held, logged FROM log_rows")
+    )
+    con.execute("DROP TABLE log_rows")  # what a store before them is: counted
+    for sid in (session_id, whole, cut):
+        assert chain._rows_logged(con, sid)
+        held = sum(chain._count(con, spec.source, sid) for spec in chain.ROW_KINDS.values())
+        assert kept_counts[sid] == (held, held)
+    assert gone not in kept_counts
+    con.close()
