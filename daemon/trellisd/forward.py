@@ -22,6 +22,7 @@ import select
 import sys
 
 from . import __version__
+from .build import build
 from .rendezvous import (
     END,
     RECORD_HEADER,
@@ -401,7 +402,7 @@ def status(env: Mapping[str, str], out: IO[str]) -> int:
             found += 1
             print(_describe(answer), file=out)
     if not found:
-        print(f"no shared trellisd daemon is running (version {__version__})", file=out)
+        print(f"no shared trellisd daemon is running (this is trellisd {build()})", file=out)
     return 0
 
 
