@@ -19,7 +19,6 @@ from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
 from .policy.layers import PolicySpec
-from .pricing import cost
 from .records import (
     ANY_HEAD,
     Budget,
@@ -433,7 +432,6 @@ def turn(value: Turn) -> dict[str, Any]:
     if out["error"] is None:
         del out["error"]
     _recovery(out, value.recovery)
-    out["cost"] = cost(value.model, value.tokens)
     return out
 
 
@@ -472,7 +470,6 @@ def turn_result(value: TurnResult) -> dict[str, Any]:
         if out[optional] is None:
             del out[optional]
     _recovery(out, value.recovery)
-    out["cost"] = cost(value.model, value.tokens)
     return out
 
 
@@ -491,7 +488,7 @@ def turn_ended(ref: TurnRef, value: TurnResult) -> dict[str, Any]:
         "outcome": value.outcome,
         "reply": value.reply,
         "tokens": to_wire(value.tokens),
-        "cost": cost(value.model, value.tokens),
+        "cost": value.cost,
     }
     if value.recovery is not None:
         out["recovery"] = required(value.recovery)

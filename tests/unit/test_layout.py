@@ -80,3 +80,9 @@ def test_the_daemon_speaks_acp_without_the_acp_sdk_or_pydantic(name: str) -> Non
     assert "acp" not in imported
     if not name.startswith("trellisd.mcp"):
         assert "pydantic" not in imported
+
+
+def test_the_wire_renders_what_the_services_return_and_prices_nothing() -> None:
+    """A turn's cost is the ledger's (the store prices each step as it commits): converting
+    a turn for the wire computes nothing."""
+    assert not {m for m in _imports("trellisd.wire") if m.startswith("trellisd.pricing")}

@@ -460,6 +460,7 @@ class TurnService:
             turn.model,
             session.head_hash,
             recovery=turn.recovery,
+            cost=turn.cost,
         )
         self.notifier.turn_ended(ref, result)
         return result

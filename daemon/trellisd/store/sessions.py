@@ -50,7 +50,9 @@ _TURN_SELECT = """
                    END FROM step WHERE run_id = r.id),
            t.created_at, r.model,
            (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = 'recovery'
-            ORDER BY e.seq DESC LIMIT 1)
+            ORDER BY e.seq DESC LIMIT 1),
+           (SELECT CASE WHEN count(*) = count(cost) THEN coalesce(sum(cost), 0.0)
+                   END FROM step WHERE run_id = r.id)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -108,6 +110,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         created_at=row[11],
         model=row[12],
         recovery=recoveries.of_run(row[0], row[3], row[13]),
+        cost=row[14],
     )
 
 
