@@ -44,7 +44,7 @@ from .records import (
 )
 from .services.queue import Queued
 from .services.running import LiveCall
-from .store.chain import Verdict
+from .store.chain import LogVerdict
 from .store.search import check_query
 from .tools.base import ActionKind
 from .vocabulary import FeedKind
@@ -451,7 +451,7 @@ def reopened(
     return out
 
 
-def verdict(value: Verdict) -> dict[str, Any]:
+def verdict(value: LogVerdict) -> dict[str, Any]:
     """``session/verify``'s answer: the first bad entry only when there is one."""
     out: dict[str, Any] = {"ok": value.ok, "entries": value.entries, "headHash": value.head_hash}
     if value.first_bad is not None:

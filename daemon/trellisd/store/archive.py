@@ -877,7 +877,7 @@ class _Proof:
         except apsw.ConstraintError:
             pass  # the import refuses it, naming its line
 
-    def verify(self, session_id: str) -> chain.Verdict | None:
+    def verify(self, session_id: str) -> chain.LogVerdict | None:
         """The file's log checked against its records; None for a file without a log."""
         if not self.logged:
             return None
