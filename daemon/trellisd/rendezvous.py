@@ -133,6 +133,11 @@ def config_names(env: Mapping[str, str]) -> set[str]:
     return {name for name in named if isinstance(name, str)}
 
 
+def store_digest(store: str) -> str:
+    """The part of a socket's name that says its store (after the build and a dash)."""
+    return str(sha256(os.path.abspath(store).encode()).hexdigest()[:16])
+
+
 class Unsafe(Exception):
     """A folder or a socket that may be another user's: the message says why, in one line."""
 
@@ -146,8 +151,7 @@ class Place:
     ) -> None:
         env = os.environ if env is None else env
         self.store = os.path.abspath(store)
-        digest = sha256(self.store.encode()).hexdigest()[:16]
-        name = f"{build()}-{digest}.sock"
+        name = f"{build()}-{store_digest(self.store)}.sock"
         if folder is None:
             folder = runtime_folder(env)
             if len(os.path.join(folder, name)) > MAX_SOCKET_PATH:

@@ -633,6 +633,20 @@ async def test_a_window_of_changed_code_starts_a_daemon_of_its_own(
     builds = {line.split("trellisd ")[1].split(",")[0] for line in ours}
     assert len(ours) == len(builds) == 2, status.stdout
     assert build() in builds, status.stdout
+    # ``trellisd stop`` stops the store's daemons of either build: the old one too.
+    for window in (old, new, again):
+        await window.client.shutdown_session()
+        await window.process.wait()
+    stopped = subprocess.run(
+        [sys.executable, "-m", "trellisd", "stop", "--db", str(windows.db)],
+        env=hermetic_env(windows.db.parent / "h", XDG_RUNTIME_DIR=str(windows.runtime)),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert "they have exited" in stopped.stdout, stopped.stdout
+    for pid in (facts_old["daemon"]["pid"], facts_new["daemon"]["pid"]):
+        await eventually(lambda pid=pid: not alive(pid), f"the daemon {pid} exits")
 
 
 async def test_the_daemon_exits_when_idle(windows: Windows) -> None:
