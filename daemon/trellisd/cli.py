@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import PROTOCOL_VERSION, __version__
+from .build import build
 from .rendezvous import shared_mode, store_file
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--version",
         action="version",
-        version=f"trellisd {__version__} (protocol {PROTOCOL_VERSION})",
+        version=f"trellisd {build()} (protocol {PROTOCOL_VERSION})",
     )
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)

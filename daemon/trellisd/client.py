@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-class RpcError(Exception):
+class DaemonError(Exception):
     def __init__(self, error: dict[str, Any]) -> None:
         super().__init__(f"{error.get('message')} (code {error.get('code')})")
         self.code = error.get("code")
@@ -76,7 +76,7 @@ class DaemonClient:
             elif "id" in message and message["id"] in self._pending:
                 future = self._pending.pop(message["id"])
                 if "error" in message:
-                    future.set_exception(RpcError(message["error"]))
+                    future.set_exception(DaemonError(message["error"]))
                 else:
                     future.set_result(message.get("result"))
 

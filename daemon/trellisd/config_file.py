@@ -141,7 +141,7 @@ McpServer = McpStdioServer | McpHttpServer
 
 
 @attrs.frozen
-class McpServerSpec:
+class McpServerEntry:
     """An MCP server as written: ``{name, command, args?, env?, cwd?}`` or ``{name, url,
     headers?}``, in the config file's ``[[mcp]]`` and in ``session/open``'s ``mcpServers``."""
 
@@ -184,7 +184,7 @@ class McpServerSpec:
         return McpStdioServer(self.name, self.command, self.args, _pairs(self.env, "env"), self.cwd)
 
 
-def mcp_servers(specs: tuple[McpServerSpec, ...], where: str) -> tuple[McpServer, ...]:
+def mcp_servers(specs: tuple[McpServerEntry, ...], where: str) -> tuple[McpServer, ...]:
     """The typed servers, their names unique and each one the MCP client can start;
     ``InvalidParams`` naming the one at fault."""
     seen: set[str] = set()
@@ -269,7 +269,7 @@ class ConfigFile:
     layers: tuple[LayerSpec, ...] = _layers()
     pass_env: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of names"})
     prices: dict[str, Any] = attrs.field(factory=dict)
-    mcp: tuple[McpServerSpec, ...] = attrs.field(
+    mcp: tuple[McpServerEntry, ...] = attrs.field(
         default=(), metadata={"must": "be a list of [[mcp]] tables"}
     )
 
@@ -326,7 +326,7 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
     return parsed, text
 
 
-def _secrets_written(servers: tuple[McpServerSpec, ...]) -> list[str]:
+def _secrets_written(servers: tuple[McpServerEntry, ...]) -> list[str]:
     """The keys of MCP servers' ``headers`` and ``env`` whose names say they hold a secret
     (an ``Authorization`` header, a ``*TOKEN*`` variable ...), as dotted keys."""
     found = []
@@ -566,7 +566,7 @@ __all__ = [
     "ConfigFile",
     "McpHttpServer",
     "McpServer",
-    "McpServerSpec",
+    "McpServerEntry",
     "McpStdioServer",
     "Settings",
     "config_path",

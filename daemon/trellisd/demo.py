@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .client import DaemonClient, RpcError
+from .client import DaemonClient, DaemonError
 
 GREETING = 'print("hello, trellis")\n'
 STEER = "Keep it to one line."
@@ -95,7 +95,7 @@ class Tour:
 
     async def on_request(self, method: str, params: dict[str, Any]) -> Any:
         if method != "session/requestApproval" or self.asker is None:
-            raise RpcError({"code": -32601, "message": f"the tour does not answer {method}"})
+            raise DaemonError({"code": -32601, "message": f"the tour does not answer {method}"})
         self.say(f"  [approval asked: {params['summary']}]")
         return await self.asker(params)
 
@@ -296,7 +296,7 @@ async def _run(db: str | None) -> int:
 def run_demo(db: str | None) -> int:
     try:
         return asyncio.run(_run(db))
-    except (RpcError, ConnectionError) as exc:
+    except (DaemonError, ConnectionError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # the tour's daemons are stopped and its folder removed

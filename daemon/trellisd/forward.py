@@ -22,6 +22,7 @@ import select
 import sys
 
 from . import __version__
+from .build import build
 from .rendezvous import (
     END,
     RECORD_HEADER,
@@ -38,6 +39,7 @@ from .rendezvous import (
     recorded_folder,
     runtime_folder,
     shared_mode,
+    store_digest,
     store_file,
 )
 
@@ -401,7 +403,7 @@ def status(env: Mapping[str, str], out: IO[str]) -> int:
             found += 1
             print(_describe(answer), file=out)
     if not found:
-        print(f"no shared trellisd daemon is running (version {__version__})", file=out)
+        print(f"no shared trellisd daemon is running (this is trellisd {build()})", file=out)
     return 0
 
 
@@ -424,28 +426,35 @@ def _describe(answer: dict[str, Any]) -> str:
 
 
 def stop(store: str, env: Mapping[str, str], out: IO[str]) -> int:
-    """Ask the store's daemon to exit after its running turns; wait until it has."""
+    """Ask the store's daemons to exit after their running turns (this build's, and one
+    still running the code from before an upgrade); wait until they have."""
     place = Place(store, env)
-    reached = ask(place, "stop")
-    for folder in (fallback_folder(env), recorded_folder(env)):
-        if reached is None and folder is not None and folder != place.folder:
-            reached = ask(Place(store, env, folder), "stop")
-    if reached is None:
+    suffix = f"-{store_digest(place.store)}.sock"
+    reached = []
+    folders = (place.folder, fallback_folder(env), recorded_folder(env) or "")
+    for folder in dict.fromkeys(f for f in folders if f):
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        for name in (n for n in names if n.endswith(suffix)):
+            asked = ask(Place.at(os.path.join(folder, name), place.store), "stop")
+            if asked is not None:
+                reached.append(asked)
+    if not reached:
         print(f"no shared trellisd daemon serves {place.store}", file=out)
         return 0
-    sock, answer = reached
-    turns = len(answer.get("runningTurns", []))
-    print(
-        f"asked the shared daemon (pid {answer.get('pid')}) to exit"
-        + (f" after its {turns} running turn(s)" if turns else ""),
-        file=out,
-        flush=True,
-    )
-    try:
-        while sock.recv(4096):
+    for _, answer in reached:
+        turns = len(answer.get("runningTurns", []))
+        print(
+            f"asked the shared daemon (pid {answer.get('pid')}) to exit"
+            + (f" after its {turns} running turn(s)" if turns else ""),
+            file=out,
+            flush=True,
+        )
+    for sock, _ in reached:
+        try:
+            while sock.recv(4096):
+                pass
+        except OSError:
             pass
-    except OSError:
-        pass
-    sock.close()
-    print("it has exited", file=out)
+        sock.close()
+    print("it has exited" if len(reached) == 1 else "they have exited", file=out)
     return 0

@@ -190,6 +190,7 @@ class Turn:
     created_at: str
     model: str | None = None
     recovery: Recovery | None = None  # its cancel had to kill a running command
+    cost: float | None = None  # USD, the sum of its steps' as the store priced them
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ class TurnResult:
     session_id: str | None = None  # set when the turn ran in a fork (onConflict)
     forked_from: ForkedFrom | None = None
     recovery: Recovery | None = None  # its cancel had to kill a running command
+    cost: float | None = None  # USD, as the store priced its steps
 
 
 @dataclass(frozen=True)

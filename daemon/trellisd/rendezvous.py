@@ -8,8 +8,9 @@ that an editor starts imports this and little else.
                 (``private_folder``), and a window then takes the next: trellisd-<uid>
                 under the temp folder, then one of its own with a random name
                 (``own_folder``), recorded in the user's state folder for the next windows
-    socket      <folder>/<version>-<hash of the store path>.sock, 0600; a version never
-                attaches to another version's daemon, a store never to another store's
+    socket      <folder>/<build>-<hash of the store path>.sock, 0600: a window never
+                attaches to a daemon running other code (``build``: the version and a
+                digest of the installed code), a store never to another store's
     start lock  <socket>.start: held by the one forwarder that starts the daemon
     life lock   <socket>.pid: held by the daemon for its life, with its pid in it
 
@@ -27,7 +28,7 @@ import os
 import stat
 import struct
 
-from . import __version__
+from .build import build
 from .secrecy import secret_variable
 
 TYPE_CHECKING = False
@@ -132,6 +133,11 @@ def config_names(env: Mapping[str, str]) -> set[str]:
     return {name for name in named if isinstance(name, str)}
 
 
+def store_digest(store: str) -> str:
+    """The part of a socket's name that says its store (after the build and a dash)."""
+    return str(sha256(os.path.abspath(store).encode()).hexdigest()[:16])
+
+
 class Unsafe(Exception):
     """A folder or a socket that may be another user's: the message says why, in one line."""
 
@@ -145,8 +151,7 @@ class Place:
     ) -> None:
         env = os.environ if env is None else env
         self.store = os.path.abspath(store)
-        digest = sha256(self.store.encode()).hexdigest()[:16]
-        name = f"{__version__}-{digest}.sock"
+        name = f"{build()}-{store_digest(self.store)}.sock"
         if folder is None:
             folder = runtime_folder(env)
             if len(os.path.join(folder, name)) > MAX_SOCKET_PATH:
@@ -329,14 +334,14 @@ def json_string(text: str) -> str:
 
 
 def hello(env: Mapping[str, str], command: str = "attach") -> bytes:
-    """A window's first line: its version, what it asks, its pid, and its environment
+    """A window's first line: its build, what it asks, its pid, and its environment
     (``window_environment``): the daemon reads the window's settings and keys from it, and
     starts the window's programs in it. It is said only to a daemon of this user's
     (``forward.connect`` checks)."""
     handed = window_environment(env).items()
     settings = ", ".join(f"{json_string(k)}: {json_string(v)}" for k, v in handed)
     return (
-        f'{{"trellisd": {json_string(__version__)}, "command": {json_string(command)},'
+        f'{{"trellisd": {json_string(build())}, "command": {json_string(command)},'
         f' "pid": {os.getpid()}, "env": {{{settings}}}}}\n'
     ).encode()
 

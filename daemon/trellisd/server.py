@@ -210,7 +210,7 @@ class Deferred:
         self.complete = complete
 
 
-class AcpWindow(Protocol):
+class AcpFollower(Protocol):
     """A window of the shared daemon that speaks ACP (``acp.window``): it follows sessions as
     a native window does, and is told of their turns through a notifier of its own."""
 
@@ -238,8 +238,8 @@ class Daemon:
         self.shared = shared
         self.windows: set[TrellisServer] = set()
         self.following: dict[str, set[TrellisServer]] = {}
-        self.acp_windows: set[AcpWindow] = set()
-        self.acp_following: dict[str, set[AcpWindow]] = {}
+        self.acp_windows: set[AcpFollower] = set()
+        self.acp_following: dict[str, set[AcpFollower]] = {}
         self.approvals: dict[str, list[_Approval]] = {}
         self.notifier = _WireNotifier(self)
         # Called when a window leaves or a turn ends (the shared daemon's idle exit).
@@ -313,13 +313,13 @@ class Daemon:
     def followers(self, session_id: str) -> tuple[TrellisServer, ...]:
         return tuple(self.following.get(session_id, ()))
 
-    def acp_followers(self, session_id: str) -> tuple[AcpWindow, ...]:
+    def acp_followers(self, session_id: str) -> tuple[AcpFollower, ...]:
         return tuple(self.acp_following.get(session_id, ()))
 
-    def attach_acp(self, window: AcpWindow) -> None:
+    def attach_acp(self, window: AcpFollower) -> None:
         self.acp_windows.add(window)
 
-    def follow_acp(self, window: AcpWindow, session_id: str) -> None:
+    def follow_acp(self, window: AcpFollower, session_id: str) -> None:
         """The ACP ``window`` follows ``session_id`` from now on, as ``follow``."""
         if window not in self.acp_windows:
             return
@@ -330,14 +330,14 @@ class Daemon:
         for approval in self.approvals.get(session_id, ()):
             approval.ask_acp(window)
 
-    def unfollow_acp(self, window: AcpWindow, session_id: str) -> None:
+    def unfollow_acp(self, window: AcpFollower, session_id: str) -> None:
         followers = self.acp_following.get(session_id)
         if followers is not None:
             followers.discard(window)
             if not followers:
                 del self.acp_following[session_id]
 
-    def detach_acp(self, window: AcpWindow) -> None:
+    def detach_acp(self, window: AcpFollower) -> None:
         """The ACP window is gone, as ``detach``."""
         if window not in self.acp_windows:
             return
@@ -538,7 +538,7 @@ class _Approval:
         self.turn, self.request = turn, request
         self.decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         self.asked: dict[TrellisServer, tuple[str, asyncio.Future[Any]]] = {}
-        self.asked_acp: dict[AcpWindow, asyncio.Task[Decision]] = {}
+        self.asked_acp: dict[AcpFollower, asyncio.Task[Decision]] = {}
 
     def ask(self, window: TrellisServer) -> None:
         if self.decided.done() or window in self.asked:
@@ -563,7 +563,7 @@ class _Approval:
         decision = result.get("decision") if isinstance(result, dict) else None
         self.decided.set_result(Decision(decision) if decision in ANSWERS else Decision.DENY)
 
-    def ask_acp(self, window: AcpWindow) -> None:
+    def ask_acp(self, window: AcpFollower) -> None:
         """The question as ACP's ``session/request_permission``, in an ACP window."""
         if self.decided.done() or window in self.asked_acp:
             return
@@ -571,7 +571,7 @@ class _Approval:
         self.asked_acp[window] = asked
         asked.add_done_callback(functools.partial(self._answered_acp, window))
 
-    def _answered_acp(self, window: AcpWindow, asked: asyncio.Task[Decision]) -> None:
+    def _answered_acp(self, window: AcpFollower, asked: asyncio.Task[Decision]) -> None:
         if asked.cancelled() or self.decided.done():
             return
         self.asked_acp.pop(window, None)
@@ -582,7 +582,7 @@ class _Approval:
         elif asked.result() != Decision.TIMEOUT:  # its own wait ran out: the others decide
             self.decided.set_result(asked.result())
 
-    def forget_acp(self, window: AcpWindow) -> None:
+    def forget_acp(self, window: AcpFollower) -> None:
         asked = self.asked_acp.pop(window, None)
         if asked is not None:
             asked.cancel()

@@ -27,7 +27,8 @@ import struct
 from collections.abc import Mapping
 from typing import IO, Any
 
-from . import __version__, server
+from . import server
+from .build import build
 from .config_file import Settings, load_settings
 from .errors import StoreError
 from .rendezvous import HELLO_LIMIT, Place, Unsafe, end_record, peer_uid, private_file, record
@@ -190,8 +191,10 @@ class SharedDaemon:
             self._waiting.pop(conn, None)
         conn.setblocking(True)
         command = said.get("command")
-        if said.get("trellisd") != __version__:
-            self._answer(conn, {"ok": False, "error": f"this daemon is trellisd {__version__}"})
+        if command in ("attach", "acp") and said.get("trellisd") != build():
+            # A window of other code (its socket is named after its own build, so it came
+            # here by a path of its own): refused, as it must not run this code's services.
+            self._answer(conn, {"ok": False, "error": f"this daemon is trellisd {build()}"})
             conn.close()
         elif command == "status":
             self._answer(conn, self.status())
@@ -288,7 +291,7 @@ class SharedDaemon:
     def status(self) -> dict[str, Any]:
         running = self.daemon.running_sessions()
         return {
-            "version": __version__,
+            "version": build(),
             "pid": os.getpid(),
             "store": self.place.store,
             "socket": self.place.socket,

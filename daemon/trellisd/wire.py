@@ -19,7 +19,6 @@ from .convert import camel, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
 from .policy.layers import PolicySpec
-from .pricing import cost
 from .records import (
     ANY_HEAD,
     Budget,
@@ -45,7 +44,7 @@ from .records import (
 )
 from .services.queue import Queued
 from .services.running import LiveCall
-from .store.chain import Verdict
+from .store.chain import LogVerdict
 from .store.search import check_query
 from .tools.base import ActionKind
 from .vocabulary import FeedKind
@@ -433,7 +432,6 @@ def turn(value: Turn) -> dict[str, Any]:
     if out["error"] is None:
         del out["error"]
     _recovery(out, value.recovery)
-    out["cost"] = cost(value.model, value.tokens)
     return out
 
 
@@ -453,7 +451,7 @@ def reopened(
     return out
 
 
-def verdict(value: Verdict) -> dict[str, Any]:
+def verdict(value: LogVerdict) -> dict[str, Any]:
     """``session/verify``'s answer: the first bad entry only when there is one."""
     out: dict[str, Any] = {"ok": value.ok, "entries": value.entries, "headHash": value.head_hash}
     if value.first_bad is not None:
@@ -472,7 +470,6 @@ def turn_result(value: TurnResult) -> dict[str, Any]:
         if out[optional] is None:
             del out[optional]
     _recovery(out, value.recovery)
-    out["cost"] = cost(value.model, value.tokens)
     return out
 
 
@@ -491,7 +488,7 @@ def turn_ended(ref: TurnRef, value: TurnResult) -> dict[str, Any]:
         "outcome": value.outcome,
         "reply": value.reply,
         "tokens": to_wire(value.tokens),
-        "cost": cost(value.model, value.tokens),
+        "cost": value.cost,
     }
     if value.recovery is not None:
         out["recovery"] = required(value.recovery)

@@ -338,8 +338,8 @@ async def hot_path(
 
 def build_session(db: Path, root: Path, turns: int) -> None:
     """A session of ``turns`` finished turns of one step each, written through the store."""
+    from trellisd.records import Step, Tokens
     from trellisd.store import Store
-    from trellisd.store.records import Step, Tokens
 
     try:  # this revision
         from trellisd.processes import pid_alive

@@ -6,7 +6,7 @@ trellisd costs over calling the same server directly with the SDK.
 For each server (the SDK-built one of the tests, ``tests/fixtures/mcp_server.py``, and the npm
 filesystem server if ``.ci/mcp-setup.sh`` installed it):
 
-- first tool list: from ``Connection.open()`` (spawning the launcher and the server, the
+- first tool list: from ``McpConnection.open()`` (spawning the launcher and the server, the
   initialize handshake, ``tools/list``) to the list, ``--runs`` times;
 - per call: ``--calls`` sequential calls of one cheap tool through ``SessionServers`` (what a
   turn's ``McpTool.run`` does: the lock, the launcher's relay, the timeout race) against the
@@ -31,7 +31,7 @@ sys.path[:0] = [str(REPO / "daemon")]
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
-from trellisd.mcp.connection import Connection  # noqa: E402
+from trellisd.mcp.connection import McpConnection  # noqa: E402
 from trellisd.mcp.servers import SessionServers  # noqa: E402
 from trellisd.mcp.spec import Configured, McpServerSpec  # noqa: E402
 from trellisd.tools.base import ToolContext  # noqa: E402
@@ -61,7 +61,7 @@ def line(what: str, samples: list[float]) -> None:
 async def first_list(spec: McpServerSpec, root: Path, runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
-        connection = Connection(spec, root, 120.0)
+        connection = McpConnection(spec, root, 120.0)
         started = time.perf_counter()
         tools = await connection.open()
         samples.append(time.perf_counter() - started)

@@ -22,9 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "daemon")]
 
 from trellisd.processes import pid_alive  # noqa: E402
-from trellisd.records import ProviderChoice  # noqa: E402
+from trellisd.records import (  # noqa: E402
+    ProviderChoice,  # noqa: E402
+    Step,
+    Tokens,
+)
 from trellisd.store import Store  # noqa: E402
-from trellisd.store.records import Step, Tokens  # noqa: E402
 
 PAGE = 200
 

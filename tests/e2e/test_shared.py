@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 
+import trellisd
 from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_changes import OPEN
 from tests.e2e.test_recovery import STUBBORN, running_command
@@ -31,6 +32,7 @@ from tests.e2e.test_steer_cancel import LONG, held_after, tokens
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually, until
+from trellisd.build import build
 from trellisd.rendezvous import Place, hello
 
 
@@ -597,6 +599,54 @@ async def test_a_window_that_stops_reading_is_dropped_and_slows_no_one(
     log = next((windows.runtime / "trellisd").glob("*.log")).read_text()
     assert "stopped reading" in log
     stuck.close()
+
+
+async def test_a_window_of_changed_code_starts_a_daemon_of_its_own(
+    windows: Windows, tmp_path: Path
+) -> None:
+    """After an upgrade (here: a copy of the package with one file changed), a new window
+    does not attach to the daemon still running the old code: a second one starts for the
+    same store, and ``trellisd status`` tells them apart by their builds."""
+    upgraded = tmp_path / "upgraded"
+    shutil.copytree(
+        Path(trellisd.__file__).parent,
+        upgraded / "trellisd",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    with (upgraded / "trellisd" / "oneline.py").open("a") as changed:
+        changed.write("\n# a change of the upgrade\n")
+    old, facts_old = await windows.open()
+    new, facts_new = await windows.open(PYTHONPATH=str(upgraded))
+    again, facts_again = await windows.open()
+    assert facts_new["daemon"]["pid"] != facts_old["daemon"]["pid"]
+    assert facts_again["daemon"]["pid"] == facts_old["daemon"]["pid"]
+    assert alive(facts_old["daemon"]["pid"]) and alive(facts_new["daemon"]["pid"])
+    status = subprocess.run(
+        [sys.executable, "-m", "trellisd", "status"],
+        env=hermetic_env(windows.db.parent / "h", XDG_RUNTIME_DIR=str(windows.runtime)),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    lines = status.stdout.splitlines()
+    ours = [lines[n + 1] for n, line in enumerate(lines) if line == str(windows.db)]
+    builds = {line.split("trellisd ")[1].split(",")[0] for line in ours}
+    assert len(ours) == len(builds) == 2, status.stdout
+    assert build() in builds, status.stdout
+    # ``trellisd stop`` stops the store's daemons of either build: the old one too.
+    for window in (old, new, again):
+        await window.client.shutdown_session()
+        await window.process.wait()
+    stopped = subprocess.run(
+        [sys.executable, "-m", "trellisd", "stop", "--db", str(windows.db)],
+        env=hermetic_env(windows.db.parent / "h", XDG_RUNTIME_DIR=str(windows.runtime)),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert "they have exited" in stopped.stdout, stopped.stdout
+    for pid in (facts_old["daemon"]["pid"], facts_new["daemon"]["pid"]):
+        await eventually(lambda pid=pid: not alive(pid), f"the daemon {pid} exits")
 
 
 async def test_the_daemon_exits_when_idle(windows: Windows) -> None:

@@ -80,3 +80,38 @@ def test_the_daemon_speaks_acp_without_the_acp_sdk_or_pydantic(name: str) -> Non
     assert "acp" not in imported
     if not name.startswith("trellisd.mcp"):
         assert "pydantic" not in imported
+
+
+def test_the_wire_renders_what_the_services_return_and_prices_nothing() -> None:
+    """A turn's cost is the ledger's (the store prices each step as it commits): converting
+    a turn for the wire computes nothing."""
+    assert not {m for m in _imports("trellisd.wire") if m.startswith("trellisd.pricing")}
+
+
+def test_one_name_per_concept_no_class_name_is_defined_twice() -> None:
+    """A class name says one thing across the package: two classes of one name (the log's
+    verdict and the policy's, the ACP connection and the MCP one) are one concept or two
+    names."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(name)
+    assert {cls: mods for cls, mods in where.items() if len(mods) > 1} == {}
+
+
+def test_the_models_context_window_is_not_called_a_window() -> None:
+    """ "window" is an editor's connection; what a model's request must fit in is its
+    "context window", in module, class and function names alike."""
+    names = set(MODULES)
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+    assert not [n for n in names if "model_window" in n.lower() or n == "known_window"]
+    assert "trellisd.context_windows" in MODULES
+
+
+def test_the_records_live_in_one_module() -> None:
+    """The domain records are ``trellisd.records``; no second module re-exports them."""
+    assert "trellisd.store.records" not in MODULES

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from trellisd import __version__
+from trellisd.build import build
 from trellisd.forward import serve_arguments
 from trellisd.rendezvous import (
     MAX_SOCKET_PATH,
@@ -27,12 +28,13 @@ from trellisd.rendezvous import (
 )
 
 
-def test_one_socket_per_store_and_version_in_the_runtime_folder(tmp_path: Path) -> None:
+def test_one_socket_per_store_and_build_in_the_runtime_folder(tmp_path: Path) -> None:
     env = {"XDG_RUNTIME_DIR": "/run/user/1000"}
     a, again, b = Place("/a/t.db", env), Place("/a/t.db", env), Place("/b/t.db", env)
     assert a.socket == again.socket != b.socket
     assert a.folder == "/run/user/1000/trellisd"
-    assert os.path.basename(a.socket).startswith(f"{__version__}-")
+    assert os.path.basename(a.socket).startswith(f"{build()}-")
+    assert build().startswith(f"{__version__}+")
     assert a.socket.endswith(".sock") and a.log.endswith(".log")
 
 
@@ -141,7 +143,7 @@ def test_a_window_hands_over_its_environment_less_the_secrets_its_settings_do_no
     }
     said = json.loads(hello(env))
     assert said == {
-        "trellisd": __version__,
+        "trellisd": build(),
         "command": "attach",
         "pid": os.getpid(),
         "env": {k: v for k, v in env.items() if k not in ("AWS_SECRET_ACCESS_KEY", "DATABASE_URL")},

@@ -67,7 +67,7 @@ NOTHING_TO_COMPACT = (
 )
 
 
-class Recorder(Protocol):
+class EventRecorder(Protocol):
     def add_event(
         self, kind: EventKind, step: int | None, detail: dict[str, object]
     ) -> Awaitable[None]: ...
@@ -131,18 +131,18 @@ class ContextKeeper:
     def __init__(
         self,
         provider: Provider,
-        recorder: Recorder,
+        recorder: EventRecorder,
         system: Message,
         path: list[Turn],
         summary: Summary | None,
-        window: int,
+        context_window: int,
         compact_at: float,
         transcripts: Transcripts | None = None,
         pinned: Collection[str] = (),
     ) -> None:
         self.provider, self.recorder = provider, recorder
         self.system, self.path, self.summary = system, path, summary
-        self.window, self.compact_at = window, compact_at
+        self.context_window, self.compact_at = context_window, compact_at
         self.transcripts = transcripts  # the path's committed steps, by run
         self.pinned = frozenset(pinned)  # the turns sent verbatim whatever is compacted
         self.context_tokens = 0  # the size of the context, as last reported or estimated
@@ -152,7 +152,7 @@ class ContextKeeper:
     @property
     def limit(self) -> int:
         """The size a request may reach before the path is compacted."""
-        return int(self.window * self.compact_at)
+        return int(self.context_window * self.compact_at)
 
     def head(self) -> list[Message]:
         """The messages that stand for the path: the system, the summary, the pinned turns it
@@ -192,7 +192,9 @@ class ContextKeeper:
         self.context_tokens = size
         if size <= self.limit:
             return False
-        log.info("a request of about %d tokens passes %d of %d", size, self.limit, self.window)
+        log.info(
+            "a request of about %d tokens passes %d of %d", size, self.limit, self.context_window
+        )
         done = await self.compact(messages, number, commit, {"estimate": size})
         if done:
             self.context_tokens = self.estimate(messages, tools)
@@ -225,7 +227,7 @@ class ContextKeeper:
         detail: dict[str, object] = {
             "turns": summary.turns,
             "throughTurnId": cover[-1].turn_id,
-            "contextWindow": self.window,
+            "contextWindow": self.context_window,
             **(why or {}),
         }
         await self.recorder.add_event(EventKind.COMPACTION, number, detail)

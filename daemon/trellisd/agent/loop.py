@@ -115,7 +115,7 @@ class ChangeWatch(Protocol):
     def around(self, action: Action, step: int) -> AbstractAsyncContextManager[None]: ...
 
 
-class Check(Protocol):
+class TurnCheck(Protocol):
     """A bounded turn's check, run whenever the model stops calling tools."""
 
     async def run(self, step: int) -> str | None:
@@ -145,7 +145,7 @@ class TurnPlan:
     inbox: SteerInbox = field(default_factory=SteerInbox)
     first_step: int = 1
     gate: ToolGate | None = None
-    check: Check | None = None
+    check: TurnCheck | None = None
     watch: ChangeWatch | None = None
     pause: Callable[[], bool] | None = None  # asked at each step boundary: stop here?
     activity: ToolActivity = field(default_factory=Quiet)  # told of tool calls as they happen

@@ -45,7 +45,7 @@ STOP_SECONDS = 5.0
 MAX_PAGES = 20  # of a tools/list answer
 
 
-class Connection:
+class McpConnection:
     """The live connection to one server. ``open`` starts it (and lists its tools);
     ``call`` calls a tool; ``stop`` ends it, its process group with it."""
 

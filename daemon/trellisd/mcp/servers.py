@@ -38,7 +38,7 @@ from .spec import Configured, McpServerSpec, ProjectServers
 from .tools import McpTool, offer
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .connection import McpConnection
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Server:
     error: str | None = None
     tools: list[McpTool] = field(default_factory=list)
     skipped: int = 0
-    connection: Connection | None = None
+    connection: McpConnection | None = None
 
     @property
     def name(self) -> str:
@@ -130,9 +130,9 @@ class SessionServers:
         spec = server.configured.spec
         if server.configured.source == "project" and not await self._approved(server, ask, note):
             return
-        from .connection import Connection  # the SDK, imported when a server first starts
+        from .connection import McpConnection  # the SDK, imported when a server first starts
 
-        connection = Connection(spec, self.root, START_TIMEOUT_SECONDS)
+        connection = McpConnection(spec, self.root, START_TIMEOUT_SECONDS)
         try:
             listed = await connection.open()
         except McpFailure as exc:

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..agent.compaction import ContextKeeper, Summary
 from ..config import ProviderSettings
-from ..model_windows import FALLBACK_WINDOW, known_window
+from ..context_windows import FALLBACK_CONTEXT_WINDOW, known_context_window
 from ..pricing import cost
 from ..providers.base import Message, Provider
 from ..records import Step, Tokens, Turn, TurnRef
@@ -23,11 +23,11 @@ log = logging.getLogger(__name__)
 
 
 @runtime_checkable
-class StatesWindow(Protocol):
+class StatesContextWindow(Protocol):
     async def context_window(self) -> int | None: ...
 
 
-class Windows:
+class ContextWindows:
     """Each model's context window: the settings' own, else what the provider's models
     endpoint states (asked once per endpoint and model), else the built-in table."""
 
@@ -38,15 +38,15 @@ class Windows:
         if settings.context_window is not None:
             return settings.context_window
         key = (settings.effective_base_url or settings.name or "", provider.model)
-        if key not in self._stated and isinstance(provider, StatesWindow):
+        if key not in self._stated and isinstance(provider, StatesContextWindow):
             self._stated[key] = await provider.context_window()
         stated = self._stated.get(key)
-        return stated or known_window(provider.model) or FALLBACK_WINDOW
+        return stated or known_context_window(provider.model) or FALLBACK_CONTEXT_WINDOW
 
 
 async def keeper_for(
     store: AsyncStore,
-    windows: Windows,
+    context_windows: ContextWindows,
     settings: ProviderSettings,
     provider: Provider,
     recorder: Recorder,
@@ -63,14 +63,14 @@ async def keeper_for(
     start = 0 if summary is None else summary.turns
     sent = [t for t in path[:start] if t.turn_id in pinned] + path[start:]
     transcripts = await store.runs.transcripts([t.run_id for t in sent])
-    window = await windows.of(settings, provider)
+    context_window = await context_windows.of(settings, provider)
     return ContextKeeper(
         provider,
         recorder,
         system,
         path,
         summary,
-        window,
+        context_window,
         settings.compact_at,
         transcripts,
         pinned,
@@ -78,7 +78,7 @@ async def keeper_for(
 
 
 @dataclass
-class Spend:
+class UsageTotal:
     """Tokens and their cost, summed over figures that may be unknown (counted as 0; a cost
     is None only when no part of it is known)."""
 
@@ -86,32 +86,32 @@ class Spend:
     cost: float | None
 
     @staticmethod
-    def of(model: str | None, tokens: Tokens) -> Spend:
-        return Spend(_known(tokens), cost(model, tokens))
+    def of(model: str | None, tokens: Tokens) -> UsageTotal:
+        return UsageTotal(_known(tokens), cost(model, tokens))
 
-    def __add__(self, other: Spend) -> Spend:
+    def __add__(self, other: UsageTotal) -> UsageTotal:
         both = None if self.cost is None and other.cost is None else 0.0
         if both is not None:
             both = (self.cost or 0.0) + (other.cost or 0.0)
-        return Spend(self.tokens + other.tokens, both)
+        return UsageTotal(self.tokens + other.tokens, both)
 
     def wire(self) -> dict[str, Any]:
         t = self.tokens
         return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
 
 
-NOTHING = Spend(Tokens(), None)
+NOTHING = UsageTotal(Tokens(), None)
 
 
 def _known(tokens: Tokens) -> Tokens:
     return Tokens(tokens.input or 0, tokens.output or 0, tokens.cached or 0)
 
 
-async def spent(store: AsyncStore, session_id: str, turn_id: str) -> tuple[Spend, Spend]:
+async def spent(store: AsyncStore, session_id: str, turn_id: str) -> tuple[UsageTotal, UsageTotal]:
     """What the session's other turns spent, and what turn ``turn_id`` spent so far."""
     others, this = NOTHING, NOTHING
     for turn in await store.sessions.turns(session_id):
-        spend = Spend.of(turn.model, turn.tokens)
+        spend = UsageTotal.of(turn.model, turn.tokens)
         if turn.turn_id == turn_id:
             this = spend
         else:
@@ -129,7 +129,7 @@ class UsageSink(Sink):
         ref: TurnRef,
         keeper: ContextKeeper,
         model: str | None,
-        spend: tuple[Spend, Spend],
+        spend: tuple[UsageTotal, UsageTotal],
     ) -> None:
         super().__init__(notifier, ref)
         self.keeper, self.model = keeper, model
@@ -137,15 +137,15 @@ class UsageSink(Sink):
 
     def step(self, step: Step) -> None:
         super().step(step)
-        self.turn = self.turn + Spend.of(self.model, step.tokens)
+        self.turn = self.turn + UsageTotal.of(self.model, step.tokens)
         self.notifier.usage(self.ref, usage(self.keeper, self.turn, self.others + self.turn))
 
 
-def usage(keeper: ContextKeeper, turn: Spend, session: Spend) -> dict[str, Any]:
+def usage(keeper: ContextKeeper, turn: UsageTotal, session: UsageTotal) -> dict[str, Any]:
     """The ``session/usage`` figures, without the turn's reference."""
     return {
         "contextTokens": keeper.context_tokens,
-        "contextWindow": keeper.window,
+        "contextWindow": keeper.context_window,
         "tokens": {"turn": turn.wire(), "session": session.wire()},
         "cost": {"turn": turn.cost, "session": session.cost},
     }

@@ -23,7 +23,7 @@ from ..records import (
     SessionSummary,
     Turn,
 )
-from ..store.chain import Verdict
+from ..store.chain import LogVerdict
 from ..store.facade import AsyncStore
 from ..store.recoveries import DECIDED
 from ..store.sessions import expect
@@ -87,7 +87,7 @@ class SessionService:
         self.mcp.give(session_id, mcp_servers)
         return reopened
 
-    async def verify(self, session_id: str) -> Verdict:
+    async def verify(self, session_id: str) -> LogVerdict:
         """Check the session's whole log."""
         return await self.store.sessions.verify(session_id)
 

@@ -48,7 +48,7 @@ from ..vocabulary import Decision, EventKind, Outcome, StepKind
 from .attach import attach
 from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
-from .context import UsageSink, Windows, keeper_for, spent
+from .context import ContextWindows, UsageSink, keeper_for, spent
 from .policies import Policies
 from .recovery import refuse_undecided
 from .running import Running, RunningTurn
@@ -100,7 +100,7 @@ class TurnService:
         self._providers: dict[ProviderSettings, Provider] = {}
         # The editor's files for a turn's file tools, where its protocol has them (ACP).
         self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
-        self.windows = Windows()
+        self.context_windows = ContextWindows()
         self.budgets = BudgetService(store)
 
     async def close(self) -> None:
@@ -300,7 +300,15 @@ class TurnService:
         recorder = Recorder(self.store, head.run_id)
         system = conversation(session.root, [], "", told.text)[0]
         keeper = await keeper_for(
-            self.store, self.windows, settings, provider, recorder, system, path, [], session.pinned
+            self.store,
+            self.context_windows,
+            settings,
+            provider,
+            recorder,
+            system,
+            path,
+            [],
+            session.pinned,
         )
         number = len(await self.store.runs.steps(head.run_id)) + 1
         made: list[Step] = []
@@ -466,6 +474,7 @@ class TurnService:
             turn.model,
             session.head_hash,
             recovery=turn.recovery,
+            cost=turn.cost,
         )
         self.notifier.turn_ended(ref, result)
         return result
@@ -519,7 +528,7 @@ class TurnService:
         path = list(start.path)
         keeper = await keeper_for(
             self.store,
-            self.windows,
+            self.context_windows,
             settings,
             provider,
             recorder,

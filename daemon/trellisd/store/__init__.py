@@ -17,7 +17,7 @@ from .grants import Grants
 from .leases import Leases
 from .mcp_approvals import McpApprovals
 from .runs import Runs
-from .search import Search
+from .search import SessionSearch
 from .sessions import Sessions
 
 
@@ -35,7 +35,7 @@ class Store:
         self.leases = Leases(self.db, alive)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)
-        self.search = Search(self.db)
+        self.search = SessionSearch(self.db)
         self.changes = Changes(self.db, self.leases)
         self.mcp_approvals = McpApprovals(self.db)
         self.grants = Grants(self.db)
@@ -59,7 +59,7 @@ class Store:
             }
         self.anchors.record(committed)
 
-    def verify(self, session_id: str) -> chain.Verdict:
+    def verify(self, session_id: str) -> chain.LogVerdict:
         """The session's log checked (``chain.verify``), and against its signed head."""
         verdict = self.sessions.verify(session_id)
         anchor = None if self.anchors is None else self.anchors.of(session_id)

@@ -62,9 +62,9 @@ from .. import __version__
 from ..convert import camel, structure, unstructure
 from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
-from ..records import Budget, ProviderChoice
+from ..records import Budget, ProviderChoice, Tokens
 from ..vocabulary import Outcome
-from . import archive_choices, chain, feed
+from . import archive_choices, chain, costs, feed
 from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
 from .archive_choices import ChoiceRecord, RejectionRecord
 from .db import Database, new_id, now
@@ -109,8 +109,9 @@ class Limits:
 
 INTERRUPTED_ON_EXPORT = "the turn was running when its session was exported"
 
-_PRIVATE = {"session": {"owner"}, "run": {"pid", "daemon_id"}}
-"""Columns that never leave the store: who holds a session's lease, which process ran a turn."""
+_PRIVATE = {"session": {"owner"}, "run": {"pid", "daemon_id"}, "step": {"cost"}}
+"""Columns that never leave the store: who holds a session's lease, which process ran a turn,
+what a step cost (priced again from its tokens by the store that imports it)."""
 
 _RENAMED = {
     "session": {"id": "sessionId", "settings": "provider"},
@@ -779,6 +780,7 @@ class _Import:
                 "output_tokens": record.tokens.output,
                 "cached_tokens": record.tokens.cached,
                 "created_at": record.created_at,
+                "cost": costs.of_step(self.con, run_id, Tokens(*attrs.astuple(record.tokens))),
             },
             raw,
             f"step {record.step} of run {record.run_id}",
@@ -875,7 +877,7 @@ class _Proof:
         except apsw.ConstraintError:
             pass  # the import refuses it, naming its line
 
-    def verify(self, session_id: str) -> chain.Verdict | None:
+    def verify(self, session_id: str) -> chain.LogVerdict | None:
         """The file's log checked against its records; None for a file without a log."""
         if not self.logged:
             return None

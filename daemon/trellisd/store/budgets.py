@@ -8,7 +8,7 @@ import json
 from ..convert import structure, unstructure
 from ..records import Budget
 from .db import Database, now
-from .sessions import Sessions, Writer
+from .sessions import LeaseTaker, Sessions
 
 
 class Budgets:
@@ -22,7 +22,7 @@ class Budgets:
             row = con.execute("SELECT budget FROM session WHERE id = ?", (session_id,)).fetchone()
         return None if row is None or row[0] is None else _budget(row[0])
 
-    def set(self, session_id: str, budget: Budget | None, writer: Writer) -> None:
+    def set(self, session_id: str, budget: Budget | None, writer: LeaseTaker) -> None:
         """A new budget for the session's turns from now on; None (or nothing capped): none."""
         stored = None
         if budget is not None and (budget.tokens is not None or budget.usd is not None):

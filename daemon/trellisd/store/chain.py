@@ -285,7 +285,7 @@ class BadEntry:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LogVerdict:
     """What checking a session's log found: all of it sound, or the first bad entry.
     ``absent``: the log holds an ``absent`` entry (its session came from a file without a
     log); ``anchored``: its head was checked against one this user's key signed, and
@@ -337,7 +337,7 @@ class _Lazy:
         return BadEntry(int(self.seq), str(self.kind), str(self.ref))
 
 
-def verify(con: apsw.Connection, session_id: str) -> Verdict:
+def verify(con: apsw.Connection, session_id: str) -> LogVerdict:
     """Check every entry of the session's log against its hash and its row, every row
     against the log, and the state the log leaves against the rows. Call inside a read."""
     rows: dict[tuple[str, str], bytes] = {}
@@ -396,9 +396,9 @@ def verify(con: apsw.Connection, session_id: str) -> Verdict:
         problems += _state(con, session_id, len(entries), last_hash, state, head)
     absent = ("absent", session_id) in state
     if not problems:
-        return Verdict(True, len(entries), last_hash, absent=absent)
+        return LogVerdict(True, len(entries), last_hash, absent=absent)
     first = min(problems, key=lambda p: p.order)
-    return Verdict(False, len(entries), last_hash, first.bad, first.reason, absent)
+    return LogVerdict(False, len(entries), last_hash, first.bad, first.reason, absent)
 
 
 def _unrecorded(rows: dict[tuple[str, str], bytes]) -> list[_Problem]:

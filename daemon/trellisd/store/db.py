@@ -40,7 +40,7 @@ import apsw.bestpractice
 
 from ..build import build
 from ..errors import StoreError
-from . import migrations
+from . import costs, migrations
 from .migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -216,6 +216,8 @@ class Database:
                 else:
                     self.con.execute(step)
                 self.con.pragma("user_version", number + 1)
+            if version < migrations.COSTED <= known:
+                costs.fill(self.con)
             self._record_level()
 
     def _record_level(self) -> None:

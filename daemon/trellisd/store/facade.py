@@ -34,7 +34,7 @@ from ..tools.base import Action
 from ..vocabulary import EventKind
 from . import Store, archive
 from .acp_choices import AcpChoice
-from .chain import Verdict
+from .chain import LogVerdict
 from .changes import Recorded, TurnRun
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class AsyncSessions:
     ) -> tuple[Session, list[Turn], str | None, str]:
         return await self._run(self._store.sessions.reopen, session_id, self._store.leases, limit)
 
-    async def verify(self, session_id: str) -> Verdict:
+    async def verify(self, session_id: str) -> LogVerdict:
         return await self._run(self._store.verify, session_id)
 
     async def history_page(

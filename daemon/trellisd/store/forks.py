@@ -28,9 +28,9 @@ _COPY = (
     " SELECT m.new_run, m.new_turn, r.outcome, r.error, r.pid, r.started_at, r.ended_at,"
     " r.daemon_id, r.model FROM fork_map m JOIN run r ON r.id = m.old_run",
     "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result, input_tokens,"
-    " output_tokens, cached_tokens, created_at)"
+    " output_tokens, cached_tokens, created_at, cost)"
     " SELECT m.new_run, s.n, s.decision, s.prompt, s.text, s.tool_call, s.result,"
-    " s.input_tokens, s.output_tokens, s.cached_tokens, s.created_at"
+    " s.input_tokens, s.output_tokens, s.cached_tokens, s.created_at, s.cost"
     " FROM fork_map m JOIN step s ON s.run_id = m.old_run",
     "INSERT INTO event(run_id, seq, kind, step, detail, created_at)"
     " SELECT m.new_run, e.seq, e.kind, e.step, e.detail, e.created_at"

@@ -440,4 +440,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         UPDATE log_rows SET logged = logged - 1 WHERE session_id = old.session_id;
     END;
     """,
+    # 20: what each step cost in USD (``costs``), priced as it commits with its run's model;
+    # NULL when that model's price, or a token figure the price needs, is unknown. A turn's
+    # cost is the sum of its steps'. Older readers ignore the column; the steps already there
+    # are priced once, in the same transaction, by the build that adds it (``costs.fill``).
+    """
+    ALTER TABLE step ADD COLUMN cost REAL;
+    """,
 )
+COSTED = 20
+"""The schema whose steps carry their cost: a store migrated past it has its older steps
+priced (``costs.fill``)."""

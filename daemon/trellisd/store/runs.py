@@ -11,7 +11,7 @@ import apsw
 from ..errors import NotFound, NotRunning
 from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens
 from ..vocabulary import EventKind, FeedKind, Outcome, stored
-from . import chain, feed
+from . import chain, costs, feed
 from .db import Database, new_id, now
 from .leases import Leases
 from .rows import EVENT_COLUMNS, STEP_COLUMNS, event_of, step_of
@@ -91,8 +91,8 @@ class Runs:
             stamp = now()
             con.execute(
                 "INSERT INTO step(run_id, n, decision, prompt, text, tool_call, result,"
-                " input_tokens, output_tokens, cached_tokens, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " input_tokens, output_tokens, cached_tokens, created_at, cost)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     step.step,
@@ -107,6 +107,7 @@ class Runs:
                     step.tokens.output,
                     step.tokens.cached,
                     stamp,
+                    costs.of_step(con, run_id, step.tokens),
                 ),
             )
             feed.append(con, session_id, FeedKind.STEP, run_id, step.step, at=stamp)

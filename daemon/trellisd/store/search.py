@@ -80,7 +80,7 @@ def fts_query(text: str) -> str:
     return " ".join(quoted) + prefix
 
 
-class Search:
+class SessionSearch:
     def __init__(
         self,
         db: Database,

@@ -50,13 +50,15 @@ _TURN_SELECT = f"""
                    END FROM step WHERE run_id = r.id),
            t.created_at, r.model,
            (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = '{EventKind.RECOVERY}'
-            ORDER BY e.seq DESC LIMIT 1)
+            ORDER BY e.seq DESC LIMIT 1),
+           (SELECT CASE WHEN count(*) = count(cost) THEN coalesce(sum(cost), 0.0)
+                   END FROM step WHERE run_id = r.id)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
 
 
-class Writer(Protocol):
+class LeaseTaker(Protocol):
     """The session's lease, taken inside a write transaction (``Leases``)."""
 
     daemon_id: str
@@ -108,6 +110,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         created_at=row[11],
         model=row[12],
         recovery=recoveries.of_run(row[0], row[3], row[13]),
+        cost=row[14],
     )
 
 
@@ -241,7 +244,7 @@ class Sessions:
         return page, _encode("history", page[0].turn_id) if more else None
 
     def reopen(
-        self, session_id: str, writer: Writer, limit: int | None
+        self, session_id: str, writer: LeaseTaker, limit: int | None
     ) -> tuple[Session, list[Turn], str | None, str]:
         """In one transaction: mark the session used now, become its writer unless a live
         daemon is, read its history (all of it, or its newest ``limit`` turns and a cursor
@@ -328,7 +331,7 @@ class Sessions:
         self,
         session_id: str,
         turn_id: str | None,
-        leases: Writer,
+        leases: LeaseTaker,
         expect_head: ExpectHead = ANY_HEAD,
     ) -> Session:
         with self.db.write() as con:
@@ -357,7 +360,7 @@ class Sessions:
             return feed.page(con, session_id, after, limit)
 
     def fork(
-        self, session_id: str, turn_id: str | None, writer: Writer, step: int | None = None
+        self, session_id: str, turn_id: str | None, writer: LeaseTaker, step: int | None = None
     ) -> Session:
         """A new session, written by ``writer``, holding a copy of the path from the first
         turn of ``session_id`` to ``turn_id`` (None: empty), with the origin's root, title,
@@ -383,7 +386,7 @@ class Sessions:
             con.execute("UPDATE session SET head = ? WHERE id = ?", (head, fork_id))
             return self._get(con, fork_id)
 
-    def rename(self, session_id: str, title: str, writer: Writer) -> Session:
+    def rename(self, session_id: str, title: str, writer: LeaseTaker) -> Session:
         with self.db.write() as con:
             self._get(con, session_id)
             writer.acquire(con, session_id)
@@ -391,7 +394,7 @@ class Sessions:
             con.execute("UPDATE session SET updated_at = ? WHERE id = ?", (now(), session_id))
             return self._get(con, session_id)
 
-    def pin(self, session_id: str, turn_id: str, pin: bool, writer: Writer) -> Session:
+    def pin(self, session_id: str, turn_id: str, pin: bool, writer: LeaseTaker) -> Session:
         """Pin (or unpin) ``turn_id``, any turn of the session's tree; logged when it changed
         anything."""
         with self.db.write() as con:
@@ -401,7 +404,7 @@ class Sessions:
             set_pin(con, session_id, turn_id, pin)
             return self._get(con, session_id)
 
-    def instruct(self, session_id: str, instructions: str | None, writer: Writer) -> Session:
+    def instruct(self, session_id: str, instructions: str | None, writer: LeaseTaker) -> Session:
         """New standing instructions, logged; the session's next run records them (an
         event)."""
         with self.db.write() as con:
@@ -415,7 +418,7 @@ class Sessions:
             chain.record_setting(con, session_id, "instructions", instructions)
             return self._get(con, session_id)
 
-    def delete(self, session_id: str, writer: Writer) -> None:
+    def delete(self, session_id: str, writer: LeaseTaker) -> None:
         """Remove the session and all it owns (its turns, runs, steps, events, feed, log,
         change sets and the file contents no other session's refer to, and its lease), unless
         another live daemon is its writer (``LeaseHeld``)."""
@@ -445,7 +448,7 @@ class Sessions:
             con.execute("DELETE FROM session WHERE id = ?", (session_id,))
             _drop_unused_contents(con)
 
-    def verify(self, session_id: str) -> chain.Verdict:
+    def verify(self, session_id: str) -> chain.LogVerdict:
         """Check the session's whole log (``chain.verify``)."""
         with self.db.read() as con:
             self._get(con, session_id)
@@ -465,7 +468,7 @@ def _drop_unused_contents(con: apsw.Connection) -> None:
         if not con.changes():
             return
 
-    def verify(self, session_id: str) -> chain.Verdict:
+    def verify(self, session_id: str) -> chain.LogVerdict:
         """Check the session's whole log (``chain.verify``)."""
         with self.db.read() as con:
             self._get(con, session_id)

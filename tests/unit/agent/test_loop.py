@@ -23,7 +23,7 @@ from trellisd.providers.base import (
     ToolCallRequested,
     Usage,
 )
-from trellisd.store.records import Step, Tokens, ToolCall
+from trellisd.records import Step, Tokens, ToolCall
 from trellisd.tools.base import Action, ToolContext, ToolFailure
 
 UNKNOWN = Tokens(None, None, None)

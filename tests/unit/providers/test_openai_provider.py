@@ -29,7 +29,7 @@ from trellisd.providers.base import (
 )
 from trellisd.providers.http import HttpSettings
 from trellisd.providers.openai import OpenAIProvider
-from trellisd.store.records import ToolCall
+from trellisd.records import ToolCall
 
 READ = ToolSpec(
     "read_file",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trellisd.pricing import Price, cost, price, price_table, prices_path
-from trellisd.store.records import Tokens
+from trellisd.records import Tokens
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from trellisd.agent.loop import FINISHED, TurnPlan, run_turn
 from trellisd.config import ProviderSettings
 from trellisd.providers import make_provider
 from trellisd.providers.base import Message
-from trellisd.store.records import Step, Tokens
+from trellisd.records import Step, Tokens
 from trellisd.tools.base import ToolContext
 
 

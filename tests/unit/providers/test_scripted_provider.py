@@ -18,7 +18,7 @@ from trellisd.providers.base import (
     ToolCallRequested,
 )
 from trellisd.providers.scripted import ScriptedProvider
-from trellisd.store.records import ToolCall
+from trellisd.records import ToolCall
 
 
 def provider(tmp_path: Path, *lines: dict[str, object]) -> ScriptedProvider:

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from trellisd.processes import pid_alive
-from trellisd.records import ProviderChoice
+from trellisd.records import ProviderChoice, Session, Step, Tokens
 from trellisd.store import Store
-from trellisd.store.records import Session, Step, Tokens
 
 OpenStore = Callable[[], Store]
 OpenSession = Callable[..., Session]

@@ -12,11 +12,10 @@ import apsw
 import pytest
 
 from trellisd.errors import StaleHead
-from trellisd.records import ProviderChoice
+from trellisd.records import ProviderChoice, Session, Step, Tokens, ToolCall
 from trellisd.store import Store, chain
 from trellisd.store import db as store_db
 from trellisd.store.migrations import MIGRATIONS
-from trellisd.store.records import Session, Step, Tokens, ToolCall
 
 OpenSession = Callable[..., Session]
 TakeTurn = Callable[..., tuple[str, str]]

@@ -9,9 +9,9 @@ import apsw
 import pytest
 
 from trellisd.errors import StoreError
+from trellisd.records import Session, Step, Tokens
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS
-from trellisd.store.records import Session, Step, Tokens
 
 TABLES = {"session", "turn", "run", "step", "event"}
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from trellisd.errors import StoreError
+from trellisd.records import Session, Step, Tokens
 from trellisd.store import Store
-from trellisd.store.records import Session, Step, Tokens
 
 OpenSession = Callable[..., Session]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from trellisd.errors import LeaseHeld
+from trellisd.records import Step, Tokens
 from trellisd.store import Store
 from trellisd.store.leases import heartbeat_seconds, process_start
-from trellisd.store.records import Step, Tokens
 
 OpenStore = Callable[[], Store]
 

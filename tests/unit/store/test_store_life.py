@@ -10,10 +10,9 @@ import apsw
 import pytest
 
 from trellisd.errors import Conflict, InvalidParams, LeaseHeld, NotFound
-from trellisd.records import ForkedFrom
+from trellisd.records import ForkedFrom, Session, Step, Tokens
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS
-from trellisd.store.records import Session, Step, Tokens
 from trellisd.vocabulary import FeedKind
 
 OpenStore = Callable[[], Store]

@@ -7,8 +7,8 @@ import pytest
 
 from tests.unit.store.conftest import OpenSession, TakeTurn
 from trellisd.errors import InvalidParams
+from trellisd.records import Turn
 from trellisd.store import Store
-from trellisd.store.records import Turn
 
 
 def prompts(turns: list[Turn]) -> list[str]:

@@ -10,9 +10,9 @@ import pytest
 
 from tests.fixtures.read_only import read_only
 from trellisd.errors import StoreError
+from trellisd.records import Step, Tokens
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS
-from trellisd.store.records import Step, Tokens
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 
 from tests.fixtures.waits import SAFETY_NET
 from trellisd.errors import NotFound
+from trellisd.records import Session, Step, Tokens, ToolCall
 from trellisd.store import Store
-from trellisd.store.records import Session, Step, Tokens, ToolCall
 
 OpenSession = Callable[..., Session]
 TakeTurn = Callable[..., tuple[str, str]]

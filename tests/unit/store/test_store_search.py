@@ -13,7 +13,7 @@ from trellisd.processes import pid_alive
 from trellisd.records import SessionSummary, Step, Tokens
 from trellisd.store import Store
 from trellisd.store.migrations import MIGRATIONS
-from trellisd.store.search import Search
+from trellisd.store.search import SessionSearch
 
 
 def found(store: Store, query: str, root: str | None = None) -> list[str]:
@@ -191,7 +191,7 @@ def test_a_search_past_its_time_budget_is_stopped_and_the_store_serves_on(
         session = open_session(title=f"session {n} about parsers")
         take_turn(session.session_id, f"parse the parser of module {n}")
     ticks = iter(range(0, 10**9, 10))  # each look at the clock finds 10 s gone by
-    slow = Search(store.db, budget=5.0, clock=lambda: float(next(ticks)))
+    slow = SessionSearch(store.db, budget=5.0, clock=lambda: float(next(ticks)))
 
     with pytest.raises(InvalidParams) as caught:
         slow.page("parser", None, 10, None)

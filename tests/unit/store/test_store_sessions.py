@@ -9,10 +9,9 @@ import pytest
 
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.policy import GrantSpec, LayerSpec, PolicySpec
-from trellisd.records import ProviderChoice
+from trellisd.records import ProviderChoice, Session
 from trellisd.store import Store
 from trellisd.store.db import now
-from trellisd.store.records import Session
 
 OpenSession = Callable[..., Session]
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from trellisd.errors import InvalidParams, NotFound
+from trellisd.records import Session, Step, Tokens, ToolCall
 from trellisd.store import Store
-from trellisd.store.records import Session, Step, Tokens, ToolCall
 
 OpenSession = Callable[..., Session]
 TakeTurn = Callable[..., tuple[str, str]]

@@ -2,17 +2,17 @@
 daemon picks by default and their common neighbours, found like a price (``pricing``): as
 given, then in the normal form (no vendor prefix, no date suffix).
 
-Where a model's window comes from, first that names one wins: the session's ``provider``
-``contextWindow``, the window's ``initializationOptions`` ``contextWindow``,
+Where a model's context window comes from, first that names one wins: the session's ``provider``
+``contextWindow``, the editor window's ``initializationOptions`` ``contextWindow``,
 ``TRELLISD_CONTEXT_WINDOW``, the provider's models endpoint, this table. A model none of them
-knows is given ``FALLBACK_WINDOW``.
+knows is given ``FALLBACK_CONTEXT_WINDOW``.
 """
 
 from __future__ import annotations
 
 from .pricing import normal_name
 
-FALLBACK_WINDOW = 128_000
+FALLBACK_CONTEXT_WINDOW = 128_000
 
 BUILT_IN: dict[str, int] = {
     # OpenAI
@@ -46,8 +46,8 @@ BUILT_IN: dict[str, int] = {
 _NORMAL = {normal_name(name): size for name, size in BUILT_IN.items()}
 
 
-def known_window(model: str | None) -> int | None:
-    """The built-in table's window for ``model``; None when it does not know the model."""
+def known_context_window(model: str | None) -> int | None:
+    """The built-in table's context window for ``model``; None when it does not know the model."""
     if not model:
         return None
     return BUILT_IN.get(model) or _NORMAL.get(normal_name(model))
