@@ -361,6 +361,7 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     second, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     assert int(second) in ps_pids()
     os.kill(daemon.process.pid, signal.SIGKILL)
+    await daemon.process.wait()  # reaped: the fixture does not ask a dead daemon to shut down
     await eventually(
         lambda: int(second) not in ps_pids(), "the server dies with its daemon, even on kill -9"
     )
@@ -385,6 +386,7 @@ async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the
     second = [int(pid) for pid in said.split()]
     assert all(alive(pid) for pid in second)
     os.kill(daemon.process.pid, signal.SIGKILL)
+    await daemon.process.wait()  # reaped: the fixture does not ask a dead daemon to shut down
     await eventually(
         lambda: not any(alive(pid) for pid in second),
         "what the server started dies with the daemon, even on kill -9",
