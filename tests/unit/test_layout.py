@@ -80,3 +80,17 @@ def test_the_daemon_speaks_acp_without_the_acp_sdk_or_pydantic(name: str) -> Non
     assert "acp" not in imported
     if not name.startswith("trellisd.mcp"):
         assert "pydantic" not in imported
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("trellisd.acp")))
+def test_acp_is_an_adapter_that_does_not_import_the_native_server(name: str) -> None:
+    """ACP windows join the daemon through the hub, never through the pygls module."""
+    assert not {m for m in _imports(name) if m.startswith(("trellisd.server", "trellisd.handlers"))}
+
+
+@pytest.mark.parametrize("name", ["trellisd.hub", "trellisd.server", "trellisd.shared"])
+def test_only_the_process_edge_ends_the_process(name: str) -> None:
+    """The daemon and its hub end the process through the function they are given, so they
+    run in a test; ``os._exit`` is the edge's (``edge``, and ``forward``'s own process)."""
+    source = MODULES[name].read_text(encoding="utf-8")
+    assert "os._exit" not in source and "sys.exit" not in source
