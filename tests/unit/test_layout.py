@@ -94,3 +94,10 @@ def test_only_the_process_edge_ends_the_process(name: str) -> None:
     run in a test; ``os._exit`` is the edge's (``edge``, and ``forward``'s own process)."""
     source = MODULES[name].read_text(encoding="utf-8")
     assert "os._exit" not in source and "sys.exit" not in source
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("trellisd.acp")))
+def test_acp_reaches_the_store_only_through_the_services(name: str) -> None:
+    """If an ACP method needs the store, a service is missing."""
+    assert not {m for m in _imports(name) if m.startswith("trellisd.store")}
+    assert ".store." not in MODULES[name].read_text(encoding="utf-8")
