@@ -281,18 +281,18 @@ class Daemon:
             self.on_change()
 
     def live(self, session_id: str) -> dict[str, Any] | None:
-        """The session's running turn as a window that reopens it draws it: its ids, its
-        prompt, its step and the text of that step streamed so far, and the calls of steps not
-        committed yet."""
-        running = None if self._services is None else self._services.running.get(session_id)
-        if running is None:
+        """The session's running turn as a window that reopens it draws it (its snapshot, as
+        an ACP client joining it gets): its ids, its prompt, its step and the text of that
+        step streamed so far, and the calls of steps not committed yet."""
+        live = None if self._services is None else self._services.running.snapshot(session_id)
+        if live is None:
             return None
         return {
-            **wire.turn_ref(running.ref),
-            "prompt": running.prompt,
-            "step": running.step,
-            "text": running.text(),
-            "calls": [wire.live_call(c) for c in running.calls.values()],
+            **wire.turn_ref(live.ref),
+            "prompt": live.prompt,
+            "step": live.step,
+            "text": live.text,
+            "calls": [{**wire.live_call(call), "output": output} for call, output in live.calls],
         }
 
     async def serve_window(self, window: TrellisServer, reader: FrameReader) -> int:
