@@ -288,20 +288,16 @@ class SharedDaemon:
 
     def status(self) -> dict[str, Any]:
         running = self.daemon.running_sessions()
+        hub = self.daemon.hub
+        native = [w for w in hub.windows if isinstance(w, server.TrellisServer)]
         return {
             "version": __version__,
             "pid": os.getpid(),
             "store": self.place.store,
             "socket": self.place.socket,
-            "windows": [
-                {"pid": w.pid}
-                if isinstance(w, server.TrellisServer)
-                else {"pid": w.pid, "acp": True}
-                for w in sorted(
-                    self.daemon.hub.windows, key=lambda w: not isinstance(w, server.TrellisServer)
-                )
-            ],
-            "sessions": sorted(self.daemon.hub.following),
+            "windows": [{"pid": w.pid} for w in native]
+            + [{"pid": w.pid, "acp": True} for w in hub.windows if w not in native],
+            "sessions": sorted(s for s, ws in hub.following.items() if not ws.isdisjoint(native)),
             "runningTurns": running,
             "stopping": self.stopping,
         }
