@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .edge import end_process
+
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
@@ -24,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         # ``exit``): no traceback, and the process ends at once; a store it had begun to
         # open is left as after a crash, which the next daemon handles.
         sys.stderr.flush()
-        os._exit(130)
+        end_process(130)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Callable, Generator
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import attrs
 from lsprotocol import types
@@ -38,8 +38,10 @@ from .agent.steering import Steer
 from .config import InitializationOptions
 from .config_file import Settings
 from .convert import structure
+from .edge import end_process
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
+from .hub import Hub
 from .records import Step, ToolCall, TurnRef, TurnResult
 from .services import Services
 from .services.queue import Queued
@@ -210,38 +212,28 @@ class Deferred:
         self.complete = complete
 
 
-class AcpFollower(Protocol):
-    """A window of the shared daemon that speaks ACP (``acp.window``): it follows sessions as
-    a native window does, and is told of their turns through a notifier of its own."""
-
-    @property
-    def notifier(self) -> Notifier: ...
-
-    async def close(self, final: bytes = b"") -> None: ...
-
-
 class Daemon:
-    """One store's services and the windows attached to them: one window (stdin and stdout) in
-    standalone mode, any number over the shared daemon's socket.
+    """One store's services and the windows attached to them (``hub``): one window (stdin and
+    stdout) in standalone mode, any number over the shared daemon's socket. A turn belongs to
+    the daemon, not to the window that started it; in standalone mode the daemon ends with its
+    one window. ``end`` ends the process with a code, once the daemon has exited."""
 
-    A window follows the sessions it opened, reopened or ran a turn in: it gets their turns'
-    notifications and their approval questions. A turn belongs to the daemon, not to the
-    window that started it; in standalone mode the daemon ends with its one window.
-    """
-
-    def __init__(self, db_path: str, settings: Settings, shared: bool = False) -> None:
+    def __init__(
+        self,
+        db_path: str,
+        settings: Settings,
+        shared: bool = False,
+        end: Callable[[int], object] | None = None,
+    ) -> None:
         from .pricing import use_prices
 
         self.db_path = db_path
         self.settings = settings
         use_prices(settings.prices)
         self.shared = shared
-        self.windows: set[TrellisServer] = set()
-        self.following: dict[str, set[TrellisServer]] = {}
-        self.acp_windows: set[AcpFollower] = set()
-        self.acp_following: dict[str, set[AcpFollower]] = {}
-        self.approvals: dict[str, list[_Approval]] = {}
-        self.notifier = _WireNotifier(self)
+        self.hub = Hub(APPROVAL_TIMEOUT_SECONDS)
+        self.hub.on_change = self._changed
+        self.end = end
         # Called when a window leaves or a turn ends (the shared daemon's idle exit).
         self.on_change: Callable[[], None] | None = None
         self._services: Services | None = None
@@ -263,10 +255,12 @@ class Daemon:
 
     async def _open_store(self) -> None:
         try:
+            notifier = self.hub.notifier
             self._services = await services.start(
-                self.db_path, self.settings, self.notifier, asker=self.notifier
+                self.db_path, self.settings, notifier, asker=notifier
             )
             self._services.running.on_end = self._changed
+            self.hub.running = self._services.running
         except StoreError as exc:
             log.error("%s", exc.message)
             self._store_error = exc
@@ -280,112 +274,36 @@ class Daemon:
         return [wire.turn_ref(r.ref) for r in self._services.running]
 
     def idle(self) -> bool:
-        return not self.windows and not self.acp_windows and not self.running_turns()
+        return not self.hub.windows and not self.running_turns()
 
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
 
-    def follow(self, window: TrellisServer, session_id: str) -> None:
-        """``window`` follows ``session_id`` from now on; it is asked the approvals the
-        session's turn is waiting on."""
-        if window not in self.windows:
-            return
-        followers = self.following.setdefault(session_id, set())
-        if window in followers:
-            return
-        followers.add(window)
-        for approval in self.approvals.get(session_id, ()):
-            approval.ask(window)
-
-    def unfollow(self, window: TrellisServer, session_id: str) -> None:
-        followers = self.following.get(session_id)
-        if followers is not None:
-            followers.discard(window)
-            if not followers:
-                del self.following[session_id]
-
-    def forget(self, session_id: str) -> None:
-        """The session is gone: no window follows it."""
-        self.following.pop(session_id, None)
-        self.acp_following.pop(session_id, None)
-
-    def followers(self, session_id: str) -> tuple[TrellisServer, ...]:
-        return tuple(self.following.get(session_id, ()))
-
-    def acp_followers(self, session_id: str) -> tuple[AcpFollower, ...]:
-        return tuple(self.acp_following.get(session_id, ()))
-
-    def attach_acp(self, window: AcpFollower) -> None:
-        self.acp_windows.add(window)
-
-    def follow_acp(self, window: AcpFollower, session_id: str) -> None:
-        """The ACP ``window`` follows ``session_id`` from now on, as ``follow``."""
-        if window not in self.acp_windows:
-            return
-        followers = self.acp_following.setdefault(session_id, set())
-        if window in followers:
-            return
-        followers.add(window)
-        for approval in self.approvals.get(session_id, ()):
-            approval.ask_acp(window)
-
-    def unfollow_acp(self, window: AcpFollower, session_id: str) -> None:
-        followers = self.acp_following.get(session_id)
-        if followers is not None:
-            followers.discard(window)
-            if not followers:
-                del self.acp_following[session_id]
-
-    def detach_acp(self, window: AcpFollower) -> None:
-        """The ACP window is gone, as ``detach``."""
-        if window not in self.acp_windows:
-            return
-        self.acp_windows.discard(window)
-        for session_id in [s for s, ws in self.acp_following.items() if window in ws]:
-            self.unfollow_acp(window, session_id)
-        for approvals in self.approvals.values():
-            for approval in approvals:
-                approval.forget_acp(window)
-        self._changed()
-
     def live(self, session_id: str) -> dict[str, Any] | None:
-        """The session's running turn as a window that reopens it draws it: its ids, its
-        prompt, its step and the text of that step streamed so far, and the calls of steps not
-        committed yet."""
-        running = None if self._services is None else self._services.running.get(session_id)
-        if running is None:
+        """The session's running turn as a window that reopens it draws it (its snapshot, as
+        an ACP client joining it gets): its ids, its prompt, its step and the text of that
+        step streamed so far, and the calls of steps not committed yet."""
+        live = None if self._services is None else self._services.running.snapshot(session_id)
+        if live is None:
             return None
         return {
-            **wire.turn_ref(running.ref),
-            "prompt": running.prompt,
-            "step": running.step,
-            "text": running.text(),
-            "calls": [wire.live_call(c) for c in running.calls.values()],
+            **wire.turn_ref(live.ref),
+            "prompt": live.prompt,
+            "step": live.step,
+            "text": live.text,
+            "calls": [{**wire.live_call(call), "output": output} for call, output in live.calls],
         }
 
     async def serve_window(self, window: TrellisServer, reader: FrameReader) -> int:
         """Serve one window's frames until it sends ``exit`` or its input ends; the exit code
         LSP gives that end. Its requests run in its own settings."""
-        self.windows.add(window)
+        self.hub.attach(window)
         use_window(window.defaults)
         try:
             return await window.serve(reader)
         finally:
-            self.detach(window)
-
-    def detach(self, window: TrellisServer) -> None:
-        """The window is gone: it follows nothing, and its unanswered approval questions
-        wait for the other windows. Its turns run on."""
-        if window not in self.windows:
-            return
-        self.windows.discard(window)
-        for session_id in [s for s, ws in self.following.items() if window in ws]:
-            self.unfollow(window, session_id)
-        for approvals in self.approvals.values():
-            for approval in approvals:
-                approval.forget(window)
-        self._changed()
+            self.hub.detach(window)
 
     @property
     def exiting(self) -> bool:
@@ -404,7 +322,8 @@ class Daemon:
             self._services.running.cancel_all()
         pending = [
             cast("asyncio.Future[Any]", f)
-            for window in self.windows
+            for window in self.hub.windows
+            if isinstance(window, TrellisServer)
             for f in window.protocol._request_futures.values()
             if isinstance(f, asyncio.Future) and not f.done()
         ]
@@ -415,12 +334,11 @@ class Daemon:
         await asyncio.sleep(0)  # let the last answers be written
         if self._services is not None:
             await self._services.close()
-        for window in list(self.windows):
+        for window in list(self.hub.windows):
             await window.close()
-        for acp_window in list(self.acp_windows):
-            await acp_window.close()
         logging.shutdown()
-        os._exit(code)
+        if self.end is not None:
+            self.end(code)
 
 
 class TrellisServer(LanguageServer):
@@ -443,8 +361,13 @@ class TrellisServer(LanguageServer):
         self.writer = writer
         self.protocol.set_writer(writer)
         self.pid: int | None = None  # the forwarder's, for a window of the shared daemon
+        self._notifier = _WindowNotifier(self)
         self._reading: asyncio.Task[None] | None = None
         self._exit_code: int | None = None
+
+    @property
+    def notifier(self) -> Notifier:
+        return self._notifier
 
     @property
     def services(self) -> Services:
@@ -501,6 +424,23 @@ class TrellisServer(LanguageServer):
         stop writing."""
         await asyncio.to_thread(self.writer.close, 5.0, final)
 
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
+        """``session/requestApproval``; withdrawn with ``$/cancelRequest`` when cancelled while
+        the window is still attached."""
+        msg_id = f"approval-{uuid.uuid4().hex}"
+        answer = self.protocol.send_request_async(
+            "session/requestApproval", {**wire.turn_ref(turn), **request}, msg_id=msg_id
+        )
+        try:
+            result = await answer
+        except asyncio.CancelledError:
+            self.protocol._request_futures.pop(msg_id, None)
+            if self in self.daemon.hub.windows:
+                self.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            raise
+        decision = result.get("decision") if isinstance(result, dict) else None
+        return Decision(decision) if decision in ANSWERS else Decision.DENY
+
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, _Unservable) and error.msg_id is None:
             log.debug("answered a frame with no usable id: %s", error.error.message)
@@ -530,201 +470,73 @@ class TrellisServer(LanguageServer):
         )
 
 
-class _Approval:
-    """A question a turn waits on, asked of every window that follows its session; the first
-    answer decides, and the others' questions are withdrawn."""
+_token_prefixes: dict[tuple[str, int], bytes] = {}
+"""The start of a step's ``session/token`` frames, made once for every window."""
 
-    def __init__(self, turn: TurnRef, request: dict[str, Any]) -> None:
-        self.turn, self.request = turn, request
-        self.decided: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self.asked: dict[TrellisServer, tuple[str, asyncio.Future[Any]]] = {}
-        self.asked_acp: dict[AcpFollower, asyncio.Task[Decision]] = {}
 
-    def ask(self, window: TrellisServer) -> None:
-        if self.decided.done() or window in self.asked:
-            return
-        msg_id = f"approval-{uuid.uuid4().hex}"
-        answer = window.protocol.send_request_async(
-            "session/requestApproval", {**wire.turn_ref(self.turn), **self.request}, msg_id=msg_id
+def _token_prefix(turn: TurnRef, step: int) -> bytes:
+    key = (turn.run_id, step)
+    prefix = _token_prefixes.get(key)
+    if prefix is None:
+        if len(_token_prefixes) > 64:
+            _token_prefixes.clear()
+        params = json.dumps({**wire.turn_ref(turn), "step": step})[:-1]
+        prefix = _token_prefixes[key] = (
+            b'{"jsonrpc": "2.0", "method": "session/token", "params": '
+            + params.encode()
+            + b', "text": '
         )
-        self.asked[window] = (msg_id, answer)
-        answer.add_done_callback(functools.partial(self._answered, window))
-
-    def _answered(self, window: TrellisServer, answer: asyncio.Future[Any]) -> None:
-        if answer.cancelled() or self.decided.done():
-            return
-        self.asked.pop(window, None)
-        error = answer.exception()
-        if error is not None:
-            log.warning("the editor could not answer an approval: %s", error)
-            self.decided.set_result(Decision.DENY)
-            return
-        result = answer.result()
-        decision = result.get("decision") if isinstance(result, dict) else None
-        self.decided.set_result(Decision(decision) if decision in ANSWERS else Decision.DENY)
-
-    def ask_acp(self, window: AcpFollower) -> None:
-        """The question as ACP's ``session/request_permission``, in an ACP window."""
-        if self.decided.done() or window in self.asked_acp:
-            return
-        asked = asyncio.ensure_future(window.notifier.ask_approval(self.turn, self.request))
-        self.asked_acp[window] = asked
-        asked.add_done_callback(functools.partial(self._answered_acp, window))
-
-    def _answered_acp(self, window: AcpFollower, asked: asyncio.Task[Decision]) -> None:
-        if asked.cancelled() or self.decided.done():
-            return
-        self.asked_acp.pop(window, None)
-        error = asked.exception()
-        if error is not None:
-            log.warning("the ACP client could not answer an approval: %s", error)
-            self.decided.set_result(Decision.DENY)
-        elif asked.result() != Decision.TIMEOUT:  # its own wait ran out: the others decide
-            self.decided.set_result(asked.result())
-
-    def forget_acp(self, window: AcpFollower) -> None:
-        asked = self.asked_acp.pop(window, None)
-        if asked is not None:
-            asked.cancel()
-
-    def forget(self, window: TrellisServer) -> None:
-        """``window`` is gone: its question will not be answered."""
-        entry = self.asked.pop(window, None)
-        if entry is not None:
-            window.protocol._request_futures.pop(entry[0], None)
-            entry[1].cancel()
-
-    def withdraw(self) -> None:
-        """Tell every window still asked that the question no longer needs an answer."""
-        for window, (msg_id, answer) in list(self.asked.items()):
-            window.protocol._request_futures.pop(msg_id, None)
-            answer.cancel()
-            window.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-        self.asked.clear()
-        for asked in self.asked_acp.values():
-            asked.cancel()  # the request is withdrawn with ``$/cancel_request``
-        self.asked_acp.clear()
+    return prefix
 
 
-class _WireNotifier:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self._token_prefixes: dict[tuple[str, int], bytes] = {}
+class _WindowNotifier:
+    """What happens in the turns a native window follows, as its notifications."""
+
+    def __init__(self, window: TrellisServer) -> None:
+        self.window = window
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
         """Serialised here, not by pygls: the text that arrives while the previous
         notification is being written goes out with it, as one ``session/token``."""
-        key = (turn.run_id, step)
-        prefix = self._token_prefixes.get(key)
-        if prefix is None:
-            if len(self._token_prefixes) > 64:
-                self._token_prefixes.clear()
-            params = json.dumps({**wire.turn_ref(turn), "step": step})[:-1]
-            prefix = self._token_prefixes[key] = (
-                b'{"jsonrpc": "2.0", "method": "session/token", "params": '
-                + params.encode()
-                + b', "text": '
-            )
-        running = self.daemon.services.running.get(turn.session_id)
-        if running is not None:
-            running.streamed(step, text)
-        for window in self.daemon.followers(turn.session_id):
-            window.writer.stream(key, prefix, text, b"}}")
-        for acp in self.daemon.acp_followers(turn.session_id):
-            acp.notifier.token(turn, step, text)
-
-    def _acp(self, session_id: str) -> tuple[Notifier, ...]:
-        """The notifiers of the ACP windows following ``session_id``."""
-        return tuple(w.notifier for w in self.daemon.acp_followers(session_id))
-
-    def _notify(self, turn: TurnRef, method: str, params: dict[str, Any]) -> None:
-        for window in self.daemon.followers(turn.session_id):
-            window.protocol.notify(method, params)
+        self.window.writer.stream((turn.run_id, step), _token_prefix(turn, step), text, b"}}")
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
-        self._notify(
-            turn, "session/usage", {"sessionId": turn.session_id, "turnId": turn.turn_id, **figures}
+        self.window.protocol.notify(
+            "session/usage", {"sessionId": turn.session_id, "turnId": turn.turn_id, **figures}
         )
-        for acp in self._acp(turn.session_id):
-            acp.usage(turn, figures)
 
     def forked(self, origin_id: str, fork_id: str) -> None:
-        for window in self.daemon.followers(origin_id):
-            self.daemon.follow(window, fork_id)
-        for acp in self.daemon.acp_followers(origin_id):
-            self.daemon.follow_acp(acp, fork_id)
+        """The hub makes the window follow the fork."""
 
     def step(self, turn: TurnRef, step: Step) -> None:
-        running = self.daemon.services.running.get(turn.session_id)
-        if running is not None:
-            running.committed(step.step)
-        self._notify(turn, "session/step", {**wire.turn_ref(turn), **wire.step(step)})
-        for acp in self._acp(turn.session_id):
-            acp.step(turn, step)
+        self.window.protocol.notify("session/step", {**wire.turn_ref(turn), **wire.step(step)})
 
     def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None:
-        params = wire.tool_call(turn, step, call, status.value)
-        running = self.daemon.services.running.get(turn.session_id)
-        if running is not None:
-            running.call_changed(step, params["callId"], call.name, call.arguments, status.value)
-        self._notify(turn, "session/toolCall", params)
-        for acp in self._acp(turn.session_id):
-            acp.tool_call(turn, step, call, status)
+        self.window.protocol.notify(
+            "session/toolCall", wire.tool_call(turn, step, call, status.value)
+        )
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
-        params = wire.tool_output(turn, step, call, text)
-        running = self.daemon.services.running.get(turn.session_id)
-        if running is not None:
-            running.call_printed(params["callId"], text)
-        self._notify(turn, "session/toolOutput", params)
-        for acp in self._acp(turn.session_id):
-            acp.tool_output(turn, step, call, text)
-
-    def can_ask(self, session_id: str) -> bool:
-        return bool(self.daemon.followers(session_id) or self.daemon.acp_followers(session_id))
+        self.window.protocol.notify("session/toolOutput", wire.tool_output(turn, step, call, text))
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
-        approval = _Approval(turn, request)
-        waiting = self.daemon.approvals.setdefault(turn.session_id, [])
-        waiting.append(approval)
-        for window in self.daemon.followers(turn.session_id):
-            approval.ask(window)
-        for acp in self.daemon.acp_followers(turn.session_id):
-            approval.ask_acp(acp)
-        try:
-            return await asyncio.wait_for(
-                asyncio.shield(approval.decided), APPROVAL_TIMEOUT_SECONDS
-            )
-        except TimeoutError:
-            return Decision.TIMEOUT
-        finally:
-            waiting.remove(approval)
-            if not waiting:
-                self.daemon.approvals.pop(turn.session_id, None)
-            approval.withdraw()
+        return await self.window.ask_approval(turn, request)
 
     def queued(self, entry: Queued, position: int) -> None:
-        for window in self.daemon.followers(entry.session_id):
-            window.protocol.notify("session/queued", wire.queued(entry, position))
+        self.window.protocol.notify("session/queued", wire.queued(entry, position))
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         params = {"sessionId": entry.session_id, "queueId": entry.queue_id, "reason": reason}
-        for window in self.daemon.followers(entry.session_id):
-            window.protocol.notify("session/dequeued", params)
+        self.window.protocol.notify("session/dequeued", params)
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
-        self._notify(turn, "session/turnEnded", wire.turn_ended(turn, result))
-        for acp in self._acp(turn.session_id):
-            acp.turn_ended(turn, result)
+        self.window.protocol.notify("session/turnEnded", wire.turn_ended(turn, result))
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
-        self._notify(
-            turn,
+        self.window.protocol.notify(
             "session/steered",
             {**wire.turn_ref(turn), "step": step, **steer.detail(), "delivered": delivered},
         )
-        for acp in self._acp(turn.session_id):
-            acp.steered(turn, step, steer, delivered)
 
 
 def serve(server: TrellisServer, method: Method[Any]) -> None:
@@ -738,11 +550,11 @@ def serve(server: TrellisServer, method: Method[Any]) -> None:
             params = wire.parse(method.params, raw)
             session_id = getattr(params, "session_id", None)
             if method.follow == "before" and session_id is not None:
-                ls.daemon.follow(ls, session_id)
+                ls.daemon.hub.follow(ls, session_id)
             result = await method.serve(ls.services, params)
         except TrellisError as exc:
             if method.follow == "before" and session_id is not None and isinstance(exc, NotFound):
-                ls.daemon.unfollow(ls, session_id)
+                ls.daemon.hub.unfollow(ls, session_id)
             raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         except (JsonRpcException, asyncio.CancelledError):
             raise
@@ -754,9 +566,9 @@ def serve(server: TrellisServer, method: Method[Any]) -> None:
         if method.follow in ("answer", "live") and isinstance(result, dict):
             return Deferred(functools.partial(_followed, ls, method, result))
         if method.follow == "leave" and session_id is not None:
-            ls.daemon.unfollow(ls, session_id)
+            ls.daemon.hub.unfollow(ls, session_id)
         if method.follow == "forget" and session_id is not None:
-            ls.daemon.forget(session_id)
+            ls.daemon.hub.forget(session_id)
         return result
 
     server.feature(method.name)(handler)
@@ -768,7 +580,7 @@ def _followed(window: TrellisServer, method: Method[Any], result: dict[str, Any]
     session_id = result.get("sessionId")
     if not isinstance(session_id, str):
         return result
-    window.daemon.follow(window, session_id)
+    window.daemon.hub.follow(window, session_id)
     if method.follow == "live":
         live = window.daemon.live(session_id)
         if live is not None:
@@ -801,12 +613,12 @@ def serve_stdio(db_path: str, settings: Settings) -> None:
     """Standalone mode: one daemon, one window on stdin and stdout, until ``exit`` or the end
     of input; either way, end like ``exit``. A closed stdout drops what is sent afterwards,
     so what the daemon records never depends on the editor being there."""
-    daemon = Daemon(db_path, settings)
+    daemon = Daemon(db_path, settings, end=end_process)
 
     async def run() -> None:
         editor = window(daemon, settings, FrameWriter(sys.stdout.fileno()), "the editor")
         code = await daemon.serve_window(editor, FrameReader(sys.stdin.fileno()))
-        daemon.windows.add(editor)  # its writer is flushed at exit
+        daemon.hub.attach(editor)  # its writer is flushed at exit
         await daemon.exit(code)
 
     def interrupted() -> None:
@@ -814,7 +626,7 @@ def serve_stdio(db_path: str, settings: Settings) -> None:
         # it: running turns record ``cancelled`` and the store is closed. A second Ctrl-C
         # while that is under way ends the process at once.
         if daemon.exiting:
-            os._exit(130)
+            end_process(130)
         asyncio.ensure_future(daemon.exit(130))
 
     with asyncio.Runner() as runner:

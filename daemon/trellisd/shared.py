@@ -30,6 +30,7 @@ from typing import IO, Any
 from . import server
 from .build import build
 from .config_file import Settings, load_settings
+from .edge import end_process
 from .errors import StoreError
 from .rendezvous import HELLO_LIMIT, Place, Unsafe, end_record, peer_uid, private_file, record
 from .transport import FrameReader, FrameWriter
@@ -80,7 +81,7 @@ class SharedDaemon:
     ) -> None:
         # The window that starts the daemon says where, having checked the folder.
         self.place = Place(db_path) if socket_path is None else Place.at(socket_path, db_path)
-        self.daemon = server.Daemon(db_path, settings, shared=True)
+        self.daemon = server.Daemon(db_path, settings, shared=True, end=end_process)
         self.daemon.on_change = self._changed
         self.idle_exit = idle_exit
         self.hello_timeout = hello_timeout
@@ -270,8 +271,8 @@ class SharedDaemon:
             conn.close()
             self._changed()
             return
-        services.turns.editor_files = functools.partial(files_for, self.daemon)
-        await serve_window(self.daemon, settings, conn, rest, pid)
+        services.turns.editor_files = functools.partial(files_for, self.daemon.hub)
+        await serve_window(self.daemon.hub, services, settings, conn, rest, pid)
 
     @staticmethod
     def _later(fn: Any, *args: Any) -> None:
@@ -284,20 +285,22 @@ class SharedDaemon:
             window.peer,
             self.window_queue,
         )
-        self.daemon.detach(window)
+        self.daemon.hub.detach(window)
         with contextlib.suppress(OSError):
             conn.shutdown(socket.SHUT_RDWR)
 
     def status(self) -> dict[str, Any]:
         running = self.daemon.running_sessions()
+        hub = self.daemon.hub
+        native = [w for w in hub.windows if isinstance(w, server.TrellisServer)]
         return {
             "version": build(),
             "pid": os.getpid(),
             "store": self.place.store,
             "socket": self.place.socket,
-            "windows": [{"pid": w.pid} for w in self.daemon.windows]
-            + [{"pid": getattr(w, "pid", None), "acp": True} for w in self.daemon.acp_windows],
-            "sessions": sorted(self.daemon.following),
+            "windows": [{"pid": w.pid} for w in native]
+            + [{"pid": w.pid, "acp": True} for w in hub.windows if w not in native],
+            "sessions": sorted(s for s, ws in hub.following.items() if not ws.isdisjoint(native)),
             "runningTurns": running,
             "stopping": self.stopping,
         }
@@ -348,10 +351,8 @@ class SharedDaemon:
     async def exit_now(self) -> None:
         self.stopping = True
         self._close_listener()
-        for window in list(self.daemon.windows):
+        for window in list(self.daemon.hub.windows):
             await window.close(end_record(1, "the shared daemon was stopped"))
-        for acp_window in list(self.daemon.acp_windows):
-            await acp_window.close(end_record(1, "the shared daemon was stopped"))
         self._exited.set()
         await self.daemon.exit(0)
 

@@ -8,7 +8,7 @@ from typing import Any
 from acp import schema
 
 from trellisd.acp import updates
-from trellisd.acp.agent import first_line, prompt_text
+from trellisd.acp.agent import prompt_text
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
 from trellisd.services.running import LiveCall
@@ -110,8 +110,6 @@ def test_prompt_blocks_become_the_prompt_text() -> None:
     ]
     text = prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in blocks])
     assert text.startswith("fix it") and "x=1" in text and "file:///b.py" in text
-    assert first_line("  a long\nsecond") == "a long"
-    assert len(first_line("x" * 200)) == 80
 
 
 def test_a_call_in_flight_is_a_tool_call_with_its_status_and_output_so_far() -> None:

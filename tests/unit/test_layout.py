@@ -115,3 +115,24 @@ def test_the_models_context_window_is_not_called_a_window() -> None:
 def test_the_records_live_in_one_module() -> None:
     """The domain records are ``trellisd.records``; no second module re-exports them."""
     assert "trellisd.store.records" not in MODULES
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("trellisd.acp")))
+def test_acp_is_an_adapter_that_does_not_import_the_native_server(name: str) -> None:
+    """ACP windows join the daemon through the hub, never through the pygls module."""
+    assert not {m for m in _imports(name) if m.startswith(("trellisd.server", "trellisd.handlers"))}
+
+
+@pytest.mark.parametrize("name", ["trellisd.hub", "trellisd.server", "trellisd.shared"])
+def test_only_the_process_edge_ends_the_process(name: str) -> None:
+    """The daemon and its hub end the process through the function they are given, so they
+    run in a test; ``os._exit`` is the edge's (``edge``, and ``forward``'s own process)."""
+    source = MODULES[name].read_text(encoding="utf-8")
+    assert "os._exit" not in source and "sys.exit" not in source
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("trellisd.acp")))
+def test_acp_reaches_the_store_only_through_the_services(name: str) -> None:
+    """If an ACP method needs the store, a service is missing."""
+    assert not {m for m in _imports(name) if m.startswith("trellisd.store")}
+    assert ".store." not in MODULES[name].read_text(encoding="utf-8")

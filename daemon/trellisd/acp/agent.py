@@ -29,7 +29,8 @@ from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
 from ..services import Services
 from ..services.recovery import refuse_undecided
-from ..services.running import LiveCall, RunningTurn
+from ..services.running import RunningTurn, Snapshot
+from ..services.turns import TurnRequest
 from . import hello, params, updates
 from .files import ClientFiles
 from .notifier import AcpNotifier, proposed_diff
@@ -78,7 +79,7 @@ class TrellisAgent:
         """``shared``: one window of the shared daemon, whose turns are not all this
         connection's (the daemon asks ``files_for`` whose they are)."""
         self.app, self.notifier, self.shared = app, notifier, shared
-        notifier.choices = app.store.acp_choices
+        notifier.choices = app.choices
         self.mcp_servers: dict[str, list[Params]] = {}
         # The sessions this client created, loaded, resumed or forked: the only ones it may
         # prompt or set, since only for them was it told what the session is and does.
@@ -163,7 +164,7 @@ class TrellisAgent:
         params.text(p, "cwd")
         session_id = params.text(p, "sessionId")
         following = session_id in self.notifier.sessions
-        session = await self.app.store.sessions.get(session_id)
+        session = await self.app.sessions.get(session_id)
         await self._follow(session, servers, join=False)
         turns = await self.app.sessions.history(session_id)
         steps = await self.app.runs.steps(turns[-1].run_id) if turns else []
@@ -180,7 +181,7 @@ class TrellisAgent:
         session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
         servers = params.mcp_servers(p, required=False)
         following = session_id in self.notifier.sessions
-        session = await self.app.store.sessions.get(session_id)
+        session = await self.app.sessions.get(session_id)
         await self._follow(session, servers, join=False)
         self._join(session, following, replay=False)
         self.opened.add(session_id)
@@ -191,10 +192,10 @@ class TrellisAgent:
     async def fork_session(self, p: Params) -> Result:
         session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
         servers = params.mcp_servers(p, required=False)
-        origin = await self.app.store.sessions.get(session_id)
+        origin = await self.app.sessions.get(session_id)
         fork = await self.app.sessions.fork(session_id, origin.head)
         await self._follow(fork, servers)
-        await self.app.store.acp_choices.copy(session_id, fork.session_id)
+        await self.app.choices.copy(session_id, fork.session_id)
         self.opened.add(fork.session_id)
         return {"sessionId": fork.session_id, **await self._state(fork)}
 
@@ -217,7 +218,7 @@ class TrellisAgent:
             raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
         session = await self._opened(session_id)
         await self._set_approval(session, MODES[mode_id][0])
-        await self.app.store.acp_choices.choose_mode(session_id, mode_id)
+        await self.app.choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
         return {}
@@ -233,10 +234,10 @@ class TrellisAgent:
         session = await self._opened(session_id)
         if config_id != MODEL_OPTION:
             raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
-        chosen = (await self.app.store.acp_choices.of(session_id)).model
+        chosen = (await self.app.choices.of(session_id)).model
         if not isinstance(value, str) or value not in self._models(session, chosen):
             raise RpcError(-32602, f"unknown model {value!r}", {"configId": config_id})
-        await self.app.store.acp_choices.choose_model(session_id, value)
+        await self.app.choices.choose_model(session_id, value)
         return {"configOptions": (await self._state(session))["configOptions"]}
 
     @translated
@@ -282,13 +283,10 @@ class TrellisAgent:
         other = self.app.running.get(session_id) if own is None else None
         if other is None or other.task is None:
             return own
-        return asyncio.ensure_future(self._stop_reason(other.task, other.ref))
+        return asyncio.ensure_future(self._stop_reason(other))
 
-    async def _stop_reason(self, task: asyncio.Task[Any], ref: TurnRef) -> updates.StopReason:
-        await asyncio.wait([task])
-        turns = await self.app.sessions.turns(ref.session_id)
-        outcome = next((t.outcome for t in turns if t.turn_id == ref.turn_id), "")
-        return updates.STOP_REASONS.get(outcome, "end_turn")
+    async def _stop_reason(self, running: RunningTurn) -> updates.StopReason:
+        return updates.STOP_REASONS.get(await self.app.turns.outcome(running), "end_turn")
 
     async def _steer(self, session_id: str, text: str) -> bool | None:
         """``text`` as a steer of the running turn: True once the model got it, False when
@@ -308,13 +306,13 @@ class TrellisAgent:
         done: asyncio.Future[updates.StopReason] = asyncio.get_running_loop().create_future()
         self._turns[session_id] = done
         try:
-            if not session.title:
-                session = await self.app.sessions.rename(session_id, first_line(text))
-                self.notifier.send(session_id, updates.info(session.title, session.updated_at))
-            chosen = await self.app.store.acp_choices.of(session_id)
+            named = await self.app.sessions.name_after(session_id, text)
+            if named is not None:
+                self.notifier.send(session_id, updates.info(named.title, named.updated_at))
+            chosen = await self.app.choices.of(session_id)
             choice = ProviderChoice(model=chosen.model)
-            result = await self.app.turns.turn(session_id, text, choice)
-            await self._tell_state(await self.app.store.sessions.get(session_id), None)
+            result = await self.app.turns.turn(TurnRequest(session_id, text, choice))
+            await self._tell_state(await self.app.sessions.get(session_id), None)
             await self.notifier.flush()
             reason = updates.STOP_REASONS.get(result.outcome)
             if reason is None:
@@ -349,7 +347,7 @@ class TrellisAgent:
         """The session, if this client created, loaded, resumed or forked it: a client that
         never did was never shown it, and its prompt or mode would act on the session
         unseen (its approvals asked of the windows that follow it, or of none)."""
-        session = await self.app.store.sessions.get(session_id)
+        session = await self.app.sessions.get(session_id)
         if session_id not in self.opened:
             raise RpcError(
                 int(NotFound.CODE),
@@ -367,7 +365,7 @@ class TrellisAgent:
         once ``_join`` says so."""
         specs = mcp_specs(mcp_servers or [])
         self.notifier.follow(session.session_id, session.root).root = session.root
-        chosen = await self.app.store.acp_choices.of(session.session_id)
+        chosen = await self.app.choices.of(session.session_id)
         if chosen.mode in MODES:
             policy = await self.app.sessions.policies.of(session)
             if policy.approval != MODES[chosen.mode][0]:
@@ -387,8 +385,7 @@ class TrellisAgent:
         ``running``, so nothing is missing or twice. A client ``following`` the session
         already has the running turn live."""
         session_id = session.session_id
-        running = self.app.running.get(session_id) if self.shared and not following else None
-        live = None if running is None else _Live.of(running)
+        live = self.app.running.snapshot(session_id) if self.shared and not following else None
         if live is not None:
             followed = self.notifier.follow(session_id, session.root)
             run_id = live.ref.run_id
@@ -404,31 +401,23 @@ class TrellisAgent:
             self.notifier.send(session_id, joined)
 
     async def _joined(
-        self, session: Session, replay: bool, live: _Live | None, instant: int
+        self, session: Session, replay: bool, live: Snapshot | None, instant: int
     ) -> list[Result]:
-        """What ``_join`` queued: the history, then the running turn as far as it had gone.
-        The turns that started after the snapshot (after the running one, or any when none
-        ran) come live, so the history read now leaves them out."""
-        session_id, root = session.session_id, session.root
-        turns = await self.app.sessions.history(session_id) if replay else []
-        later = self.app.running.started_since(session_id, instant)
-        turns = [t for t in turns if t.turn_id not in later]
-        if live is not None and not replay:
-            turns = [await self.app.store.sessions.turn(session_id, live.ref.turn_id)]
+        """What ``_join`` queued: the history, then the running turn as far as it had gone
+        (``SessionService.joined``)."""
+        root = session.root
         out: list[Result] = []
-        for turn in turns:
-            steps = await self.app.runs.steps(turn.run_id)
-            edits = await self.app.changes.step_edits(turn.turn_id)
+        for shown in await self.app.sessions.joined(session.session_id, replay, live, instant):
+            turn, steps, edits = shown.turn, shown.steps, shown.edits
             if live is None or turn.turn_id != live.ref.turn_id:
                 out += updates.replayed(turn, steps, edits, root)
                 continue
             done = [s for s in steps if s.step <= live.done]
             out += updates.replayed(dataclasses.replace(turn, reply=""), done, edits, root)
             out += await self._in_flight(live, root)
-            break
         return out
 
-    async def _in_flight(self, live: _Live, root: str) -> list[Result]:
+    async def _in_flight(self, live: Snapshot, root: str) -> list[Result]:
         """The running turn's uncommitted steps at the snapshot: the current step's text so
         far and the calls in flight, in step order (the text ahead of its step's call)."""
         out: list[tuple[int, int, Result]] = []
@@ -460,7 +449,7 @@ class TrellisAgent:
                 for mode, (_, name, description) in MODES.items()
             ],
         }
-        chosen = (await self.app.store.acp_choices.of(session.session_id)).model
+        chosen = (await self.app.choices.of(session.session_id)).model
         models = self._models(session, chosen)
         option = {
             "type": "select",
@@ -492,25 +481,6 @@ class TrellisAgent:
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Live:
-    """A running turn as it stood at one instant: its last committed step, the step being
-    streamed and its text so far, and the calls in flight with their output so far."""
-
-    ref: TurnRef
-    done: int
-    step: int | None
-    text: str
-    calls: tuple[tuple[LiveCall, str], ...]
-
-    @classmethod
-    def of(cls, running: RunningTurn) -> _Live:
-        calls = tuple(
-            (dataclasses.replace(c, output=[]), "".join(c.output)) for c in running.calls.values()
-        )
-        return cls(running.ref, running.done, running.step, running.text(), calls)
-
-
 def prompt_text(blocks: Sequence[Params]) -> str:
     """The prompt's text: text blocks as they are, embedded resources as the file's text
     under its URI, resource links as the URI they name."""
@@ -525,11 +495,6 @@ def prompt_text(blocks: Sequence[Params]) -> str:
         elif block["type"] == "resource_link":
             parts.append(f"(see {block['uri']})")
     return "\n\n".join(parts)
-
-
-def first_line(text: str, limit: int = 80) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def mcp_specs(servers: Sequence[Params]) -> list[McpServerSpec]:

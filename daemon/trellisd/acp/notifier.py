@@ -25,8 +25,8 @@ from ..agent.steering import Steer
 from ..changes import read_content
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
+from ..services.choices import ChoiceService
 from ..services.queue import Queued
-from ..store.facade import AsyncAcpChoices
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
 from ..vocabulary import CallStatus, Decision
@@ -159,7 +159,7 @@ class AcpNotifier:
         self.outbox: Outbox | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, Followed] = {}
-        self.choices: AsyncAcpChoices | None = None  # where "reject always" is kept
+        self.choices: ChoiceService | None = None  # where "reject always" is kept
         self._steers: dict[str, asyncio.Future[bool]] = {}
 
     def connect(

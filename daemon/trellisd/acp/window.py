@@ -15,12 +15,15 @@ import asyncio
 import contextlib
 import logging
 import socket
+from typing import Any
 
 from ..config_file import Settings
+from ..hub import Hub
 from ..records import TurnRef
 from ..rendezvous import end_record, record
-from ..server import Daemon
+from ..services import Services
 from ..services.settings import WindowSettings, use_window
+from ..vocabulary import Decision
 from .agent import TrellisAgent
 from .files import ClientFiles
 from .notifier import AcpNotifier
@@ -49,18 +52,22 @@ class _Records:
 class AcpWindow:
     """One ACP client of the shared daemon."""
 
-    def __init__(self, daemon: Daemon, settings: Settings, peer: str) -> None:
-        self.daemon, self.settings, self.peer = daemon, settings, peer
+    def __init__(self, hub: Hub, services: Services, settings: Settings, peer: str) -> None:
+        self.hub, self.settings, self.peer = hub, settings, peer
         self.pid: int | None = None  # the forwarder's
-        self._notifier = AcpNotifier(lambda: daemon.services.changes)
-        self.agent = TrellisAgent(daemon.services, self._notifier, shared=True)
-        self.agent.on_follow = lambda session_id: daemon.follow_acp(self, session_id)
-        self.agent.on_leave = lambda session_id: daemon.unfollow_acp(self, session_id)
+        self._notifier = AcpNotifier(lambda: services.changes)
+        self.agent = TrellisAgent(services, self._notifier, shared=True)
+        self.agent.on_follow = lambda session_id: hub.follow(self, session_id)
+        self.agent.on_leave = lambda session_id: hub.unfollow(self, session_id)
         self._stream: asyncio.StreamWriter | None = None
 
     @property
     def notifier(self) -> AcpNotifier:
         return self._notifier
+
+    async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
+        """As ``session/request_permission``; withdrawn with ``$/cancel_request``."""
+        return await self._notifier.ask_approval(turn, request)
 
     async def serve(self, conn: socket.socket, initial: bytes) -> int:
         """Serve the client until it closes its end; the window's exit status (0)."""
@@ -76,11 +83,11 @@ class AcpWindow:
         use_window(WindowSettings(self.settings.provider, self.settings))
         rpc = Connection(reader, _Records(self._stream), self.agent.dispatch)
         self.agent.connect(rpc, UPDATES_WAITING, self._drop)
-        self.daemon.attach_acp(self)
+        self.hub.attach(self)
         try:
             await rpc.serve()
         finally:
-            self.daemon.detach_acp(self)
+            self.hub.detach(self)
             if self._notifier.outbox is not None:
                 await self._notifier.outbox.close()
         return 0
@@ -108,9 +115,9 @@ class AcpWindow:
             stream.close()
 
 
-def files_for(daemon: Daemon, ref: TurnRef) -> ClientFiles | None:
+def files_for(hub: Hub, ref: TurnRef) -> ClientFiles | None:
     """The client's files for a turn an ACP window's prompt runs; None for any other turn."""
-    for window in daemon.acp_windows:
+    for window in hub.windows:
         found = window.agent.files_for(ref) if isinstance(window, AcpWindow) else None
         if found is not None:
             return found
@@ -118,10 +125,10 @@ def files_for(daemon: Daemon, ref: TurnRef) -> ClientFiles | None:
 
 
 async def serve_window(
-    daemon: Daemon, settings: Settings, conn: socket.socket, initial: bytes, pid: int
+    hub: Hub, services: Services, settings: Settings, conn: socket.socket, initial: bytes, pid: int
 ) -> None:
     """Serve one ACP client of the shared daemon until it ends, then end its forwarder."""
-    window = AcpWindow(daemon, settings, f"ACP window pid {pid}")
+    window = AcpWindow(hub, services, settings, f"ACP window pid {pid}")
     window.pid = pid
     log.info("%s attached", window.peer)
     code = await window.serve(conn, initial)

@@ -9,6 +9,7 @@ from typing import Any
 from .. import wire
 from ..records import TurnResult
 from ..services import Services
+from ..services.turns import TurnRequest
 from ..tools.base import Action
 from .base import Method
 
@@ -68,16 +69,18 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
 
     def run() -> Awaitable[TurnResult]:
         return app.turns.turn(
-            p.session_id,
-            p.prompt,
-            p.choice,
-            p.max_steps,
-            verify,
-            bool(p.step_mode),
-            p.expect_head,
-            p.on_conflict == "fork",
-            context=p.context or (),
-            budget=p.budget,
+            TurnRequest(
+                p.session_id,
+                p.prompt,
+                p.choice,
+                p.max_steps,
+                verify,
+                bool(p.step_mode),
+                p.expect_head,
+                p.on_conflict == "fork",
+                context=p.context or (),
+                budget=p.budget,
+            )
         )
 
     result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))

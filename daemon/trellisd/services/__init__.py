@@ -12,6 +12,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- mcp       McpServers       each session's MCP servers (``mcp``)
     +-- budgets   BudgetService    a session's budget and spend
     +-- queues    PromptQueues     prompts queued behind a session's running turn
+    +-- choices   ChoiceService    an ACP client's mode, model and rejections of a session
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
+from .choices import ChoiceService
 from .policies import Policies
 from .queue import PromptQueues
 from .running import Running
@@ -88,6 +90,7 @@ class Services:
         self.runs = RunService(store)
         self.archive = ArchiveService(store)
         self.budgets = BudgetService(store)
+        self.choices = ChoiceService(store)
         self.queues = PromptQueues(self.running, notifier)
         self._heartbeat: asyncio.Task[None] | None = None
 

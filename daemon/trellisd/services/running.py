@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ..agent.pieces import Pieces
@@ -89,6 +89,25 @@ class RunningTurn:
         return self._pieces.text()
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """A running turn as it stood at one instant, for a window that joins it: its last
+    committed step, the step being streamed and its text so far, and the calls in flight
+    with their output so far."""
+
+    ref: TurnRef
+    prompt: str
+    done: int
+    step: int | None
+    text: str
+    calls: tuple[tuple[LiveCall, str], ...]
+
+    @classmethod
+    def of(cls, running: RunningTurn) -> Snapshot:
+        calls = tuple((replace(c, output=[]), "".join(c.output)) for c in running.calls.values())
+        return cls(running.ref, running.prompt, running.done, running.step, running.text(), calls)
+
+
 class Running:
     def __init__(self) -> None:
         self._turns: dict[str, RunningTurn] = {}
@@ -105,6 +124,11 @@ class Running:
 
     def get(self, session_id: str) -> RunningTurn | None:
         return self._turns.get(session_id)
+
+    def snapshot(self, session_id: str) -> Snapshot | None:
+        """The session's running turn as it stands now, for a window that joins it."""
+        running = self._turns.get(session_id)
+        return None if running is None else Snapshot.of(running)
 
     def start(self, ref: TurnRef, prompt: str = "") -> RunningTurn:
         running = RunningTurn(ref, asyncio.current_task(), prompt)

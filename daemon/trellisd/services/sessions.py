@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import Conflict, InvalidParams, NotFound
@@ -21,6 +22,7 @@ from ..records import (
     Restored,
     Session,
     SessionSummary,
+    Step,
     Turn,
 )
 from ..store.chain import LogVerdict
@@ -28,12 +30,22 @@ from ..store.facade import AsyncStore
 from ..store.recoveries import DECIDED
 from ..store.sessions import expect
 from ..tools.base import Action
-from .changes import ChangeService
+from .changes import ChangeService, StepEdit
 from .policies import Policies
-from .running import Running
+from .running import Running, Snapshot
 from .settings import Defaults
+from .titles import title_of
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A turn as a joining window is shown it: its steps and the files each step edited."""
+
+    turn: Turn
+    steps: list[Step]
+    edits: list[StepEdit]
 
 
 class SessionService:
@@ -187,8 +199,39 @@ class SessionService:
         await self.store.runs.add_event(pending.run_id, DECIDED, None, detail)
         return await self.store.sessions.get(session_id), restored
 
+    async def get(self, session_id: str) -> Session:
+        return await self.store.sessions.get(session_id)
+
     async def rename(self, session_id: str, title: str) -> Session:
         return await self.store.sessions.rename(session_id, title)
+
+    async def name_after(self, session_id: str, prompt: str) -> Session | None:
+        """Name an untitled session after ``prompt`` (``title_of``), as its first turn
+        would; the renamed session, or None when it had a title."""
+        session = await self.store.sessions.get(session_id)
+        if session.title:
+            return None
+        return await self.store.sessions.rename(session_id, title_of(prompt))
+
+    async def joined(
+        self, session_id: str, replay: bool, live: Snapshot | None, instant: int
+    ) -> list[Replayed]:
+        """What a window joining the session at ``instant`` is shown before its turns come
+        live: with ``replay``, the history; and the turn ``live`` was running then. The turns
+        that started after ``instant`` come live, so they are left out."""
+        turns = await self.store.sessions.history(session_id) if replay else []
+        later = self.running.started_since(session_id, instant)
+        turns = [t for t in turns if t.turn_id not in later]
+        if live is not None and not replay:
+            turns = [await self.store.sessions.turn(session_id, live.ref.turn_id)]
+        out: list[Replayed] = []
+        for turn in turns:
+            steps = await self.store.runs.steps(turn.run_id)
+            edits = await self.changes.step_edits(turn.turn_id)
+            out.append(Replayed(turn, steps, edits))
+            if live is not None and turn.turn_id == live.ref.turn_id:
+                break
+        return out
 
     async def pin(self, session_id: str, turn_id: str) -> Session:
         """Pin a turn of the session's tree: on the path, a turn sends it verbatim whatever

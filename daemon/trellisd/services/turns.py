@@ -54,6 +54,7 @@ from .recovery import refuse_undecided
 from .running import Running, RunningTurn
 from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
+from .titles import title_of
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,29 @@ class _Start:
     attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
     path: tuple[Turn, ...] = ()  # the turns before it, sent after the system (``keeper_for``)
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """A turn asked of a session, whichever protocol asked it.
+
+    ``choice``: the model and its settings laid over the session's; ``max_steps`` and
+    ``verify`` (argv, expected exit code): a bounded turn and its check; ``step_mode``: pause
+    after every step; ``expect_head``: the head the turn must follow (``StaleHead``
+    otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
+    instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
+    may spend."""
+
+    session_id: str
+    prompt: str
+    choice: ProviderChoice = ProviderChoice()
+    max_steps: int | None = None
+    verify: tuple[list[str], int] | None = None
+    step_mode: bool = False
+    expect_head: ExpectHead = ANY_HEAD
+    fork_on_conflict: bool = False
+    context: tuple[ContextEntry, ...] = ()
+    budget: Budget | None = None
 
 
 class TurnService:
@@ -115,51 +139,26 @@ class TurnService:
             provider = self._providers[settings] = self._make_provider(settings)
         return provider
 
-    async def turn(
-        self,
-        session_id: str,
-        prompt: str,
-        choice: ProviderChoice,
-        max_steps: int | None = None,
-        verify: tuple[list[str], int] | None = None,
-        step_mode: bool = False,
-        expect_head: ExpectHead = ANY_HEAD,
-        fork_on_conflict: bool = False,
-        context: tuple[ContextEntry, ...] = (),
-        budget: Budget | None = None,
-    ) -> TurnResult:
-        """Run a turn after the session's head; it answers when the turn ends. ``verify``:
-        a bounded turn's check (argv, expected exit code); ``step_mode``: pause after every
-        step; ``expect_head``: the head the turn must follow (``StaleHead`` otherwise);
-        ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
-        instead; ``context``: what the editor attached to the prompt; ``budget``: what this
-        turn may spend."""
+    async def turn(self, request: TurnRequest) -> TurnResult:
+        """Run ``request``'s turn after the session's head; it answers when the turn ends.
+        An untitled session is named after the prompt (``title_of``)."""
+        session_id, prompt = request.session_id, request.prompt
         self.running.refuse(session_id, "start another")
         session = await self.store.sessions.get(session_id)
         refuse_undecided(session)
-        attached = await self._attach(session, context)
-        settings = self.defaults.for_session(session.provider).merged(choice, "turn")
+        attached = await self._attach(session, request.context)
+        settings = self.defaults.for_session(session.provider).merged(request.choice, "turn")
         path = await self.store.sessions.history(session_id)
         told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
         try:
             turn_id, run_id, _ = await self.store.runs.begin(
-                session_id, prompt, settings.effective_model, expect_head
+                session_id, prompt, settings.effective_model, request.expect_head, title_of(prompt)
             )
         except (StaleHead, LeaseHeld):
-            if not fork_on_conflict:
+            if not request.fork_on_conflict:
                 raise
-            return await self._in_fork(
-                session_id,
-                expect_head,
-                prompt,
-                choice,
-                max_steps,
-                verify,
-                step_mode,
-                context,
-                budget,
-            )
+            return await self._in_fork(request)
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
         messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
@@ -170,13 +169,13 @@ class TurnService:
                 settings,
                 messages,
                 framed,
-                max_steps,
-                verify,
+                request.max_steps,
+                request.verify,
                 instruction_files=told.files,
-                step_mode=step_mode,
+                step_mode=request.step_mode,
                 attached=tuple(attached),
                 path=tuple(path),
-                budget=budget,
+                budget=request.budget,
             )
         )
 
@@ -194,21 +193,10 @@ class TurnService:
         context = ToolContext(Path(session.root), may_read=policy.may_read)
         return await asyncio.to_thread(gather, session.instructions, context)
 
-    async def _in_fork(
-        self,
-        session_id: str,
-        expect_head: ExpectHead,
-        prompt: str,
-        choice: ProviderChoice,
-        max_steps: int | None,
-        verify: tuple[list[str], int] | None,
-        step_mode: bool,
-        context: tuple[ContextEntry, ...] = (),
-        budget: Budget | None = None,
-    ) -> TurnResult:
+    async def _in_fork(self, request: TurnRequest) -> TurnResult:
         """The turn, run in a fork of the session taken at ``expect_head``, or (with no
         expectation) at the last turn of its path that has ended."""
-        at = expect_head
+        session_id, at = request.session_id, request.expect_head
         if at is ANY_HEAD:
             ended = [
                 t for t in await self.store.sessions.history(session_id) if t.outcome != "running"
@@ -218,16 +206,19 @@ class TurnService:
         self.notifier.forked(session_id, fork.session_id)
         log.info("session %s moved on: the turn runs in its fork %s", session_id, fork.session_id)
         result = await self.turn(
-            fork.session_id,
-            prompt,
-            choice,
-            max_steps,
-            verify,
-            step_mode,
-            context=context,
-            budget=budget,
+            dataclasses.replace(
+                request, session_id=fork.session_id, expect_head=ANY_HEAD, fork_on_conflict=False
+            )
         )
         return dataclasses.replace(result, session_id=fork.session_id, forked_from=fork.forked_from)
+
+    async def outcome(self, running: RunningTurn) -> str:
+        """The outcome of the running turn ``running`` (whichever window started it), once
+        it has ended and recorded it."""
+        if running.task is not None:
+            await asyncio.wait([running.task])
+        turns = await self.store.sessions.turns(running.ref.session_id)
+        return next((t.outcome for t in turns if t.turn_id == running.ref.turn_id), "")
 
     async def resume(self, session_id: str, turn_id: str, step_mode: bool = False) -> TurnResult:
         """Continue a turn that stopped before it ended (``paused``, ``interrupted`` by a

@@ -180,9 +180,16 @@ class AsyncRuns:
         self._store, self._run = store, thread
 
     async def begin(
-        self, session_id: str, prompt: str, model: str | None, expect_head: ExpectHead = ANY_HEAD
+        self,
+        session_id: str,
+        prompt: str,
+        model: str | None,
+        expect_head: ExpectHead = ANY_HEAD,
+        title: str = "",
     ) -> tuple[str, str, str | None]:
-        return await self._run(self._store.runs.begin, session_id, prompt, model, expect_head)
+        return await self._run(
+            self._store.runs.begin, session_id, prompt, model, expect_head, title
+        )
 
     async def add_step(self, run_id: str, step: Step) -> None:
         await self._run(self._store.runs.add_step, run_id, step)

@@ -20,12 +20,6 @@ from .sessions import Sessions, expect, set_title
 RUNNING = Outcome.RUNNING
 
 
-def _title(prompt: str) -> str:
-    """A session with no title is named after its first prompt."""
-    line = prompt.strip().splitlines()[0] if prompt.strip() else "untitled"
-    return line if len(line) <= 60 else line[:59] + "\u2026"
-
-
 class Runs:
     def __init__(self, db: Database, leases: Leases) -> None:
         self.db = db
@@ -38,9 +32,11 @@ class Runs:
         prompt: str,
         model: str | None = None,
         expect_head: ExpectHead = ANY_HEAD,
+        title: str = "",
     ) -> tuple[str, str, str | None]:
         """Start a turn at the session's head (``StaleHead`` if it is not ``expect_head``);
-        it becomes the head. Returns ``(turn_id, run_id, parent_turn_id)``."""
+        it becomes the head, and a session with no title takes ``title``. Returns
+        ``(turn_id, run_id, parent_turn_id)``."""
         turn_id, run_id, stamp = new_id("t"), new_id("r"), now()
         with self.db.write() as con:
             session = Sessions._get(con, session_id)
@@ -63,8 +59,8 @@ class Runs:
             )
             chain.record(con, session_id, "turn", turn_id)
             chain.record(con, session_id, "run", run_id)
-            if not session.title:
-                set_title(con, session_id, _title(prompt))
+            if title and not session.title:
+                set_title(con, session_id, title)
             feed.append(con, session_id, FeedKind.TURN_STARTED, run_id, at=stamp)
             self._record_instructions(con, session_id, run_id)
         return turn_id, run_id, parent

@@ -15,8 +15,8 @@ from trellisd.config_file import Settings
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.policy import Layer, Policy, PolicySpec
 from trellisd.policy.layers import GrantSpec
-from trellisd.records import ProviderChoice
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 from trellisd.tools.base import Action
 from trellisd.vocabulary import Decision
 
@@ -27,7 +27,7 @@ async def grant_by_answer(
     editor.decisions = [decision]
     model.reply("", write(path))
     model.reply("Written.")
-    await app.turns.turn(session, f"write {path}", ProviderChoice())
+    await app.turns.turn(TurnRequest(session, f"write {path}"))
 
 
 async def grants(app: Services, session: str) -> list[dict[str, str]]:
@@ -61,7 +61,7 @@ async def test_grants_outlive_the_daemon_and_a_project_grant_holds_on_its_root_o
         editor.asked.clear()
         model.reply("", write("b.txt", "again"))
         model.reply("Written.")
-        await app.turns.turn(same, "write b", ProviderChoice())
+        await app.turns.turn(TurnRequest(same, "write b"))
         assert editor.asked == [] and (root / "b.txt").read_text() == "again"
 
         after = await app.sessions.revoke(first, Action("write", "b.txt"), "project")

@@ -14,8 +14,9 @@ from tests.fixtures.fake_services import Editor, Model
 from trellisd import services
 from trellisd.config import ProviderSettings
 from trellisd.policy import LayerSpec, PolicySpec
-from trellisd.records import ProviderChoice, Restored, ToolCall
+from trellisd.records import Restored, ToolCall
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 from trellisd.vocabulary import Decision, Outcome
 
 NAMING = PolicySpec(
@@ -54,7 +55,7 @@ async def planting_turn(app: Services, model: Model, editor: Editor, root: Path)
     for path, text in PLANTED.items():
         model.reply("", ToolCall(f"c-{path}", "write_file", {"path": path, "content": text}))
     model.reply("Done.")
-    result = await app.turns.turn(sid, "set things up", ProviderChoice())
+    result = await app.turns.turn(TurnRequest(sid, "set things up"))
     assert result.outcome == Outcome.FINISHED
     assert {p: (root / p).read_text() for p in PLANTED} == PLANTED
     editor.asked.clear()
@@ -117,7 +118,7 @@ async def test_with_nobody_to_ask_a_restore_leaves_protected_paths_and_writes_th
     sid, turn_id = await planting_turn(app, model, editor, root)
     model.reply("", ToolCall("c-n", "write_file", {"path": "notes.txt", "content": "n\n"}))
     model.reply("Done.")
-    await app.turns.turn(sid, "a note", ProviderChoice())
+    await app.turns.turn(TurnRequest(sid, "a note"))
     editor.present = False
     _, back = await app.sessions.branch(sid, None, restore_files=True)
     assert editor.asked == []

@@ -15,8 +15,9 @@ from trellisd import services
 from trellisd.agent.steering import Steer
 from trellisd.config import ProviderSettings
 from trellisd.policy import LayerSpec, PolicySpec
-from trellisd.records import ProviderChoice, Step, Tokens, ToolCall
+from trellisd.records import Step, Tokens, ToolCall
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 from trellisd.vocabulary import Decision, Outcome, StepKind
 
 
@@ -42,7 +43,7 @@ async def test_an_approved_write_happens(
     model.reply("", write("a.txt"))
     model.reply("Written.")
 
-    result = await app.turns.turn(session, "write a", ProviderChoice())
+    result = await app.turns.turn(TurnRequest(session, "write a"))
 
     assert result.outcome == Outcome.FINISHED
     assert (root / "a.txt").read_text() == "x"
@@ -60,7 +61,7 @@ async def test_allow_always_is_not_asked_again_in_the_session(
     model.reply("", write("a.txt", "y"))
     model.reply("Written twice.")
 
-    await app.turns.turn(session, "write a twice", ProviderChoice())
+    await app.turns.turn(TurnRequest(session, "write a twice"))
 
     assert len(editor.asked) == 1
     assert (root / "a.txt").read_text() == "y"
@@ -77,7 +78,7 @@ async def test_a_write_the_user_did_not_approve_is_refused(
     model.reply("", write("a.txt"))
     model.reply("I may not.")
 
-    result = await app.turns.turn(session, "write a", ProviderChoice())
+    result = await app.turns.turn(TurnRequest(session, "write a"))
 
     assert not (root / "a.txt").exists()
     [refusal] = await events(app, result.run_id, "refusal")
@@ -94,7 +95,7 @@ async def test_a_denied_write_is_refused_by_its_layer_without_asking(
     model.reply("", write("secret.txt"))
     model.reply("Refused.")
 
-    result = await app.turns.turn(session, "write the secret", ProviderChoice())
+    result = await app.turns.turn(TurnRequest(session, "write the secret"))
 
     assert editor.asked == []
     assert not (root / "secret.txt").exists()
@@ -110,7 +111,7 @@ async def test_a_passing_check_ends_a_bounded_turn_in_success(
     model.reply("Done.")
     check = ([sys.executable, "-c", "print('all good')"], 0)
 
-    result = await app.turns.turn(session, "do it", ProviderChoice(), 3, check)
+    result = await app.turns.turn(TurnRequest(session, "do it", max_steps=3, verify=check))
 
     assert result.outcome == Outcome.SUCCESS
     [ran] = await events(app, result.run_id, "check")
@@ -123,7 +124,7 @@ async def test_a_failing_check_goes_back_to_the_model_until_failure(
     session = await open_session(app, root)
     check = ([sys.executable, "-c", "import sys; print('broken'); sys.exit(3)"], 0)
 
-    result = await app.turns.turn(session, "do it", ProviderChoice(), 2, check)
+    result = await app.turns.turn(TurnRequest(session, "do it", max_steps=2, verify=check))
 
     assert result.outcome == Outcome.FAILURE
     checks = await events(app, result.run_id, "check")
@@ -137,7 +138,7 @@ async def test_cancel_stops_the_turn_and_hands_back_its_steers(
 ) -> None:
     session = await open_session(app, root)
     model.reply("never said", hold=asyncio.Event())
-    running = asyncio.ensure_future(app.turns.turn(session, "wait", ProviderChoice()))
+    running = asyncio.ensure_future(app.turns.turn(TurnRequest(session, "wait")))
     await asyncio.wait_for(model.waiting.wait(), 10)
     ref, new = await app.turns.steer(session, "also this", "m-1")
     assert new
@@ -192,7 +193,7 @@ async def test_closing_the_services_lets_go_of_the_providers_connections(
         tmp_path / "own.db", ProviderSettings(name="openai"), editor, lambda s: model
     )
     session_id = await open_session(app, root)
-    await app.turns.turn(session_id, "hi", ProviderChoice())
+    await app.turns.turn(TurnRequest(session_id, "hi"))
     assert not model.closed
     await app.close()
     assert model.closed

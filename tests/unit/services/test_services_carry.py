@@ -14,8 +14,9 @@ from tests.fixtures.fake_services import Model
 from tests.fixtures.git_repo import make_repo, user_state
 from trellisd.policy import LayerSpec, PolicySpec
 from trellisd.providers.base import ModelRequest, ProviderEvent, Stop, Usage
-from trellisd.records import Budget, ProviderChoice, Spend, ToolCall
+from trellisd.records import Budget, Spend, ToolCall
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 from trellisd.vocabulary import Outcome
 
 OPEN = PolicySpec(
@@ -54,13 +55,13 @@ async def two_turns(app: Services, model: Model, repo: Path) -> tuple[str, str, 
     sid = (await app.sessions.open(str(repo), None, None, OPEN)).session_id
     model.reply("", call("write_file", path="a.txt", content="v1\n"))
     model.reply("Written.")
-    first = await app.turns.turn(sid, "write a", ProviderChoice())
+    first = await app.turns.turn(TurnRequest(sid, "write a"))
     model.reply("", call("edit_file", path="a.txt", old="v1", new="v2"))
     model.reply("", call("write_file", path="b.txt", content="new\n"))
     remove = "import os; os.remove('README.md')"
     model.reply("", call("run_command", argv=[sys.executable, "-c", remove]))
     model.reply("Done.")
-    second = await app.turns.turn(sid, "change more", ProviderChoice())
+    second = await app.turns.turn(TurnRequest(sid, "change more"))
     assert first.outcome == second.outcome == Outcome.FINISHED
     return sid, first.turn_id, second.turn_id
 
@@ -143,8 +144,8 @@ async def test_a_fork_starts_with_the_origins_budget_and_the_spend_of_its_path(
 ) -> None:
     sid = (await app.sessions.open(str(repo), None, None, OPEN)).session_id
     await app.budgets.set(sid, Budget(tokens=100_000))
-    first = await app.turns.turn(sid, "one", ProviderChoice())
-    await app.turns.turn(sid, "two", ProviderChoice())
+    first = await app.turns.turn(TurnRequest(sid, "one"))
+    await app.turns.turn(TurnRequest(sid, "two"))
 
     fork = await app.sessions.fork(sid, first.turn_id)
     assert await app.budgets.status(fork.session_id) == (
@@ -152,13 +153,13 @@ async def test_a_fork_starts_with_the_origins_budget_and_the_spend_of_its_path(
         Spend(120, 0.0, priced=False),
     )
 
-    await app.turns.turn(fork.session_id, "one and a half", ProviderChoice())
+    await app.turns.turn(TurnRequest(fork.session_id, "one and a half"))
     assert (await app.budgets.status(fork.session_id))[1] == Spend(240, 0.0, priced=False)
     assert (await app.budgets.status(sid))[1] == Spend(
         240, 0.0, priced=False
     )  # the origin's own two turns
 
     await app.budgets.set(fork.session_id, Budget(tokens=250))
-    stopped = await app.turns.turn(fork.session_id, "more", ProviderChoice())
+    stopped = await app.turns.turn(TurnRequest(fork.session_id, "more"))
     assert stopped.outcome == Outcome.EXHAUSTED
     assert await app.budgets.status(sid) == (Budget(tokens=100_000), Spend(240, 0.0, priced=False))

@@ -16,8 +16,8 @@ from tests.fixtures.provider_servers import Response, ScriptServer, anthropic_re
 from trellisd import services
 from trellisd.config import ProviderSettings
 from trellisd.errors import InvalidParams, NotFound
-from trellisd.records import ProviderChoice
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 
 NOTES = "The launch code is 4242.\n"
 READ = {"id": "call_notes", "name": "read_file", "arguments": {"path": "notes.md"}}
@@ -75,8 +75,8 @@ async def test_the_next_turn_carries_what_the_earlier_turn_read(
         app = await start(tmp_path, server, wire, editor)
         try:
             sid = (await app.sessions.open(str(root), None, None, None)).session_id
-            first = await app.turns.turn(sid, "what is notes.md?", ProviderChoice())
-            await app.turns.turn(sid, "what exactly did the file say?", ProviderChoice())
+            first = await app.turns.turn(TurnRequest(sid, "what is notes.md?"))
+            await app.turns.turn(TurnRequest(sid, "what exactly did the file say?"))
         finally:
             await app.close()
 
@@ -120,8 +120,8 @@ async def test_pins_are_listed_in_path_order_logged_and_checked(
     app: Services, model: Model, root: Path, tmp_path: Path
 ) -> None:
     sid = (await app.sessions.open(str(root), None, None, None)).session_id
-    one = await app.turns.turn(sid, "one", ProviderChoice())
-    two = await app.turns.turn(sid, "two", ProviderChoice())
+    one = await app.turns.turn(TurnRequest(sid, "one"))
+    two = await app.turns.turn(TurnRequest(sid, "two"))
     before = await app.sessions.verify(sid)
 
     assert (await app.store.sessions.get(sid)).pinned == ()
@@ -177,11 +177,11 @@ async def test_a_pinned_turn_survives_a_compaction_verbatim_and_holds_the_cache_
         app = await start(tmp_path, server, "anthropic", editor, window=3000)
         try:
             sid = (await app.sessions.open(str(root), None, None, None)).session_id
-            first = await app.turns.turn(sid, "what is notes.md?", ProviderChoice())
+            first = await app.turns.turn(TurnRequest(sid, "what is notes.md?"))
             await app.sessions.pin(sid, first.turn_id)
             for prompt in ("tell a long story", "three", "four"):
-                await app.turns.turn(sid, prompt, ProviderChoice())
-            last = await app.turns.turn(sid, "what was the code?", ProviderChoice())
+                await app.turns.turn(TurnRequest(sid, prompt))
+            last = await app.turns.turn(TurnRequest(sid, "what was the code?"))
             steps = await app.runs.steps(last.run_id)
         finally:
             await app.close()

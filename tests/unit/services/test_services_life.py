@@ -13,8 +13,9 @@ from tests.fixtures.fake_services import Editor, Model
 from tests.unit.services.test_services import write
 from trellisd.errors import Conflict, LeaseHeld, NotFound
 from trellisd.processes import pid_alive
-from trellisd.records import ForkedFrom, ProviderChoice
+from trellisd.records import ForkedFrom
 from trellisd.services import Services
+from trellisd.services.turns import TurnRequest
 from trellisd.store import Store
 from trellisd.vocabulary import Decision
 
@@ -31,11 +32,11 @@ async def test_a_fork_s_next_turn_sends_the_path_to_its_turn(
     app: Services, model: Model, root: Path
 ) -> None:
     session = (await app.sessions.open(str(root), None, None, None)).session_id
-    first = await app.turns.turn(session, "one", ProviderChoice())
-    await app.turns.turn(session, "two", ProviderChoice())
+    first = await app.turns.turn(TurnRequest(session, "one"))
+    await app.turns.turn(TurnRequest(session, "two"))
 
     fork = await app.sessions.fork(session, first.turn_id)
-    await app.turns.turn(fork.session_id, "one and a half", ProviderChoice())
+    await app.turns.turn(TurnRequest(fork.session_id, "one and a half"))
 
     assert fork.forked_from == ForkedFrom(session, first.turn_id)
     assert users(model) == ["one", "one and a half"]
@@ -49,12 +50,12 @@ async def test_instructions_are_sent_on_every_turn_and_their_change_is_recorded(
     session = opened.session_id
     assert opened.instructions == "Answer in French."
 
-    first = await app.turns.turn(session, "one", ProviderChoice())
-    second = await app.turns.turn(session, "two", ProviderChoice())
+    first = await app.turns.turn(TurnRequest(session, "one"))
+    second = await app.turns.turn(TurnRequest(session, "two"))
     assert "Answer in French." in system(model, 0) and "Answer in French." in system(model, 1)
 
     changed = await app.sessions.instruct(session, "Answer in German.")
-    third = await app.turns.turn(session, "three", ProviderChoice())
+    third = await app.turns.turn(TurnRequest(session, "three"))
 
     assert changed.instructions == "Answer in German."
     assert "Answer in German." in system(model) and "French" not in system(model)
@@ -63,7 +64,7 @@ async def test_instructions_are_sent_on_every_turn_and_their_change_is_recorded(
     assert kinds[2][0] == "instructions"
     assert (await app.runs.events(third.run_id))[0].detail == {"instructions": "Answer in German."}
     assert (await app.sessions.instruct(session, "")).instructions is None
-    fourth = await app.turns.turn(session, "four", ProviderChoice())
+    fourth = await app.turns.turn(TurnRequest(session, "four"))
     assert "German" not in system(model)
     assert (await app.runs.events(fourth.run_id))[0].detail == {"instructions": None}
 
@@ -73,9 +74,9 @@ async def test_agents_md_is_read_at_each_turn_and_recorded_by_its_hash(
 ) -> None:
     session = (await app.sessions.open(str(root), None, None, None)).session_id
     (root / "AGENTS.md").write_text("Use tabs.\n")
-    first = await app.turns.turn(session, "one", ProviderChoice())
+    first = await app.turns.turn(TurnRequest(session, "one"))
     (root / "AGENTS.md").write_text("Use spaces.\n")
-    second = await app.turns.turn(session, "two", ProviderChoice())
+    second = await app.turns.turn(TurnRequest(session, "two"))
 
     assert "Use tabs." in system(model, 0) and "Use spaces." in system(model, 1)
 
@@ -103,7 +104,7 @@ async def test_agents_md_never_widens_the_policy(
     model.reply("", write("a.txt"))
     model.reply("Could not.")
 
-    await app.turns.turn(session, "write a", ProviderChoice())
+    await app.turns.turn(TurnRequest(session, "write a"))
 
     assert len(editor.asked) == 1
     assert not (root / "a.txt").exists()
@@ -116,7 +117,7 @@ async def test_close_lets_go_of_the_lease_and_keeps_the_grants(
     editor.decisions = [Decision.ALLOW_ALWAYS]
     model.reply("", write("a.txt"))
     model.reply("Written.")
-    await app.turns.turn(session, "write a", ProviderChoice())
+    await app.turns.turn(TurnRequest(session, "write a"))
     assert (await app.sessions.policy(session)).to_wire()["grants"] != []
 
     other = Store(tmp_path / "store.db", pid_alive)  # another daemon on the same store
@@ -145,7 +146,7 @@ async def test_close_and_delete_are_refused_while_a_turn_runs(
     session = (await app.sessions.open(str(root), None, None, None)).session_id
     hold = asyncio.Event()
     model.reply("slow", hold=hold)
-    running = asyncio.ensure_future(app.turns.turn(session, "slow", ProviderChoice()))
+    running = asyncio.ensure_future(app.turns.turn(TurnRequest(session, "slow")))
     await model.waiting.wait()
 
     with pytest.raises(Conflict):

@@ -70,8 +70,10 @@ def test_the_index_follows_titles_turns_and_replies_as_they_are_committed(
 ) -> None:
     session = open_session()
     assert found(store, "zeppelin") == []
-    turn_id, run_id, _ = store.runs.begin(session.session_id, "zeppelin facts")
-    assert found(store, "zeppelin") == ["zeppelin facts"]  # the title, from the first prompt
+    turn_id, run_id, _ = store.runs.begin(
+        session.session_id, "zeppelin facts", title="zeppelin facts"
+    )
+    assert found(store, "zeppelin") == ["zeppelin facts"]  # the title, from the first turn
     store.runs.add_step(run_id, Step(1, "reply", None, "Hindenburg ", None, None, Tokens()))
     assert found(store, "hindenburg") == ["zeppelin facts"]
     store.runs.add_step(run_id, Step(2, "reply", None, "burned in 1937", None, None, Tokens()))

@@ -33,13 +33,13 @@ def test_a_turn_starts_at_the_head_and_becomes_the_head(
     assert store.sessions.turn(session.session_id, second).parent_turn_id == first
 
 
-def test_an_untitled_session_is_named_after_its_first_prompt(
-    store: Store, open_session: OpenSession, take_turn: TakeTurn
+def test_an_untitled_session_takes_the_title_its_first_turn_gives(
+    store: Store, open_session: OpenSession
 ) -> None:
     untitled, titled = open_session(), open_session(title="mine")
-    take_turn(untitled.session_id, "Why does the parser\nfail on tabs?")
-    take_turn(untitled.session_id, "second prompt")
-    take_turn(titled.session_id, "some prompt")
+    store.runs.begin(untitled.session_id, "Why does the parser\nfail?", title="Why does the parser")
+    store.runs.begin(untitled.session_id, "second prompt", title="second prompt")
+    store.runs.begin(titled.session_id, "some prompt", title="some prompt")
 
     assert store.sessions.get(untitled.session_id).title == "Why does the parser"
     assert store.sessions.get(titled.session_id).title == "mine"
