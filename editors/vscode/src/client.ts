@@ -10,6 +10,8 @@ import { ChildProcess, spawn } from 'child_process';
 import * as readline from 'readline';
 import * as rpc from 'vscode-jsonrpc/node';
 
+import type { RequestMethod, RequestParams, RequestResult } from './protocolTypes';
+
 import {
   ConnectionLost,
   DaemonError,
@@ -154,8 +156,13 @@ export class DaemonClient {
     return this.starting;
   }
 
-  /** Send a request, starting the daemon first if needed; errors come out translated. */
-  async request<R>(method: string, params: object, token?: rpc.CancellationToken): Promise<R> {
+  /** Send a request, starting the daemon first if needed; errors come out translated. The method
+   * picks the params and the result (protocolTypes.ts, generated from protocol/schema.json). */
+  async request<M extends RequestMethod>(
+    method: M,
+    params: RequestParams<M>,
+    token?: rpc.CancellationToken,
+  ): Promise<RequestResult<M>> {
     await this.start();
     const running = this.running;
     if (!running) {
@@ -165,8 +172,8 @@ export class DaemonClient {
       return await Promise.race([
         // vscode-jsonrpc would send (params, undefined) as an array of two params
         token
-          ? running.connection.sendRequest<R>(method, params, token)
-          : running.connection.sendRequest<R>(method, params),
+          ? running.connection.sendRequest<RequestResult<M>>(method, params, token)
+          : running.connection.sendRequest<RequestResult<M>>(method, params),
         running.closed.then((exit): never => {
           throw new ConnectionLost(lostMessage(exit), exit);
         }),

@@ -8,11 +8,10 @@ import type { QuickPickItem } from 'vscode';
 
 import type { Step, Turn } from './protocol';
 import { Method } from './protocol';
+import type { Requester } from './protocolTypes';
 import * as vscodeapi from './vscodeapi';
 
-export interface Requester {
-  request<R>(method: string, params: object): Promise<R>;
-}
+export type { Requester } from './protocolTypes';
 
 export interface StepItem extends QuickPickItem {
   /** How many steps the fork's copy of the turn keeps. */
@@ -45,7 +44,7 @@ export function stepItems(steps: Step[]): StepItem[] {
 
 /** Ask after which step of `turn` to fork; undefined when dismissed. */
 export async function pickStep(client: Requester, turn: Pick<Turn, 'runId' | 'prompt'>): Promise<number | undefined> {
-  const { steps } = await client.request<{ steps: Step[] }>(Method.runSteps, { runId: turn.runId });
+  const { steps } = await client.request(Method.runSteps, { runId: turn.runId });
   const picked = await vscodeapi.showQuickPick(stepItems(steps), {
     title: `trellisd: fork “${oneLine(turn.prompt, 40)}” after which step?`,
     matchOnDescription: true,

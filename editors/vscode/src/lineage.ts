@@ -5,7 +5,8 @@
  */
 
 import { DaemonError } from './errors';
-import { ErrorCode, ForkedFrom, Method, Session, SessionList, Turn } from './protocol';
+import { ErrorCode, ForkedFrom, Method, Session, Turn } from './protocol';
+import type { Requester } from './protocolTypes';
 
 /** What is known of a fork's origin. */
 export interface Origin {
@@ -15,9 +16,7 @@ export interface Origin {
   turnNumber?: number;
 }
 
-export interface Requester {
-  request<R>(method: string, params: object): Promise<R>;
-}
+export type { Requester } from './protocolTypes';
 
 /** How many pages of session/list or session/turns a lookup reads at most. */
 const MAX_PAGES = 20;
@@ -72,7 +71,7 @@ export async function findOrigin(client: Requester, from: ForkedFrom): Promise<O
   let title: string | undefined;
   let cursor: string | undefined;
   for (let page = 0; page < MAX_PAGES && title === undefined; page++) {
-    const list = await client.request<SessionList>(Method.list, { limit: 200, ...(cursor ? { cursor } : {}) });
+    const list = await client.request(Method.list, { limit: 200, ...(cursor ? { cursor } : {}) });
     title = list.sessions.find((s) => s.sessionId === from.sessionId)?.title;
     cursor = list.nextCursor;
     if (!cursor) {

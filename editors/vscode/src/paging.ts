@@ -7,13 +7,12 @@
 
 import type { Step, Turn } from './protocol';
 import { Method } from './protocol';
+import type { Requester } from './protocolTypes';
 
 /** Turns a page holds: what a session opens with, and what each "Load earlier turns" adds. */
 export const HISTORY_PAGE = 50;
 
-export interface Requester {
-  request<R>(method: string, params: object): Promise<R>;
-}
+export type { Requester } from './protocolTypes';
 
 export interface HistoryPage {
   turns: Turn[];
@@ -23,7 +22,7 @@ export interface HistoryPage {
 
 /** The page of the session's path before `cursor` (session/history), oldest first. */
 export async function earlierPage(client: Requester, sessionId: string, cursor: string): Promise<HistoryPage> {
-  const page = await client.request<{ turns: Turn[]; nextCursor?: string }>(Method.history, {
+  const page = await client.request(Method.history, {
     sessionId,
     cursor,
     limit: HISTORY_PAGE,
@@ -38,7 +37,7 @@ export async function stepsOf(client: Requester, turns: Turn[]): Promise<Map<str
   await Promise.all(
     turns.map(async (turn) => {
       try {
-        const { steps } = await client.request<{ steps: Step[] }>(Method.runSteps, { runId: turn.runId });
+        const { steps } = await client.request(Method.runSteps, { runId: turn.runId });
         found.set(turn.turnId, steps);
       } catch {
         // an older store, a run being written: the reply stands for it

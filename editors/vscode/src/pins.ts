@@ -6,14 +6,13 @@
 
 import type { Session } from './protocol';
 import { Method } from './protocol';
+import type { Requester } from './protocolTypes';
 
-export interface Requester {
-  request<R>(method: string, params: object): Promise<R>;
-}
+export type { Requester } from './protocolTypes';
 
 /** Pin or unpin a turn of the session; the answer is the Session, with `pinned`. */
 export function setPinned(client: Requester, sessionId: string, turnId: string, pinned: boolean): Promise<Session> {
-  return client.request<Session>(pinned ? Method.pin : Method.unpin, { sessionId, turnId });
+  return client.request(pinned ? Method.pin : Method.unpin, { sessionId, turnId });
 }
 
 /** Whether a turn is pinned, as the session says. */

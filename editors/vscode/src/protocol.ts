@@ -3,6 +3,9 @@
  * extension reads or sends. Fields are camelCase, as on the wire.
  */
 
+import type * as wire from './protocolTypes';
+import type { NotificationParams, RequestParams, RequestResult } from './protocolTypes';
+
 export const PROTOCOL_NAME = 'trellisd';
 /** The version of protocol/README.md this extension follows. */
 export const PROTOCOL_VERSION = '0.1';
@@ -118,23 +121,7 @@ export interface InitializeResult {
   capabilities: { experimental?: { trellisd?: { protocolVersion?: string } } };
 }
 
-export interface Session {
-  sessionId: string;
-  root: string;
-  title: string;
-  head: string | null;
-  createdAt: string;
-  updatedAt: string;
-  provider: ProviderChoice;
-  /** The session and turn this session was forked from (session/fork); kept for good. */
-  forkedFrom?: ForkedFrom | null;
-  /** Where an imported session came from, and the head it was exported at. */
-  importedFrom?: { sessionId: string; importedAt: string; headHash?: string; exportedAt?: string } | null;
-  /** The pinned turns, in path order: sent verbatim after compaction (session/pin). */
-  pinned?: string[];
-  /** A decision a person owes the session: a cancelled command was killed mid-run. */
-  recovery?: PendingRecovery;
-}
+export type Session = wire.Session;
 
 /** A command that had to be killed when its turn was cancelled (TurnResult, Turn). */
 export interface TurnRecovery {
@@ -153,17 +140,10 @@ export interface PendingRecovery {
 
 export type RecoveryDecision = 'keep' | 'revert';
 
-/** session/recover's answer: the Session, and for `revert` the files put back. */
-export type RecoverResult = Session & { files?: { restored: string[]; skipped: string[] } };
+export type RecoverResult = RequestResult<'session/recover'>;
 
 /** session/turnEnded: a turn of a followed session ended (sent to every window following it). */
-export interface TurnEndedParams extends TurnRef {
-  outcome: Outcome;
-  reply: string;
-  tokens: Tokens;
-  cost: number | null;
-  recovery?: TurnRecovery;
-}
+export type TurnEndedParams = NotificationParams<'session/turnEnded'>;
 
 /** A step as run/steps gives it. */
 export interface Step {
@@ -176,17 +156,9 @@ export interface Step {
   tokens: Tokens;
 }
 
-export interface ForkedFrom {
-  sessionId: string;
-  /** null: forked before the first turn. */
-  turnId: string | null;
-}
+export type ForkedFrom = wire.ForkedFrom;
 
-export interface SessionSummary extends Session {
-  turns: number;
-  /** With session/list {query}: the turn that matched and a snippet of its text. */
-  match?: SearchMatch | null;
-}
+export type SessionSummary = wire.SessionSummary;
 
 export interface SearchMatch {
   turnId: string | null;
@@ -199,37 +171,9 @@ export interface ExportResult {
   turns: number;
 }
 
-export interface Turn {
-  turnId: string;
-  sessionId: string;
-  parentTurnId: string | null;
-  runId: string;
-  prompt: string;
-  reply: string;
-  outcome: Outcome;
-  tokens: Tokens;
-  createdAt: string;
-  error?: string;
-  /** The model the turn's run used; null when none was chosen. */
-  model?: string | null;
-  /** USD; null when the price of the model is not known. */
-  cost?: number | null;
-  recovery?: TurnRecovery;
-}
+export type Turn = wire.Turn;
 
-export interface ReopenResult extends Session {
-  history: Turn[];
-  /** Older turns exist: session/history's cursor for the page before `history`. */
-  historyCursor?: string;
-  /** The session's turn running in the daemon (another window's, say), as far as it has
-   * streamed: the text of its current step so far. Its notifications follow the answer. */
-  running?: RunningTurn;
-  /** The cheap check of the session's log: 'broken' when its store was changed by hand. */
-  integrity?: 'unchecked' | 'ok' | 'broken';
-  /** The session's budget (null: none) and what its turns have spent. */
-  budget?: Budget | null;
-  spent?: Spent;
-}
+export type ReopenResult = RequestResult<'session/reopen'>;
 
 export interface RunningTurn extends TurnRef {
   /** The turn's prompt (older daemons leave it out). */
@@ -254,25 +198,9 @@ export interface PauseResult {
   pausing: boolean;
 }
 
-export interface SessionList {
-  sessions: SessionSummary[];
-  nextCursor?: string;
-}
+export type SessionList = RequestResult<'session/list'>;
 
-export interface TurnResult {
-  turnId: string;
-  runId: string;
-  outcome: Outcome;
-  reply: string;
-  tokens: Tokens;
-  steps: number;
-  error?: string;
-  model?: string | null;
-  cost?: number | null;
-  /** session/turn: what the session has spent, this turn included. */
-  spent?: Spent;
-  recovery?: TurnRecovery;
-}
+export type TurnResult = wire.TurnResult;
 
 export interface ToolCall {
   id: string;
@@ -383,39 +311,13 @@ export interface ToolInfo {
   policy: 'allow' | 'ask' | 'refuse' | 'depends';
 }
 
-/** One MCP server of a session (session/tools). */
-export interface McpServerState {
-  name: string;
-  source: 'session' | 'project' | 'config';
-  transport: 'stdio' | 'http';
-  state: 'stopped' | 'running' | 'failed' | 'awaiting approval' | 'declined';
-  tools: number;
-  skipped?: number;
-  commandLine?: string;
-  url?: string;
-  error?: string;
-}
+export type McpServerState = wire.McpServerState;
 
-export interface SessionTools {
-  sessionId: string;
-  tools: ToolInfo[];
-  servers: McpServerState[];
-}
+export type SessionTools = RequestResult<'session/tools'>;
 
-/** How one file differs (turn/changes): a unified diff, empty for a binary or too large file. */
-export interface FileChange {
-  path: string;
-  status: 'added' | 'modified' | 'deleted';
-  diff: string;
-  binary?: boolean;
-  tooLarge?: boolean;
-}
+export type FileChange = wire.FileChange;
 
-/** What a restore did (session/branch with restoreFiles, turn/revert). */
-export interface Restored {
-  restored: string[];
-  skipped: { path: string; reason: string }[];
-}
+export type Restored = wire.Restored;
 
 /** The answers an editor may give to session/requestApproval, as the schema lists them. */
 export const APPROVAL_DECISIONS = ['allow', 'allowAlways', 'allowAlwaysProject', 'deny'] as const;
@@ -430,11 +332,11 @@ export interface Grant {
   scope?: 'policy' | 'session' | 'project';
 }
 
-/** session/policy's answer, as far as the extension reads it. */
-export interface PolicyView {
-  approval: 'all' | 'ask' | 'never';
-  grants: Grant[];
-}
+/** A grant session/revoke takes back: one of the session's or the project's, not the policy's. */
+export type RevocableGrant = RequestParams<'session/revoke'>['grant'];
+
+/** session/policy's answer. */
+export type PolicyView = RequestResult<'session/policy'>;
 
 export interface ApprovalResult {
   decision: ApprovalDecision;
@@ -470,24 +372,11 @@ export interface CompactResult {
   cost: number | null;
 }
 
-/** What a turn or a session may spend; a field left out caps nothing. */
-export interface Budget {
-  tokens?: number | null;
-  usd?: number | null;
-}
+export type Budget = wire.Budget;
 
-/** What a session's turns have spent. */
-export interface Spent {
-  tokens: number;
-  usd: number;
-}
+export type Spent = wire.Spent;
 
-/** session/budget's answer; session/reopen's (and session/open's, with a budget) carry the same. */
-export interface BudgetStatus {
-  sessionId: string;
-  budget: Budget | null;
-  spent: Spent;
-}
+export type BudgetStatus = wire.BudgetStatus;
 
 /** A prompt waiting in a session's queue (session/queued, session/queue). */
 export interface Queued {

@@ -59,7 +59,7 @@ export function spendText(budget: Budget | null | undefined, spent: Spent | unde
     return undefined;
   }
   const parts = [budget?.tokens ? `${spent.tokens} of ${budget.tokens} tokens` : `${spent.tokens} tokens`];
-  if (budget?.usd) {
+  if (budget?.usd && spent.usd !== null) {
     parts.push(`${usd(spent.usd)} of ${usd(budget.usd)}`);
   }
   return `spent ${parts.join(', ')}`;

@@ -23,7 +23,6 @@ import {
   ApprovalResult,
   Budget,
   BudgetStatus,
-  CancelResult,
   ContextEntry,
   CompactResult,
   DequeuedParams,
@@ -32,24 +31,20 @@ import {
   FileChange,
   McpServer,
   Grant,
+  RevocableGrant,
   Method,
-  PauseResult,
   PendingRecovery,
-  PolicyView,
   Queued,
   RecoverResult,
   RecoveryDecision,
-  ReopenResult,
   Restored,
   RunningTurn,
   Session,
-  SessionList,
   SessionSummary,
   SessionTools,
   Spent,
   Step,
   SteeredParams,
-  SteerResult,
   StepParams,
   TokenParams,
   ToolCallParams,
@@ -230,7 +225,7 @@ export class SessionController {
     const session = this.requireSession();
     this.refuseIfRunning('compact the session');
     await this.ensureAttached();
-    const result = await this.client.request<CompactResult>(Method.compact, { sessionId: session.sessionId });
+    const result = await this.client.request(Method.compact, { sessionId: session.sessionId });
     this.log.info(
       result.compacted
         ? `session ${session.sessionId} compacted: the first ${result.turns} turn(s) now sent as a summary`
@@ -267,7 +262,7 @@ export class SessionController {
     this.leaveFollowed();
     this.refuseIfRunning('start another session');
     await this.client.start();
-    const session = await this.client.request<Session>(Method.open, {
+    const session = await this.client.request(Method.open, {
       root,
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
@@ -281,7 +276,7 @@ export class SessionController {
     this.leaveFollowed();
     this.refuseIfRunning('reopen another session');
     await this.client.start();
-    const { history, running, integrity, historyCursor, ...session } = await this.client.request<ReopenResult>(
+    const { history, running, integrity, historyCursor, ...session } = await this.client.request(
       Method.reopen,
       { sessionId, limit: HISTORY_PAGE, ...this.serversParam() },
     );
@@ -356,7 +351,7 @@ export class SessionController {
   }
 
   async listSessions(limit = 200): Promise<SessionSummary[]> {
-    const result = await this.client.request<SessionList>(Method.list, { limit });
+    const result = await this.client.request(Method.list, { limit });
     return result.sessions;
   }
 
@@ -367,7 +362,7 @@ export class SessionController {
     }
     await this.ensureAttached();
     const session = this.session;
-    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: session.sessionId });
+    const { turns } = await this.client.request(Method.turns, { sessionId: session.sessionId });
     return { turns, head: session.head, pinned: session.pinned ?? [] };
   }
 
@@ -419,7 +414,7 @@ export class SessionController {
       await this.ensureAttached();
       const stepMode = this.stepMode || undefined;
       const params = { sessionId: session.sessionId, prompt, stepMode, ...(context?.length ? { context } : {}) };
-      return this.client.request<TurnResult>(Method.turn, params, token);
+      return this.client.request(Method.turn, params, token);
     });
   }
 
@@ -439,7 +434,7 @@ export class SessionController {
       return;
     }
     this.log.info('pausing the running turn');
-    const result = await this.client.request<PauseResult>(Method.pause, { sessionId: session.sessionId });
+    const result = await this.client.request(Method.pause, { sessionId: session.sessionId });
     if (!result.pausing) {
       this.log.info('nothing was paused: the turn had ended');
     }
@@ -452,7 +447,7 @@ export class SessionController {
     await this.ensureAttached();
     let turn = this.transcript.find((t) => t.turnId === turnId);
     if (!turn) {
-      const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: session.sessionId });
+      const { turns } = await this.client.request(Method.turns, { sessionId: session.sessionId });
       const stored = turns.find((t) => t.turnId === turnId);
       if (!stored) {
         throw new TrellisError(`turn ${turnId} is not in this session`);
@@ -465,7 +460,7 @@ export class SessionController {
     const resumed = turn;
     this.log.info(`resuming turn ${turnId}`);
     return this.run(resumed, false, (token) =>
-      this.client.request<TurnResult>(
+      this.client.request(
         Method.resume,
         { sessionId: session.sessionId, turnId, stepMode: this.stepMode || undefined },
         token,
@@ -540,7 +535,7 @@ export class SessionController {
   async takeover(): Promise<Session> {
     const current = this.requireSession();
     await this.ensureAttached();
-    const session = await this.client.request<Session>(Method.takeover, { sessionId: current.sessionId });
+    const session = await this.client.request(Method.takeover, { sessionId: current.sessionId });
     this.session = session;
     this.fireSession();
     this.log.info(`session ${session.sessionId} taken over by this window`);
@@ -560,7 +555,7 @@ export class SessionController {
     live.turn.blocks.push(block);
     this.coalescer.mark(live.turn.key);
     try {
-      await this.client.request<SteerResult>(Method.steer, { sessionId: session.sessionId, text, clientMsgId });
+      await this.client.request(Method.steer, { sessionId: session.sessionId, text, clientMsgId });
       if (block.state === 'sending') {
         block.state = 'queued';
       }
@@ -596,7 +591,7 @@ export class SessionController {
     }
     this.log.info('cancelling the running turn');
     try {
-      const result = await this.client.request<CancelResult>(Method.cancel, { sessionId: session.sessionId });
+      const result = await this.client.request(Method.cancel, { sessionId: session.sessionId });
       if (!result.cancelled) {
         this.log.info('nothing was cancelled: the turn had ended');
       }
@@ -619,7 +614,7 @@ export class SessionController {
     this.refuseIfRunning('branch');
     await this.ensureAttached();
     const session = await this.overwriting((force) =>
-      this.client.request<Session & { files?: Restored }>(Method.branch, {
+      this.client.request(Method.branch, {
         sessionId: current.sessionId,
         turnId,
         ...(restoreFiles ? { restoreFiles, force } : {}),
@@ -632,7 +627,7 @@ export class SessionController {
       this.log.info(`branch restored ${session.files.restored.length} file(s)`);
       delete session.files;
     }
-    const { turns, nextCursor } = await this.client.request<{ turns: Turn[]; nextCursor?: string }>(Method.history, {
+    const { turns, nextCursor } = await this.client.request(Method.history, {
       sessionId: session.sessionId,
       limit: HISTORY_PAGE,
     });
@@ -650,13 +645,13 @@ export class SessionController {
   async tools(): Promise<SessionTools> {
     const session = this.requireSession();
     await this.ensureAttached();
-    return this.client.request<SessionTools>(Method.tools, { sessionId: session.sessionId });
+    return this.client.request(Method.tools, { sessionId: session.sessionId });
   }
 
   /** What a turn changed in the files. */
   async changes(turnId: string): Promise<FileChange[]> {
     await this.ensureAttached();
-    return (await this.client.request<{ files: FileChange[] }>(Method.turnChanges, { turnId })).files;
+    return (await this.client.request(Method.turnChanges, { turnId })).files;
   }
 
   /** Undo one turn's changes to the files; undefined when the user kept a conflicting file. */
@@ -664,7 +659,7 @@ export class SessionController {
     this.requireSession();
     this.refuseIfRunning('revert a turn');
     await this.ensureAttached();
-    const result = await this.overwriting((force) => this.client.request<Restored>(Method.revert, { turnId, force }));
+    const result = await this.overwriting((force) => this.client.request(Method.revert, { turnId, force }));
     if (result) {
       this.log.info(`turn ${turnId} reverted: ${result.restored.length} file(s) put back`);
     }
@@ -696,7 +691,7 @@ export class SessionController {
     const current = this.requireSession();
     this.refuseIfRunning('fork');
     await this.ensureAttached();
-    const fork = await this.client.request<Session>(Method.fork, {
+    const fork = await this.client.request(Method.fork, {
       sessionId: current.sessionId,
       turnId,
       ...(step !== undefined ? { step } : {}),
@@ -710,7 +705,7 @@ export class SessionController {
   async forkAfterStep(turnId: string): Promise<Session | undefined> {
     const current = this.requireSession();
     await this.ensureAttached();
-    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.turns, { sessionId: current.sessionId });
+    const { turns } = await this.client.request(Method.turns, { sessionId: current.sessionId });
     const turn = turns.find((t) => t.turnId === turnId);
     if (!turn) {
       throw new TrellisError(`turn ${turnId} is not in this session`);
@@ -738,7 +733,7 @@ export class SessionController {
     const current = this.requireSession();
     await this.ensureAttached();
     const result = await this.overwriting((force) =>
-      this.client.request<RecoverResult>(Method.recover, {
+      this.client.request(Method.recover, {
         sessionId: current.sessionId,
         decision,
         ...(force ? { force } : {}),
@@ -787,7 +782,7 @@ export class SessionController {
   async rename(title: string): Promise<void> {
     const current = this.requireSession();
     await this.ensureAttached();
-    const renamed = await this.client.request<Session | null>(Method.rename, { sessionId: current.sessionId, title });
+    const renamed = await this.client.request(Method.rename, { sessionId: current.sessionId, title });
     if (this.session?.sessionId === current.sessionId) {
       this.session.title = renamed?.title ?? title;
       this.view.post({ type: 'session', session: header(this.session, this.lineage) });
@@ -800,17 +795,17 @@ export class SessionController {
   async grants(): Promise<Grant[]> {
     const current = this.requireSession();
     await this.ensureAttached();
-    const policy = await this.client.request<PolicyView>(Method.policy, { sessionId: current.sessionId });
-    return policy.grants;
+    const policy = await this.client.request(Method.policy, { sessionId: current.sessionId });
+    return policy.grants ?? [];
   }
 
   /** Take back a remembered approval: the action is asked for again. */
-  async revoke(grant: Grant): Promise<Grant[]> {
+  async revoke(grant: RevocableGrant): Promise<Grant[]> {
     const current = this.requireSession();
     await this.ensureAttached();
-    const policy = await this.client.request<PolicyView>(Method.revoke, { sessionId: current.sessionId, grant });
+    const policy = await this.client.request(Method.revoke, { sessionId: current.sessionId, grant });
     this.log.info(`revoked ${grant.kind} ${grant.target} (${grant.scope ?? 'session'}) of session ${current.sessionId}`);
-    return policy.grants;
+    return policy.grants ?? [];
   }
 
   /** Delete a session for good; when it is the open one, the view is emptied. */
@@ -820,7 +815,7 @@ export class SessionController {
       this.refuseIfRunning('delete the session');
     }
     await this.client.start();
-    await this.client.request<unknown>(Method.delete, { sessionId });
+    await this.client.request(Method.delete, { sessionId });
     if (isOpen && this.session?.sessionId === sessionId) {
       this.session = undefined;
       this.lineage = undefined;
@@ -835,7 +830,7 @@ export class SessionController {
   async exportSession(path: string, sessionId?: string): Promise<ExportResult> {
     const id = sessionId ?? this.requireSession().sessionId;
     await this.client.start();
-    const result = await this.client.request<ExportResult>(Method.export, { sessionId: id, path });
+    const result = await this.client.request(Method.export, { sessionId: id, path });
     this.log.info(`session ${id} exported to ${result.path}: ${result.turns} turn(s), ${result.bytes} bytes`);
     return result;
   }
@@ -844,7 +839,7 @@ export class SessionController {
   async importSession(path: string, options: { asNew?: boolean; root?: string } = {}): Promise<Session> {
     this.refuseIfRunning('import a session');
     await this.client.start();
-    const imported = await this.client.request<Session>(Method.import, {
+    const imported = await this.client.request(Method.import, {
       path,
       ...(options.root ? { root: options.root } : {}),
       ...(options.asNew ? { asNew: true } : {}),
@@ -857,7 +852,7 @@ export class SessionController {
   async searchSessions(query: string, limit = 50): Promise<SessionSummary[]> {
     await this.client.start();
     const trimmed = query.trim();
-    const result = await this.client.request<SessionList>(Method.list, { limit, ...(trimmed ? { query: trimmed } : {}) });
+    const result = await this.client.request(Method.list, { limit, ...(trimmed ? { query: trimmed } : {}) });
     return result.sessions;
   }
 
@@ -933,7 +928,7 @@ export class SessionController {
    * reply is only the last of them). */
   private async fillFollowed(turn: TranscriptTurn, reply: string, running: RunningTurn): Promise<void> {
     try {
-      const { steps } = await this.client.request<{ steps: Step[] }>(Method.runSteps, { runId: running.runId });
+      const { steps } = await this.client.request(Method.runSteps, { runId: running.runId });
       if (this.live?.turn === turn && withCommittedSteps(turn, reply, steps, running.step)) {
         this.coalescer.mark(turn.key);
       }
@@ -948,7 +943,7 @@ export class SessionController {
     if (!session || this.live !== live) {
       return;
     }
-    const { turns } = await this.client.request<{ turns: Turn[] }>(Method.history, {
+    const { turns } = await this.client.request(Method.history, {
       sessionId: session.sessionId,
       limit: HISTORY_PAGE,
     });
@@ -979,7 +974,7 @@ export class SessionController {
     const live = this.live;
     if (live?.followed && live.turn.turnId === p.turnId) {
       // the model is the one the turn was drawn with (session/turnEnded does not repeat it)
-      const result: TurnResult = { ...p, steps: 0, model: live.turn.model, ...(p.recovery ? { recovery: p.recovery } : {}) };
+      const result: TurnResult = { ...p, steps: 0, model: live.turn.model ?? null, ...(p.recovery ? { recovery: p.recovery } : {}) };
       // the head moves to a new turn; a resumed turn was the head already
       this.endFollowed(live, result, p.turnId);
       if (p.recovery) {
@@ -1019,7 +1014,7 @@ export class SessionController {
     this.catchingUp = true;
     this.log.info(`session ${sessionId}: a turn started in another window; drawing it`);
     try {
-      const { history, running, historyCursor, ...session } = await this.client.request<ReopenResult>(Method.reopen, {
+      const { history, running, historyCursor, ...session } = await this.client.request(Method.reopen, {
         sessionId,
         limit: HISTORY_PAGE,
       });
@@ -1227,7 +1222,7 @@ export class SessionController {
     await this.ensureAttached();
     this.log.info(`queueing a prompt: ${excerpt(prompt)}`);
     try {
-      const result = await this.client.request<TurnResult>(Method.turn, {
+      const result = await this.client.request(Method.turn, {
         sessionId: session.sessionId,
         prompt,
         queue: true,
@@ -1263,7 +1258,7 @@ export class SessionController {
   async setBudget(budget: Budget | null): Promise<BudgetStatus> {
     const session = this.requireSession();
     await this.ensureAttached();
-    const status = await this.client.request<BudgetStatus>(Method.budget, { sessionId: session.sessionId, budget });
+    const status = await this.client.request(Method.budget, { sessionId: session.sessionId, budget });
     this.takeSpend(status);
     this.log.info(`budget of session ${session.sessionId}: ${spendText(status.budget, status.spent)}`);
     return status;
@@ -1317,7 +1312,7 @@ export class SessionController {
       return;
     }
     const generation = this.client.generation;
-    const { history, running, historyCursor, ...reopened } = await this.client.request<ReopenResult>(Method.reopen, {
+    const { history, running, historyCursor, ...reopened } = await this.client.request(Method.reopen, {
       sessionId: session.sessionId,
       limit: HISTORY_PAGE,
       ...this.serversParam(),

@@ -188,7 +188,8 @@ export class SessionCommands {
     }
     const sure = await vscodeapi.confirm(`Revoke the approval to ${what}?`, 'The action will be asked for again.', 'Revoke');
     if (sure) {
-      await this.controller.revoke(picked.grant);
+      const { kind, target, scope } = picked.grant;
+      await this.controller.revoke({ kind, target, scope });
       void vscodeapi.showInformationMessage(`trellisd: revoked ${what}.`);
     }
   };

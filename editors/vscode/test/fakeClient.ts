@@ -9,6 +9,7 @@ import type { CancellationToken } from 'vscode-jsonrpc';
 import type { DaemonClient, DaemonHandlers } from '../src/client';
 import { DaemonError } from '../src/errors';
 import type { Session, Tokens, Turn } from '../src/protocol';
+import type { RequestMethod, RequestParams, RequestResult } from '../src/protocolTypes';
 
 export type Answer = (params: any) => unknown;
 
@@ -33,13 +34,17 @@ export class FakeClient {
     return { dispose: () => undefined };
   }
 
-  async request<R>(method: string, params: object, _token?: CancellationToken): Promise<R> {
+  async request<M extends RequestMethod>(
+    method: M,
+    params: RequestParams<M>,
+    _token?: CancellationToken,
+  ): Promise<RequestResult<M>> {
     this.sent.push({ method, params });
     const answer = this.methods[method];
     if (!answer) {
       throw new DaemonError(`unknown method ${method}`, -32601, undefined);
     }
-    return (await answer(params)) as R;
+    return (await answer(params)) as RequestResult<M>;
   }
 
   /** The params of each request of `method`, in order. */

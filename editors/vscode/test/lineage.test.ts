@@ -13,7 +13,7 @@ import { searchItems } from '../src/sessionSearch';
 function session(extra: Partial<SessionSummary> = {}): SessionSummary {
   return {
     sessionId: 's-1', root: '/home/me/project', title: 'fix the parser', head: null, turns: 2,
-    createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', provider: {}, ...extra,
+    createdAt: '2026-01-01T00:00:00Z', updatedAt: '2026-01-01T00:00:00Z', provider: {}, pinned: [], ...extra,
   };
 }
 
@@ -21,6 +21,7 @@ function turn(turnId: string, parentTurnId: string | null): Turn {
   return {
     turnId, sessionId: 's-1', parentTurnId, runId: `r-${turnId}`, prompt: turnId, reply: '', outcome: 'finished',
     tokens: { input: null, output: null, total: null, cached: null }, createdAt: '2026-01-01T00:00:00Z',
+    model: null, cost: null,
   };
 }
 
@@ -33,14 +34,14 @@ describe("a session's lineage", () => {
     const empty = session({ forkedFrom: { sessionId: 's-1', turnId: null } });
     assert.equal(lineageText(empty, { title: '', turnNumber: 0 }), 'forked from “an untitled session” before its first turn');
     assert.equal(lineageText(session()), undefined);
-    assert.equal(lineageText(session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z' } })), 'imported as a copy');
+    assert.equal(lineageText(session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z', headHash: null, exportedAt: null } })), 'imported as a copy');
     // imported as it was: it keeps its id, and is no copy
     const same = session({ importedFrom: { sessionId: 's-9', importedAt: '2026-01-01T00:00:00Z', headHash: 'h', exportedAt: '2026-01-01T00:00:00Z' } });
     assert.equal(lineageText({ ...same, sessionId: 's-9' }), undefined);
   });
 
   test('an imported copy of a fork says both: what it was forked from, and that it is a copy', () => {
-    const copy = { ...fork, sessionId: 's-3', importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z' } };
+    const copy = { ...fork, sessionId: 's-3', importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z', headHash: null, exportedAt: null } };
     assert.equal(
       lineageText(copy, { title: 'fix the parser', turnNumber: 2 }),
       'forked from “fix the parser” at turn 2 · imported as a copy',
@@ -102,7 +103,7 @@ describe("a session's lineage", () => {
       session({ sessionId: 's-3', title: 'orphan', forkedFrom: { sessionId: 's-0', turnId: null } }),
       session({
         sessionId: 's-4', title: 'try another way', forkedFrom: { sessionId: 's-1', turnId: 'b' },
-        importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z' },
+        importedFrom: { sessionId: 's-2', importedAt: '2026-01-02T00:00:00Z', headHash: null, exportedAt: null },
       }),
     ]);
     assert.equal(items[0].description, 'project · $(repo-forked) forked from “fix the parser”');
@@ -116,7 +117,7 @@ describe('search results and exports', () => {
   test('every hit is shown (the daemon matched it), with the snippet that matched', () => {
     const items = searchItems('parser', [
       session({ match: { turnId: 't-3', snippet: 'the [parser]\n reads   frames' } }),
-      session({ sessionId: 's-2', title: 'other', match: null }),
+      session({ sessionId: 's-2', title: 'other' }),
     ]);
     assert.ok(items.every((i) => i.alwaysShow));
     assert.equal(items[0].detail, '$(search) the [parser] reads frames');

@@ -9,6 +9,7 @@ import { DaemonError } from '../src/errors';
 import type { Turn } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { SessionCommands } from '../src/sessionCommands';
+import type { Requester } from '../src/protocolTypes';
 import { RecordingView, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
@@ -26,8 +27,8 @@ function commands(c: SessionController): SessionCommands {
 }
 
 async function history(c: SessionController, sessionId: string): Promise<Turn[]> {
-  const client = (c as unknown as { client: { request<R>(m: string, p: object): Promise<R> } }).client;
-  return (await client.request<{ turns: Turn[] }>('session/history', { sessionId })).turns;
+  const client = (c as unknown as { client: Requester }).client;
+  return (await client.request('session/history', { sessionId })).turns;
 }
 
 function lastHeader(v: RecordingView) {
@@ -170,8 +171,8 @@ describe("a session's life, against the daemon", () => {
     const server = { name: 'proj', command, args: [path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py'), 'stdio'] };
     c.mcpServers = () => [server];
     await c.reopenSession(session.sessionId);
-    const client = (c as unknown as { client: { request<R>(m: string, p: object): Promise<R> } }).client;
-    const tools = await client.request<{ servers: { name: string; source: string }[] }>('session/tools', { sessionId: session.sessionId });
+    const client = (c as unknown as { client: Requester }).client;
+    const tools = await client.request('session/tools', { sessionId: session.sessionId });
     assert.deepEqual(
       tools.servers.map((s) => [s.name, s.source]),
       [['proj', 'session']],

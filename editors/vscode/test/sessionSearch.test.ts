@@ -11,7 +11,7 @@ import { QuickPick, QuickPickItem, stub } from './vscode-stub';
 function hit(sessionId: string, title: string, snippet?: string): SessionSummary {
   return {
     sessionId, root: '/p', title, head: null, turns: 1, createdAt: '2026-01-01T00:00:00Z',
-    updatedAt: '2026-01-01T00:00:00Z', provider: {}, ...(snippet ? { match: { turnId: 't', snippet } } : {}),
+    updatedAt: '2026-01-01T00:00:00Z', provider: {}, pinned: [], ...(snippet ? { match: { turnId: 't', snippet } } : {}),
   };
 }
 

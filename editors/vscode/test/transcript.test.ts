@@ -67,7 +67,7 @@ describe('the transcript', () => {
   test('the result of the turn is trusted when pieces were missed', () => {
     const turn = live();
     appendText(turn, 1, 'Hel');
-    finish(turn, { turnId: 't1', runId: 'r1', outcome: 'finished', reply: 'Hello', tokens, steps: 1, cost: null });
+    finish(turn, { turnId: 't1', runId: 'r1', outcome: 'finished', reply: 'Hello', tokens, steps: 1, model: null, cost: null });
     assert.equal(turn.turnId, 't1');
     assert.equal(turn.outcome, 'finished');
     assert.match(bodyHtml(turn), /Hello/);
@@ -110,7 +110,7 @@ describe('the transcript', () => {
     const stored: Turn = {
       turnId: 't', sessionId: 's', parentTurnId: null, runId: 'r', prompt: 'q', reply: 'a',
       outcome: 'interrupted', tokens, createdAt: '2026-01-01T00:00:00.000+00:00',
-      error: 'the daemon running this turn stopped before it ended',
+      error: 'the daemon running this turn stopped before it ended', model: null, cost: null,
     };
     const turn = fromHistory(stored);
     assert.equal(turn.key, 't');

@@ -8,11 +8,12 @@ import { BranchNode, buildTurnTree, treeItem, TurnNode, TurnTreeProvider } from 
 import { TreeItemCollapsibleState } from './vscode-stub';
 
 function turn(turnId: string, parentTurnId: string | null, extra: Partial<Turn> = {}): Turn {
+  // no cost: as a daemon that leaves it out (the footer then says nothing of it)
   return {
     turnId, sessionId: 's', parentTurnId, runId: `r-${turnId}`, prompt: `prompt ${turnId}`, reply: `reply ${turnId}`,
     outcome: 'finished', tokens: { input: 10, output: 5, total: 15, cached: null }, createdAt: '2026-01-01T00:00:00.000+00:00',
-    ...extra,
-  };
+    model: null, ...extra,
+  } as Turn;
 }
 
 describe('the turn tree', () => {
