@@ -28,7 +28,7 @@ from typing import cast
 
 from ..pricing import Price, cost, price
 from ..providers.base import Message, ModelRequest, Provider, ProviderError, ProviderEvent, Usage
-from ..records import Budget, Spend, Tokens, Turn
+from ..records import Budget, Spend, Tokens
 
 OUTPUT_ALLOWANCE = 1024
 CHARS_PER_TOKEN = 4
@@ -165,9 +165,3 @@ class Budgeted:
                 yield event
         finally:
             self.ledger.unreported()
-
-
-def spend_of(turns: list[Turn]) -> Spend:
-    """A session's spend from its turns (a turn whose price is unknown counts no USD)."""
-    tokens = sum((t.tokens.input or 0) + (t.tokens.output or 0) for t in turns)
-    return Spend(tokens, sum(cost(t.model, t.tokens) or 0.0 for t in turns))

@@ -3,11 +3,8 @@ model calls are admitted by (``agent.budget``)."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from ..agent.budget import Ledger, spend_of
-from ..pricing import cost
-from ..records import Budget, Spend, Turn
+from ..agent.budget import Ledger
+from ..records import Budget, Spend
 from ..store.facade import AsyncStore
 
 
@@ -18,8 +15,7 @@ class BudgetService:
     async def status(self, session_id: str) -> tuple[Budget | None, Spend]:
         """The session's budget (None: none) and what its turns have spent."""
         budget = await self.store.budgets.get(session_id)
-        turns = await self.store.sessions.turns(session_id)
-        return budget, dataclasses.replace(spend_of(turns), priced=_priced(turns))
+        return budget, await self.store.budgets.spent(session_id)
 
     async def set(self, session_id: str, budget: Budget | None) -> tuple[Budget | None, Spend]:
         """A new budget for the session (None: none), for its turns from the next call on."""
@@ -33,10 +29,3 @@ class BudgetService:
         if turn is None and session is None:
             return None
         return Ledger(model, turn, session, spent)
-
-
-def _priced(turns: list[Turn]) -> bool:
-    """Whether the USD the turns spent is known: none spent tokens, or one whose price is
-    known did (the others count no USD)."""
-    spending = [t for t in turns if (t.tokens.input or 0) + (t.tokens.output or 0) > 0]
-    return not spending or any(cost(t.model, t.tokens) is not None for t in spending)

@@ -27,6 +27,7 @@ from ..records import (
     RunSummary,
     Session,
     SessionSummary,
+    Spend,
     Step,
     Turn,
 )
@@ -263,6 +264,9 @@ class AsyncBudgets:
 
     async def set(self, session_id: str, budget: Budget | None) -> None:
         await self._run(self._store.budgets.set, session_id, budget, self._store.leases)
+
+    async def spent(self, session_id: str) -> Spend:
+        return await self._run(self._store.budgets.spent, session_id)
 
 
 class AsyncLeases:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from trellisd.agent.budget import OUTPUT_ALLOWANCE, BudgetExhausted, Ledger, spend_of
+from trellisd.agent.budget import OUTPUT_ALLOWANCE, BudgetExhausted, Ledger
 from trellisd.pricing import price_table
 from trellisd.providers.base import Message, ModelRequest, Usage
-from trellisd.records import Budget, Spend, Tokens, ToolCall, Turn
+from trellisd.records import Budget, Spend, ToolCall
 
 
 def request(*contents: str, max_tokens: int | None = None) -> ModelRequest:
@@ -72,14 +72,3 @@ def test_a_call_without_figures_is_charged_its_estimate() -> None:
     ledger.admit(request("x" * 400, max_tokens=20))
     ledger.unreported()
     assert ledger.tokens == 100 + 20
-
-
-def test_a_sessions_spend_sums_its_turns() -> None:
-    def turn(model: str, tokens: Tokens) -> Turn:
-        return Turn("t", "s", None, "r", "p", "", "finished", None, tokens, "now", model)
-
-    spent = spend_of(
-        [turn("gpt-4o-mini", Tokens(1_000_000, 0, 0)), turn("unknown", Tokens(10, 5, None))]
-    )
-    assert spent.tokens == 1_000_015
-    assert spent.usd == pytest.approx(0.15)

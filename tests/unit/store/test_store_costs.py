@@ -13,7 +13,7 @@ import pytest
 
 from trellisd import pricing
 from trellisd.processes import pid_alive
-from trellisd.records import ProviderChoice, Step, Tokens
+from trellisd.records import ProviderChoice, Spend, Step, Tokens
 from trellisd.store import Store, migrations
 
 # gpt-4o-mini's built-in prices, USD a million tokens: 0.15 input, 0.075 cached, 0.60 output.
@@ -71,3 +71,20 @@ def test_the_steps_of_a_store_from_before_costs_are_priced_when_it_is_migrated(
         assert cost_of(store, turn_id) == pytest.approx(PRICED_COST, rel=1e-9)
     finally:
         store.close()
+
+
+def test_a_sessions_spend_is_summed_by_the_store_from_its_steps(store: Store) -> None:
+    """What a reopen and a turn's start read of a session's spend: its steps' tokens and
+    costs summed in the store, whole turns not read; USD unknown only when no step that spent
+    tokens has a price."""
+    sid, _ = turn_with_steps(store, "gpt-4o-mini", PRICED, Tokens(10, None, 0))
+    begun = store.runs.begin(sid, "again", "some-local-model")
+    store.runs.add_step(begun[1], Step(1, "reply", None, "ok", None, None, Tokens(7, 3, 0)))
+    spent = store.budgets.spent(sid)
+    assert spent.tokens == 1_000_000 + 500_000 + 10 + 7 + 3
+    assert spent.usd == pytest.approx(PRICED_COST, rel=1e-9) and spent.priced
+
+    unpriced, _ = turn_with_steps(store, "some-local-model", PRICED)
+    assert store.budgets.spent(unpriced) == Spend(1_500_000, 0.0, priced=False)
+    nothing = store.sessions.create("/w", "", ProviderChoice(), store.leases.daemon_id)
+    assert store.budgets.spent(nothing.session_id) == Spend(0, 0.0, priced=True)
