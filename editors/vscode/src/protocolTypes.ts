@@ -377,7 +377,7 @@ export type Budget = {
 export type Spent = {
   /** Input plus output tokens of every turn of the session. */
   tokens: number;
-  /** Their cost by the price table; turns whose price is unknown count 0. null when no turn that spent tokens has a known price: unknown, not 0. */
+  /** Their cost, summed over their steps as each was priced when it committed; steps whose price is unknown count 0. null when no step that spent tokens has a known price: unknown, not 0. */
   usd: number | null;
 };
 
