@@ -124,19 +124,10 @@ export interface InitializeResult {
 export type Session = wire.Session;
 
 /** A command that had to be killed when its turn was cancelled (TurnResult, Turn). */
-export interface TurnRecovery {
-  required: true;
-  tool: string;
-  argv: string[];
-}
+export type TurnRecovery = wire.TurnRecovery;
 
 /** Session.recovery: until answered with session/recover, no turn runs in the session. */
-export interface PendingRecovery {
-  turnId: string;
-  runId: string;
-  tool: string;
-  argv: string[];
-}
+export type PendingRecovery = wire.Recovery;
 
 export type RecoveryDecision = 'keep' | 'revert';
 
@@ -289,16 +280,7 @@ export interface ApprovalParams extends TurnRef {
 }
 
 /** An MCP server given to session/open: run over stdio, or reached over streamable HTTP. */
-export interface McpServer {
-  name: string;
-  command?: string;
-  args?: string[];
-  env?: Record<string, string>;
-  cwd?: string;
-  url?: string;
-  headers?: Record<string, string>;
-  timeout?: number;
-}
+export type McpServer = wire.McpServer;
 
 /** One tool the model sees (session/tools). */
 export interface ToolInfo {
