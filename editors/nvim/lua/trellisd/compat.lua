@@ -37,6 +37,14 @@ function M.lines(text)
   end
 end
 
+--- A path with its links resolved, as the file system names the file; the absolute path
+--- when it does not exist.
+---@param path string
+---@return string
+function M.realpath(path)
+  return M.uv.fs_realpath(path) or vim.fn.fnamemodify(path, ":p")
+end
+
 -- :checkhealth reporting: vim.health.ok in 0.10+, require("health").report_ok in 0.7.
 function M.health()
   local h = vim.health

@@ -5,6 +5,18 @@ local compat = require("trellisd.compat")
 
 local M = {}
 
+--- `text` quoted for the conversation: its first line after `prefix`, the others after "> ".
+---@param prefix string
+---@param text any
+---@return string[]
+function M.quote(prefix, text)
+  local lines = {}
+  for i, l in ipairs(compat.lines(tostring(text or ""))) do
+    lines[#lines + 1] = (i == 1 and prefix or "> ") .. l
+  end
+  return lines
+end
+
 -- The first line of `text`, cut to `max` characters (not bytes) with an ellipsis.
 function M.one_line(text, max)
   text = tostring(text or "")

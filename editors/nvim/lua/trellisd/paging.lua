@@ -7,6 +7,7 @@
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
+local ui = require("trellisd.ui")
 
 local M = {}
 
@@ -101,6 +102,36 @@ function M.earlier(session_id, cursor, cb)
       end)
     end
   )
+end
+
+--- [[ in a conversation, :TrellisEarlier: draw the page of turns before the first one shown.
+---@param state trellisd.State|nil the session (nil: none is current, nothing is done)
+function M.load_earlier(state)
+  if not state then
+    return
+  end
+  local cursor = state.cursor
+  if cursor == nil then
+    ui.notify("the conversation is shown from its first turn")
+    return
+  end
+  if state.loading_earlier then
+    return
+  end
+  state.loading_earlier = true
+  M.earlier(state.id, cursor, function(err, page)
+    state.loading_earlier = nil
+    if err then
+      ui.error("could not load the earlier turns: " .. err.message)
+      return
+    end
+    if state.cursor ~= cursor then
+      return -- the history was drawn again meanwhile
+    end
+    if state.view:prepend(page.turns, page.cursor ~= nil) then
+      state.cursor = page.cursor
+    end
+  end)
 end
 
 return M

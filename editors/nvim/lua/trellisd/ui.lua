@@ -27,4 +27,28 @@ function M.input(opts, on_confirm)
   vim.ui.input(opts, on_confirm)
 end
 
+--- Files a person changed since the agent wrote them stand in the way of a restore: ask
+--- whether to overwrite them. on_overwrite() when told to; on_leave() (if given) otherwise.
+---@param paths string[]
+---@param leave string the other choice's label ("Cancel the branch", ...)
+---@param on_overwrite fun()
+---@param on_leave? fun()
+function M.ask_overwrite(paths, leave, on_overwrite, on_leave)
+  M.select({ "Overwrite them", leave }, {
+    prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+    kind = "trellisd.restore",
+  }, function(_, index)
+    if index == 1 then
+      on_overwrite()
+    elseif on_leave then
+      on_leave()
+    end
+  end)
+end
+
+-- Draw the statuslines again, for what they show of the running turn.
+function M.redraw_status()
+  pcall(vim.cmd, "redrawstatus!")
+end
+
 return M
