@@ -226,6 +226,8 @@ function M.create_commands()
   end
 end
 
+--- Set the options (:help trellisd-options) and create the user commands.
+---@param opts? table
 function M.setup(opts)
   config.set(opts)
   M.create_commands()
@@ -364,6 +366,7 @@ function M.budget(args)
 end
 
 -- For the statusline: "trellis: streaming 42 tok", "trellis: idle", ...
+---@return string
 function M.statusline()
   if not package.loaded["trellisd.sessions"] then
     return "trellis: idle"
@@ -373,6 +376,7 @@ end
 
 -- For the statusline: the context meter and the session's cost, "ctx 12% · $0.0123" (""
 -- until the daemon has told them).
+---@return string
 function M.usage()
   if not package.loaded["trellisd.sessions"] then
     return ""
@@ -381,6 +385,7 @@ function M.usage()
 end
 
 -- The conversation commands act on: {sessionId, root, title, head, buf, running} or nil.
+---@return {sessionId: trellisd.Id, root: string, title: string, head: trellisd.Id|nil, buf: integer|nil, running: boolean}|nil
 function M.current()
   if not package.loaded["trellisd.sessions"] then
     return nil

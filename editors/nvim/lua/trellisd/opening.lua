@@ -62,7 +62,7 @@ end
 
 --- Run cb(conn) with a ready daemon. When it was just started (after an exit), the current
 --- session is reopened first, so that its buffer shows what the store kept.
----@param cb fun(conn: table)
+---@param cb fun(conn: trellisd.Connection)
 function M.with_daemon(cb)
   daemon.ensure(function(err, conn, fresh)
     if err then

@@ -86,7 +86,7 @@ end
 --- Run a turn: session/turn for a prompt, session/resume for an interrupted turn. The
 --- reply streams into the conversation; the footer comes when the request answers.
 ---@param state trellisd.State
----@param conn table the daemon's Connection
+---@param conn trellisd.Connection
 ---@param method "session/turn"|"session/resume"
 ---@param params table the request's params
 ---@param heading string[] the lines drawn above the reply
@@ -116,7 +116,7 @@ end
 
 --- Send a prompt as a new turn of the session.
 ---@param state trellisd.State
----@param conn table the daemon's Connection
+---@param conn trellisd.Connection
 ---@param prompt string
 ---@param context? trellisd.ContextEntry[] what the editor attaches to the prompt
 function M.send(state, conn, prompt, context)
@@ -168,7 +168,7 @@ end
 --- running turn; its turn is drawn here when it starts (session/dequeued), and ends when
 --- the request answers.
 ---@param state trellisd.State
----@param conn table the daemon's Connection
+---@param conn trellisd.Connection
 ---@param prompt string
 ---@param context? trellisd.ContextEntry[]
 function M.send_queued(state, conn, prompt, context)

@@ -5,24 +5,33 @@ local M = {}
 
 M.log = function() end -- set by trellisd.daemon: also write messages to the log file
 
+---@param message string
+---@param level? integer vim.log.levels; INFO when not given
 function M.notify(message, level)
   level = level or vim.log.levels.INFO
   M.log("[editor] " .. message)
   vim.notify("trellis: " .. message, level, { title = "trellisd" })
 end
 
+---@param message string
 function M.error(message)
   M.notify(message, vim.log.levels.ERROR)
 end
 
+---@param message string
 function M.warn(message)
   M.notify(message, vim.log.levels.WARN)
 end
 
+---@param items any[]
+---@param opts table vim.ui.select's options
+---@param on_choice fun(item: any|nil, index: integer|nil)
 function M.select(items, opts, on_choice)
   vim.ui.select(items, opts, on_choice)
 end
 
+---@param opts table vim.ui.input's options
+---@param on_confirm fun(text: string|nil)
 function M.input(opts, on_confirm)
   vim.ui.input(opts, on_confirm)
 end
