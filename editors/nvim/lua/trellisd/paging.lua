@@ -14,13 +14,7 @@ local M = {}
 --- Turns a page holds: what a session opens with, and what each load adds.
 M.PAGE = 50
 
----@class trellisd.Turn
----@field turnId string
----@field runId string
----@field prompt string
----@field reply string
----@field outcome string
----@field texts? string[] every step's text that has any, in order (set by M.steps)
+-- trellisd.Turn (types.lua) has `texts`, set by M.steps.
 
 ---@class trellisd.Page
 ---@field turns trellisd.Turn[] oldest first

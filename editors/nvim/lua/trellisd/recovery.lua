@@ -9,11 +9,7 @@ local ui = require("trellisd.ui")
 
 local M = {}
 
----@class trellisd.Recovery
----@field turnId string the cancelled turn
----@field runId string
----@field tool string the tool whose command was killed
----@field argv string[] the command
+-- A pending decision is a trellisd.Recovery (types.lua): Session.recovery's shape.
 
 M.CHOICES = { "Keep the files as they are", "Revert the turn's changes" }
 M.DECISIONS = { "keep", "revert" }
