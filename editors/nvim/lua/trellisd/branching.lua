@@ -14,6 +14,7 @@ local pins = require("trellisd.pins")
 local sessions = require("trellisd.sessions")
 local tree = require("trellisd.tree")
 local ui = require("trellisd.ui")
+local windows = require("trellisd.windows")
 
 local M = {}
 
@@ -196,7 +197,7 @@ function M.tree()
   end
   opening.with_daemon(function()
     with_tree(state, function(entries)
-      local buf, new = sessions.scratch("trellis://" .. state.id .. "/tree", "trellistree")
+      local buf, new = windows.scratch("trellis://" .. state.id .. "/tree", "trellistree")
       if new then
         vim.keymap.set("n", "<CR>", function()
           M.branch_at_cursor(buf)
@@ -212,7 +213,7 @@ function M.tree()
         end, { buffer = buf, desc = "Pin or unpin the turn under the cursor" })
       end
       paint_tree(state, buf, entries)
-      sessions.show_buffer(buf, "horizontal")
+      windows.show_buffer(buf, "horizontal")
     end)
   end)
 end

@@ -7,6 +7,7 @@ local daemon = require("trellisd.daemon")
 local opening = require("trellisd.opening")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
+local windows = require("trellisd.windows")
 
 local M = {}
 
@@ -66,7 +67,7 @@ function M.changes()
         return
       end
       local name = "trellis://" .. state.id .. "/changes"
-      local buf = sessions.show_lines(name, M.lines(result.files or {}), "diff")
+      local buf = windows.show_lines(name, M.lines(result.files or {}), "diff")
       vim.keymap.set("n", "R", function()
         revert(state, turn_id, false)
       end, { buffer = buf, desc = "Revert this turn's changes" })

@@ -49,7 +49,8 @@ end
 --- :TrellisDelete: pick a session (the open one first), confirm, delete it for good.
 function M.delete()
   local current = sessions.current_state()
-  opening.pick_from_list({ limit = 100 }, "Delete which session?", "trellisd.session", function(choice)
+  local params = { limit = 100 }
+  opening.pick_from_list(params, "Delete which session?", "trellisd.session", function(choice)
     local state = sessions.open[choice.sessionId]
     if state and state.running then
       ui.warn("a turn of that session is running: :TrellisCancel it before you delete it")

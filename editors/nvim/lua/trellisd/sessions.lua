@@ -15,6 +15,7 @@ local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
 local ui = require("trellisd.ui")
 local View = require("trellisd.view")
+local windows = require("trellisd.windows")
 
 local M = {}
 
@@ -136,74 +137,12 @@ function M.render(state, turns, live)
   end)
 end
 
---- Show a buffer: focus a window of this tab that has it, else open one as configured.
----@param buf integer
----@param split? "vertical"|"horizontal"|"tab"|"current" default: config's split
-function M.show_buffer(buf, split)
-  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    if vim.api.nvim_win_get_buf(win) == buf then
-      vim.api.nvim_set_current_win(win)
-      return
-    end
-  end
-  split = split or config.options.split
-  if split == "vertical" then
-    vim.cmd("botright vsplit")
-  elseif split == "horizontal" then
-    vim.cmd("botright split")
-  elseif split == "tab" then
-    vim.cmd("tabnew")
-  end
-  vim.api.nvim_win_set_buf(0, buf)
-  vim.wo.wrap = true
-  vim.wo.linebreak = true
-  vim.wo.number = false
-  vim.wo.relativenumber = false
-end
-
 --- Show the session's conversation, the cursor on its last line.
 ---@param state trellisd.State
 function M.show(state)
-  M.show_buffer(state.view.buf)
+  windows.show_buffer(state.view.buf)
   local count = vim.api.nvim_buf_line_count(state.view.buf)
   vim.api.nvim_win_set_cursor(0, { count, 0 })
-end
-
---- The scratch buffer named `name` (made, with `filetype`, the first time).
----@param name string
----@param filetype? string
----@return integer buf
----@return boolean new true when it was made now
-function M.scratch(name, filetype)
-  for _, b in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_get_name(b) == name then
-      return b, false
-    end
-  end
-  local buf = vim.api.nvim_create_buf(true, true)
-  vim.api.nvim_buf_set_name(buf, name)
-  vim.bo[buf].buftype = "nofile"
-  vim.bo[buf].bufhidden = "hide"
-  vim.bo[buf].swapfile = false
-  if filetype then
-    vim.bo[buf].filetype = filetype
-  end
-  return buf, true
-end
-
---- Show `lines` in the read-only scratch buffer `name` (made the first time), in a
---- window below.
----@param name string
----@param lines string[]
----@param filetype? string
----@return integer buf
-function M.show_lines(name, lines, filetype)
-  local buf = M.scratch(name, filetype)
-  vim.bo[buf].modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
-  M.show_buffer(buf, "horizontal")
-  return buf
 end
 
 --- Forget a session (deleted): its state and its buffer.

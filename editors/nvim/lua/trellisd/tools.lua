@@ -7,6 +7,7 @@ local format = require("trellisd.format")
 local opening = require("trellisd.opening")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
+local windows = require("trellisd.windows")
 
 local M = {}
 
@@ -55,7 +56,7 @@ function M.tools()
         ui.error("could not list the tools: " .. err.message)
         return
       end
-      sessions.show_lines("trellis://" .. state.id .. "/tools", M.lines(result))
+      windows.show_lines("trellis://" .. state.id .. "/tools", M.lines(result))
     end)
   end)
 end
