@@ -37,12 +37,15 @@ end
 
 M.options = defaults()
 
+---@param opts? table the user's options (see :help trellisd-options)
+---@return table options the defaults with `opts` laid over them
 function M.set(opts)
   M.options = vim.tbl_extend("force", defaults(), opts or {})
   return M.options
 end
 
 -- The command line that starts the daemon.
+---@return string[]
 function M.command()
   local o = M.options
   local cmd = type(o.cmd) == "string" and { o.cmd } or vim.deepcopy(o.cmd)
@@ -54,6 +57,7 @@ function M.command()
 end
 
 -- initialize's initializationOptions: only what the user set.
+---@return table<string, any>
 function M.initialization_options()
   local o = M.options
   local out = vim.empty_dict()

@@ -14,6 +14,9 @@ local rpc = require("trellisd.rpc")
 
 local uv = compat.uv
 
+---@class trellisd.Connection
+---@field pid integer|nil the daemon's process id
+---@field running boolean the process runs
 local Connection = {}
 Connection.__index = Connection
 
@@ -30,6 +33,11 @@ Connection.CONFLICT = -32020
 
 -- The real process: uv.spawn with three pipes. Its callbacks are moved onto the main loop.
 -- Returns {pid, write(data), close(), kill(signal)} or nil and an error message.
+---@param cmd string[]
+---@param opts {env: string[]|nil, cwd: string|nil}
+---@param on {stdout: fun(data: string), stderr: fun(data: string), exit: fun(code: integer, signal: integer)}
+---@return {pid: integer, write: fun(data: string), close: fun(), kill: fun(sig?: string)}|nil
+---@return string|nil err
 function Connection.uv_spawn(cmd, opts, on)
   local stdin, stdout, stderr = uv.new_pipe(false), uv.new_pipe(false), uv.new_pipe(false)
   -- Report the exit once the process has ended and both pipes are drained, so that the
@@ -122,6 +130,8 @@ end
 
 -- opts: cmd (list), env (extra variables), cwd, spawn, notifications, requests,
 -- on_stderr(data), on_exit(code, signal), on_error(message).
+---@param opts table
+---@return trellisd.Connection
 function Connection.new(opts)
   local self = setmetatable({}, Connection)
   self.cmd = opts.cmd
@@ -141,6 +151,8 @@ function Connection.new(opts)
   return self
 end
 
+---@return true|nil started
+---@return string|nil err
 function Connection:start()
   local proc, err = self.spawn(self.cmd, { env = compat.environment(self.env), cwd = self.cwd }, {
     stdout = function(data)
@@ -169,6 +181,10 @@ end
 
 -- Send a request; callback(err, result) runs once, with err = {code, message, data}.
 -- Returns the request's id.
+---@param method string
+---@param params table|nil
+---@param callback fun(err: trellisd.Error|nil, result: any)
+---@return integer id
 function Connection:request(method, params, callback)
   callback = callback or function() end
   if not self.running then
@@ -184,6 +200,8 @@ function Connection:request(method, params, callback)
   return id
 end
 
+---@param method string
+---@param params table|nil
 function Connection:notify(method, params)
   if self.running then
     self:_send({ method = method, params = params })
@@ -191,6 +209,7 @@ function Connection:notify(method, params)
 end
 
 -- Ask the daemon to cancel a request it is serving (LSP's $/cancelRequest).
+---@param id integer the request's id, as Connection:request returned it
 function Connection:cancel_request(id)
   self:notify("$/cancelRequest", { id = id })
 end
@@ -317,6 +336,7 @@ function Connection:_exited(code, signal)
 end
 
 -- The LSP goodbye: shutdown, then exit. callback() runs once the daemon has answered.
+---@param callback? fun()
 function Connection:shutdown(callback)
   self:request("shutdown", nil, function()
     self:notify("exit")
@@ -329,6 +349,7 @@ function Connection:shutdown(callback)
   end)
 end
 
+---@param signal? string "sigterm" when not given
 function Connection:kill(signal)
   if self.proc and self.running then
     self.proc.kill(signal)

@@ -31,6 +31,7 @@ M.handlers = {
   on_exit = function() end,
 }
 
+---@return string
 function M.log_path()
   return config.options.log_file
 end
@@ -48,6 +49,7 @@ local function open_log()
   log_fd = uv.fs_open(path, "a", 420)
 end
 
+---@param text string a line (a newline is added)
 function M.log(text)
   open_log()
   if log_fd then
@@ -232,6 +234,7 @@ local function start()
 end
 
 -- Run cb(err, conn, fresh) with a ready daemon; fresh is true when it was just started.
+---@param cb fun(err: string|nil, conn: trellisd.Connection|nil, fresh: boolean|nil)
 function M.ensure(cb)
   if M.state == "ready" and M.conn and M.conn.running then
     cb(nil, M.conn, false)
@@ -245,6 +248,9 @@ end
 
 -- A request to a ready daemon (started first if need be): cb(err, result), err a table
 -- {code, message}.
+---@param method string
+---@param params table|nil
+---@param cb fun(err: trellisd.Error|nil, result: any)
 function M.request(method, params, cb)
   M.ensure(function(err, conn)
     if err then
@@ -255,11 +261,13 @@ function M.request(method, params, cb)
   end)
 end
 
+---@return integer|nil
 function M.pid()
   return M.conn and M.conn.pid
 end
 
 -- Stop the daemon politely (shutdown, exit), waiting up to `ms` for it to go.
+---@param ms? integer how long to wait
 function M.stop(ms)
   local conn = M.conn
   if not conn or not conn.running then

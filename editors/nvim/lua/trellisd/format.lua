@@ -5,7 +5,22 @@ local compat = require("trellisd.compat")
 
 local M = {}
 
+--- `text` quoted for the conversation: its first line after `prefix`, the others after "> ".
+---@param prefix string
+---@param text any
+---@return string[]
+function M.quote(prefix, text)
+  local lines = {}
+  for i, l in ipairs(compat.lines(tostring(text or ""))) do
+    lines[#lines + 1] = (i == 1 and prefix or "> ") .. l
+  end
+  return lines
+end
+
 -- The first line of `text`, cut to `max` characters (not bytes) with an ellipsis.
+---@param text any
+---@param max? integer 60 when not given
+---@return string
 function M.one_line(text, max)
   text = tostring(text or "")
   local first = text:match("^[^\n]*")
@@ -18,6 +33,11 @@ function M.one_line(text, max)
   return cut and (first .. "…") or first
 end
 
+--- "1 turn", "3 turns".
+---@param n integer
+---@param one string the noun for one
+---@param many string for any other number
+---@return string
 function M.count(n, one, many)
   return n .. " " .. (n == 1 and one or many)
 end
@@ -28,6 +48,8 @@ local function number(v)
 end
 
 -- "52 tokens (in 40, out 12)", or nil when the provider reported nothing.
+---@param tokens trellisd.Tokens|nil
+---@return string|nil
 function M.tokens(tokens)
   tokens = compat.value(tokens)
   if type(tokens) ~= "table" then
@@ -58,6 +80,9 @@ function M.tokens(tokens)
   return text
 end
 
+--- A cost in dollars as a person reads it, or nil when the provider priced nothing.
+---@param cost number|nil
+---@return string|nil
 function M.cost(cost)
   cost = number(cost)
   if cost == nil then
@@ -73,6 +98,8 @@ function M.cost(cost)
 end
 
 -- A number of tokens the short way: 950, 12.3k, 1.05M.
+---@param n number|nil
+---@return string
 function M.short_tokens(n)
   n = number(n) or 0
   if n >= 1000000 then
@@ -84,6 +111,8 @@ function M.short_tokens(n)
 end
 
 -- The share of the context window a session/usage says is filled, in whole percent.
+---@param u trellisd.Usage
+---@return integer
 function M.context_percent(u)
   local window = number(compat.value(u.contextWindow)) or 0
   if window <= 0 then
@@ -94,6 +123,8 @@ end
 
 -- The context meter and the session's cost from a session/usage, for the session window:
 -- "context 12.3k of 128.0k tokens (10%) · $0.0123 this session".
+---@param u trellisd.Usage
+---@return string
 function M.usage_line(u)
   local text = "context "
     .. M.short_tokens(compat.value(u.contextTokens))
@@ -110,6 +141,8 @@ function M.usage_line(u)
 end
 
 -- The same, short, for a statusline: "ctx 10% · $0.0123".
+---@param u trellisd.Usage
+---@return string
 function M.usage_short(u)
   local text = "ctx " .. M.context_percent(u) .. "%"
   local cost = M.cost(compat.value((compat.value(u.cost) or {}).session))
@@ -121,6 +154,8 @@ end
 
 -- The line under a turn: outcome, tokens, model and cost, e.g. "*finished · 52 tokens
 -- (in 40, out 12) · gpt-4o-mini · $0.0004*". `t` is a Turn or a TurnResult.
+---@param t trellisd.Turn|trellisd.TurnResult
+---@return string
 function M.footer(t)
   local outcome = compat.value(t.outcome) or "unknown"
   local err = compat.value(t.error)
@@ -158,6 +193,9 @@ end
 
 -- A tool's arguments for a person: "path: a.txt, content: hello… (3 lines)", the path or
 -- command first, each value cut short, the whole cut to `max` characters.
+---@param arguments table|nil
+---@param max? integer
+---@return string
 function M.arguments(arguments, max)
   arguments = compat.value(arguments)
   if type(arguments) ~= "table" or next(arguments) == nil then
@@ -179,6 +217,8 @@ function M.arguments(arguments, max)
 end
 
 -- Text as a markdown code span, whatever backticks it holds.
+---@param text any
+---@return string
 function M.code(text)
   text = tostring(text)
   local longest = 0
@@ -193,11 +233,18 @@ function M.code(text)
 end
 
 -- "`write_file` `{"path":"a.txt"}`": a tool and its arguments, as code.
+---@param name string|nil
+---@param arguments table|nil
+---@param max? integer
+---@return string
 function M.call(name, arguments, max)
   return M.code(tostring(compat.value(name) or "?")) .. " " .. M.code(M.arguments(arguments, max))
 end
 
 -- The lines that show a tool call and its result in the conversation.
+---@param call trellisd.ToolCall|nil
+---@param result string|nil the tool's result
+---@return string[]
 function M.tool_lines(call, result)
   call = compat.value(call) or {}
   local lines = { "> tool " .. M.call(call.name, call.arguments) }
@@ -215,6 +262,10 @@ end
 
 -- The line that shows a tool call when it changes status (session/toolCall): the whole
 -- call when the model proposes it, then the tool's name and its new status.
+---@param tool string
+---@param arguments table|nil
+---@param status trellisd.CallStatus
+---@return string
 function M.call_status(tool, arguments, status)
   if status == "proposed" then
     return "> tool " .. M.call(tool, arguments) .. " · proposed"
@@ -223,6 +274,8 @@ function M.call_status(tool, arguments, status)
 end
 
 -- The line under a prompt that says what the editor attached to it.
+---@param context trellisd.ContextEntry[]
+---@return string
 function M.context_line(context)
   local parts = {}
   for _, entry in ipairs(context) do
@@ -243,6 +296,10 @@ end
 
 -- A running command's output as the conversation shows it: each line after "│ ".
 -- `at_start`: the previous piece ended a line. Returns the text and whether this one did.
+---@param text string
+---@param at_start boolean
+---@return string text
+---@return boolean ends_line
 function M.output(text, at_start)
   local ends = text:sub(-1) == "\n"
   local body = ends and text:sub(1, -2) or text
@@ -267,6 +324,8 @@ local function days_from_civil(y, m, d)
 end
 
 -- Seconds since the epoch of an ISO 8601 timestamp ("2026-12-02T18:10:00.207+00:00").
+---@param text trellisd.Timestamp|nil
+---@return integer|nil
 function M.parse_time(text)
   text = compat.value(text)
   if type(text) ~= "string" then
@@ -286,6 +345,9 @@ function M.parse_time(text)
 end
 
 -- "just now", "5 min ago", "3 h ago", "2 days ago", else the date.
+---@param text trellisd.Timestamp|nil
+---@param now? integer seconds since the epoch
+---@return string
 function M.ago(text, now)
   local t = M.parse_time(text)
   if not t then
@@ -305,6 +367,9 @@ function M.ago(text, now)
 end
 
 -- A folder as a person reads it: the home folder as ~.
+---@param root string|nil
+---@param home? string $HOME when not given
+---@return string
 function M.folder(root, home)
   root = tostring(compat.value(root) or "")
   home = home or vim.env.HOME
@@ -319,6 +384,9 @@ function M.folder(root, home)
   return root
 end
 
+--- The session's title, or "(untitled)".
+---@param session trellisd.Session|{title: string}
+---@return string
 function M.title(session)
   local title = compat.value(session.title)
   if title == nil or title == "" then
@@ -330,6 +398,11 @@ end
 -- One entry of :TrellisSessions: "title · folder · 3 turns · 5 min ago", then, for a fork,
 -- "· forked from “origin”" (titles: sessionId -> title of the sessions listed with it), and
 -- for a search hit "— the snippet that matched".
+---@param session trellisd.SessionSummary
+---@param now? integer seconds since the epoch
+---@param home? string
+---@param titles? table<trellisd.Id, string>
+---@return string
 function M.session_item(session, now, home, titles)
   local parts = {
     M.title(session),
@@ -381,6 +454,9 @@ local function imported_copy(session)
 end
 
 -- Where the session came from: a fork's origin, an imported copy, or both (a copy of a fork).
+---@param session trellisd.Session
+---@param origin? {title: string, turn: integer|nil} the fork's origin, once looked up
+---@return string|nil
 function M.lineage(session, origin)
   local from = compat.value(session.forkedFrom)
   local parts = {}
@@ -394,6 +470,8 @@ function M.lineage(session, origin)
 end
 
 -- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellisd".
+---@param session trellisd.Session
+---@return string
 function M.export_name(session)
   local slug = tostring(compat.value(session.title) or ""):lower():gsub("[^%w]+", "-")
   slug = slug:gsub("^%-+", ""):sub(1, 60):gsub("%-+$", "")

@@ -20,6 +20,11 @@ end
 -- Which provider the daemon will pick, worked out the way it does: the editor's
 -- initializationOptions, then TRELLISD_PROVIDER, then the first *_API_KEY it finds, then
 -- TRELLISD_SCRIPT. Returns name (or nil), where it comes from, and the key's source.
+---@param env table<string, string> the environment the daemon gets
+---@param options table the plugin's options
+---@return string|nil name
+---@return string|nil from
+---@return string|nil key_from
 function M.provider(env, options)
   local name, from
   if set(options.provider) then

@@ -226,138 +226,171 @@ function M.create_commands()
   end
 end
 
+--- Set the options (:help trellisd-options) and create the user commands.
+---@param opts? table
 function M.setup(opts)
   config.set(opts)
   M.create_commands()
 end
 
-local function sessions()
-  return require("trellisd.sessions")
+local wired = false
+
+-- A feature module (trellisd.<name>), loaded on first use; from the first on, the
+-- daemon's notifications and requests go to trellisd.events and trellisd.approvals.
+local function feature(name)
+  if not wired then
+    wired = true
+    require("trellisd.events").wire()
+  end
+  return require("trellisd." .. name)
 end
 
+--- :Trellis [prompt]
+---@param prompt? string asked for when not given
 function M.ask(prompt)
-  sessions().ask(prompt)
+  feature("ask").ask(prompt)
 end
 
+--- :[range]TrellisAsk [prompt]: about the lines line1..line2, or the whole buffer.
+---@param prompt? string
+---@param line1? integer
+---@param line2? integer
 function M.ask_about(prompt, line1, line2)
-  sessions().ask_about(prompt, line1, line2)
+  feature("ask").ask_about(prompt, line1, line2)
 end
 
+--- :TrellisNew [title]
+---@param title? string
 function M.new(title)
-  sessions().new(title)
+  feature("opening").new(title)
 end
 
+--- :TrellisSessions [query]
+---@param query? string words to search the sessions for
 function M.sessions(query)
-  sessions().pick_session(query)
+  feature("opening").pick_session(query)
 end
 
+--- :TrellisSteer [text]
+---@param text? string asked for when not given
 function M.steer(text)
-  sessions().steer(text)
+  feature("controls").steer(text)
 end
 
 function M.earlier()
-  sessions().earlier()
+  feature("paging").load_earlier(feature("sessions").current_state())
 end
 
 function M.recover()
-  sessions().recover()
+  feature("controls").recover()
 end
 
 function M.cancel()
-  sessions().cancel()
+  feature("controls").cancel()
 end
 
 function M.resume()
-  sessions().resume()
+  feature("controls").resume()
 end
 
 function M.changes()
-  sessions().changes()
+  feature("changes").changes()
 end
 
 function M.tools()
-  sessions().tools()
+  feature("tools").tools()
 end
 
 function M.pause()
-  sessions().pause()
+  feature("controls").pause()
 end
 
 function M.step()
-  sessions().toggle_step()
+  feature("controls").toggle_step()
 end
 
 function M.branch()
-  sessions().branch()
+  feature("branching").branch()
 end
 
 function M.tree()
-  sessions().tree()
+  feature("branching").tree()
 end
 
 function M.fork()
-  sessions().fork()
+  feature("branching").fork()
 end
 
+--- :TrellisRename [title]
+---@param title? string asked for when not given
 function M.rename(title)
-  sessions().rename(title)
+  feature("lifecycle").rename(title)
 end
 
 function M.delete()
-  sessions().delete()
+  feature("lifecycle").delete()
 end
 
 function M.grants()
-  sessions().grants()
+  feature("grants").grants()
 end
 
+--- :TrellisExport [path]
+---@param path? string asked for when not given
 function M.export(path)
-  sessions().export(path)
+  feature("lifecycle").export(path)
 end
 
+--- :TrellisImport [path]
+---@param path? string asked for when not given
 function M.import(path)
-  sessions().import(path)
+  feature("lifecycle").import(path)
 end
 
 function M.compact()
-  sessions().compact()
+  feature("controls").compact()
 end
 
 function M.log()
-  sessions().open_log()
+  feature("status").open_log()
 end
 
 function M.queue()
-  sessions().queue()
+  feature("controls").queue()
 end
 
+--- :TrellisBudget tokens=N usd=X, or off
+---@param args string
 function M.budget(args)
-  sessions().budget(args)
+  feature("controls").budget(args)
 end
 
 -- For the statusline: "trellis: streaming 42 tok", "trellis: idle", ...
+---@return string
 function M.statusline()
   if not package.loaded["trellisd.sessions"] then
     return "trellis: idle"
   end
-  return sessions().statusline()
+  return feature("status").statusline()
 end
 
 -- For the statusline: the context meter and the session's cost, "ctx 12% · $0.0123" (""
 -- until the daemon has told them).
+---@return string
 function M.usage()
   if not package.loaded["trellisd.sessions"] then
     return ""
   end
-  return sessions().usage()
+  return feature("status").usage()
 end
 
 -- The conversation commands act on: {sessionId, root, title, head, buf, running} or nil.
+---@return {sessionId: trellisd.Id, root: string, title: string, head: trellisd.Id|nil, buf: integer|nil, running: boolean}|nil
 function M.current()
   if not package.loaded["trellisd.sessions"] then
     return nil
   end
-  local state = sessions().current_state()
+  local state = feature("sessions").current_state()
   if not state then
     return nil
   end

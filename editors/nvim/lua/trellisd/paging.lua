@@ -7,19 +7,14 @@
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
+local ui = require("trellisd.ui")
 
 local M = {}
 
 --- Turns a page holds: what a session opens with, and what each load adds.
 M.PAGE = 50
 
----@class trellisd.Turn
----@field turnId string
----@field runId string
----@field prompt string
----@field reply string
----@field outcome string
----@field texts? string[] every step's text that has any, in order (set by M.steps)
+-- trellisd.Turn (types.lua) has `texts`, set by M.steps.
 
 ---@class trellisd.Page
 ---@field turns trellisd.Turn[] oldest first
@@ -101,6 +96,36 @@ function M.earlier(session_id, cursor, cb)
       end)
     end
   )
+end
+
+--- [[ in a conversation, :TrellisEarlier: draw the page of turns before the first one shown.
+---@param state trellisd.State|nil the session (nil: none is current, nothing is done)
+function M.load_earlier(state)
+  if not state then
+    return
+  end
+  local cursor = state.cursor
+  if cursor == nil then
+    ui.notify("the conversation is shown from its first turn")
+    return
+  end
+  if state.loading_earlier then
+    return
+  end
+  state.loading_earlier = true
+  M.earlier(state.id, cursor, function(err, page)
+    state.loading_earlier = nil
+    if err then
+      ui.error("could not load the earlier turns: " .. err.message)
+      return
+    end
+    if state.cursor ~= cursor then
+      return -- the history was drawn again meanwhile
+    end
+    if state.view:prepend(page.turns, page.cursor ~= nil) then
+      state.cursor = page.cursor
+    end
+  end)
 end
 
 return M

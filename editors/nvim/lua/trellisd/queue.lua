@@ -21,11 +21,15 @@ end
 
 -- This editor sent `run` (a queued session/turn): it is matched with the session/queued
 -- that names its prompt.
+---@param state trellisd.State
+---@param run trellisd.Run
 function M.sent(state, run)
   table.insert(mine(state), run)
 end
 
 -- The queued request answered (ran, or was dropped): it is no longer waited for.
+---@param state trellisd.State
+---@param run trellisd.Run
 function M.answered(state, run)
   for i, r in ipairs(mine(state)) do
     if r == run then
@@ -36,6 +40,8 @@ function M.answered(state, run)
 end
 
 -- session/queued: the prompt joins the list at its position.
+---@param state trellisd.State
+---@param p trellisd.Queued
 function M.queued(state, p)
   local entries = list(state)
   for _, e in ipairs(entries) do
@@ -55,6 +61,9 @@ end
 
 -- session/dequeued: the prompt leaves the list; returns this editor's run when it was one of
 -- its own and its turn starts now.
+---@param state trellisd.State
+---@param p {sessionId: trellisd.Id, queueId: trellisd.Id, reason: "started"|"dropped"|"cancelled"}
+---@return trellisd.Run|nil
 function M.dequeued(state, p)
   local entries = list(state)
   for i, e in ipairs(entries) do
@@ -75,11 +84,15 @@ function M.dequeued(state, p)
 end
 
 -- How many prompts wait.
+---@param state trellisd.State
+---@return integer
 function M.count(state)
   return #list(state)
 end
 
 -- The list as a person reads it: "1. fix the tests", one entry a line.
+---@param state trellisd.State
+---@return string[]
 function M.labels(state)
   local labels = {}
   for i, e in ipairs(list(state)) do
@@ -88,12 +101,18 @@ function M.labels(state)
   return labels
 end
 
+--- The queued prompt at `index` (1: runs next), or nil.
+---@param state trellisd.State
+---@param index integer
+---@return {queueId: trellisd.Id, prompt: string}|nil
 function M.entry(state, index)
   return list(state)[index]
 end
 
 -- A budget and spend from an answer that has them (session/open, session/reopen,
 -- session/budget; a TurnResult has `spent`).
+---@param state trellisd.State
+---@param answer table|nil a Session, a TurnResult or session/budget's BudgetStatus
 function M.budget_from(state, answer)
   if type(answer) ~= "table" then
     return
@@ -114,6 +133,8 @@ end
 
 -- "spent 3000 of 3500 tokens, $0.12 of $1", "spent 3000 tokens" without a budget, or nil
 -- before anything is known.
+---@param state trellisd.State
+---@return string|nil
 function M.spend_text(state)
   local spent, budget = state.spent, state.budget
   if type(spent) ~= "table" then
@@ -132,6 +153,9 @@ end
 
 -- ":TrellisBudget tokens=5000 usd=0.5" -> {tokens = 5000, usd = 0.5}; "off" -> vim.NIL;
 -- nil and a message for anything else.
+---@param args string|nil
+---@return trellisd.Budget|userdata|nil budget
+---@return string|nil problem
 function M.parse(args)
   args = vim.trim(args or "")
   if args == "off" or args == "none" then

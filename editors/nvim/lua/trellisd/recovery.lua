@@ -9,11 +9,7 @@ local ui = require("trellisd.ui")
 
 local M = {}
 
----@class trellisd.Recovery
----@field turnId string the cancelled turn
----@field runId string
----@field tool string the tool whose command was killed
----@field argv string[] the command
+-- A pending decision is a trellisd.Recovery (types.lua): Session.recovery's shape.
 
 M.CHOICES = { "Keep the files as they are", "Revert the turn's changes" }
 M.DECISIONS = { "keep", "revert" }
@@ -57,15 +53,10 @@ function M.send(state, decision, done, force)
     function(err, session)
       local paths = err and type(err.data) == "table" and compat.value(err.data.paths)
       if err and err.code == Connection.CONFLICT and type(paths) == "table" and not force then
-        ui.select({ "Overwrite them", "Leave them (the decision still waits)" }, {
-          prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
-          kind = "trellisd.restore",
-        }, function(_, index)
-          if index == 1 then
-            M.send(state, decision, done, true)
-          else
-            done(nil)
-          end
+        ui.ask_overwrite(paths, "Leave them (the decision still waits)", function()
+          M.send(state, decision, done, true)
+        end, function()
+          done(nil)
         end)
         return
       end

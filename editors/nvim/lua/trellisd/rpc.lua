@@ -5,6 +5,8 @@ local M = {}
 
 local MAX_HEADER = 65536
 
+---@param body string a JSON text
+---@return string
 function M.frame(body)
   return "Content-Length: " .. #body .. "\r\n\r\n" .. body
 end
@@ -14,6 +16,7 @@ Parser.__index = Parser
 
 -- Feed it chunks as they come from the pipe (split anywhere, several messages in one
 -- chunk); it returns the complete bodies so far. A malformed header raises an error.
+---@return {feed: fun(self: table, chunk: string): string[]}
 function M.parser()
   return setmetatable({ chunks = {}, size = 0, length = nil }, Parser)
 end

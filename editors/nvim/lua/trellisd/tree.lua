@@ -36,6 +36,10 @@ end
 -- turns: the session's turns, oldest first (session/turns); head: Session.head or nil;
 -- pinned: Session.pinned (ids), or nil.
 -- Returns entries {turn = Turn or nil (the start), line, on_path, head, pinned}, in display order.
+---@param turns trellisd.Turn[]
+---@param head trellisd.Id|nil
+---@param pinned trellisd.Id[]|nil
+---@return {turn: trellisd.Turn|nil, line: string, on_path: boolean, head: boolean, pinned: boolean}[]
 function M.build(turns, head, pinned)
   head = compat.value(head)
   local pins = {}
@@ -111,6 +115,9 @@ function M.build(turns, head, pinned)
   return entries
 end
 
+--- The entries' lines, in order.
+---@param entries {line: string}[]
+---@return string[]
 function M.lines(entries)
   local lines = {}
   for i, e in ipairs(entries) do

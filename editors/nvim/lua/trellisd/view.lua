@@ -11,6 +11,12 @@
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
 
+---@class trellisd.View
+---@field name string the buffer's name, trellis://<sessionId>
+---@field buf integer
+---@field pending string[] streamed pieces not painted yet
+---@field writes integer how many times the buffer was written
+---@field header_count integer|nil how many lines the header has
 local View = {}
 View.__index = View
 
@@ -22,6 +28,10 @@ local function find_buffer(name)
   end
 end
 
+--- The conversation buffer named `name` (the one there is, or a new one).
+---@param name string
+---@param flush_ms integer how often streamed text is painted
+---@return trellisd.View
 function View.new(name, flush_ms)
   local self = setmetatable({}, View)
   self.name = name
@@ -50,6 +60,8 @@ function View.new(name, flush_ms)
   return self
 end
 
+--- Whether the buffer still exists.
+---@return boolean
 function View:valid()
   return self.buf ~= nil and vim.api.nvim_buf_is_valid(self.buf)
 end
@@ -85,6 +97,7 @@ function View:_last_line()
 end
 
 -- Replace the whole buffer.
+---@param lines string[]
 function View:render(lines)
   self.pending = {}
   self.open = false
@@ -117,6 +130,7 @@ function View:flush()
 end
 
 -- Queue a streamed piece; it is painted within flush_ms.
+---@param text string|nil
 function View:stream(text)
   if text == nil or text == "" then
     return
@@ -138,6 +152,7 @@ function View:paragraph()
 end
 
 -- Add a block of lines at the end, after a blank line; it ends streamed text.
+---@param lines string[]
 function View:block(lines)
   self:flush()
   if not self:valid() then
@@ -160,6 +175,7 @@ function View:block(lines)
 end
 
 -- Replace the header (the first lines, as many as the header had) with `lines`.
+---@param lines string[]
 function View:set_header(lines)
   self:_set(0, self.header_count or 0, lines)
   self.header_count = #lines
@@ -203,6 +219,12 @@ end
 -- session: a Session; turns: its path (or its newest page), first turn to head; live: the
 -- id of a turn still running, drawn without a footer so that its reply can go on streaming
 -- after it; lineage: see View.header; earlier: older turns exist (View.EARLIER is drawn).
+---@param session trellisd.Session
+---@param turns trellisd.Turn[]
+---@param live? trellisd.Id
+---@param lineage? string
+---@param earlier? boolean
+---@return string[]
 function View.history_lines(session, turns, live, lineage, earlier)
   local lines = {}
   for _, l in ipairs(View.header(session, lineage)) do
@@ -217,6 +239,9 @@ end
 
 -- Draw older turns above those drawn, where View.EARLIER stands (kept when `more`). False
 -- when the buffer has no such line.
+---@param turns trellisd.Turn[]
+---@param more boolean
+---@return boolean
 function View:prepend(turns, more)
   if not self:valid() then
     return false
@@ -237,6 +262,7 @@ end
 
 -- Draw texts (a paragraph each) right under the last "### trellisd" heading: the earlier
 -- steps of the turn being streamed, above what it shows.
+---@param texts string[]
 function View:insert_under_reply_heading(texts)
   if not self:valid() then
     return
@@ -259,6 +285,10 @@ end
 
 -- The title, the folder and id, and where the session came from when it was forked
 -- (lineage: "forked from “…” at turn 3", or nil).
+---@param session trellisd.Session
+---@param lineage? string
+---@param usage? trellisd.Usage
+---@return string[]
 function View.header(session, lineage, usage)
   local lines = {
     "# " .. format.title(session),
@@ -273,6 +303,9 @@ function View.header(session, lineage, usage)
   return lines
 end
 
+--- The heading of a prompt and its lines.
+---@param prompt string|nil
+---@return string[]
 function View.prompt_lines(prompt)
   local lines = { "### You" }
   for _, l in ipairs(compat.lines(tostring(prompt or ""))) do

@@ -1,0 +1,148 @@
+-- The daemon asks before a tool runs (session/requestApproval): the question is said in the
+-- conversation and asked with vim.ui.select (allow once, always for the session or the
+-- project, deny), beside a diff of what a write would change. A question answered in
+-- another window, or no longer waited for, is withdrawn and its picker closed.
+
+local compat = require("trellisd.compat")
+local format = require("trellisd.format")
+local sessions = require("trellisd.sessions")
+local ui = require("trellisd.ui")
+
+local M = {}
+
+local DECISIONS = {
+  { label = "Allow once", decision = "allow", said = "allowed once" },
+  {
+    label = "Allow always (this session)",
+    decision = "allowAlways",
+    said = "allowed always for this session",
+  },
+  {
+    label = "Allow always (this project)",
+    decision = "allowAlwaysProject",
+    said = "allowed always for every session of this project",
+  },
+  { label = "Deny", decision = "deny", said = "denied" },
+}
+local DENY = #DECISIONS
+
+--- A floating window beside the approval question showing what a write would change
+--- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
+local function show_diff(diff)
+  if type(diff) ~= "string" or diff == "" then
+    return nil
+  end
+  local lines = vim.split(diff, "\n", { plain = true })
+  if lines[#lines] == "" then
+    table.remove(lines)
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].filetype = "diff"
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].bufhidden = "wipe"
+  local width = math.max(20, math.min(vim.o.columns - 4, 100))
+  local height = math.max(1, math.min(#lines, vim.o.lines - 6))
+  return vim.api.nvim_open_win(buf, false, {
+    relative = "editor",
+    row = 1,
+    col = math.max(0, vim.o.columns - width - 2),
+    width = width,
+    height = height,
+    style = "minimal",
+    border = "single",
+  })
+end
+
+local function close_diff(win)
+  if win and vim.api.nvim_win_is_valid(win) then
+    vim.api.nvim_win_close(win, true)
+  end
+end
+
+--- session/requestApproval: ask the user; reply({decision}) with the answer.
+---@param p trellisd.ApprovalRequest
+---@param reply fun(result: {decision: trellisd.Decision})
+---@param request {withdrawn?: boolean, on_withdraw?: fun()} the question, as the connection keeps it
+function M.request_approval(p, reply, request)
+  local state = sessions.open[p.sessionId]
+  local run = state and state.running
+  local tool = tostring(compat.value(p.tool) or "?")
+  local args = format.arguments(p.arguments, 100)
+  local summary = compat.value(p.summary)
+  local mcp = compat.value(p.mcp)
+  local mcp_line = nil
+  if type(mcp) == "table" and mcp.start then
+    mcp_line = "start MCP server " .. tostring(mcp.server) .. ": " .. tostring(mcp.start)
+  elseif type(mcp) == "table" then
+    mcp_line = "MCP server " .. tostring(mcp.server) .. ", tool " .. tostring(mcp.tool)
+  end
+  if state then
+    local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
+    if mcp_line then
+      table.insert(lines, "> " .. format.one_line(mcp_line, 300))
+    end
+    if summary and summary ~= "" then
+      vim.list_extend(lines, format.quote("> ", summary))
+    end
+    state.view:block(lines)
+  end
+  if run then
+    run.approval = true
+  end
+  ui.redraw_status()
+  local labels = {}
+  for i, d in ipairs(DECISIONS) do
+    labels[i] = d.label
+  end
+  local prompt = "trellisd asks to run " .. tool .. " " .. args
+  if mcp_line then
+    prompt = "trellisd asks to " .. (mcp.start and "" or "call ") .. mcp_line .. " " .. args
+  end
+  if summary and summary ~= "" then
+    prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
+  end
+  local diff_win = show_diff(compat.value(p.diff))
+  -- A question another window answered first (or the turn stopped waiting for) is closed:
+  -- the window a picker opened for it, if it is still open.
+  local before, opened = vim.api.nvim_get_current_win(), nil
+  request.on_withdraw = function()
+    close_diff(diff_win)
+    if run then
+      run.approval = false
+    end
+    if state then
+      state.view:block({
+        "> approval withdrawn: answered in another window, or the turn stopped waiting",
+      })
+    end
+    if opened and opened ~= before and opened ~= diff_win and vim.api.nvim_win_is_valid(opened) then
+      pcall(vim.api.nvim_win_close, opened, true)
+    end
+    ui.redraw_status()
+  end
+  ui.select(labels, { prompt = prompt, kind = "trellisd.approval" }, function(_, index)
+    close_diff(diff_win)
+    if request.withdrawn then
+      return
+    end
+    local choice = DECISIONS[index] or DECISIONS[DENY]
+    reply({ decision = choice.decision })
+    if run then
+      run.approval = false
+    end
+    if state then
+      state.view:block({ "> " .. choice.said })
+    end
+    ui.redraw_status()
+  end)
+  opened = vim.api.nvim_get_current_win()
+end
+
+--- The daemon's requests this module answers, by method.
+---@type table<string, fun(params: table, reply: fun(result: table), request: table)>
+M.requests = {
+  ["session/requestApproval"] = M.request_approval,
+}
+
+return M

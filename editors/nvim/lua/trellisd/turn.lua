@@ -1,0 +1,202 @@
+-- A turn this editor runs in a session: started by a prompt (session/turn) or a resume
+-- (session/resume), its reply streamed into the conversation by trellisd.events, its
+-- footer drawn when the request answers. A prompt given while a turn runs waits for it
+-- (state.waiting) or is queued in the daemon (session/turn with queue).
+
+local compat = require("trellisd.compat")
+local Connection = require("trellisd.connection")
+local daemon = require("trellisd.daemon")
+local format = require("trellisd.format")
+local queue = require("trellisd.queue")
+local recovery = require("trellisd.recovery")
+local sessions = require("trellisd.sessions")
+local ui = require("trellisd.ui")
+local View = require("trellisd.view")
+
+local M = {}
+
+--- The turn's request answered (or failed): its footer, or what went wrong, then the
+--- prompts waiting behind it.
+---@param state trellisd.State
+---@param run trellisd.Run
+---@param err trellisd.Error|nil
+---@param result trellisd.TurnResult|nil
+function M.ended(state, run, err, result)
+  if state.running == run then
+    state.running = nil
+  end
+  local view = state.view
+  -- Prompts waiting behind a turn that was refused or lost with its daemon are not sent:
+  -- the user decides again (after the takeover, or once the daemon is back).
+  local stuck = err and (err.code == Connection.LOST or err.code == Connection.LEASE_HELD)
+  if stuck and #state.waiting > 0 then
+    local count = format.count(#state.waiting, "waiting prompt was", "waiting prompts were")
+    ui.warn(count .. " not sent")
+    state.waiting = {}
+  end
+  if err then
+    if err.code == Connection.REQUEST_CANCELLED then
+      view:block({ "*cancelled*" })
+    elseif err.code == Connection.LOST then
+      view:block({ "*interrupted: " .. err.message .. "*" })
+    elseif err.code == Connection.LEASE_HELD and run.retry then
+      view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
+      sessions.offer_takeover(state, err, run.retry)
+    elseif err.code == Connection.CONFLICT and recovery.pending_from(err.data) then
+      -- refused until a person decides about a command killed mid-run
+      view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
+      sessions.offer_recovery(state, recovery.pending_from(err.data))
+    else
+      view:block({ "*error: " .. format.one_line(err.message, 200) .. "*" })
+      ui.error(err.message)
+    end
+  else
+    ---@cast result trellisd.TurnResult
+    view:block({ format.footer(result) })
+    queue.budget_from(state, result)
+    if state.budget then
+      view:block({ "*" .. queue.spend_text(state) .. "*" })
+    end
+    state.head = compat.value(result.turnId) or state.head
+    if state.title == "" then
+      state.title = format.one_line(run.prompt, 200)
+      state.session.title = state.title
+      sessions.paint_header(state)
+    end
+    local outcome = compat.value(result.outcome)
+    local why = compat.value(result.error)
+    if outcome == "error" then
+      ui.error("the turn failed: " .. (why or "no reason given"))
+    elseif outcome == "exhausted" and why then
+      ui.warn("the turn stopped before the model finished: " .. why)
+    elseif outcome == "exhausted" then
+      ui.warn("the turn stopped before the model finished: it used all the steps it was given")
+    elseif outcome == "paused" then
+      ui.notify("the turn paused after its step: :TrellisResume goes on")
+    end
+    local killed = compat.value(result.recovery)
+    if type(killed) == "table" then
+      sessions.offer_recovery(state, recovery.pending(result, killed))
+    end
+  end
+  ui.redraw_status()
+  M.send_waiting(state)
+end
+
+--- Run a turn: session/turn for a prompt, session/resume for an interrupted turn. The
+--- reply streams into the conversation; the footer comes when the request answers.
+---@param state trellisd.State
+---@param conn trellisd.Connection
+---@param method "session/turn"|"session/resume"
+---@param params table the request's params
+---@param heading string[] the lines drawn above the reply
+---@param retry? fun() sends it again, after a takeover
+function M.start(state, conn, method, params, heading, retry)
+  if state.running then
+    ui.warn(
+      "a turn is already running in this session: :TrellisSteer steers it, :TrellisCancel stops it"
+    )
+    return
+  end
+  local run = {
+    prompt = params.prompt or "",
+    tokens = 0,
+    step = nil,
+    steers = 0,
+    approval = false,
+    retry = retry,
+  }
+  state.running = run
+  state.view:block(heading)
+  run.request = conn:request(method, params, function(err, result)
+    M.ended(state, run, err, result)
+  end)
+  ui.redraw_status()
+end
+
+--- Send a prompt as a new turn of the session.
+---@param state trellisd.State
+---@param conn trellisd.Connection
+---@param prompt string
+---@param context? trellisd.ContextEntry[] what the editor attaches to the prompt
+function M.send(state, conn, prompt, context)
+  local heading = View.prompt_lines(prompt)
+  if context then
+    table.insert(heading, #heading - 1, format.context_line(context))
+    table.insert(heading, #heading - 1, "")
+  end
+  M.start(
+    state,
+    conn,
+    "session/turn",
+    { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil, context = context },
+    heading,
+    function()
+      daemon.ensure(function(err, c)
+        if err then
+          ui.error(err)
+        else
+          M.send(state, c, prompt, context)
+        end
+      end)
+    end
+  )
+end
+
+--- A prompt given while a turn runs waits for it to end, then goes in order.
+---@param state trellisd.State
+function M.send_waiting(state)
+  if state.running or #state.waiting == 0 then
+    return
+  end
+  local prompt = table.remove(state.waiting, 1)
+  daemon.ensure(function(err, conn)
+    if err then
+      ui.error(err)
+    elseif state.running then
+      table.insert(state.waiting, 1, prompt)
+    elseif type(prompt) == "table" then -- a prompt with its editor context
+      M.send(state, conn, prompt.prompt, prompt.context)
+    else
+      M.send(state, conn, prompt)
+    end
+  end)
+end
+
+--- A prompt given while a turn runs is queued in the daemon (session/turn with queue),
+--- shown by :TrellisQueue in every editor following the session, and run after the
+--- running turn; its turn is drawn here when it starts (session/dequeued), and ends when
+--- the request answers.
+---@param state trellisd.State
+---@param conn trellisd.Connection
+---@param prompt string
+---@param context? trellisd.ContextEntry[]
+function M.send_queued(state, conn, prompt, context)
+  local run = { prompt = prompt, tokens = 0, step = nil, steers = 0, approval = false }
+  queue.sent(state, run)
+  local params = { sessionId = state.id, prompt = prompt, queue = true, context = context }
+  params.stepMode = state.step_mode or nil
+  run.request = conn:request("session/turn", params, function(err, result)
+    queue.answered(state, run)
+    if state.running == run or run.started then
+      M.ended(state, run, err, result)
+    elseif err then
+      ui.warn("your queued prompt did not run: " .. err.message)
+    end
+    ui.redraw_status()
+  end)
+  ui.notify("your prompt is queued: it runs when the running turn ends (:TrellisQueue lists the queue)")
+  ui.redraw_status()
+end
+
+--- A queued prompt of this editor starts its turn (session/dequeued): it is drawn now.
+---@param state trellisd.State
+---@param run trellisd.Run
+function M.start_queued(state, run)
+  run.started = true
+  state.running = run
+  state.view:block(View.prompt_lines(run.prompt))
+  ui.redraw_status()
+end
+
+return M

@@ -1,0 +1,228 @@
+-- LuaCATS annotations for the protocol's shapes the plugin reads and writes, with the field
+-- names of protocol/schema.json (camelCase, as on the wire). Nothing here runs: the modules
+-- name these types in their ---@param and ---@return lines. A field the schema allows to be
+-- null arrives as vim.NIL; compat.value turns it into nil.
+
+---@alias trellisd.Id string an opaque id
+---@alias trellisd.Timestamp string ISO 8601, UTC, milliseconds
+---@alias trellisd.Outcome "running"|"finished"|"error"|"cancelled"|"interrupted"|"exhausted"|"success"|"failure"|"paused"|"forked"
+---@alias trellisd.StepKind "reply"|"tool"|"error"|"cancelled"|"compaction"
+---@alias trellisd.CallStatus "proposed"|"running"|"done"|"refused"|"failed"|"cancelled"
+---@alias trellisd.Decision "allow"|"allowAlways"|"allowAlwaysProject"|"deny"|"timeout"
+
+---@class trellisd.Tokens
+---@field input integer|nil nil: the provider reported no figure
+---@field output integer|nil
+---@field total integer|nil
+---@field cached integer|nil
+
+---@class trellisd.ForkedFrom
+---@field sessionId trellisd.Id the origin
+---@field turnId trellisd.Id|nil the origin's turn the fork follows; nil: before its first
+
+---@class trellisd.Budget
+---@field tokens? integer|nil
+---@field usd? number|nil
+
+---@class trellisd.Spent
+---@field tokens integer
+---@field usd number|nil
+
+---@class trellisd.Session
+---@field sessionId trellisd.Id
+---@field root string the folder the session works in
+---@field title string
+---@field head trellisd.Id|nil the last turn of the current path
+---@field createdAt trellisd.Timestamp
+---@field updatedAt trellisd.Timestamp
+---@field provider table
+---@field forkedFrom? trellisd.ForkedFrom|nil
+---@field instructions? string|nil
+---@field headHash? string|nil
+---@field importedFrom? table
+---@field pinned trellisd.Id[] the pinned turns
+---@field budget? trellisd.Budget|nil
+---@field spent? trellisd.Spent
+---@field recovery? trellisd.Recovery a decision the session waits for
+---@field files? trellisd.Restored what a branch or a recovery put back
+
+---@class trellisd.SessionSummary: trellisd.Session
+---@field turns integer
+---@field match? table what a search matched
+
+---@class trellisd.TurnRecovery
+---@field required boolean
+---@field tool string
+---@field argv string[]
+
+---@class trellisd.Turn
+---@field turnId trellisd.Id
+---@field sessionId trellisd.Id
+---@field parentTurnId trellisd.Id|nil
+---@field runId trellisd.Id
+---@field prompt string
+---@field reply string
+---@field outcome trellisd.Outcome
+---@field error? string
+---@field tokens trellisd.Tokens
+---@field createdAt trellisd.Timestamp
+---@field model string|nil
+---@field cost number|nil
+---@field recovery? trellisd.TurnRecovery a command of the turn killed mid-run
+---@field texts? string[] every step's text that has any, in order (set by trellisd.paging)
+
+---@class trellisd.TurnResult
+---@field turnId trellisd.Id
+---@field runId trellisd.Id
+---@field outcome trellisd.Outcome
+---@field reply string
+---@field tokens trellisd.Tokens
+---@field steps integer
+---@field error? string
+---@field model string|nil
+---@field cost number|nil
+---@field spent? trellisd.Spent
+---@field recovery? trellisd.TurnRecovery
+
+---@class trellisd.ToolCall
+---@field id string
+---@field name string
+---@field arguments table
+
+---@class trellisd.Step
+---@field step integer
+---@field decision trellisd.StepKind
+---@field prompt string|nil
+---@field text string
+---@field toolCall trellisd.ToolCall|nil
+---@field result string|nil
+---@field tokens trellisd.Tokens
+
+---@class trellisd.Event
+---@field seq integer
+---@field kind string
+---@field step integer|nil
+---@field detail table
+---@field createdAt trellisd.Timestamp
+
+---@class trellisd.FileChange
+---@field path string
+---@field status "added"|"modified"|"deleted"
+---@field diff string "" for a binary or too large file
+---@field binary? boolean
+---@field tooLarge? boolean
+
+---@class trellisd.ChangeSet turn/changes' answer
+---@field files trellisd.FileChange[]
+
+---@class trellisd.Restored
+---@field restored string[] the paths put back
+---@field skipped string[]
+
+---@class trellisd.Recovery a decision about a command killed mid-run
+---@field turnId trellisd.Id the cancelled turn
+---@field runId trellisd.Id
+---@field tool string the tool whose command was killed
+---@field argv string[] the command
+
+---@class trellisd.Queued session/queued, and an entry of session/queue
+---@field sessionId trellisd.Id
+---@field queueId trellisd.Id
+---@field position integer 1: runs next
+---@field prompt string
+---@field queuedAt trellisd.Timestamp
+
+---@class trellisd.LiveCall a tool call of a step not committed yet
+---@field step integer
+---@field callId string
+---@field tool string
+---@field arguments table
+---@field status trellisd.CallStatus
+---@field output string what it printed so far
+
+---@class trellisd.Running session/reopen's running: a turn running in the daemon
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
+---@field runId trellisd.Id
+---@field prompt string
+---@field step integer|nil the step being streamed; nil between steps
+---@field text string that step's text so far
+---@field calls? trellisd.LiveCall[]
+
+---@class trellisd.Reopened: trellisd.Session session/reopen's answer
+---@field history trellisd.Turn[] the newest page of the current path, oldest first
+---@field historyCursor? string the cursor for the page before
+---@field running? trellisd.Running
+---@field integrity "unchecked"|"ok"|"broken"
+
+---@class trellisd.Usage session/usage
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
+---@field contextTokens integer
+---@field contextWindow integer
+---@field tokens table
+---@field cost table
+
+---@class trellisd.Grant a remembered approval (session/policy's grants)
+---@field kind string
+---@field target string
+---@field scope? "session"|"project"|"policy"
+
+---@class trellisd.ApprovalRequest session/requestApproval's params
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
+---@field runId trellisd.Id
+---@field tool string
+---@field arguments table
+---@field summary? string
+---@field diff? string a unified diff of what a write would change
+---@field mcp? {server: string, tool?: string, start?: string}
+
+---@class trellisd.ContextEntry what the editor attaches to a prompt (session/turn's context)
+---@field kind "file"|"selection"
+---@field path string
+---@field range? {startLine: integer, endLine: integer}
+---@field text? string
+
+---@class trellisd.Error an error answer
+---@field code integer
+---@field message string
+---@field data? table|nil
+
+-- The plugin's own shapes.
+
+---@class trellisd.Run a turn drawn in a conversation buffer while it runs
+---@field prompt string
+---@field tokens integer tokens streamed
+---@field step integer|nil the step being streamed
+---@field steers integer steers sent, not yet said delivered
+---@field approval boolean an approval is asked
+---@field call? string the tool running
+---@field calls? table<string, trellisd.CallStatus> the calls drawn, by callId
+---@field output_at_start? boolean
+---@field followed? boolean started by another window (or before a reattach)
+---@field turnId? trellisd.Id
+---@field runId? trellisd.Id
+---@field model? string|nil
+---@field request? integer the session/turn request's id
+---@field retry? fun() sends the prompt again (after a takeover)
+---@field started? boolean a queued prompt whose turn started
+---@field queueId? trellisd.Id
+
+---@class trellisd.State a session open in this editor
+---@field id trellisd.Id
+---@field root string
+---@field title string
+---@field head trellisd.Id|nil
+---@field session trellisd.Session the daemon's last word on it
+---@field view trellisd.View the conversation buffer
+---@field running trellisd.Run|nil
+---@field waiting (string|{prompt: string, context: trellisd.ContextEntry[]})[] prompts given while a turn ran
+---@field cursor string|nil session/history's cursor for the turns before those shown
+---@field lineage? string where a fork came from, as the header says it
+---@field usage? trellisd.Usage
+---@field step_mode? boolean
+---@field budget? trellisd.Budget
+---@field spent? trellisd.Spent
+
+return {}
