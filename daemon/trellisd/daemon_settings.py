@@ -96,18 +96,21 @@ def read_daemon_settings(env: Mapping[str, str]) -> DaemonSettings:
 
 def config_path(env: Mapping[str, str]) -> Path:
     """Where the user's config file is looked for."""
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".config"
-    )
-    return Path(base) / "trellisd" / CONFIG_FILE
+    return _user_folder(env) / CONFIG_FILE
 
 
 def prices_path(env: Mapping[str, str]) -> Path:
     """Where the user's price file is looked for."""
     if env.get("TRELLISD_PRICES"):
         return Path(env["TRELLISD_PRICES"]).expanduser()
-    config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "trellisd" / "prices.json"
+    return _user_folder(env) / "prices.json"
+
+
+def _user_folder(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".config"
+    )
+    return Path(base) / "trellisd"
 
 
 def max_steps(env: Mapping[str, str]) -> int:

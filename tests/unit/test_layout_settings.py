@@ -5,9 +5,11 @@ module is handed what it needs."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "daemon" / "trellisd"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "daemon" / "trellisd"
 
 EDGE = {
     "__main__.py",  # the command an editor starts
@@ -55,6 +57,24 @@ def test_only_the_edge_reads_the_environment() -> None:
         if found
     }
     assert readers == {}
+
+
+def test_every_variable_the_daemon_reads_is_in_the_readmes_table() -> None:
+    """The README's table of settings is the one list of the variables a user may set."""
+    internal = {"TRELLISD_RUN", "TRELLISD_MCP_KEEP"}  # marks the daemon sets for itself
+    named = {
+        name
+        for path in PACKAGE.rglob("*.py")
+        for name in re.findall(r"\bTRELLISD_[A-Z][A-Z_]*[A-Z]\b", path.read_text("utf-8"))
+    }
+    readme = (REPO / "README.md").read_text("utf-8")
+    table = {
+        name
+        for line in readme.splitlines()
+        if line.startswith("| ")
+        for name in re.findall(r"`(TRELLISD_[A-Z_]+)", line)
+    }
+    assert named - internal - table == set()
 
 
 def test_every_module_of_the_edge_exists() -> None:
