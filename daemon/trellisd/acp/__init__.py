@@ -48,13 +48,13 @@ async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> N
         first = b""
 
     from .. import services
-    from ..tools.environment import use_environment
+    from ..services.settings import WindowSettings, use_window
     from .agent import TrellisAgent
     from .notifier import AcpNotifier
 
     if isinstance(settings, ProviderSettings):
         settings = Settings(settings)
-    use_environment(settings.environment, settings.pass_env)  # the editor's, for its programs
+    use_window(WindowSettings(settings.provider, settings))  # the editor's, as in a window
     holder: list[services.Services] = []
     notifier = AcpNotifier(lambda: holder[0].changes, settings.daemon.approval_timeout)
     app = await services.start(db_path, settings, notifier)
