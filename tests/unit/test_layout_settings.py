@@ -1,6 +1,7 @@
-"""Settings are read once, at the edge: only the command line, the forwarder, the MCP
-launcher (a process of its own) and the settings readers look at the environment; every other
-module is handed what it needs."""
+"""Settings are read once, at the edge: only the command line, the forwarder and the MCP
+launcher (a process of its own) look at the environment. The settings readers
+(``config_file``, ``daemon_settings``) are handed it as a mapping, and every other module is
+handed what it needs."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ EDGE = {
     "cli.py",  # the command line, whole
     "forward.py",  # the stdlib-only forwarder, before any of the daemon is imported
     "mcp/launcher.py",  # runs as its own process, between the daemon and an MCP server
-    "config_file.py",  # the settings readers
-    "daemon_settings.py",
 }
 ENVIRONMENT = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 
