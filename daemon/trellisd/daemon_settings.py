@@ -46,9 +46,9 @@ N = TypeVar("N", int, float)
 
 @dataclass(frozen=True)
 class DaemonSettings:
-    """How the daemon process runs. The defaults are a daemon started with an empty
-    environment, less its folders: no config folder (no log anchors), no price file, no
-    ``PATH`` but the system's default and an empty environment for git."""
+    """How the daemon process runs. The defaults (a daemon built in code, as in tests) are
+    each variable's, and no folder of the user's: no log anchors, no price file, the
+    system's default ``PATH`` and an empty environment for git."""
 
     max_steps: int = DEFAULT_MAX_STEPS
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
@@ -76,7 +76,8 @@ class DaemonSettings:
 
 def read_daemon_settings(env: Mapping[str, str]) -> DaemonSettings:
     """The settings of ``env`` (the process's environment, at start-up). A value that cannot
-    be used is logged and its default taken, as each variable always has."""
+    be used is logged and its default taken, but for ``TRELLISD_APPROVAL_TIMEOUT`` and
+    ``TRELLISD_WINDOW_QUEUE``: a ``ValueError`` naming the variable, which stops the command."""
     return DaemonSettings(
         max_steps=max_steps(env),
         approval_timeout=approval_timeout(env),
