@@ -227,12 +227,16 @@ def store_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
 
 
 def environment_settings(env: Mapping[str, str]) -> Settings:
-    """The config file's settings with the environment's over them; a mistake in either
-    is a ``UsageError`` (the daemon does not start half-configured)."""
+    """Every setting, read here once: the config file's with the environment's over them,
+    and the daemon process's own (``daemon_settings``); a mistake in either is a
+    ``UsageError`` (the daemon does not start half-configured)."""
+    import dataclasses
+
     from .config_file import load_settings
+    from .daemon_settings import read_daemon_settings
 
     try:
-        return load_settings(env)
+        return dataclasses.replace(load_settings(env), daemon=read_daemon_settings(env))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -299,16 +303,18 @@ def run(argv: list[str] | None) -> None:
         if args.command == "demo":
             from .demo import run_demo
 
-            sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None))
+            sys.exit(run_demo(str(store_path(args.db, {})) if args.db else None, os.environ))
         path = store_path(args.db, os.environ)
         if args.command in ("export", "import"):
-            print(archive_command(args, path))
+            print(archive_command(args, path, settings))
             sys.exit(0)
         if args.command == "daemon":
+            from .rendezvous import Place
             from .shared import hello_seconds, idle_exit_seconds
 
             idle_exit = idle_exit_seconds(os.environ)
             hello_timeout = hello_seconds(os.environ)
+            socket_path = args.socket or Place(str(path), os.environ).socket
     except (UsageError, ValueError) as exc:
         print(f"trellisd: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -320,7 +326,7 @@ def run(argv: list[str] | None) -> None:
     if args.command == "daemon":
         from .shared import serve_shared
 
-        serve_shared(str(path), settings, args.ready_fd, idle_exit, hello_timeout, args.socket)
+        serve_shared(str(path), settings, args.ready_fd, idle_exit, hello_timeout, socket_path)
         return
     if sys.stdin.isatty():
         from .forward import TTY_HINT
@@ -331,20 +337,20 @@ def run(argv: list[str] | None) -> None:
     serve_stdio(str(path), settings)
 
 
-def archive_command(args: argparse.Namespace, db: Path) -> str:
+def archive_command(args: argparse.Namespace, db: Path, settings: Settings) -> str:
     """``trellisd export`` or ``import`` on the store at ``db``, opened here: the same
     service as ``session/export`` and ``session/import``. The one-line summary, or a
     ``UsageError`` saying what went wrong."""
     import asyncio
 
-    from .config_file import config_path
     from .errors import TrellisError
     from .processes import pid_alive
     from .services.archive import ArchiveService
     from .store.facade import AsyncStore
 
     async def run_it() -> str:
-        store = await AsyncStore.open(db, pid_alive, config_path(os.environ).parent)
+        daemon = settings.daemon
+        store = await AsyncStore.open(db, pid_alive, daemon.config_folder, daemon.stale_seconds)
         try:
             archive = ArchiveService(store)
             if args.command == "export":

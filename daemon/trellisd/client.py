@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 
@@ -35,7 +35,9 @@ class DaemonClient:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def spawn(cls, *args: str, env: dict[str, str] | None = None) -> DaemonClient:
+    async def spawn(cls, *args: str, env: Mapping[str, str] | None = None) -> DaemonClient:
+        """``trellisd`` with ``args``, in ``env`` (the whole environment; None: this
+        process's)."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -43,7 +45,7 @@ class DaemonClient:
             *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, **(env or {})},
+            env=None if env is None else dict(env),
             limit=2**24,
         )
         return cls(process)

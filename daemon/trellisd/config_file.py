@@ -67,6 +67,7 @@ from .config import (
     provider_from_env,
 )
 from .convert import Invalid, camel, nonempty, structure
+from .daemon_settings import DaemonSettings, config_path
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec as ClientSpec
 from .policy.layers import Approval, LayerSpec, Policy, PolicySpec, _approval, _layers
@@ -74,7 +75,6 @@ from .policy.load import DEFAULT_POLICY
 from .pricing import Price
 from .tools.environment import child_environment, secret_name
 
-CONFIG_FILE = "config.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Headers that carry credentials whatever their value (beside names with KEY, TOKEN ...)."""
@@ -84,14 +84,6 @@ PASS_VARIABLE = "TRELLISD_PASS_ENV"
 
 class ConfigError(ValueError):
     """A config file that cannot be used: one line naming the file, the line and the key."""
-
-
-def config_path(env: Mapping[str, str]) -> Path:
-    """Where the user's config file is looked for."""
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(
-        env.get("HOME") or os.path.expanduser("~"), ".config"
-    )
-    return Path(base) / "trellisd" / CONFIG_FILE
 
 
 # -- the file's shape ---------------------------------------------------------------------
@@ -419,8 +411,11 @@ class Settings:
     file: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     # The environment these settings were read from, less its secrets: the one the model's
-    # programs and MCP servers start in (``tools.environment``); None: the process's own.
+    # programs and MCP servers start in (``tools.environment``); None: an empty one.
     environment: Mapping[str, str] | None = field(default=None, repr=False)
+    # How the daemon process runs, from its own environment (``cli``); in the shared daemon,
+    # a window's settings carry the daemon's.
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
 
     def describe(self) -> list[tuple[str, str, str]]:
         """``(key, value, source)`` for every setting, keys redacted."""

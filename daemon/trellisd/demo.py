@@ -25,7 +25,7 @@ import asyncio
 import json
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,9 @@ class Tour:
         return len(pieces) > 1 and last == result["reply"]
 
 
-async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> int:
+async def tour(
+    db: str | None, scratch: Path, clients: list[DaemonClient], environ: Mapping[str, str]
+) -> int:
     t = Tour()
     workspace = scratch / "workspace"
     workspace.mkdir()
@@ -145,7 +147,7 @@ async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> in
     print(f"store:    {store}\nfolder:   {workspace} (removed at the end)")
 
     async def start() -> DaemonClient:
-        client = await DaemonClient.spawn("--db", store, "--standalone", env=env)
+        client = await DaemonClient.spawn("--db", store, "--standalone", env={**environ, **env})
         clients.append(client)
         client.on_notification = t.on_notification
         client.on_request = t.on_request
@@ -281,11 +283,11 @@ async def tour(db: str | None, scratch: Path, clients: list[DaemonClient]) -> in
     return 0
 
 
-async def _run(db: str | None) -> int:
+async def _run(db: str | None, environ: Mapping[str, str]) -> int:
     clients: list[DaemonClient] = []
     with tempfile.TemporaryDirectory(prefix="trellisd-demo-") as scratch:
         try:
-            return await tour(db, Path(scratch), clients)
+            return await tour(db, Path(scratch), clients, environ)
         finally:
             for client in clients:
                 if client.process.returncode is None:
@@ -293,9 +295,10 @@ async def _run(db: str | None) -> int:
                     await client.close()
 
 
-def run_demo(db: str | None) -> int:
+def run_demo(db: str | None, environ: Mapping[str, str]) -> int:
+    """The tour; its daemons start in ``environ`` (the command's) with the tour's provider."""
     try:
-        return asyncio.run(_run(db))
+        return asyncio.run(_run(db, environ))
     except (DaemonError, ConnectionError) as exc:
         print(f"\ndemo failed: {exc}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 Prices are USD per million tokens: ``input``, ``output`` and ``cached`` (input tokens read
 from the provider's prompt cache). A built-in table covers common OpenAI and Anthropic models;
 a JSON file overrides and extends it, read from ``$TRELLISD_PRICES`` or else
-``$XDG_CONFIG_HOME/trellisd/prices.json`` (``~/.config/trellisd/prices.json``)::
+``$XDG_CONFIG_HOME/trellisd/prices.json`` (``~/.config/trellisd/prices.json``) of the daemon's
+environment (``DaemonSettings.prices_file``)::
 
     {"my-model": {"input": 0.5, "output": 1.5, "cached": 0.05},
      "gpt-4o": {"input": 2.0, "output": 8.0}}
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +40,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
+from .daemon_settings import prices_path
 from .records import Tokens
 
 log = logging.getLogger(__name__)
@@ -103,44 +104,43 @@ def normal_name(model: str) -> str:
     return _SUFFIX.sub("", name)
 
 
-def prices_path(env: Mapping[str, str] | None = None) -> Path:
-    """Where the user's price file is looked for."""
-    env = os.environ if env is None else env
-    if env.get("TRELLISD_PRICES"):
-        return Path(env["TRELLISD_PRICES"]).expanduser()
-    config = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config) / "trellisd" / "prices.json"
-
-
 def price_table(env: Mapping[str, str] | None = None) -> Mapping[str, Price]:
-    """The built-in table with the user's file laid over it, keyed by normal name. Without
-    ``env``, the table the process's environment names, built at the first call and kept."""
+    """The built-in table with the user's file laid over it, keyed by normal name: the file
+    ``env`` names, else the daemon's (``use_prices``), built at the first call and kept."""
     if env is None:
         return _process_table()
     return _table(prices_path(env))
 
 
 _configured: dict[str, Price] = {}
+_file: Path | None = None
 
 
-def use_prices(prices: Mapping[str, Price]) -> None:
-    """The config file's ``[prices]``, laid over the built-in table and ``prices.json``."""
+def use_prices(prices: Mapping[str, Price], file: Path | None = None) -> None:
+    """The daemon's prices: the config file's ``[prices]``, laid over the built-in table and
+    ``file`` (its ``prices.json``, from ``DaemonSettings.prices_file``; None: none).
+
+    The table is the process's, set once at start-up by the daemon: a price is needed in the
+    store, the loop and both protocols, and every daemon of a process prices alike."""
+    global _file
     _configured.clear()
     _configured.update({normal_name(n): p for n, p in prices.items()})
+    _file = file
     _process_table.cache_clear()
 
 
 @cache
 def _process_table() -> Mapping[str, Price]:
+    table = _table(_file)
     if not _configured:
-        return _table(prices_path())
-    return MappingProxyType({**_table(prices_path()), **_configured})
+        return table
+    return MappingProxyType({**table, **_configured})
 
 
 @lru_cache(maxsize=8)
-def _table(path: Path) -> Mapping[str, Price]:
+def _table(path: Path | None) -> Mapping[str, Price]:
     table = {normal_name(name): price for name, price in BUILT_IN.items()}
-    if path.exists():
+    if path is not None and path.exists():
         table.update({normal_name(n): p for n, p in load_prices(path).items()})
     return MappingProxyType(table)
 

@@ -146,10 +146,7 @@ class Place:
     """The rendezvous of one store's shared daemon: in ``folder`` if given, else in the
     runtime folder (or the fallback when its path would be too long for a socket)."""
 
-    def __init__(
-        self, store: str, env: Mapping[str, str] | None = None, folder: str | None = None
-    ) -> None:
-        env = os.environ if env is None else env
+    def __init__(self, store: str, env: Mapping[str, str], folder: str | None = None) -> None:
         self.store = os.path.abspath(store)
         name = f"{build()}-{store_digest(self.store)}.sock"
         if folder is None:

@@ -53,9 +53,6 @@ from .vocabulary import ANSWERS, CallStatus, Decision
 log = logging.getLogger(__name__)
 
 
-APPROVAL_TIMEOUT_SECONDS = float(os.environ.get("TRELLISD_APPROVAL_TIMEOUT", "300"))
-
-
 class _Unservable(Exception):
     """A frame that cannot be served; answered with ``error`` when it had an id."""
 
@@ -225,13 +222,10 @@ class Daemon:
         shared: bool = False,
         end: Callable[[int], object] | None = None,
     ) -> None:
-        from .pricing import use_prices
-
         self.db_path = db_path
         self.settings = settings
-        use_prices(settings.prices)
         self.shared = shared
-        self.hub = Hub(APPROVAL_TIMEOUT_SECONDS)
+        self.hub = Hub(settings.daemon.approval_timeout)
         self.hub.on_change = self._changed
         self.end = end
         # Called when a window leaves or a turn ends (the shared daemon's idle exit).

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import json
@@ -38,7 +39,6 @@ from .transport import FrameReader, FrameWriter
 log = logging.getLogger(__name__)
 
 IDLE_EXIT_SECONDS = 600.0
-WINDOW_QUEUE_BYTES = 32 * 1024 * 1024
 HELLO_SECONDS = 30.0
 WAITING_HELLOS = 16
 STARTUP_GRACE_SECONDS = 30.0
@@ -77,16 +77,18 @@ class SharedDaemon:
         settings: Settings,
         idle_exit: float,
         hello_timeout: float,
-        socket_path: str | None = None,
+        socket_path: str,
     ) -> None:
-        # The window that starts the daemon says where, having checked the folder.
-        self.place = Place(db_path) if socket_path is None else Place.at(socket_path, db_path)
+        # The window that starts the daemon says where, having checked the folder; started
+        # by hand, the command line finds the place (``rendezvous.Place``).
+        self.place = Place.at(socket_path, db_path)
+        self.settings = settings
         self.daemon = server.Daemon(db_path, settings, shared=True, end=end_process)
         self.daemon.on_change = self._changed
         self.idle_exit = idle_exit
         self.hello_timeout = hello_timeout
         self._waiting: dict[socket.socket, int] = {}  # said no hello yet: their peers' pids
-        self.window_queue = int(os.environ.get("TRELLISD_WINDOW_QUEUE") or WINDOW_QUEUE_BYTES)
+        self.window_queue = settings.daemon.window_queue
         self.stopping = False
         self._idle_timer: asyncio.TimerHandle | None = None
         self._listener: socket.socket | None = None
@@ -228,6 +230,7 @@ class SharedDaemon:
             # window attaching after the file was broken is refused, as a daemon starting
             # would be. Its programs run in that environment less its secrets.
             settings = load_settings({str(k): str(v) for k, v in env.items()})
+            settings = dataclasses.replace(settings, daemon=self.settings.daemon)
         except ValueError as exc:
             self._answer(conn, {"ok": False, "error": str(exc), "exit": 2})
             conn.close()
@@ -388,8 +391,8 @@ def serve_shared(
     settings: Settings,
     ready_fd: int | None,
     idle_exit: float,
-    hello_timeout: float = HELLO_SECONDS,
-    socket_path: str | None = None,
+    hello_timeout: float,
+    socket_path: str,
 ) -> None:
     daemon = SharedDaemon(db_path, settings, idle_exit, hello_timeout, socket_path)
     daemon.claim()

@@ -58,7 +58,9 @@ def child_env(server: ModelServer) -> dict[str, str]:
 async def warm(server: ModelServer, store: Path) -> None:
     """With --shared: the store's daemon started by a window that comes and goes."""
     if SHARED:
-        client = await DaemonClient.spawn("--db", str(store), env=child_env(server))
+        client = await DaemonClient.spawn(
+            "--db", str(store), env={**os.environ, **child_env(server)}
+        )
         await client.initialize()
         await client.close()
 
@@ -106,7 +108,7 @@ async def native(server: ModelServer, scratch: Path, tokens: int) -> Figures:
         "--db",
         str(scratch / "store.db"),
         *(() if SHARED else ("--standalone",)),
-        env=child_env(server),
+        env={**os.environ, **child_env(server)},
     )
     await client.initialize()
     ready = time.perf_counter() - spawned

@@ -60,8 +60,8 @@ async def bench(turns: int, result_bytes: int, rounds: int, rewrites: int, file_
             f"wrote a session of {turns:,} turns ({rewrites:,} rewriting a"
             f" {file_bytes / 1024:.0f} KiB file) in {time.perf_counter() - started:.1f} s"
         )
-        exporter = await DaemonClient.spawn("--db", str(source), env=env)
-        importer = await DaemonClient.spawn("--db", str(target), env=env)
+        exporter = await DaemonClient.spawn("--db", str(source), env={**os.environ, **env})
+        importer = await DaemonClient.spawn("--db", str(target), env={**os.environ, **env})
         await exporter.initialize()
         await importer.initialize()
         path = Path(folder) / "session.trellisd"

@@ -48,7 +48,9 @@ async def session(server: ModelServer, scratch: Path, turns: int, reads: bool) -
     }
     workspace = scratch / "workspace"
     workspace.mkdir()
-    client = await DaemonClient.spawn("--db", str(scratch / "store.db"), "--standalone", env=env)
+    client = await DaemonClient.spawn(
+        "--db", str(scratch / "store.db"), "--standalone", env={**os.environ, **env}
+    )
     usages: list[dict[str, Any]] = []
     client.on_notification = lambda method, params: (
         usages.append(params) if method == "session/usage" else None

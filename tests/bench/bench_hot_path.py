@@ -159,7 +159,7 @@ class Trellisd(Client):
 
     async def start(self, root: Path) -> None:
         self.client = await self.spawn(
-            "--db", str(self.scratch / "store.db"), "--standalone", env=self.env()
+            "--db", str(self.scratch / "store.db"), "--standalone", env={**os.environ, **self.env()}
         )
         self.client.on_notification = self.on_notification
         await self.client.initialize()
@@ -384,7 +384,7 @@ async def history(
     )
     session = built.stdout.split()[-1]
     client = await DaemonClient.spawn(
-        "--db", str(db), "--standalone", env={"PYTHONPATH": str(daemon)}
+        "--db", str(db), "--standalone", env={**os.environ, "PYTHONPATH": str(daemon)}
     )
     await client.initialize()
     whole = {"sessionId": session}

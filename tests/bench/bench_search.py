@@ -129,7 +129,7 @@ async def over_the_wire(db: Path, queries: dict[str, str], rounds: int) -> Timin
     env = {"PYTHONPATH": str(REPO / "daemon")}
     for name in [n for n in os.environ if n.startswith("TRELLISD_")]:
         del os.environ[name]
-    client = await DaemonClient.spawn("--db", str(db), env=env)
+    client = await DaemonClient.spawn("--db", str(db), env={**os.environ, **env})
     await client.initialize()
 
     async def search(query: str) -> int:

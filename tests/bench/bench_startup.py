@@ -35,7 +35,7 @@ def child_env() -> dict[str, str]:
 async def one_start(db: Path, env: dict[str, str]) -> float:
     """Seconds from spawn to the ``initialize`` answer; the daemon is shut down after."""
     started = time.perf_counter()
-    client = await DaemonClient.spawn("--db", str(db), "--standalone", env=env)
+    client = await DaemonClient.spawn("--db", str(db), "--standalone", env={**os.environ, **env})
     await client.request(
         "initialize",
         {"processId": os.getpid(), "rootUri": None, "capabilities": {}},

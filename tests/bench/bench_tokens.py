@@ -66,7 +66,9 @@ async def one_turn(server: ModelServer, scratch: Path, pieces: int) -> None:
     }
     workspace = scratch / "workspace"
     workspace.mkdir()
-    client = await DaemonClient.spawn("--db", str(scratch / "store.db"), "--standalone", env=env)
+    client = await DaemonClient.spawn(
+        "--db", str(scratch / "store.db"), "--standalone", env={**os.environ, **env}
+    )
     tokens = Tokens()
     client.on_notification = tokens.on_notification
     await client.initialize()

@@ -9,6 +9,7 @@ from acp import schema
 
 from trellisd.acp import updates
 from trellisd.acp.agent import prompt_text
+from trellisd.daemon_settings import acp_context_window
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
 from trellisd.services.running import LiveCall
@@ -96,8 +97,8 @@ def test_usage_is_the_last_call_and_the_cost_of_known_models() -> None:
 
 
 def test_context_window_comes_from_the_environment() -> None:
-    assert updates.context_window({"TRELLISD_CONTEXT_WINDOW": "200000"}) == 200000
-    assert updates.context_window({"TRELLISD_CONTEXT_WINDOW": "lots"}) == updates.CONTEXT_WINDOW
+    assert acp_context_window({"TRELLISD_CONTEXT_WINDOW": "200000"}) == 200000
+    assert acp_context_window({"TRELLISD_CONTEXT_WINDOW": "lots"}) == 128_000
 
 
 def test_prompt_blocks_become_the_prompt_text() -> None:

@@ -48,11 +48,15 @@ async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> N
         first = b""
 
     from .. import services
+    from ..services.settings import WindowSettings, use_window
     from .agent import TrellisAgent
     from .notifier import AcpNotifier
 
+    if isinstance(settings, ProviderSettings):
+        settings = Settings(settings)
+    use_window(WindowSettings(settings.provider, settings))  # the editor's, as in a window
     holder: list[services.Services] = []
-    notifier = AcpNotifier(lambda: holder[0].changes)
+    notifier = AcpNotifier(lambda: holder[0].changes, settings.daemon.approval_timeout)
     app = await services.start(db_path, settings, notifier)
     holder.append(app)
     agent = TrellisAgent(app, notifier)

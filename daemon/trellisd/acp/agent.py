@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -466,7 +465,7 @@ class TrellisAgent:
 
     def _models(self, session: Session, chosen: str | None) -> list[str]:
         """The session's model, the daemon's, and those ``TRELLISD_MODELS`` lists."""
-        listed = os.environ.get("TRELLISD_MODELS", "").split(",")
+        listed = self.app.settings.daemon.acp_models
         found = [self._model(session, chosen), self.app.defaults.provider.effective_model, *listed]
         models = list(dict.fromkeys(m.strip() for m in found if m and m.strip()))
         return models or ["default"]
@@ -476,7 +475,7 @@ class TrellisAgent:
         cost of its turns so far."""
         turns = await self.app.sessions.history(session.session_id) if turns is None else turns
         followed = self.notifier.follow(session.session_id, session.root)
-        size = followed.window or updates.context_window()
+        size = followed.window or self.app.settings.daemon.acp_context_window
         self.notifier.send(session.session_id, updates.info(session.title, session.updated_at))
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
 

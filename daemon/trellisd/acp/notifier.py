@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..changes import read_content
+from ..daemon_settings import DEFAULT_APPROVAL_TIMEOUT
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
 from ..services.choices import ChoiceService
@@ -33,8 +33,6 @@ from ..vocabulary import CallStatus, Decision
 from . import updates
 
 log = logging.getLogger(__name__)
-
-APPROVAL_TIMEOUT_SECONDS = float(os.environ.get("TRELLISD_APPROVAL_TIMEOUT", "300"))
 
 OPTIONS = (
     {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
@@ -154,8 +152,13 @@ class Followed:
 
 
 class AcpNotifier:
-    def __init__(self, changes: Callable[[], ChangeService]) -> None:
+    def __init__(
+        self,
+        changes: Callable[[], ChangeService],
+        approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> None:
         self._changes = changes
+        self.approval_timeout = approval_timeout  # seconds an approval waits for the client
         self.outbox: Outbox | None = None
         self.peer: Peer | None = None
         self.sessions: dict[str, Followed] = {}
@@ -295,7 +298,7 @@ class AcpNotifier:
             {"sessionId": turn.session_id, "toolCall": tool_call, "options": list(OPTIONS)},
         )
         try:
-            answer = await asyncio.wait_for(asked, APPROVAL_TIMEOUT_SECONDS)
+            answer = await asyncio.wait_for(asked, self.approval_timeout)
         except TimeoutError:
             return Decision.TIMEOUT
         except Exception as exc:  # the client answered with an error: nothing was approved

@@ -40,10 +40,6 @@ STOP_REASONS: dict[str, StopReason] = {
 """A turn's outcome as the stop reason of ``session/prompt``; ``error`` (and ``interrupted``)
 answer with a JSON-RPC error instead."""
 
-CONTEXT_WINDOW = 128_000
-"""The context window ``usage_update`` reports as ``size`` when ``TRELLISD_CONTEXT_WINDOW``
-does not name the model's."""
-
 Update = dict[str, Any]
 """A ``session/update``'s ``update``."""
 ToolContent = dict[str, Any]
@@ -88,11 +84,6 @@ def tool_call_update(ident: str, **fields: Any) -> Update:
 
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
-
-
-def context_window(env: dict[str, str] | None = None) -> int:
-    value = (os.environ if env is None else env).get("TRELLISD_CONTEXT_WINDOW", "")
-    return int(value) if value.isdigit() and int(value) > 0 else CONTEXT_WINDOW
 
 
 def tool_call_id(run_id: str, step: int) -> str:

@@ -55,7 +55,9 @@ class AcpWindow:
     def __init__(self, hub: Hub, services: Services, settings: Settings, peer: str) -> None:
         self.hub, self.settings, self.peer = hub, settings, peer
         self.pid: int | None = None  # the forwarder's
-        self._notifier = AcpNotifier(lambda: services.changes)
+        self._notifier = AcpNotifier(
+            lambda: services.changes, services.settings.daemon.approval_timeout
+        )
         self.agent = TrellisAgent(services, self._notifier, shared=True)
         self.agent.on_follow = lambda session_id: hub.follow(self, session_id)
         self.agent.on_leave = lambda session_id: hub.unfollow(self, session_id)

@@ -7,10 +7,10 @@ A turn asked to pause (``TurnPlan.pause``) stops at its next step boundary, befo
 call: the step in flight completes and commits, and the turn ends ``paused``; the tool steps of
 one model call are one step boundary.
 
-A turn that names no ``maxSteps`` takes at most ``TRELLISD_MAX_STEPS`` steps (100 when unset),
-so a model that never stops calling tools cannot run a turn forever. A tool call without a
-tool name is answered with an error the model is told once; a second one ends the turn
-``error``.
+A turn takes at most ``TurnPlan.max_steps`` steps (the turn's ``maxSteps``, else the daemon's
+``TRELLISD_MAX_STEPS``, else 100), so a model that never stops calling tools cannot run a turn
+forever. A tool call without a tool name is answered with an error the model is told once; a
+second one ends the turn ``error``.
 
 One model call may stream at most ``TurnPlan.max_step_text`` characters of text
 (``STEP_LIMIT``, 16 MiB): past it the call is ended, the text so far is committed as an ``error``
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..providers.base import (
     STEP_LIMIT,
     Message,
@@ -65,31 +65,10 @@ FINISHED, ERROR, CANCELLED, EXHAUSTED, PAUSED = (
 SUCCESS, FAILURE = Outcome.SUCCESS, Outcome.FAILURE
 NO_TOKENS = Tokens(0, 0, 0)
 UNKNOWN_TOKENS = Tokens(None, None, None)
-DEFAULT_MAX_STEPS = 100
 NAMELESS = "error: this tool call names no tool; call one of the tools you were given by its name"
 NAMELESS_AGAIN = (
     "the model asked again for a tool without naming it, after being told; the turn was stopped"
 )
-
-
-def default_max_steps(env: Mapping[str, str] | None = None) -> int:
-    """``TRELLISD_MAX_STEPS``, the step limit of a turn that names none; 100 when it is unset
-    or not a whole number of at least 1 (which is logged)."""
-    raw = (os.environ if env is None else env).get("TRELLISD_MAX_STEPS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_STEPS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        log.warning(
-            "TRELLISD_MAX_STEPS must be a whole number of at least 1, not %r; using %d",
-            raw,
-            DEFAULT_MAX_STEPS,
-        )
-        return DEFAULT_MAX_STEPS
-    return value
 
 
 class RunRecorder(Protocol):
@@ -183,7 +162,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     tools = {t.name: t for t in plan.tools}
     end = TurnEnd(FINISHED)
     number = plan.first_step - 1
-    max_steps = plan.max_steps if plan.max_steps is not None else default_max_steps()
+    max_steps = plan.max_steps if plan.max_steps is not None else DEFAULT_MAX_STEPS
     told_nameless = False
     again, kept = False, None  # a request sent again after a compaction, and its prompt
     overflowed = False  # the request was refused as too long and compacted once

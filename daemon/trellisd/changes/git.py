@@ -40,7 +40,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -117,22 +117,26 @@ class _Place:
 class GitTree:
     """The git work tree that a session root is in, seen through a private repository."""
 
-    def __init__(self, place: _Place) -> None:
+    def __init__(self, place: _Place, environment: Mapping[str, str]) -> None:
         self.place = place
         self.root, self.prefix = place.root, place.prefix
         self.index = place.private / "index"
-        self._env = _environment(place.private, place.top)
+        self._env = _environment(environment, place.private, place.top)
         self._starts = 0
         self._tree: str | None = None
         """The tree the private index holds, when the last snapshot wrote it whole."""
 
     @classmethod
-    def find(cls, root: Path, state_dir: Path, session_id: str) -> GitTree | None:
-        """The work tree ``root`` is in, or None outside git (or without a usable git)."""
-        program = git_program()
+    def find(
+        cls, root: Path, state_dir: Path, session_id: str, environment: Mapping[str, str]
+    ) -> GitTree | None:
+        """The work tree ``root`` is in, or None outside git (or without a usable git).
+        ``environment``: the daemon's, which git runs in (less its ``GIT_*`` variables), and
+        whose ``PATH`` it is looked for on."""
+        program = git_program(environment.get("PATH", os.defpath))
         if program is None:
             return None
-        env = _environment()
+        env = _environment(environment)
         try:
             out = _run(
                 program,
@@ -183,7 +187,7 @@ class GitTree:
             log.warning("no private repository for snapshots in %s: %s", state_dir, exc)
             return None
         _drop_old_refs(program, root, env)
-        return cls(place)
+        return cls(place, environment)
 
     def snapshot(self, start: bool = False) -> str:
         """The work tree under the session root now, as a tree object's id. ``start``: a
@@ -314,13 +318,10 @@ class _BlobReader:
         return content
 
 
-def git_program() -> str | None:
-    """The absolute path of ``git`` in the absolute entries of ``PATH``, looked for once."""
-    return _look_for_git(os.environ.get("PATH", os.defpath))
-
-
 @functools.lru_cache(maxsize=4)
-def _look_for_git(search: str) -> str | None:
+def git_program(search: str) -> str | None:
+    """The absolute path of ``git`` in the absolute entries of ``search`` (a ``PATH``),
+    looked for once."""
     for folder in _absolute(search):
         candidate = os.path.join(folder, "git")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
@@ -401,10 +402,13 @@ def _options(extra: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
-def _environment(private: Path | None = None, work_tree: Path | None = None) -> dict[str, str]:
-    """The environment git runs in: no ``GIT_*`` variable of the daemon's, ``PATH`` without
-    relative entries; with ``private``, no configuration but the private repository's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+def _environment(
+    daemon: Mapping[str, str], private: Path | None = None, work_tree: Path | None = None
+) -> dict[str, str]:
+    """The environment git runs in: no ``GIT_*`` variable of the ``daemon``'s, ``PATH``
+    without relative entries; with ``private``, no configuration but the private
+    repository's."""
+    env = {k: v for k, v in daemon.items() if not k.startswith("GIT_")}
     env["PATH"] = os.pathsep.join(_absolute(env.get("PATH", os.defpath)))
     env.update(
         GIT_CONFIG_NOSYSTEM="1",

@@ -12,7 +12,7 @@ servers     McpServers: each session's servers, started when a turn needs them,
 
 from __future__ import annotations
 
-from .servers import Approvals, McpServers, SessionServers, call_timeout
+from .servers import Approvals, McpServers, SessionServers
 from .spec import Configured, McpServerSpec
 from .tools import McpTool
 
@@ -23,5 +23,4 @@ __all__ = [
     "McpServers",
     "McpTool",
     "SessionServers",
-    "call_timeout",
 ]

@@ -20,17 +20,18 @@ from .spec import McpServerSpec
 CHUNK = 1024 * 1024
 
 
-def approval_line(spec: McpServerSpec, root: Path) -> str:
+def approval_line(spec: McpServerSpec, root: Path, search_path: str = os.defpath) -> str:
     """``spec``'s command line, with a line ``sha256 <path> <hex>`` for each file among its
-    command and arguments inside ``root`` (the path relative to the root). Blocking: it
-    reads those files."""
+    command and arguments inside ``root`` (the path relative to the root); a command without
+    a folder is looked for on its entry's ``PATH``, else ``search_path`` (the daemon's).
+    Blocking: it reads those files."""
     line = spec.command_line
     if spec.command is None:
         return line
     real_root = root.resolve()
     cwd = root / spec.cwd if spec.cwd is not None else root
     pinned = []
-    words = [_program(spec, cwd), *(cwd / arg for arg in spec.args)]
+    words = [_program(spec, cwd, search_path), *(cwd / arg for arg in spec.args)]
     for path in words:
         inside = _file_inside(path, real_root)
         if inside is not None:
@@ -38,13 +39,13 @@ def approval_line(spec: McpServerSpec, root: Path) -> str:
     return "\n".join([line, *pinned])
 
 
-def _program(spec: McpServerSpec, cwd: Path) -> Path | None:
+def _program(spec: McpServerSpec, cwd: Path, search_path: str) -> Path | None:
     """The file the command names: a path (relative to ``cwd``), or the first match on the
     ``PATH`` the server gets (its entry's, else the daemon's)."""
     assert spec.command is not None
     if os.sep in spec.command:
         return cwd / spec.command
-    search = (spec.env or {}).get("PATH", os.environ.get("PATH", ""))
+    search = (spec.env or {}).get("PATH", search_path)
     for folder in search.split(os.pathsep):
         candidate = cwd / (folder or ".") / spec.command
         if candidate.is_file() and os.access(candidate, os.X_OK):

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..convert import structure
+from ..daemon_settings import DEFAULT_MCP_TIMEOUT
 from ..errors import InvalidParams
 from ..oneline import summary_line
 from ..policy.load import PROJECT_FILE, read_project_file
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 State = Literal["stopped", "running", "failed", "awaiting approval", "declined"]
-DEFAULT_TIMEOUT_SECONDS = 60.0
+DEFAULT_TIMEOUT_SECONDS = DEFAULT_MCP_TIMEOUT
 START_TIMEOUT_SECONDS = 60.0
 
 Ask = Callable[[dict[str, Any]], Awaitable[Decision]]
@@ -56,20 +58,6 @@ class Approvals(Protocol):
     async def approved(self, root: str, command_line: str) -> bool: ...
 
     async def approve(self, root: str, command_line: str) -> None: ...
-
-
-def call_timeout(environ: dict[str, str] | Any) -> float:
-    """``TRELLISD_MCP_TIMEOUT``: seconds a call may take unless its server sets its own
-    ``timeout``; 60 when unset or not a positive number."""
-    raw = environ.get("TRELLISD_MCP_TIMEOUT", "").strip()
-    try:
-        seconds = float(raw) if raw else DEFAULT_TIMEOUT_SECONDS
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds <= 3600:
-        log.warning("TRELLISD_MCP_TIMEOUT must be seconds from 0 to 3600, not %r", raw)
-        return DEFAULT_TIMEOUT_SECONDS
-    return seconds
 
 
 @dataclass
@@ -108,12 +96,19 @@ class Server:
 
 
 class SessionServers:
-    """The MCP servers of one session over ``root``."""
+    """The MCP servers of one session over ``root``. ``search_path`` is the daemon's
+    ``PATH``, where a server's program is looked for when its entry sets none."""
 
     def __init__(
-        self, root: Path, configured: Sequence[Configured], approvals: Approvals, timeout: float
+        self,
+        root: Path,
+        configured: Sequence[Configured],
+        approvals: Approvals,
+        timeout: float,
+        search_path: str = os.defpath,
     ) -> None:
         self.root, self.approvals, self.timeout = root, approvals, timeout
+        self.search_path = search_path
         self.servers = {c.spec.name: Server(c) for c in configured}
         self._lock = asyncio.Lock()
 
@@ -148,7 +143,7 @@ class SessionServers:
 
     async def _approved(self, server: Server, ask: Ask | None, note: Note | None) -> bool:
         spec, root = server.configured.spec, str(self.root)
-        pinned = await asyncio.to_thread(approval_line, spec, self.root)
+        pinned = await asyncio.to_thread(approval_line, spec, self.root, self.search_path)
         if await self.approvals.approved(root, pinned):
             return True
         if ask is None:
@@ -209,15 +204,17 @@ class SessionServers:
 
 class McpServers:
     """Every session's MCP servers. ``config`` gives the config file's servers (none until
-    the daemon plugs its config in)."""
+    the daemon plugs its config in); ``timeout`` and ``search_path`` are ``SessionServers``'."""
 
     def __init__(
         self,
         approvals: Approvals,
         config: Callable[[], Sequence[McpServerSpec]] = lambda: (),
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        search_path: str = os.defpath,
     ) -> None:
         self.approvals, self.config, self.timeout = approvals, config, timeout
+        self.search_path = search_path
         self._given: dict[str, tuple[McpServerSpec, ...]] = {}
         self._by_session: dict[str, SessionServers] = {}
 
@@ -238,7 +235,11 @@ class McpServers:
             for spec in self._given.get(session_id, ()):
                 configured[spec.name] = Configured(spec, "session")
             servers = SessionServers(
-                Path(root), list(configured.values()), self.approvals, self.timeout
+                Path(root),
+                list(configured.values()),
+                self.approvals,
+                self.timeout,
+                self.search_path,
             )
             self._by_session[session_id] = servers
         return servers

@@ -20,19 +20,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
-from ..config_file import Settings, client_spec, config_path
+from ..config_file import Settings, client_spec
+from ..daemon_settings import DaemonSettings
 from ..errors import TrellisError
-from ..mcp import McpServers, McpServerSpec, call_timeout
+from ..mcp import McpServers, McpServerSpec
+from ..pricing import use_prices
 from ..processes import pid_alive
 from ..providers import make_provider
 from ..providers.base import Provider
 from ..store.facade import AsyncStore
-from ..store.leases import HEARTBEAT_SECONDS
 from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
@@ -63,6 +63,9 @@ class Services:
         self.store = store
         if isinstance(settings, ProviderSettings):
             settings = Settings(settings)
+        self.settings = settings  # the daemon's own, read once at start-up
+        daemon = settings.daemon
+        use_prices(settings.prices, daemon.prices_file)
         self.defaults = Defaults(settings)
         self.running = Running()
         policies = Policies(store, lambda: self.defaults.policy)
@@ -71,8 +74,12 @@ class Services:
             def mcp_config() -> list[McpServerSpec]:
                 return [client_spec(s) for s in self.defaults.settings.mcp_servers]
 
-        self.mcp = McpServers(store.mcp_approvals, mcp_config, call_timeout(os.environ))
-        self.changes = ChangeService(store, self.running, policies, store.folder / "git", asker)
+        self.mcp = McpServers(
+            store.mcp_approvals, mcp_config, daemon.mcp_timeout, daemon.search_path
+        )
+        self.changes = ChangeService(
+            store, self.running, policies, store.folder / "git", asker, daemon.git_environment
+        )
         self.sessions = SessionService(
             store, self.defaults, self.running, policies, self.changes, self.mcp
         )
@@ -85,6 +92,7 @@ class Services:
             providers,
             self.changes,
             self.mcp,
+            daemon.max_steps,
         )
         self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)
@@ -108,7 +116,7 @@ class Services:
 
     async def _beat(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(self.settings.daemon.heartbeat)
             try:
                 await self.store.leases.heartbeat()
                 await self._mark_interrupted()
@@ -139,8 +147,9 @@ async def start(
     store cannot be used). ``mcp_config`` gives the config file's MCP servers, asked each time
     a session's servers are first needed; ``asker`` is who is asked before a restore writes a
     protected path (without one, such paths are left as they are)."""
-    anchors = config_path(os.environ).parent  # the user's, never the store's folder
-    store = await AsyncStore.open(db_path, pid_alive, anchors)
+    daemon = settings.daemon if isinstance(settings, Settings) else DaemonSettings()
+    # The logs are anchored in the user's folder, never the store's.
+    store = await AsyncStore.open(db_path, pid_alive, daemon.config_folder, daemon.stale_seconds)
     services = Services(store, settings, notifier, providers, mcp_config, asker)
     await services.start()
     return services

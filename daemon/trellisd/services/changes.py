@@ -26,10 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..changes import ABSENT, Content, GitTree, Kind, read_content, unified_diff
@@ -95,6 +96,9 @@ def _state(changes: list[Recorded], path: str, fallback: list[Recorded]) -> Cont
     return next(c.before for c in fallback if c.path == path)
 
 
+NO_VARIABLES: Mapping[str, str] = MappingProxyType({})
+
+
 class ChangeService:
     def __init__(
         self,
@@ -103,10 +107,11 @@ class ChangeService:
         policies: Policies,
         state_dir: Path,
         asker: Asker | None = None,
+        git_environment: Mapping[str, str] = NO_VARIABLES,
     ) -> None:
         self.store, self.running, self.policies = store, running, policies
         self.state_dir, self.asker = state_dir, asker
-        self.trees = Trees(state_dir)
+        self.trees = Trees(state_dir, git_environment)
 
     def watch(self, ref: TurnRef, context: ToolContext) -> Watch:
         return Watch(self.store, ref, context, self.trees)
@@ -337,12 +342,13 @@ async def approval_diff(call: ToolCall, context: ToolContext) -> str | None:
 
 class Trees:
     """Each session's git work tree, looked for once and kept from turn to turn (its private
-    index then needs no ``write-tree`` when nothing changed since the last snapshot)."""
+    index then needs no ``write-tree`` when nothing changed since the last snapshot).
+    ``environment``: the daemon's, which git runs in."""
 
     KEPT = 64
 
-    def __init__(self, state: Path) -> None:
-        self.state = state
+    def __init__(self, state: Path, environment: Mapping[str, str] = NO_VARIABLES) -> None:
+        self.state, self.environment = state, environment
         self._trees: OrderedDict[tuple[str, Path], GitTree] = OrderedDict()
 
     async def of(self, session_id: str, root: Path) -> GitTree | None:
@@ -350,7 +356,7 @@ class Trees:
         if (tree := self._trees.get(key)) is not None:
             self._trees.move_to_end(key)
             return tree
-        tree = await asyncio.to_thread(GitTree.find, root, self.state, session_id)
+        tree = await asyncio.to_thread(GitTree.find, root, self.state, session_id, self.environment)
         if tree is not None:  # outside git: looked for again, in case of a ``git init``
             self._trees[key] = tree
             while len(self._trees) > self.KEPT:

@@ -24,6 +24,14 @@ class WindowSettings:
     base: Settings
 
 
+# The window a request came from, set once in the task that serves the window (``server``,
+# ``acp``) from the settings it was handed, and inherited by every task started from there.
+# A context variable rather than an argument because every request of a window is served in
+# that task, through method tables whose handlers take the services and the params only, and a
+# turn it starts outlives the request: the window's settings must reach the turn's provider,
+# its policy and MCP servers when first loaded, and its programs (``tools.environment``) below
+# the tool seam. Where none is set (no window: the services in-process), the daemon's own
+# ``Settings``, given to ``Defaults``, are used; nothing here reads the process's environment.
 _window: ContextVar[WindowSettings | None] = ContextVar("trellisd_window", default=None)
 
 
@@ -39,7 +47,6 @@ class Defaults:
 
     def __init__(self, settings: Settings) -> None:
         self._base = settings
-        self._own = settings.provider
 
     @property
     def settings(self) -> Settings:
@@ -55,16 +62,10 @@ class Defaults:
 
     @property
     def provider(self) -> ProviderSettings:
+        """The provider settings of the window a request came from (its
+        ``initializationOptions`` over its environment's), else the daemon's own."""
         window = _window.get()
-        return self._own if window is None else window.provider
-
-    @provider.setter
-    def provider(self, value: ProviderSettings) -> None:
-        window = _window.get()
-        if window is None:
-            self._own = value
-        else:
-            window.provider = value
+        return self._base.provider if window is None else window.provider
 
     def for_session(self, choice: ProviderChoice) -> ProviderSettings:
         """The settings a session's turns use: its own choice over the defaults."""

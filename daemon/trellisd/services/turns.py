@@ -22,6 +22,7 @@ from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
 from ..config import ProviderSettings
+from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..mcp import McpServers
 from ..pricing import cost
@@ -116,8 +117,10 @@ class TurnService:
         providers: Callable[[ProviderSettings], Provider] = make_provider,
         changes: ChangeService | None = None,
         mcp: McpServers | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
+        self.max_steps = max_steps  # of a turn that names none (``TRELLISD_MAX_STEPS``)
         self.changes, self.mcp = changes, mcp
         self.policies, self.notifier = policies, notifier
         self._make_provider = providers
@@ -547,7 +550,7 @@ class TurnService:
             check=check,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
-            max_steps=start.max_steps,
+            max_steps=self.max_steps if start.max_steps is None else start.max_steps,
             inbox=running.inbox,
             first_step=start.first_step,
             pause=running.pausing,

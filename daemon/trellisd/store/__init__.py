@@ -14,7 +14,7 @@ from .budgets import Budgets
 from .changes import Changes
 from .db import Database
 from .grants import Grants
-from .leases import Leases
+from .leases import STALE_SECONDS, Leases
 from .mcp_approvals import McpApprovals
 from .runs import Runs
 from .search import SessionSearch
@@ -24,15 +24,20 @@ from .sessions import Sessions
 class Store:
     """The store's aggregates over one database. With ``anchors`` (the user's config
     folder), each session's log is anchored there (``anchors.py``): ``anchor`` after writes,
-    and ``verify`` checks it."""
+    and ``verify`` checks it. ``stale_seconds``: how long another daemon whose process
+    cannot be seen goes without a heartbeat before it is taken for gone."""
 
     def __init__(
-        self, path: str | Path, alive: Callable[[int], bool], anchors: Path | None = None
+        self,
+        path: str | Path,
+        alive: Callable[[int], bool],
+        anchors: Path | None = None,
+        stale_seconds: float = STALE_SECONDS,
     ) -> None:
         self.db = Database(path)
         feed.fill_missing(self.db)
         self.anchors = None if anchors is None else Anchors(anchors, self.db.path)
-        self.leases = Leases(self.db, alive)
+        self.leases = Leases(self.db, alive, stale_seconds)
         self.sessions = Sessions(self.db)
         self.runs = Runs(self.db, self.leases)
         self.search = SessionSearch(self.db)

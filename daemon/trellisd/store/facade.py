@@ -37,6 +37,7 @@ from . import Store, archive
 from .acp_choices import AcpChoice
 from .chain import LogVerdict
 from .changes import Recorded, TurnRun
+from .leases import STALE_SECONDS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -358,11 +359,16 @@ class AsyncStore:
 
     @classmethod
     async def open(
-        cls, path: str | Path, alive: Callable[[int], bool], anchors: Path | None = None
+        cls,
+        path: str | Path,
+        alive: Callable[[int], bool],
+        anchors: Path | None = None,
+        stale_seconds: float = STALE_SECONDS,
     ) -> AsyncStore:
         """Open (and create or migrate) the store at ``path``; ``StoreError`` if it cannot.
-        ``anchors``: the folder where its sessions' logs are anchored (``store.anchors``)."""
-        return cls(await asyncio.to_thread(Store, path, alive, anchors))
+        ``anchors``: the folder where its sessions' logs are anchored (``store.anchors``);
+        ``stale_seconds``: as ``Store``'s."""
+        return cls(await asyncio.to_thread(Store, path, alive, anchors, stale_seconds))
 
     async def close(self) -> None:
         """A clean exit: release this daemon's leases, then close the database."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import apsw
 
@@ -31,20 +31,9 @@ from .sessions import Sessions
 log = logging.getLogger(__name__)
 
 
-def heartbeat_seconds(environ: Mapping[str, str]) -> float:
-    """Seconds between heartbeats: ``TRELLISD_HEARTBEAT``, else 2."""
-    try:
-        seconds = float(environ.get("TRELLISD_HEARTBEAT", "2"))
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < 3600:
-        log.warning("TRELLISD_HEARTBEAT must be a number of seconds; using 2")
-        seconds = 2.0
-    return seconds
-
-
-HEARTBEAT_SECONDS = heartbeat_seconds(os.environ)
-STALE_SECONDS = 7.5 * HEARTBEAT_SECONDS  # 15 s at the default
+STALE_SECONDS = 15.0
+"""How long a daemon that cannot be seen may go without a heartbeat (7.5 beats of the
+default 2 s: ``DaemonSettings.stale_seconds``)."""
 
 
 def boot_id() -> str | None:
@@ -68,9 +57,12 @@ def process_start(pid: int) -> int | None:
 
 
 class Leases:
-    def __init__(self, db: Database, alive: Callable[[int], bool]) -> None:
+    def __init__(
+        self, db: Database, alive: Callable[[int], bool], stale_seconds: float = STALE_SECONDS
+    ) -> None:
         self.db = db
         self.alive = alive
+        self.stale_seconds = stale_seconds
         self.daemon_id = new_id("d")
         self.pid = os.getpid()
         self.boot_id = boot_id()
@@ -114,7 +106,7 @@ class Leases:
         """Other daemons that are gone: their process, where it can be seen from here;
         else their heartbeat."""
         cutoff = (
-            datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=STALE_SECONDS)
+            datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=self.stale_seconds)
         ).isoformat(timespec="milliseconds")
         return [
             daemon_id

@@ -19,7 +19,8 @@ sent to the model's service. Left out:
 unless named in ``TRELLISD_PASS_ENV``, a comma-separated list of variable names in the
 window's environment (``TRELLISD_PASS_ENV=NPM_TOKEN,PIP_INDEX_KEY``), else the config file's
 ``passEnv`` list. It cannot let a provider key through. The daemon sets the window's
-environment and list for the requests of each window (``use_environment``).
+environment and list for the requests of each window (``use_environment``); a program started
+where none was set (no window) gets an empty environment.
 
 An MCP stdio server gets less: only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TERM``,
 ``TMPDIR``, ``USER`` and ``SHELL`` of the window's environment, and what its entry's ``env``
@@ -28,9 +29,9 @@ names (``server_environment``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextvars import ContextVar
+from types import MappingProxyType
 
 from ..rendezvous import PROVIDER_KEY_VARIABLES
 from ..secrecy import secret_name, secret_variable
@@ -44,28 +45,33 @@ KEEP_VARIABLE = "TRELLISD_MCP_KEEP"
 """Names the MCP launcher keeps of its environment, dropping what the MCP SDK adds."""
 
 
+# A context variable, not an argument: the window's environment is wanted where a program
+# starts (``run_command``, a turn's check, an MCP server), below the tool and MCP seams, by
+# the tasks of a turn that outlives the request that started it. It is set once in the task
+# that serves the window, and every task started from there (its turns) inherits it.
 _environment: ContextVar[tuple[Mapping[str, str] | None, tuple[str, ...]] | None] = ContextVar(
     "trellisd_environment", default=None
 )
+_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
 def use_environment(environment: Mapping[str, str] | None, passed: tuple[str, ...]) -> None:
-    """The programs started from the calling task on run in ``environment`` (a window's;
-    None: the daemon's own), and may see ``passed`` (its effective ``passEnv``) of its
-    secrets."""
+    """The programs started from the calling task on run in ``environment`` (a window's,
+    read from it at the edge; None: an empty one), and may see ``passed`` (its effective
+    ``passEnv``) of its secrets."""
     _environment.set((environment, passed))
 
 
 def _window_environment() -> Mapping[str, str]:
     window = _environment.get()
-    return os.environ if window is None or window[0] is None else window[0]
+    return _NOTHING if window is None or window[0] is None else window[0]
 
 
 def child_environment(
     parent: Mapping[str, str] | None = None, passed: tuple[str, ...] | None = None
 ) -> dict[str, str]:
-    """``parent`` (the window's environment ``use_environment`` set, else the daemon's)
-    without its secrets; ``passed`` (else the window's list, else ``TRELLISD_PASS_ENV``)
+    """``parent`` (else the window's environment ``use_environment`` set) without its
+    secrets; ``passed`` (else the window's list, else ``TRELLISD_PASS_ENV``)
     let through."""
     window = _environment.get()
     if parent is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.waits import SAFETY_NET
-from trellisd.agent.loop import TurnPlan, default_max_steps, run_turn
+from trellisd.agent.loop import TurnPlan, run_turn
 from trellisd.providers.base import (
     Message,
     ModelRequest,
@@ -457,31 +456,6 @@ async def test_a_turn_without_max_steps_stops_at_the_default_of_100(tmp_path: Pa
     assert end.outcome == "exhausted"
     assert len(provider.requests) == 100
     assert journal.steps[-1].step == 100
-
-
-async def test_trellisd_max_steps_sets_the_default_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TRELLISD_MAX_STEPS", "4")
-    provider = FakeProvider(
-        [call("c", "upper", text="again"), Stop("tool_calls")], repeat_last=True
-    )
-    journal = Journal()
-
-    end = await run_turn(plan(provider, tmp_path, Upper()), journal, journal, "hi")
-
-    assert end.outcome == "exhausted"
-    assert len(provider.requests) == 4
-
-
-def test_a_bad_trellisd_max_steps_is_logged_and_the_default_kept(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level(logging.WARNING):
-        assert default_max_steps({"TRELLISD_MAX_STEPS": "lots"}) == 100
-
-    assert "TRELLISD_MAX_STEPS" in caplog.text
-    assert default_max_steps({"TRELLISD_MAX_STEPS": "7"}) == 7
 
 
 async def test_a_pause_stops_the_turn_at_the_next_step_boundary(tmp_path: Path) -> None:

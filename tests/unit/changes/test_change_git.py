@@ -24,7 +24,7 @@ def test_a_snapshot_pair_shows_what_changed_and_the_users_state_is_untouched(
     repo: Path, tmp_path: Path
 ) -> None:
     before = user_state(repo)
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot(start=True)
     (repo / "a.txt").write_text("A\n")
@@ -46,7 +46,7 @@ def test_a_snapshot_pair_shows_what_changed_and_the_users_state_is_untouched(
 def test_a_root_below_the_top_sees_only_its_own_files_by_their_root_relative_paths(
     repo: Path, tmp_path: Path
 ) -> None:
-    tree = GitTree.find(repo / "sub", tmp_path / "state", "s-1")
+    tree = GitTree.find(repo / "sub", tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot()
     (repo / "a.txt").write_text("outside the root\n")
@@ -56,7 +56,7 @@ def test_a_root_below_the_top_sees_only_its_own_files_by_their_root_relative_pat
 
 def test_a_folder_outside_git_has_no_tree(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
-    assert GitTree.find(tmp_path / "plain", tmp_path / "state", "s-1") is None
+    assert GitTree.find(tmp_path / "plain", tmp_path / "state", "s-1", dict(os.environ)) is None
 
 
 def test_what_the_repository_configures_to_run_never_runs(repo: Path, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_what_the_repository_configures_to_run_never_runs(repo: Path, tmp_path: 
     (tmp_path / "reference-transaction").write_text(f"#!/bin/sh\ntouch {marker}\n")
     (tmp_path / "reference-transaction").chmod(0o755)
     (repo / ".gitattributes").write_text("* filter=evil\n")
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot()
     (repo / "a.txt").write_text("changed\n")
@@ -106,7 +106,7 @@ def test_a_filter_configured_between_snapshots_never_runs(
     extra = tmp_path / "extra.cfg"
     if where == "include":
         git(repo, "config", "include.path", str(extra))  # not there yet
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot(start=True)
     # What a command could do between two snapshots: configure a filter, directly or in a
@@ -125,7 +125,7 @@ def test_a_filter_configured_between_snapshots_never_runs(
 def test_snapshots_with_nothing_changed_between_are_one_tree_and_the_next_change_shows(
     repo: Path, tmp_path: Path
 ) -> None:
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot(start=True)
     assert tree.snapshot(start=True) == first
@@ -159,7 +159,7 @@ def test_a_filter_whose_name_has_capitals_never_runs(
     else:
         (home / ".gitconfig").write_text(driver)
     (repo / ".gitattributes").write_text("* filter=EviL\n")
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot()
     (repo / "a.txt").write_text("changed\n")
@@ -178,7 +178,7 @@ def test_the_repositorys_own_git_program_never_runs(
     own.chmod(0o755)
     monkeypatch.chdir(repo)
     monkeypatch.setenv("PATH", f"{entry}{os.pathsep}{os.environ['PATH']}")
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot()
     (repo / "a.txt").write_text("changed\n")
@@ -196,7 +196,7 @@ def test_snapshots_leave_nothing_in_the_users_repository_and_a_mirror_takes_no_s
 ) -> None:
     (repo / ".env.local").write_text("API_TOKEN=hunter2-untracked\n")
     dot_git = _everything_in(repo / ".git")
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot()
     (repo / ".env.local").write_text("API_TOKEN=hunter3-untracked\n")
@@ -222,7 +222,7 @@ def test_what_the_user_ignores_stays_out_of_the_snapshots(repo: Path, tmp_path: 
     (repo / ".git" / "info" / "exclude").write_text("excluded.txt\n")
     (tmp_path / "ignore").write_text("*.log\n")
     git(repo, "config", "core.excludesFile", str(tmp_path / "ignore"))
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     first = tree.snapshot(start=True)
     for name in ("excluded.txt", "build.log", "seen.txt"):
@@ -235,7 +235,7 @@ def test_the_refs_earlier_versions_kept_in_the_users_repository_are_deleted(
 ) -> None:
     head = git(repo, "rev-parse", "HEAD^{tree}").strip()
     git(repo, "update-ref", "refs/trellisd/s-0", head)
-    assert GitTree.find(repo, tmp_path / "state", "s-1") is not None
+    assert GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ)) is not None
     assert "trellisd" not in git(repo, "for-each-ref")
 
 
@@ -244,7 +244,7 @@ def test_a_private_repository_past_its_bound_is_emptied_before_a_command_and_sti
 ) -> None:
     monkeypatch.setattr(git_module, "MAX_PRIVATE_BYTES", 0)
     monkeypatch.setattr(git_module, "TIDY_EVERY", 1)
-    tree = GitTree.find(repo, tmp_path / "state", "s-1")
+    tree = GitTree.find(repo, tmp_path / "state", "s-1", dict(os.environ))
     assert tree is not None
     (repo / "big.txt").write_text("kept by the first snapshot\n")
     blob = git(repo, "hash-object", "big.txt").strip()

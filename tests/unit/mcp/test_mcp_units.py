@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from trellisd.convert import structure
+from trellisd.daemon_settings import mcp_timeout
 from trellisd.errors import InvalidParams
 from trellisd.mcp.answers import Answer, RemoteTool
 from trellisd.mcp.launcher import __file__ as LAUNCHER
-from trellisd.mcp.servers import call_timeout, project_servers
+from trellisd.mcp.servers import project_servers
 from trellisd.mcp.spec import McpServerSpec
 from trellisd.mcp.tools import MAX_RESULT_CHARS, MAX_TOOLS, McpTool, offer
 from trellisd.tools import RunCommand, ToolContext, ToolFailure
@@ -74,10 +75,10 @@ def test_a_project_files_mcp_tables_are_read_and_a_bad_one_names_the_file(
 
 
 def test_the_call_timeout_comes_from_the_environment() -> None:
-    assert call_timeout({}) == 60.0
-    assert call_timeout({"TRELLISD_MCP_TIMEOUT": "2.5"}) == 2.5
-    assert call_timeout({"TRELLISD_MCP_TIMEOUT": "-1"}) == 60.0
-    assert call_timeout({"TRELLISD_MCP_TIMEOUT": "soon"}) == 60.0
+    assert mcp_timeout({}) == 60.0
+    assert mcp_timeout({"TRELLISD_MCP_TIMEOUT": "2.5"}) == 2.5
+    assert mcp_timeout({"TRELLISD_MCP_TIMEOUT": "-1"}) == 60.0
+    assert mcp_timeout({"TRELLISD_MCP_TIMEOUT": "soon"}) == 60.0
 
 
 async def _never(server: str, tool: str, arguments: dict[str, Any]) -> Answer:

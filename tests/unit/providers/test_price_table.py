@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from trellisd.pricing import Price, cost, price, price_table, prices_path
+from trellisd.pricing import Price, cost, price, price_table, prices_path, use_prices
 from trellisd.records import Tokens
 
 
 @pytest.fixture(autouse=True)
-def no_user_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Should the process's table be built here, it is not built from a real user's file."""
-    monkeypatch.delenv("TRELLISD_PRICES", raising=False)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty-config"))
+def no_user_file() -> Iterator[None]:
+    """The process's table is the built-in one here, whatever a test before set."""
+    use_prices({})
+    yield
+    use_prices({})
 
 
 def test_cached_input_is_billed_at_the_cached_price_and_not_twice() -> None:
@@ -116,3 +118,17 @@ def test_the_file_is_read_once_not_at_every_price(tmp_path: Path) -> None:
     path.unlink()  # a history of many turns is priced without going back to the disk
 
     assert [price("house-model", price_table(env)) for _ in range(3)] == [Price(1.0, 2.0, 1.0)] * 3
+
+
+def test_the_daemons_file_and_config_prices_make_the_table_every_price_is_read_from(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"house-model": {"input": 1, "output": 2}}))
+    assert price("house-model") is None
+
+    use_prices({"gpt-4o": Price.of(9.0, 9.0)}, path)
+
+    assert price("house-model") == Price(1.0, 2.0, 1.0)
+    assert price("gpt-4o") == Price(9.0, 9.0, 9.0)  # the config file's over the built-in
+    assert cost("house-model", Tokens(1_000_000, 0, 0)) == pytest.approx(1.0)

@@ -8,10 +8,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from trellisd.daemon_settings import heartbeat_seconds
 from trellisd.errors import LeaseHeld
 from trellisd.records import Step, Tokens
 from trellisd.store import Store
-from trellisd.store.leases import heartbeat_seconds, process_start
+from trellisd.store.leases import process_start
 
 OpenStore = Callable[[], Store]
 

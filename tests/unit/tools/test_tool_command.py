@@ -4,6 +4,7 @@ overrun or the turn is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 
 from tests.fixtures.waits import SAFETY_NET, alive, eventually
+from trellisd.config_file import load_settings
 from trellisd.tools import ToolContext, ToolFailure, run_check
 from trellisd.tools.command import MAX_OUTPUT_BYTES, RunCommand
+from trellisd.tools.environment import use_environment
 
 
 async def gone(*pids: int) -> None:
@@ -185,12 +188,15 @@ SECRETS = {
 }
 
 
-async def test_commands_and_checks_do_not_see_the_daemons_secrets(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in SECRETS.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("TRELLISD_PASS_ENV", "NPM_TOKEN, OPENAI_API_KEY")
+def started_in(env: dict[str, str]) -> None:
+    """The programs started from here on run in the window's environment ``env``, as the
+    daemon reads it at the edge."""
+    settings = load_settings({**os.environ, **env})
+    use_environment(settings.environment, settings.pass_env)
+
+
+async def test_commands_and_checks_do_not_see_the_daemons_secrets(tmp_path: Path) -> None:
+    started_in({**SECRETS, "TRELLISD_PASS_ENV": "NPM_TOKEN, OPENAI_API_KEY"})
     for output in (
         await run(tmp_path, argv=["env"]),
         (await run_check(["env"], 0, tmp_path, 10)).output,
@@ -226,12 +232,8 @@ HARMLESS = {
 }
 
 
-async def test_credentials_under_other_names_and_in_urls_are_left_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in {**CREDENTIALS, **HARMLESS}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("TRELLISD_PASS_ENV", "DB_PASS")
+async def test_credentials_under_other_names_and_in_urls_are_left_out(tmp_path: Path) -> None:
+    started_in({**CREDENTIALS, **HARMLESS, "TRELLISD_PASS_ENV": "DB_PASS"})
     printed = await run(tmp_path, argv=["env"])
     for name, value in CREDENTIALS.items():
         if name != "DB_PASS":
