@@ -4,28 +4,9 @@
  * restore that would overwrite files a person changed since names them and asks first.
  */
 
-import { DaemonError } from '../errors';
 import { HISTORY_PAGE } from '../paging';
-import { ErrorCode, FileChange, Method, Restored, Session } from '../protocol';
-import * as vscodeapi from '../vscodeapi';
-import type { SessionCore } from './core';
-
-/** Run a restore; when files a person changed are in the way, name them and ask before forcing. */
-export async function overwriting<T>(run: (force: boolean) => Promise<T>): Promise<T | undefined> {
-  try {
-    return await run(false);
-  } catch (e) {
-    const paths = (e instanceof DaemonError && e.code === ErrorCode.conflict && (e.data as { paths?: unknown })?.paths) || undefined;
-    if (!Array.isArray(paths)) {
-      throw e;
-    }
-    const answer = await vscodeapi.showWarningMessage(
-      `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`,
-      'Overwrite',
-    );
-    return answer === 'Overwrite' ? run(true) : undefined;
-  }
-}
+import { FileChange, Method, Restored, Session } from '../protocol';
+import { overwriting, SessionCore } from './core';
 
 export class ChangeSets {
   constructor(private readonly core: SessionCore) {}

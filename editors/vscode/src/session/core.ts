@@ -1,8 +1,9 @@
 /**
  * What every feature of the open session shares: the session and its transcript, the turn
- * running in it, the chat view and what is drawn there, the listeners, and the way back into a
- * daemon that was restarted. Each feature (session/*.ts) holds the core and reaches another
- * feature only through `links`, which SessionController wires.
+ * running in it, the chat view and what is drawn there, the listeners, the way back into a
+ * daemon that was restarted, and the question a restore asks before it overwrites files. Each
+ * feature (session/*.ts) holds the core and calls on another feature only through `links`,
+ * which SessionController wires, so no feature imports another.
  */
 
 import type { CancellationTokenSource } from 'vscode-jsonrpc';
@@ -315,6 +316,23 @@ export class SessionCore {
 
 function header(session: Session, lineage?: string): SessionHeader {
   return { sessionId: session.sessionId, title: session.title, root: session.root, ...(lineage ? { lineage } : {}) };
+}
+
+/** Run a restore; when files a person changed are in the way, name them and ask before forcing. */
+export async function overwriting<T>(run: (force: boolean) => Promise<T>): Promise<T | undefined> {
+  try {
+    return await run(false);
+  } catch (e) {
+    const paths = (e instanceof DaemonError && e.code === ErrorCode.conflict && (e.data as { paths?: unknown })?.paths) || undefined;
+    if (!Array.isArray(paths)) {
+      throw e;
+    }
+    const answer = await vscodeapi.showWarningMessage(
+      `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`,
+      'Overwrite',
+    );
+    return answer === 'Overwrite' ? run(true) : undefined;
+  }
 }
 
 /** A text in one line of at most `limit` characters, for the log. */

@@ -7,8 +7,7 @@
 import { messageOf } from '../errors';
 import { Method, PendingRecovery, RecoverResult, RecoveryDecision } from '../protocol';
 import { askRecovery, commandText } from '../recovery';
-import { overwriting } from './changeSets';
-import type { SessionCore } from './core';
+import { overwriting, SessionCore } from './core';
 
 export class Recovery {
   /** The turns whose recovery question is being asked, so it is asked once at a time. */
