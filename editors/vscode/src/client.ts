@@ -10,8 +10,6 @@ import { ChildProcess, spawn } from 'child_process';
 import * as readline from 'readline';
 import * as rpc from 'vscode-jsonrpc/node';
 
-import type { RequestMethod, RequestParams, RequestResult } from './protocolTypes';
-
 import {
   ConnectionLost,
   DaemonError,
@@ -21,6 +19,7 @@ import {
   StartError,
   TrellisError,
 } from './errors';
+import { clientRequestType, notificationType, requestType, shutdownType } from './methods';
 import {
   ApprovalParams,
   ApprovalResult,
@@ -39,6 +38,7 @@ import {
   TurnEndedParams,
   UsageParams,
 } from './protocol';
+import type { RequestMethod, RequestParams, RequestResult } from './protocolTypes';
 
 export interface DaemonCommand {
   command: string;
@@ -55,18 +55,19 @@ export interface Log {
   daemon(line: string): void;
 }
 
-/** What the daemon tells the editor on its own: notifications and its one request. */
+/** What the daemon tells the editor on its own: notifications and its one request. (Properties,
+ * not methods, so that a handler of other params is an error, not a bivariant match.) */
 export interface DaemonHandlers {
-  token?(params: TokenParams): void;
-  step?(params: StepParams): void;
-  steered?(params: SteeredParams): void;
-  toolCall?(params: ToolCallParams): void;
-  toolOutput?(params: ToolOutputParams): void;
-  usage?(params: UsageParams): void;
-  queued?(params: Queued): void;
-  dequeued?(params: DequeuedParams): void;
-  turnEnded?(params: TurnEndedParams): void;
-  requestApproval?(params: ApprovalParams, token: rpc.CancellationToken): Promise<ApprovalResult>;
+  token?: (params: TokenParams) => void;
+  step?: (params: StepParams) => void;
+  steered?: (params: SteeredParams) => void;
+  toolCall?: (params: ToolCallParams) => void;
+  toolOutput?: (params: ToolOutputParams) => void;
+  usage?: (params: UsageParams) => void;
+  queued?: (params: Queued) => void;
+  dequeued?: (params: DequeuedParams) => void;
+  turnEnded?: (params: TurnEndedParams) => void;
+  requestApproval?: (params: ApprovalParams, token: rpc.CancellationToken) => Promise<ApprovalResult>;
 }
 
 export interface ClientOptions {
@@ -78,6 +79,14 @@ export interface ClientOptions {
   clientInfo?: { name: string; version?: string };
   /** How long the daemon may take to answer initialize. */
   startTimeoutMs?: number;
+}
+
+/** What LSP's initialize carries besides the schema's initializationOptions. */
+interface LspInitializeParams {
+  processId: number;
+  clientInfo: { name: string; version?: string };
+  rootUri: null;
+  capabilities: Record<string, never>;
 }
 
 const STDERR_TAIL = 30;
@@ -170,10 +179,7 @@ export class DaemonClient {
     }
     try {
       return await Promise.race([
-        // vscode-jsonrpc would send (params, undefined) as an array of two params
-        token
-          ? running.connection.sendRequest<RequestResult<M>>(method, params, token)
-          : running.connection.sendRequest<RequestResult<M>>(method, params),
+        running.connection.sendRequest(requestType(method), params, token),
         running.closed.then((exit): never => {
           throw new ConnectionLost(lostMessage(exit), exit);
         }),
@@ -209,7 +215,7 @@ export class DaemonClient {
     running.stopping = true;
     const timeout = (ms: number) => new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms));
     try {
-      await Promise.race([running.connection.sendRequest(Method.shutdown), running.closed, timeout(timeoutMs)]);
+      await Promise.race([running.connection.sendRequest(shutdownType), running.closed, timeout(timeoutMs)]);
       await running.connection.sendNotification(Method.exit);
     } catch {
       // the daemon is going anyway
@@ -233,17 +239,19 @@ export class DaemonClient {
     log.info(`starting ${[command.command, ...command.args].join(' ')}`);
     const running = await this.spawn(command);
     this.running = running;
+    // The schema's params, and LSP's that pygls reads besides.
+    const initializeParams: RequestParams<typeof Method.initialize> & LspInitializeParams = {
+      processId: process.pid,
+      clientInfo: this.options.clientInfo ?? { name: 'trellisd-vscode' },
+      rootUri: null,
+      capabilities: {},
+      initializationOptions: options,
+    };
     const timeoutMs = this.options.startTimeoutMs ?? 30_000;
     let timer: NodeJS.Timeout | undefined;
     try {
       const result = await Promise.race([
-        running.connection.sendRequest<InitializeResult>(Method.initialize, {
-          processId: process.pid,
-          clientInfo: this.options.clientInfo ?? { name: 'trellisd-vscode' },
-          rootUri: null,
-          capabilities: {},
-          initializationOptions: options,
-        }),
+        running.connection.sendRequest(requestType(Method.initialize), initializeParams),
         running.closed.then((exit): never => {
           throw new StartError(startFailure(command, exit));
         }),
@@ -343,18 +351,18 @@ export class DaemonClient {
 
   private handle(connection: rpc.MessageConnection): void {
     const { log } = this.options;
-    connection.onNotification(Method.token, (p: TokenParams) => this.handlers.token?.(p));
-    connection.onNotification(Method.step, (p: StepParams) => this.handlers.step?.(p));
-    connection.onNotification(Method.steered, (p: SteeredParams) => this.handlers.steered?.(p));
-    connection.onNotification(Method.toolCall, (p: ToolCallParams) => this.handlers.toolCall?.(p));
-    connection.onNotification(Method.toolOutput, (p: ToolOutputParams) => this.handlers.toolOutput?.(p));
-    connection.onNotification(Method.usage, (p: UsageParams) => this.handlers.usage?.(p));
-    connection.onNotification(Method.queued, (p: Queued) => this.handlers.queued?.(p));
-    connection.onNotification(Method.dequeued, (p: DequeuedParams) => this.handlers.dequeued?.(p));
-    connection.onNotification(Method.turnEnded, (p: TurnEndedParams) => this.handlers.turnEnded?.(p));
-    connection.onNotification('window/logMessage', (p: { message?: string }) => log.info(`trellisd: ${p?.message}`));
-    connection.onNotification('window/showMessage', (p: { message?: string }) => log.warn(`trellisd: ${p?.message}`));
-    connection.onRequest(Method.requestApproval, async (p: ApprovalParams, token) => {
+    connection.onNotification(notificationType(Method.token), (p) => this.handlers.token?.(p));
+    connection.onNotification(notificationType(Method.step), (p) => this.handlers.step?.(p));
+    connection.onNotification(notificationType(Method.steered), (p) => this.handlers.steered?.(p));
+    connection.onNotification(notificationType(Method.toolCall), (p) => this.handlers.toolCall?.(p));
+    connection.onNotification(notificationType(Method.toolOutput), (p) => this.handlers.toolOutput?.(p));
+    connection.onNotification(notificationType(Method.usage), (p) => this.handlers.usage?.(p));
+    connection.onNotification(notificationType(Method.queued), (p) => this.handlers.queued?.(p));
+    connection.onNotification(notificationType(Method.dequeued), (p) => this.handlers.dequeued?.(p));
+    connection.onNotification(notificationType(Method.turnEnded), (p) => this.handlers.turnEnded?.(p));
+    connection.onNotification(notificationType('window/logMessage'), (p) => log.info(`trellisd: ${p?.message}`));
+    connection.onNotification(notificationType('window/showMessage'), (p) => log.warn(`trellisd: ${p?.message}`));
+    connection.onRequest(clientRequestType(Method.requestApproval), async (p, token) => {
       const ask = this.handlers.requestApproval;
       if (!ask) {
         log.warn(`trellisd asked to approve ${p?.tool}, and nothing here can answer: denied`);

@@ -54,7 +54,8 @@ export function daemonCommand(settings: Settings, cwd?: string): DaemonCommand {
 export function initializationOptions(settings: Settings, apiKey?: string): InitializationOptions {
   const options: InitializationOptions = {};
   if (settings.provider.trim()) {
-    options.provider = settings.provider.trim();
+    // A name the schema does not list is sent as the user wrote it: the daemon's refusal names it.
+    options.provider = settings.provider.trim() as InitializationOptions['provider'];
   }
   if (settings.model.trim()) {
     options.model = settings.model.trim();

@@ -1,10 +1,11 @@
 /**
- * The trellisd wire protocol as TypeScript types: the shapes of protocol/schema.json that the
- * extension reads or sends. Fields are camelCase, as on the wire.
+ * The trellisd wire protocol as the extension names it: the method names and error codes, the
+ * schema's enumerations as lists the code can walk (the tests check each against
+ * protocol/schema.json), and the shapes of protocolTypes.ts (generated from the schema) under
+ * the names the extension uses. Fields are camelCase, as on the wire.
  */
 
 import type * as wire from './protocolTypes';
-import type { NotificationParams, RequestParams, RequestResult } from './protocolTypes';
 
 export const PROTOCOL_NAME = 'trellisd';
 /** The version of protocol/README.md this extension follows. */
@@ -56,7 +57,7 @@ export const Method = {
   toolOutput: 'session/toolOutput',
   usage: 'session/usage',
   requestApproval: 'session/requestApproval',
-} as const;
+} as const satisfies Record<string, wire.RequestMethod | wire.NotificationMethod | wire.ClientRequestMethod | 'initialized' | 'exit'>;
 
 /** JSON-RPC error codes the daemon answers with (protocol/README.md documents each). */
 export const ErrorCode = {
@@ -71,16 +72,6 @@ export const ErrorCode = {
   store: -32040,
 } as const;
 
-/** null: the provider reported no figure. */
-export type Count = number | null;
-
-export interface Tokens {
-  input: Count;
-  output: Count;
-  total: Count;
-  cached: Count;
-}
-
 /** A turn's outcomes, as protocol/schema.json's `Outcome` lists them (checked by the tests). */
 export const OUTCOMES = [
   'running',
@@ -93,286 +84,134 @@ export const OUTCOMES = [
   'failure',
   'paused',
   'forked',
-] as const;
-
-export type Outcome = (typeof OUTCOMES)[number] | string;
+] as const satisfies readonly wire.Outcome[];
 
 /** What a step is (its `decision` field), as the schema's `StepKind` lists them. */
-export const STEP_KINDS = ['reply', 'tool', 'error', 'cancelled', 'compaction'] as const;
+export const STEP_KINDS = ['reply', 'tool', 'error', 'cancelled', 'compaction'] as const satisfies readonly wire.StepKind[];
 
-export interface ProviderChoice {
-  name?: string;
-  model?: string;
-  baseUrl?: string;
-  temperature?: number;
-  maxTokens?: number;
-}
+/** Where a tool call stands (session/toolCall), as the schema's `CallStatus` lists them. */
+export const CALL_STATUSES = [
+  'proposed',
+  'running',
+  'done',
+  'refused',
+  'failed',
+  'cancelled',
+] as const satisfies readonly wire.CallStatus[];
 
-export interface InitializationOptions {
-  provider?: string;
-  model?: string;
-  baseUrl?: string;
-  apiKey?: string;
-  script?: string;
-}
+/** The answers an editor may give to session/requestApproval, as the schema lists them. */
+export const APPROVAL_DECISIONS = [
+  'allow',
+  'allowAlways',
+  'allowAlwaysProject',
+  'deny',
+] as const satisfies readonly ApprovalDecision[];
 
-export interface InitializeResult {
-  serverInfo?: { name: string; version?: string };
-  capabilities: { experimental?: { trellisd?: { protocolVersion?: string } } };
-}
+// The shapes below are protocolTypes.ts's (generated from protocol/schema.json), under the names
+// the extension uses; none is written by hand.
 
-export type Session = wire.Session;
-
-/** A command that had to be killed when its turn was cancelled (TurnResult, Turn). */
-export type TurnRecovery = wire.TurnRecovery;
+export type {
+  Budget,
+  BudgetStatus,
+  CallStatus,
+  Count,
+  FileChange,
+  ForkedFrom,
+  McpServer,
+  McpServerState,
+  Outcome,
+  ProviderChoice,
+  Queued,
+  Restored,
+  Session,
+  SessionSummary,
+  Spent,
+  Step,
+  Tokens,
+  ToolCall,
+  Turn,
+  TurnRecovery,
+  TurnRef,
+  TurnResult,
+} from './protocolTypes';
 
 /** Session.recovery: until answered with session/recover, no turn runs in the session. */
 export type PendingRecovery = wire.Recovery;
 
-export type RecoveryDecision = 'keep' | 'revert';
+export type RecoveryDecision = wire.RequestParams<'session/recover'>['decision'];
 
-export type RecoverResult = RequestResult<'session/recover'>;
+export type RecoverResult = wire.RequestResult<'session/recover'>;
 
-/** session/turnEnded: a turn of a followed session ended (sent to every window following it). */
-export type TurnEndedParams = NotificationParams<'session/turnEnded'>;
+/** What `initialize` gives the daemon: the user's choice of provider and its key. */
+export type InitializationOptions = NonNullable<wire.RequestParams<'initialize'>['initializationOptions']>;
 
-/** A step as run/steps gives it. */
-export interface Step {
-  step: number;
-  decision: string;
-  prompt: string | null;
-  text: string;
-  toolCall: ToolCall | null;
-  result: string | null;
-  tokens: Tokens;
-}
+export type InitializeResult = wire.RequestResult<'initialize'>;
 
-export type ForkedFrom = wire.ForkedFrom;
+/** Why a session is a hit of session/list with a query. */
+export type SearchMatch = NonNullable<wire.SessionSummary['match']>;
 
-export type SessionSummary = wire.SessionSummary;
+export type ExportResult = wire.RequestResult<'session/export'>;
 
-export interface SearchMatch {
-  turnId: string | null;
-  snippet: string;
-}
+export type ReopenResult = wire.RequestResult<'session/reopen'>;
 
-export interface ExportResult {
-  path: string;
-  bytes: number;
-  turns: number;
-}
+/** A turn running in the daemon when the session was reopened (another window's, say). */
+export type RunningTurn = NonNullable<ReopenResult['running']>;
 
-export type Turn = wire.Turn;
+/** A call of a running turn's uncommitted steps: where it stands, what it printed so far. */
+export type LiveCall = NonNullable<RunningTurn['calls']>[number];
 
-export type ReopenResult = RequestResult<'session/reopen'>;
+export type PauseResult = wire.RequestResult<'session/pause'>;
 
-export interface RunningTurn extends TurnRef {
-  /** The turn's prompt (older daemons leave it out). */
-  prompt?: string;
-  /** The step being streamed; null before its first piece. */
-  step: number | null;
-  text: string;
-  /** The calls of the steps not committed yet: where each stands, what it printed so far. */
-  calls?: LiveCall[];
-}
+export type SessionList = wire.RequestResult<'session/list'>;
 
-export interface LiveCall {
-  step: number;
-  callId: string;
-  tool: string;
-  arguments: Record<string, unknown>;
-  status: CallStatus;
-  output: string;
-}
+export type SteerResult = wire.RequestResult<'session/steer'>;
 
-export interface PauseResult {
-  pausing: boolean;
-}
-
-export type SessionList = RequestResult<'session/list'>;
-
-export type TurnResult = wire.TurnResult;
-
-export interface ToolCall {
-  id: string;
-  name: string;
-  arguments: Record<string, unknown>;
-}
-
-export interface TurnRef {
-  sessionId: string;
-  turnId: string;
-  runId: string;
-}
-
-export interface TokenParams extends TurnRef {
-  step: number;
-  text: string;
-}
-
-export interface StepParams extends TurnRef {
-  step: number;
-  decision: (typeof STEP_KINDS)[number] | string;
-  prompt?: string | null;
-  text?: string;
-  toolCall?: ToolCall | null;
-  result?: string | null;
-  tokens: Tokens;
-}
-
-export interface SteerResult {
-  turnId: string;
-  runId: string;
-  queued: boolean;
-}
-
-export interface SteeredParams extends TurnRef {
-  /** The step whose model call carried the steer; null when it was handed back. */
-  step: number | null;
-  text: string;
-  clientMsgId?: string;
-  delivered: boolean;
-}
-
-/** Where a tool call stands (session/toolCall), as the schema's `CallStatus` lists them. */
-export const CALL_STATUSES = ['proposed', 'running', 'done', 'refused', 'failed', 'cancelled'] as const;
-
-export type CallStatus = (typeof CALL_STATUSES)[number];
-
-export interface ToolCallParams extends TurnRef {
-  step: number;
-  callId: string;
-  tool: string;
-  arguments: Record<string, unknown>;
-  status: CallStatus;
-}
-
-/** A running command's output since the previous one of the call. */
-export interface ToolOutputParams extends TurnRef {
-  step: number;
-  callId: string;
-  text: string;
-}
+export type CancelResult = wire.RequestResult<'session/cancel'>;
 
 /** What the editor attaches to a prompt (session/turn's context). */
-export interface ContextEntry {
-  kind: 'file' | 'selection' | 'diagnostics';
-  /** Absolute, inside the session's root, or relative to it. */
-  path: string;
-  /** Lines, 1-based and inclusive. */
-  range?: { startLine: number; endLine: number };
-  /** Left out: the daemon reads the file (or the range of it). */
-  text?: string;
-}
+export type ContextEntry = NonNullable<wire.RequestParams<'session/turn'>['context']>[number];
 
-export interface CancelResult {
-  cancelled: boolean;
-}
-
-export interface ApprovalParams extends TurnRef {
-  tool: string;
-  arguments: Record<string, unknown>;
-  summary: string;
-  /** write_file and edit_file: the unified diff against the file on disk now. */
-  diff?: string;
-  /** An MCP tool's call ({server, tool}), or a project's MCP server asking to start ({server, source, start}). */
-  mcp?: { server: string; tool?: string; source?: 'project'; start?: string };
-}
-
-/** An MCP server given to session/open: run over stdio, or reached over streamable HTTP. */
-export type McpServer = wire.McpServer;
+export type SessionTools = wire.RequestResult<'session/tools'>;
 
 /** One tool the model sees (session/tools). */
-export interface ToolInfo {
-  name: string;
-  description: string;
-  source: 'builtin' | 'mcp';
-  server?: string;
-  kind: 'read' | 'write' | 'exec';
-  target?: string;
-  policy: 'allow' | 'ask' | 'refuse' | 'depends';
-}
-
-export type McpServerState = wire.McpServerState;
-
-export type SessionTools = RequestResult<'session/tools'>;
-
-export type FileChange = wire.FileChange;
-
-export type Restored = wire.Restored;
-
-/** The answers an editor may give to session/requestApproval, as the schema lists them. */
-export const APPROVAL_DECISIONS = ['allow', 'allowAlways', 'allowAlwaysProject', 'deny'] as const;
-
-export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
+export type ToolInfo = SessionTools['tools'][number];
 
 /** A remembered approval (session/policy's grants): what it allows, and where it is kept. */
-export interface Grant {
-  kind: 'read' | 'write' | 'exec';
-  target: string;
-  /** policy: given with session/open's policy; session: this session's; project: every session over the root. */
-  scope?: 'policy' | 'session' | 'project';
-}
+export type Grant = NonNullable<wire.Policy['grants']>[number];
 
 /** A grant session/revoke takes back: one of the session's or the project's, not the policy's. */
-export type RevocableGrant = RequestParams<'session/revoke'>['grant'];
+export type RevocableGrant = wire.RequestParams<'session/revoke'>['grant'];
 
 /** session/policy's answer. */
-export type PolicyView = RequestResult<'session/policy'>;
-
-export interface ApprovalResult {
-  decision: ApprovalDecision;
-}
-
-/** Tokens summed over steps, unknown figures counted as 0 (`session/usage`). */
-export interface Spend {
-  input: number;
-  output: number;
-  cached: number;
-  total: number;
-}
-
-/** `session/usage`: after each step, the branch's context against the window, and the spend so far. */
-export interface UsageParams {
-  sessionId: string;
-  turnId: string;
-  contextTokens: number;
-  contextWindow: number;
-  tokens: { turn: Spend; session: Spend };
-  cost: { turn: number | null; session: number | null };
-}
+export type PolicyView = wire.RequestResult<'session/policy'>;
 
 /** What `session/compact` did. */
-export interface CompactResult {
-  compacted: boolean;
-  sessionId: string;
-  turnId: string;
-  step: number | null;
-  turns: number;
-  summary: string | null;
-  tokens: Tokens;
-  cost: number | null;
-}
+export type CompactResult = wire.RequestResult<'session/compact'>;
 
-export type Budget = wire.Budget;
+export type ApprovalParams = wire.ClientRequestParams<'session/requestApproval'>;
 
-export type Spent = wire.Spent;
+export type ApprovalResult = wire.ClientRequestResult<'session/requestApproval'>;
 
-export type BudgetStatus = wire.BudgetStatus;
+export type ApprovalDecision = ApprovalResult['decision'];
 
-/** A prompt waiting in a session's queue (session/queued, session/queue). */
-export interface Queued {
-  sessionId: string;
-  queueId: string;
-  /** 1: runs when the running turn ends. */
-  position: number;
-  prompt: string;
-  queuedAt: string;
-}
+export type TokenParams = wire.NotificationParams<'session/token'>;
 
-export interface DequeuedParams {
-  sessionId: string;
-  queueId: string;
-  reason: 'started' | 'dropped' | 'cancelled' | string;
-}
+export type StepParams = wire.NotificationParams<'session/step'>;
 
+export type SteeredParams = wire.NotificationParams<'session/steered'>;
+
+export type ToolCallParams = wire.NotificationParams<'session/toolCall'>;
+
+/** A running command's output since the previous one of the call. */
+export type ToolOutputParams = wire.NotificationParams<'session/toolOutput'>;
+
+/** `session/usage`: after each step, the branch's context against the window, and the spend so far. */
+export type UsageParams = wire.NotificationParams<'session/usage'>;
+
+/** Tokens summed over steps, unknown figures counted as 0 (`session/usage`). */
+export type Spend = UsageParams['tokens']['turn'];
+
+/** session/turnEnded: a turn of a followed session ended (sent to every window following it). */
+export type TurnEndedParams = wire.NotificationParams<'session/turnEnded'>;
+
+export type DequeuedParams = wire.NotificationParams<'session/dequeued'>;

@@ -1,7 +1,7 @@
 /**
  * A cancelled command that had to be killed mid-run leaves the session waiting for a person:
  * keep the workspace as the command left it, or revert the turn's changes (session/recover).
- * This module words the choice and asks it; SessionController sends the answer.
+ * This module words the choice and asks it; session/recovery.ts sends the answer.
  */
 
 import type { PendingRecovery, RecoveryDecision, TurnRecovery } from './protocol';

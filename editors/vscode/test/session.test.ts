@@ -198,8 +198,8 @@ describe('a session', () => {
     const c = controller();
     await c.openSession(daemon.root);
     await c.turn('before the crash');
-    const client = (c as unknown as { client: { pid: number } }).client;
-    process.kill(client.pid, 'SIGKILL');
+    const client = c.client;
+    process.kill(client.pid!, 'SIGKILL');
     const shown = await waitFor('the crash to be shown', () => stub.messages.find((m) => m.level === 'error'));
     assert.match(shown.message, /connection to trellisd was lost: the daemon was stopped by SIGKILL/);
     const result = await c.turn('after the crash');
@@ -214,7 +214,7 @@ describe('a session', () => {
     await c.openSession(daemon.root);
     const turn = c.turn('slow');
     await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
-    process.kill((c as unknown as { client: { pid: number } }).client.pid, 'SIGKILL');
+    process.kill(c.client.pid!, 'SIGKILL');
     assert.equal(await turn, undefined);
     assert.equal(view.last!.outcome, 'error');
     assert.match(stripTags(view.last!.footer), /connection to trellisd was lost/);
@@ -449,7 +449,7 @@ describe('steering, cancelling, approving', () => {
     await waitFor('the first token', () => view.last && stripTags(view.last.body).length > 0);
     const turnId = view.last!.turnId;
     assert.ok(turnId);
-    process.kill((c as unknown as { client: { pid: number } }).client.pid, 'SIGKILL');
+    process.kill(c.client.pid!, 'SIGKILL');
     await turn;
     daemon.release('after-death');
     await waitFor('the resumed turn to finish', () => view.turns.get(turnId!)?.outcome === 'finished', 20_000);

@@ -9,7 +9,6 @@ import { DaemonError } from '../src/errors';
 import type { Turn } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { SessionCommands } from '../src/sessionCommands';
-import type { Requester } from '../src/protocolTypes';
 import { RecordingView, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
@@ -27,7 +26,7 @@ function commands(c: SessionController): SessionCommands {
 }
 
 async function history(c: SessionController, sessionId: string): Promise<Turn[]> {
-  const client = (c as unknown as { client: Requester }).client;
+  const client = c.client;
   return (await client.request('session/history', { sessionId })).turns;
 }
 
@@ -171,7 +170,7 @@ describe("a session's life, against the daemon", () => {
     const server = { name: 'proj', command, args: [path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py'), 'stdio'] };
     c.mcpServers = () => [server];
     await c.reopenSession(session.sessionId);
-    const client = (c as unknown as { client: Requester }).client;
+    const client = c.client;
     const tools = await client.request('session/tools', { sessionId: session.sessionId });
     assert.deepEqual(
       tools.servers.map((s) => [s.name, s.source]),

@@ -1,0 +1,66 @@
+/**
+ * Approvals: session/requestApproval drawn into the running turn and asked of the user (with the
+ * proposed diff of a write), and the approvals the session remembers (session/policy's grants),
+ * which can be taken back (session/revoke).
+ */
+
+import { argumentsLine, askApproval } from '../approval';
+import { ApprovalParams, ApprovalResult, Grant, Method, RevocableGrant } from '../protocol';
+import { showProposed } from '../proposed';
+import { addBlock, Block } from '../transcript';
+import * as vscodeapi from '../vscodeapi';
+import type { SessionCore } from './core';
+
+export class Approvals {
+  constructor(private readonly core: SessionCore) {}
+
+  /** Ask the user; the answer is the daemon's, or 'deny' when the question was closed. */
+  async onApproval(p: ApprovalParams, token: vscodeapi.CancellationToken): Promise<ApprovalResult> {
+    const { core } = this;
+    const live = core.liveFor(p);
+    const block: Extract<Block, { kind: 'approval' }> = {
+      kind: 'approval',
+      tool: p.tool,
+      summary: p.summary,
+      arguments: p.arguments ?? {},
+      decision: 'pending',
+    };
+    if (live) {
+      addBlock(live.turn, block);
+      core.coalescer.mark(live.turn.key);
+      core.coalescer.flush();
+    }
+    const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
+    core.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
+    if (p.diff && core.session) {
+      showProposed(core.session.root, p.diff).catch((e) => core.log.info(`could not show the diff: ${e}`));
+    }
+    const decision = await askApproval(p, token);
+    // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
+    block.decision = token.isCancellationRequested ? 'withdrawn' : decision;
+    if (live) {
+      core.coalescer.mark(live.turn.key);
+    }
+    core.log.info(`approval ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
+    return { decision };
+  }
+
+  /** The open session's remembered approvals (session/policy's grants). */
+  async grants(): Promise<Grant[]> {
+    const { core } = this;
+    const current = core.requireSession();
+    await core.ensureAttached();
+    const policy = await core.client.request(Method.policy, { sessionId: current.sessionId });
+    return policy.grants ?? [];
+  }
+
+  /** Take back a remembered approval: the action is asked for again. */
+  async revoke(grant: RevocableGrant): Promise<Grant[]> {
+    const { core } = this;
+    const current = core.requireSession();
+    await core.ensureAttached();
+    const policy = await core.client.request(Method.revoke, { sessionId: current.sessionId, grant });
+    core.log.info(`revoked ${grant.kind} ${grant.target} (${grant.scope ?? 'session'}) of session ${current.sessionId}`);
+    return policy.grants ?? [];
+  }
+}

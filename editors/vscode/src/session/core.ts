@@ -1,0 +1,342 @@
+/**
+ * What every feature of the open session shares: the session and its transcript, the turn
+ * running in it, the chat view and what is drawn there, the listeners, the way back into a
+ * daemon that was restarted, and the question a restore asks before it overwrites files. Each
+ * feature (session/*.ts) holds the core and calls on another feature only through `links`,
+ * which SessionController wires, so no feature imports another.
+ */
+
+import type { CancellationTokenSource } from 'vscode-jsonrpc';
+
+import type { DaemonClient, Log } from '../client';
+import { Coalescer } from '../coalescer';
+import { ConnectionLost, DaemonError, messageOf, TrellisError } from '../errors';
+import { HISTORY_PAGE } from '../paging';
+import {
+  Budget,
+  BudgetStatus,
+  ErrorCode,
+  McpServer,
+  Method,
+  PendingRecovery,
+  RunningTurn,
+  Session,
+  Spent,
+  Turn,
+  TurnResult,
+  UsageParams,
+} from '../protocol';
+import { PromptQueue, QueueEntry, spendText } from '../queue';
+import { fromHistory, TranscriptTurn, turnView, TurnView } from '../transcript';
+import * as vscodeapi from '../vscodeapi';
+
+export interface SessionHeader {
+  sessionId: string;
+  title: string;
+  root: string;
+  /** Where the session came from ("forked from “…” at turn 3"), when it was forked. */
+  lineage?: string;
+}
+
+/** Messages to the chat webview. */
+export type ToWebview =
+  | { type: 'reset'; session: SessionHeader | null; turns: TurnView[]; running: boolean }
+  | { type: 'turn'; turn: TurnView }
+  | { type: 'running'; running: boolean }
+  | { type: 'notice'; level: 'info' | 'error'; text: string }
+  | { type: 'draft'; text: string }
+  | { type: 'session'; session: SessionHeader }
+  | { type: 'queue'; queued: QueueEntry[] }
+  | { type: 'spend'; text: string | null }
+  /** Whether older turns than those drawn can be loaded ("Load earlier turns"). */
+  | { type: 'earlier'; more: boolean }
+  /** Older turns, drawn above the others. */
+  | { type: 'prepend'; turns: TurnView[]; more: boolean };
+
+/** Messages from the chat webview. */
+export type FromWebview =
+  | { type: 'ready' }
+  | { type: 'send'; text: string }
+  | { type: 'cancel' }
+  | { type: 'queue'; text: string }
+  | { type: 'unqueue'; queueId: string }
+  | { type: 'start' }
+  | { type: 'reopen' }
+  | { type: 'earlier' }
+  | { type: 'showLog' };
+
+export interface ChatSink {
+  post(message: ToWebview): void;
+}
+
+/** Where the chat goes while no view is open: nowhere. */
+export const NO_VIEW: ChatSink = { post: () => undefined };
+
+export interface LiveTurn {
+  turn: TranscriptTurn;
+  source: CancellationTokenSource;
+  done: Promise<unknown>;
+  /** A turn this window did not start (another window did): followed through its
+   * notifications, with no request of ours to answer when it ends. */
+  followed?: { settle(): void };
+}
+
+export type Listener<T> = (value: T) => void;
+
+/** What one feature asks of another; SessionController wires each to the feature that does it. */
+export interface SessionLinks {
+  /** Following: draw a turn another window runs, and follow it. */
+  follow(running: RunningTurn): void;
+  /** Following: whether the followed turn has ended, as the history says. */
+  checkFollowed(live: LiveTurn): Promise<void>;
+  /** Following: reopen the session to show a turn another window started. */
+  catchUp(sessionId: string): Promise<void>;
+  /** Following: as catchUp, when a notification names a turn this window does not run. */
+  catchUpWith(p: { sessionId: string }): void;
+  /** Following: stop watching another window's turn (it runs on in the daemon). */
+  leaveFollowed(): void;
+  /** Paging: every step's text of turns drawn from the history. */
+  fillSteps(turns: Turn[]): Promise<void>;
+  /** Recovery: ask keep or revert about a command killed mid-run. */
+  offerRecovery(pending: PendingRecovery | undefined): void;
+  /** Steering: give the running turn more to go on. */
+  steer(text: string): Promise<void>;
+  /** Turns: run one turn. */
+  turn(prompt: string): Promise<TurnResult | undefined>;
+  /** Turns: go on with a paused or interrupted turn. */
+  resume(turnId: string): Promise<TurnResult | undefined>;
+  /** Sessions: make this daemon the session's writer. */
+  takeover(): Promise<Session>;
+}
+
+export class SessionCore {
+  session?: Session;
+  /** The open session's lineage in words, shown in the view's header. */
+  lineage?: string;
+  transcript: TranscriptTurn[] = [];
+  /** session/history's cursor for the page before the first turn drawn; none: all are drawn. */
+  historyCursor?: string;
+  live?: LiveTurn;
+  /** The client generation the session was opened or reopened under. */
+  attached = -1;
+  /** Numbers the keys of local turns and the ids of steers. */
+  keys = 0;
+  view: ChatSink = NO_VIEW;
+  readonly coalescer: Coalescer;
+  readonly sessionListeners = new Set<Listener<Session | undefined>>();
+  readonly runningListeners = new Set<Listener<boolean>>();
+  readonly usageListeners = new Set<Listener<UsageParams>>();
+  /** The open session's last `session/usage`: its context meter and spend. */
+  usage?: UsageParams;
+  /** The prompts queued behind the running turn (from any window), first to run first. */
+  readonly queue = new PromptQueue();
+  /** The session's budget (null: none) and what its turns have spent, once known. */
+  budget: Budget | null = null;
+  spent?: Spent;
+  /** The MCP servers of the user's settings: given to a session again when it is reopened
+   * (a daemon started since it was opened has only the config file's and the project's). */
+  mcpServers: () => McpServer[] = () => [];
+  /** Wired by SessionController once every feature is made. */
+  links!: SessionLinks;
+
+  constructor(
+    readonly client: DaemonClient,
+    readonly log: Log,
+    readonly showLog: () => void,
+    flushIntervalMs: number,
+  ) {
+    this.coalescer = new Coalescer((key) => this.draw(key), flushIntervalMs);
+  }
+
+  get isRunning(): boolean {
+    return this.live !== undefined;
+  }
+
+  serversParam(): { mcpServers?: McpServer[] } {
+    const mcpServers = this.mcpServers();
+    return mcpServers.length ? { mcpServers } : {};
+  }
+
+  /** The running turn, if the notification `p` is about it. */
+  liveFor(p: { sessionId: string; turnId: string }): LiveTurn | undefined {
+    const live = this.live;
+    if (!live || this.session?.sessionId !== p.sessionId) {
+      return undefined;
+    }
+    // a followed turn is known by its id; another turn's notifications are not its own
+    return live.followed && live.turn.turnId !== p.turnId ? undefined : live;
+  }
+
+  /** After the daemon was restarted, reopen the session in the new daemon (once). */
+  async ensureAttached(): Promise<void> {
+    await this.client.start();
+    const session = this.session;
+    if (!session || this.attached === this.client.generation) {
+      return;
+    }
+    const generation = this.client.generation;
+    const { history, running, historyCursor, ...reopened } = await this.client.request(Method.reopen, {
+      sessionId: session.sessionId,
+      limit: HISTORY_PAGE,
+      ...this.serversParam(),
+    });
+    if (this.session?.sessionId !== session.sessionId) {
+      return;
+    }
+    this.session = reopened;
+    this.attached = generation;
+    const live = this.live?.turn;
+    this.showHistory(history, historyCursor);
+    void this.links.fillSteps(history.filter((t) => t.outcome !== 'running'));
+    if (live) {
+      this.transcript.push(live);
+    }
+    this.postReset();
+    this.notice('info', 'trellisd was restarted; the session was reopened.');
+    this.log.info(`session ${session.sessionId} reopened after trellisd was restarted`);
+    if (running && !this.live) {
+      this.links.follow(running); // it ran on in the shared daemon
+    }
+    this.fireSession();
+  }
+
+  /** The transcript is `history` (steps to be filled), with `cursor` to the page before it. */
+  showHistory(history: Turn[], cursor: string | undefined): void {
+    this.transcript = history.map((t) => fromHistory(t));
+    this.historyCursor = cursor;
+  }
+
+  requireSession(): Session {
+    if (!this.session) {
+      throw new TrellisError('No trellisd session is open: start one or reopen one first.');
+    }
+    return this.session;
+  }
+
+  refuseIfRunning(what: string): void {
+    if (this.live) {
+      throw new TrellisError(`A turn is running: wait for it to end or cancel it before you ${what}.`);
+    }
+  }
+
+  // the view
+
+  private draw(key: string): void {
+    for (let i = this.transcript.length - 1; i >= 0; i--) {
+      if (this.transcript[i].key === key) {
+        this.view.post({ type: 'turn', turn: turnView(this.transcript[i]) });
+        return;
+      }
+    }
+  }
+
+  postTurn(turn: TranscriptTurn): void {
+    this.coalescer.flush();
+    this.view.post({ type: 'turn', turn: turnView(turn) });
+  }
+
+  postReset(): void {
+    this.coalescer.flush();
+    const session = this.session;
+    this.postQueue();
+    this.view.post({ type: 'earlier', more: !!this.historyCursor });
+    this.view.post({
+      type: 'reset',
+      session: session ? header(session, this.lineage) : null,
+      turns: this.transcript.map(turnView),
+      running: this.isRunning,
+    });
+  }
+
+  /** The session's title and lineage, drawn again. */
+  postHeader(session: Session): void {
+    this.view.post({ type: 'session', session: header(session, this.lineage) });
+  }
+
+  postQueue(): void {
+    this.view.post({ type: 'queue', queued: [...this.queue.list] });
+    const text = this.budget ? spendText(this.budget, this.spent) : undefined;
+    this.view.post({ type: 'spend', text: text ?? null });
+  }
+
+  /** A budget and what was spent, from an answer that has them. */
+  takeSpend(answer: Partial<BudgetStatus>): void {
+    if (answer.budget !== undefined) {
+      this.budget = answer.budget;
+    }
+    if (answer.spent) {
+      this.spent = answer.spent;
+    }
+    this.postQueue();
+  }
+
+  notice(level: 'info' | 'error', text: string): void {
+    this.view.post({ type: 'notice', level, text });
+  }
+
+  fireSession(): void {
+    for (const listener of this.sessionListeners) {
+      listener(this.session);
+    }
+  }
+
+  fireRunning(): void {
+    const running = this.isRunning;
+    this.view.post({ type: 'running', running });
+    for (const listener of this.runningListeners) {
+      listener(running);
+    }
+  }
+
+  /** An error with what can be done about it: take the session over when another daemon
+   * writes it, resume a turn whose daemon died, and always the log. */
+  async showError(message: string, error?: unknown, turnId?: string): Promise<void> {
+    const actions: string[] = [];
+    if (error instanceof DaemonError && error.code === ErrorCode.leaseHeld) {
+      actions.push('Take Over');
+    }
+    if (error instanceof ConnectionLost && turnId) {
+      actions.push('Resume Turn');
+    }
+    actions.push('Show Log');
+    const choice = await vscodeapi.showErrorMessage(message, ...actions);
+    try {
+      if (choice === 'Show Log') {
+        this.showLog();
+      } else if (choice === 'Take Over') {
+        await this.links.takeover();
+      } else if (choice === 'Resume Turn' && turnId) {
+        await this.links.resume(turnId);
+      }
+    } catch (failure) {
+      void this.showError(messageOf(failure), failure);
+    }
+  }
+}
+
+function header(session: Session, lineage?: string): SessionHeader {
+  return { sessionId: session.sessionId, title: session.title, root: session.root, ...(lineage ? { lineage } : {}) };
+}
+
+/** Run a restore; when files a person changed are in the way, name them and ask before forcing. */
+export async function overwriting<T>(run: (force: boolean) => Promise<T>): Promise<T | undefined> {
+  try {
+    return await run(false);
+  } catch (e) {
+    const paths = (e instanceof DaemonError && e.code === ErrorCode.conflict && (e.data as { paths?: unknown })?.paths) || undefined;
+    if (!Array.isArray(paths)) {
+      throw e;
+    }
+    const answer = await vscodeapi.showWarningMessage(
+      `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`,
+      'Overwrite',
+    );
+    return answer === 'Overwrite' ? run(true) : undefined;
+  }
+}
+
+/** A text in one line of at most `limit` characters, for the log. */
+export function excerpt(text: string, limit = 200): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > limit ? `${flat.slice(0, limit)}…` : flat;
+}

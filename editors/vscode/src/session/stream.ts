@@ -1,0 +1,75 @@
+/**
+ * What the daemon says while a turn runs, drawn into the turn: its text as it streams
+ * (session/token), each step as it commits (session/step), and each tool call as it goes
+ * (session/toolCall, session/toolOutput). A notification of the open session while no turn is
+ * drawn running means another window started one: it is caught up with.
+ */
+
+import { argumentsLine } from '../approval';
+import { StepParams, TokenParams, ToolCallParams, ToolOutputParams, TurnRef } from '../protocol';
+import { addBlock, appendText, callChanged, callEnded, callPrinted } from '../transcript';
+import { excerpt, LiveTurn, SessionCore } from './core';
+
+export class Stream {
+  constructor(private readonly core: SessionCore) {}
+
+  /** The running turn `p` is about (it takes the turn's id from it); with `catchUp`, a
+   * notification of a turn this window does not draw running catches up with it first. */
+  private liveTurn(p: TurnRef, catchUp: boolean): LiveTurn | undefined {
+    if (catchUp) {
+      this.core.links.catchUpWith(p);
+    }
+    const live = this.core.liveFor(p);
+    if (live) {
+      live.turn.turnId ??= p.turnId;
+    }
+    return live;
+  }
+
+  onToken(p: TokenParams): void {
+    const live = this.liveTurn(p, true);
+    if (live) {
+      appendText(live.turn, p.step, p.text);
+      this.core.coalescer.mark(live.turn.key);
+    }
+  }
+
+  onStep(p: StepParams): void {
+    const { core } = this;
+    const live = this.liveTurn(p, true);
+    if (!live) {
+      return;
+    }
+    if (p.toolCall) {
+      // a tool that ran, or one cancelled while it ran or waited for approval
+      const result = p.result ?? (p.decision === 'cancelled' ? 'cancelled' : null);
+      if (!callEnded(live.turn, p.toolCall.id, result)) {
+        addBlock(live.turn, {
+          kind: 'tool',
+          step: p.step,
+          name: p.toolCall.name,
+          arguments: p.toolCall.arguments ?? {},
+          result,
+        });
+      }
+      core.log.info(`step ${p.step}: ${p.toolCall.name} ${argumentsLine(p.toolCall.arguments ?? {})} -> ${excerpt(p.result ?? '')}`);
+      core.coalescer.mark(live.turn.key);
+    }
+  }
+
+  onToolCall(p: ToolCallParams): void {
+    const live = this.liveTurn(p, false);
+    if (live) {
+      callChanged(live.turn, p);
+      this.core.log.info(`step ${p.step}: ${p.tool} ${p.status}`);
+      this.core.coalescer.mark(live.turn.key);
+    }
+  }
+
+  onToolOutput(p: ToolOutputParams): void {
+    const live = this.core.liveFor(p);
+    if (live && callPrinted(live.turn, p.callId, p.text)) {
+      this.core.coalescer.mark(live.turn.key);
+    }
+  }
+}
