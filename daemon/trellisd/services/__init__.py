@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
-from ..config_file import Settings, client_spec, config_path
+from ..config_file import Settings, config_path
 from ..errors import TrellisError
 from ..mcp import McpServers, McpServerSpec, call_timeout
 from ..processes import pid_alive
@@ -69,7 +69,7 @@ class Services:
         if mcp_config is None:  # the config file's servers, as the window's settings have them
 
             def mcp_config() -> list[McpServerSpec]:
-                return [client_spec(s) for s in self.defaults.settings.mcp_servers]
+                return list(self.defaults.settings.mcp_servers)
 
         self.mcp = McpServers(store.mcp_approvals, mcp_config, call_timeout(os.environ))
         self.changes = ChangeService(store, self.running, policies, store.folder / "git", asker)
