@@ -14,7 +14,7 @@ from trellisd.config_file import (
     config_path,
     load_settings,
 )
-from trellisd.mcp.spec import McpServerSpec, Pairs
+from trellisd.mcp.spec import McpServerSpec
 from trellisd.pricing import Price
 from trellisd.records import ProviderChoice
 from trellisd.tools.environment import child_environment
@@ -209,9 +209,9 @@ headers = [{ name = "X-Team", value = "a" }]
     settings = load_settings(env_with(tmp_path, text))
     assert settings.mcp_servers == (
         McpServerSpec(
-            "files", command="npx", args=("-y", "server", "."), env=Pairs({"LOG": "1"}), cwd="/tmp"
+            "files", command="npx", args=("-y", "server", "."), env={"LOG": "1"}, cwd="/tmp"
         ),
-        McpServerSpec("search", url="https://example.com/mcp", headers=Pairs({"X-Team": "a"})),
+        McpServerSpec("search", url="https://example.com/mcp", headers={"X-Team": "a"}),
     )
 
 

@@ -15,8 +15,8 @@ from ..services.changes import StepEdit
 from ..services.running import LiveCall
 from ..services.seams import summary_line
 from ..vocabulary import Outcome
+from .wire import StopReason
 
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Literal, NewType
+from typing import Annotated, Any, Literal
 
 import attrs
 
@@ -27,11 +27,11 @@ MAX_VALUE_CHARS = 8192
 MAX_ENTRIES = 64
 MAX_TIMEOUT_SECONDS = 3600.0
 
-Pairs = NewType("Pairs", dict[str, str])
+Pairs = Annotated[dict[str, str], "pairs"]
 """Environment variables or HTTP headers: ``{NAME = "value"}``, or ACP's ``[{name, value}]``."""
 
 
-def pairs(value: Any, _: Any = None) -> Pairs:
+def pairs(value: Any, _: Any = None) -> dict[str, str]:
     """``value`` as a table of names to strings (``Invalid`` when it is neither form)."""
     items: list[tuple[Any, Any]]
     if isinstance(value, dict):
@@ -44,10 +44,10 @@ def pairs(value: Any, _: Any = None) -> Pairs:
         raise Invalid("must be a table of names to strings (or a list of {name, value})")
     if not all(isinstance(n, str) and n and isinstance(t, str) for n, t in items):
         raise Invalid("must map non-empty names to strings")
-    return Pairs(dict(items))
+    return dict(items)
 
 
-converter.register_structure_hook(Pairs, pairs)
+converter.register_structure_hook_func(lambda t: t == Pairs, pairs)
 
 
 def _name(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 from acp import schema
 
 from trellisd.acp import updates
-from trellisd.acp.agent import prompt_text
+from trellisd.acp import wire as acp_wire
+from trellisd.convert import structure
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
 from trellisd.services.running import LiveCall
@@ -108,7 +109,9 @@ def test_prompt_blocks_become_the_prompt_text() -> None:
         ),
         schema.ResourceContentBlock(type="resource_link", uri="file:///b.py", name="b.py"),
     ]
-    text = prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in blocks])
+    raw = [b.model_dump(by_alias=True, exclude_none=True) for b in blocks]
+    prompt = structure({"sessionId": "s", "prompt": raw}, acp_wire.Prompt)
+    text = acp_wire.prompt_text(prompt.prompt)
     assert text.startswith("fix it") and "x=1" in text and "file:///b.py" in text
 
 
