@@ -2,10 +2,10 @@
 the native ones. Session ids are trellisd's own, so either protocol reopens what the other
 made; the turn a prompt runs is the native turn (same runs, steps, events, ledger).
 
-``METHODS`` is the method table: each method's params type (``wire``) and the agent's method
-that serves it. ``TrellisAgent.dispatch`` is the one place a request is served: its params
-structured into the typed request (a -32602 naming the field), the handler called, its typed
-result written as JSON, and trellisd's errors given their code, message and data.
+``METHODS`` is the method table: each method's ``Route``, its params type (``wire``) and the
+agent's method that serves it. ``TrellisAgent.dispatch`` is the one place a request is served:
+its params structured into the typed request (a -32602 naming the field), the handler called,
+its typed result written as JSON, and trellisd's errors given their code, message and data.
 
 A ``session/prompt`` sent while the session's turn runs is a steer: it reaches the model at
 the next step boundary and its answer is the running turn's. When the turn ends before that
@@ -59,7 +59,7 @@ AFTER_A_KILL = (
 
 
 @attrs.frozen
-class Method:
+class Route:
     """A method of the table: the type its params structure into, and the name of the
     ``TrellisAgent`` method that serves it."""
 
@@ -67,22 +67,22 @@ class Method:
     serve: str
 
 
-METHODS: dict[str, Method] = {
-    "initialize": Method(wire.Initialize, "initialize"),
-    "authenticate": Method(wire.Authenticate, "authenticate"),
-    "session/new": Method(wire.NewSession, "new_session"),
-    "session/load": Method(wire.LoadSession, "load_session"),
-    "session/resume": Method(wire.ResumeSession, "resume_session"),
-    "session/fork": Method(wire.ForkSession, "fork_session"),
-    "session/list": Method(wire.ListSessions, "list_sessions"),
-    "session/close": Method(wire.SessionRef, "close_session"),
-    "session/set_mode": Method(wire.SetSessionMode, "set_session_mode"),
-    "session/set_config_option": Method(wire.SetConfigOption, "set_config_option"),
-    "session/prompt": Method(wire.Prompt, "prompt"),
+METHODS: dict[str, Route] = {
+    "initialize": Route(wire.Initialize, "initialize"),
+    "authenticate": Route(wire.Authenticate, "authenticate"),
+    "session/new": Route(wire.NewSession, "new_session"),
+    "session/load": Route(wire.LoadSession, "load_session"),
+    "session/resume": Route(wire.ResumeSession, "resume_session"),
+    "session/fork": Route(wire.ForkSession, "fork_session"),
+    "session/list": Route(wire.ListSessions, "list_sessions"),
+    "session/close": Route(wire.CloseSession, "close_session"),
+    "session/set_mode": Route(wire.SetSessionMode, "set_session_mode"),
+    "session/set_config_option": Route(wire.SetConfigOption, "set_config_option"),
+    "session/prompt": Route(wire.Prompt, "prompt"),
 }
 """The client's requests."""
 
-NOTIFICATIONS: dict[str, Method] = {"session/cancel": Method(wire.SessionRef, "cancel")}
+NOTIFICATIONS: dict[str, Route] = {"session/cancel": Route(wire.Cancel, "cancel")}
 """The client's notifications."""
 
 
@@ -224,7 +224,7 @@ class TrellisAgent:
     async def authenticate(self, p: wire.Authenticate) -> wire.Empty:
         raise InvalidParams("trellisd needs no authentication: it has no auth methods")
 
-    async def close_session(self, p: wire.SessionRef) -> wire.Empty:
+    async def close_session(self, p: wire.CloseSession) -> wire.Empty:
         """Let go of the session: its lease and what this agent keeps of it."""
         session_id = p.session_id
         await self.app.sessions.close(session_id)
@@ -308,7 +308,7 @@ class TrellisAgent:
         finally:
             self._turns.pop(session_id, None)
 
-    async def cancel(self, p: wire.SessionRef) -> None:
+    async def cancel(self, p: wire.Cancel) -> None:
         session_id = p.session_id
         if session_id in self._turns:
             self._cancelled.add(session_id)

@@ -348,8 +348,13 @@ class ListSessions:
 
 
 @attrs.frozen
-class SessionRef:
-    """``session/close`` and ``session/cancel``: one session."""
+class CloseSession:
+    session_id: str
+
+
+@attrs.frozen
+class Cancel:
+    """``session/cancel``, a notification: stop the session's running turn."""
 
     session_id: str
 
