@@ -10,7 +10,8 @@ is the reference (``tests/golden/acp/`` holds one message of each kind, checked 
     AcpMcpServer   an MCP server as ACP gives it, stdio (untagged), http, sse or acp; each
                    becomes trellisd's ``McpServerSpec`` (``spec``), or is refused
     results        what the agent answers: ``InitializeResult`` ... ``PromptResult``
-    to the client  ``SessionNotification`` (``session/update``), ``RequestPermission``,
+    to the client  ``SessionNotification`` (``session/update``: a ``SessionUpdate`` of the
+                   kinds trellisd sends, tagged by ``sessionUpdate``), ``RequestPermission``,
                    ``ReadTextFile``, ``WriteTextFile`` and their answers
 """
 
@@ -522,11 +523,117 @@ class PromptResult:
 
 
 @attrs.frozen
+class Content:
+    """A tool call's content: a content block (its output, its result)."""
+
+    content: ContentBlock
+
+
+@attrs.frozen
+class Diff:
+    """A tool call's content: the change it makes, or made, to the file at ``path``."""
+
+    path: str
+    new_text: str
+    old_text: str | None = None
+
+
+ToolCallContent = Content | Diff
+tagged(ToolCallContent, {"content": Content, "diff": Diff})
+
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
+
+
+@attrs.frozen
+class UserMessageChunk:
+    content: ContentBlock
+
+
+@attrs.frozen
+class AgentMessageChunk:
+    content: ContentBlock
+
+
+@attrs.frozen
+class ToolCallStart:
+    """``tool_call``: a tool call the client has not seen yet."""
+
+    tool_call_id: str
+    title: str
+    kind: ToolKind | None = None
+    status: ToolStatus | None = None
+    content: tuple[ToolCallContent, ...] | None = None
+    raw_input: dict[str, Any] | None = None
+    raw_output: str | None = None
+
+
+@attrs.frozen
+class ToolCallProgress:
+    """``tool_call_update``: the fields of a tool call that changed."""
+
+    tool_call_id: str
+    status: ToolStatus | None = None
+    content: tuple[ToolCallContent, ...] | None = None
+    raw_output: str | None = None
+
+
+@attrs.frozen
+class CurrentModeUpdate:
+    current_mode_id: str
+
+
+@attrs.frozen
+class Cost:
+    amount: float
+    currency: str
+
+
+@attrs.frozen
+class UsageUpdate:
+    """The context ``used`` of ``size`` tokens, and what the session cost so far."""
+
+    used: int
+    size: int
+    cost: Cost | None = None
+
+
+@attrs.frozen
+class SessionInfoUpdate:
+    title: str | None = None
+    updated_at: str | None = None
+
+
+SessionUpdate = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | CurrentModeUpdate
+    | UsageUpdate
+    | SessionInfoUpdate
+)
+tagged(
+    SessionUpdate,
+    {
+        "user_message_chunk": UserMessageChunk,
+        "agent_message_chunk": AgentMessageChunk,
+        "tool_call": ToolCallStart,
+        "tool_call_update": ToolCallProgress,
+        "current_mode_update": CurrentModeUpdate,
+        "usage_update": UsageUpdate,
+        "session_info_update": SessionInfoUpdate,
+    },
+    tag="sessionUpdate",
+)
+
+
+@attrs.frozen
 class SessionNotification:
-    """``session/update``: ``update`` as ``updates`` writes it (``sessionUpdate`` its kind)."""
+    """``session/update``: one update of a session the client follows."""
 
     session_id: str
-    update: dict[str, Any]
+    update: SessionUpdate
 
 
 @attrs.frozen

@@ -9,15 +9,17 @@ from acp import schema
 
 from trellisd.acp import updates
 from trellisd.acp import wire as acp_wire
-from trellisd.convert import structure
+from trellisd.convert import structure, unstructure
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
 from trellisd.services.running import LiveCall
 from trellisd.vocabulary import Outcome
 
 
-def wire(update: dict[str, Any]) -> dict[str, Any]:
-    """``update`` as sent, after checking it is the shape the ACP SDK's type for it reads."""
+def wire(value: Any) -> dict[str, Any]:
+    """An update or a tool call's content as sent, after checking it is the shape the ACP
+    SDK's type for it reads."""
+    update: dict[str, Any] = unstructure(value)
     typed: Any
     if "sessionUpdate" in update:
         notification = {"sessionId": "s1", "update": update}
@@ -126,5 +128,5 @@ def test_a_call_in_flight_is_a_tool_call_with_its_status_and_output_so_far() -> 
 
     assert shown["toolCallId"] == "r1/2" and shown["status"] == "in_progress"
     assert shown["kind"] == "execute" and shown["title"] == "run_command make"
-    assert shown["content"] == [updates.tool_content(updates.text_block("halfway\n"))]
-    assert proposed["status"] == "pending" and proposed["content"] == diff
+    assert shown["content"] == [unstructure(updates.tool_content(updates.text_block("halfway\n")))]
+    assert proposed["status"] == "pending" and proposed["content"] == unstructure(diff)

@@ -110,7 +110,7 @@ UPDATES: dict[str, updates.Update] = {
         "7d1e2f3a/3",
         status="completed",
         content=[updates.tool_content(updates.text_block(RESULT))],
-        rawOutput=RESULT,
+        raw_output=RESULT,
     ),
     "current_mode_update": updates.current_mode("auto"),
     "usage_update": updates.usage_update(1200, 128000, 0.0042),
