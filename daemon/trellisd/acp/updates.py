@@ -53,11 +53,11 @@ def text_block(text: str) -> wire.TextContent:
 
 
 def tool_content(block: wire.ContentBlock) -> ToolContent:
-    return wire.Content(block)
+    return wire.ToolCallBlock(block)
 
 
 def tool_diff_content(path: str, new_text: str, old_text: str | None = None) -> ToolContent:
-    return wire.Diff(path, new_text, old_text)
+    return wire.ToolCallDiff(path, new_text, old_text)
 
 
 def agent_text(text: str) -> Update:

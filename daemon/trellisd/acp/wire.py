@@ -523,14 +523,14 @@ class PromptResult:
 
 
 @attrs.frozen
-class Content:
+class ToolCallBlock:
     """A tool call's content: a content block (its output, its result)."""
 
     content: ContentBlock
 
 
 @attrs.frozen
-class Diff:
+class ToolCallDiff:
     """A tool call's content: the change it makes, or made, to the file at ``path``."""
 
     path: str
@@ -538,8 +538,8 @@ class Diff:
     old_text: str | None = None
 
 
-ToolCallContent = Content | Diff
-tagged(ToolCallContent, {"content": Content, "diff": Diff})
+ToolCallContent = ToolCallBlock | ToolCallDiff
+tagged(ToolCallContent, {"content": ToolCallBlock, "diff": ToolCallDiff})
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
