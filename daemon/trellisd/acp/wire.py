@@ -55,8 +55,15 @@ def tagged(
 
 
 def _with_tag(cls: type, tag: str, kind: str) -> None:
+    """Write ``cls`` with its tag first (over one a base class of it wrote)."""
     plain: Callable[[Any], dict[str, Any]] = converter.get_unstructure_hook(cls)
-    converter.register_unstructure_hook(cls, lambda value: {tag: kind, **plain(value)})
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        fields = plain(value)
+        fields.pop(tag, None)
+        return {tag: kind, **fields}
+
+    converter.register_unstructure_hook(cls, unstructure)
 
 
 def lenient(cls: type) -> None:
