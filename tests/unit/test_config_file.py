@@ -200,6 +200,7 @@ command = "npx"
 args = ["-y", "server", "."]
 env = { LOG = "1" }
 cwd = "/tmp"
+timeout = 30
 
 [[mcp]]
 name = "search"
@@ -209,7 +210,12 @@ headers = [{ name = "X-Team", value = "a" }]
     settings = load_settings(env_with(tmp_path, text))
     assert settings.mcp_servers == (
         McpServerSpec(
-            "files", command="npx", args=("-y", "server", "."), env={"LOG": "1"}, cwd="/tmp"
+            "files",
+            command="npx",
+            args=("-y", "server", "."),
+            env={"LOG": "1"},
+            cwd="/tmp",
+            timeout=30.0,
         ),
         McpServerSpec("search", url="https://example.com/mcp", headers={"X-Team": "a"}),
     )
