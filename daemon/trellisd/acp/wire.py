@@ -380,13 +380,13 @@ class SetConfigOption:
     session_id: str
     config_id: str
     value: str | bool = attrs.field()
-    type_: Literal["boolean"] | None = None
+    type_: str | None = None  # "boolean", or left out (any other is a value id's too)
 
     @value.validator
     def _typed(self, attribute: attrs.Attribute[Any], value: Any) -> None:
         if self.type_ == "boolean" and not isinstance(value, bool):
             raise Invalid.of(attribute, f"must be true or false, not {json_type(value)}")
-        if self.type_ is None and not isinstance(value, str):
+        if self.type_ != "boolean" and not isinstance(value, str):
             raise Invalid.of(attribute, f"must be a string, not {json_type(value)}")
 
 

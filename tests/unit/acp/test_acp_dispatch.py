@@ -88,6 +88,12 @@ async def refusal(agent: TrellisAgent, method: str, params: Any) -> RpcError:
             "must be true or false, not a string",
         ),
         (
+            "session/set_config_option",
+            {"sessionId": "s", "configId": "model", "type": "select", "value": 1},
+            "value",
+            "must be a string, not a number",
+        ),
+        (
             "session/new",
             {"cwd": "/w", "mcpServers": [{"name": "a__b", "command": "x", "args": [], "env": []}]},
             "mcpServers[0].name",
