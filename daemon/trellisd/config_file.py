@@ -66,10 +66,10 @@ from .config import (
     ProviderSettings,
     provider_from_env,
 )
-from .convert import Invalid, camel, nonempty, structure
+from .convert import Invalid, camel, structure
 from .daemon_settings import DaemonSettings, config_path
 from .errors import InvalidParams
-from .mcp.spec import McpServerSpec as ClientSpec
+from .mcp.spec import McpServerSpec
 from .policy.layers import Approval, LayerSpec, Policy, PolicySpec, _approval, _layers
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
@@ -78,7 +78,6 @@ from .tools.environment import child_environment, secret_name
 MAX_CONFIG_BYTES = 1024 * 1024
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 """Headers that carry credentials whatever their value (beside names with KEY, TOKEN ...)."""
-SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 PASS_VARIABLE = "TRELLISD_PASS_ENV"
 
 
@@ -89,96 +88,25 @@ class ConfigError(ValueError):
 # -- the file's shape ---------------------------------------------------------------------
 
 
-def _pairs(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    """``{NAME = "value"}``, or ACP's ``[{name, value}]``, as ordered pairs of strings."""
-    if value is None:
-        return ()
-    items: list[tuple[Any, Any]]
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list) and all(
-        isinstance(v, dict) and set(v) == {"name", "value"} for v in value
-    ):
-        items = [(v["name"], v["value"]) for v in value]
-    else:
-        raise Invalid("must be a table of names to strings (or a list of {name, value})", where)
-    for name, text in items:
-        if not isinstance(name, str) or not name or not isinstance(text, str):
-            raise Invalid("must map non-empty names to strings", where)
-    return tuple((str(n), str(t)) for n, t in items)
+def _closed_servers(raw: Any) -> None:
+    """An ``[[mcp]]`` table with a key an MCP server does not have is refused (a typo must
+    not pass), as every other key of the file; ``.trellisd.toml`` and ``session/open`` ignore
+    keys they do not know."""
+    if not isinstance(raw, list):
+        return
+    known = sorted(camel(a.name) for a in attrs.fields(McpServerSpec))
+    for index, entry in enumerate(raw):
+        for key in sorted(entry) if isinstance(entry, dict) else ():
+            if key not in known:
+                where = f"mcp[{index}].{key}"
+                raise InvalidParams(
+                    f"{where} is not a MCP server field (expected {', '.join(known)})",
+                    field=where,
+                )
 
 
-@dataclass(frozen=True)
-class McpStdioServer:
-    """An MCP server the daemon starts: ``command`` with ``args``, in ``cwd``, with ``env``
-    added to the allowed variables of the window's environment (``tools.environment``)."""
-
-    name: str
-    command: str
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    cwd: str | None = None
-
-
-@dataclass(frozen=True)
-class McpHttpServer:
-    """An MCP server reached over streamable HTTP at ``url``, sent ``headers``."""
-
-    name: str
-    url: str
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-
-
-McpServer = McpStdioServer | McpHttpServer
-
-
-@attrs.frozen
-class McpServerEntry:
-    """An MCP server as written: ``{name, command, args?, env?, cwd?}`` or ``{name, url,
-    headers?}``, in the config file's ``[[mcp]]`` and in ``session/open``'s ``mcpServers``."""
-
-    closed: ClassVar[str] = "MCP server"
-
-    name: str = attrs.field(
-        validator=nonempty("must be a non-empty string"),
-        metadata={"must": "be a non-empty string"},
-    )
-    command: str | None = None
-    args: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of strings"})
-    env: Any = None
-    cwd: str | None = None
-    url: str | None = None
-    headers: Any = None
-
-    def __attrs_post_init__(self) -> None:
-        if not SERVER_NAME.match(self.name):
-            raise Invalid("must be letters, digits, '_' or '-' (at most 64)", "name")
-        if (self.command is None) == (self.url is None):
-            raise Invalid("needs either command (stdio) or url (streamable HTTP)", "command")
-        if self.url is not None:
-            for name in ("args", "env", "cwd"):
-                if getattr(self, name):
-                    raise Invalid("is for a server started with command, not one at url", name)
-            if not self.url.startswith(("http://", "https://")):
-                raise Invalid("must be an http:// or https:// URL", "url")
-            _pairs(self.headers, "headers")
-        else:
-            if self.headers is not None:
-                raise Invalid("is for a server at url, not one started with command", "headers")
-            if not self.command:
-                raise Invalid("must be a non-empty string", "command")
-            _pairs(self.env, "env")
-
-    def server(self) -> McpServer:
-        if self.url is not None:
-            return McpHttpServer(self.name, self.url, _pairs(self.headers, "headers"))
-        assert self.command is not None
-        return McpStdioServer(self.name, self.command, self.args, _pairs(self.env, "env"), self.cwd)
-
-
-def mcp_servers(specs: tuple[McpServerEntry, ...], where: str) -> tuple[McpServer, ...]:
-    """The typed servers, their names unique and each one the MCP client can start;
-    ``InvalidParams`` naming the one at fault."""
+def mcp_servers(specs: tuple[McpServerSpec, ...], where: str) -> tuple[McpServerSpec, ...]:
+    """The servers, their names unique; ``InvalidParams`` naming the one at fault."""
     seen: set[str] = set()
     for index, spec in enumerate(specs):
         if spec.name in seen:
@@ -187,25 +115,7 @@ def mcp_servers(specs: tuple[McpServerEntry, ...], where: str) -> tuple[McpServe
                 f"{field_name} {spec.name!r} names another server too", field=field_name
             )
         seen.add(spec.name)
-        try:
-            client_spec(spec.server())
-        except Invalid as exc:
-            field_name = f"{where}[{index}]" + (f".{exc.field}" if exc.field else "")
-            raise InvalidParams(f"{field_name} {exc.problem}", field=field_name) from None
-    return tuple(spec.server() for spec in specs)
-
-
-def client_spec(server: McpServer) -> ClientSpec:
-    """A configured server as the MCP client takes it (``Invalid`` for what it refuses)."""
-    if isinstance(server, McpHttpServer):
-        return ClientSpec(name=server.name, url=server.url, headers=dict(server.headers) or None)
-    return ClientSpec(
-        name=server.name,
-        command=server.command,
-        args=server.args,
-        env=dict(server.env) or None,
-        cwd=server.cwd,
-    )
+    return specs
 
 
 @attrs.frozen
@@ -261,7 +171,7 @@ class ConfigFile:
     layers: tuple[LayerSpec, ...] = _layers()
     pass_env: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of names"})
     prices: dict[str, Any] = attrs.field(factory=dict)
-    mcp: tuple[McpServerEntry, ...] = attrs.field(
+    mcp: tuple[McpServerSpec, ...] = attrs.field(
         default=(), metadata={"must": "be a list of [[mcp]] tables"}
     )
 
@@ -295,6 +205,7 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
     except RecursionError:
         raise ConfigError(f"{path}: nests tables and arrays too deep to be read") from None
     try:
+        _closed_servers(data.get("mcp"))
         parsed = structure(data, ConfigFile, "")
         for name, entry in parsed.prices.items():
             structure(entry, PriceSpec, f"prices.{name}")
@@ -318,7 +229,7 @@ def read_config(path: Path) -> tuple[ConfigFile, str] | None:
     return parsed, text
 
 
-def _secrets_written(servers: tuple[McpServerEntry, ...]) -> list[str]:
+def _secrets_written(servers: tuple[McpServerSpec, ...]) -> list[str]:
     """The keys of MCP servers' ``headers`` and ``env`` whose names say they hold a secret
     (an ``Authorization`` header, a ``*TOKEN*`` variable ...), as dotted keys."""
     found = []
@@ -407,7 +318,7 @@ class Settings:
     policy: Policy = DEFAULT_POLICY
     pass_env: tuple[str, ...] = ()
     prices: Mapping[str, Price] = field(default_factory=dict)
-    mcp_servers: tuple[McpServer, ...] = ()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     file: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     # The environment these settings were read from, less its secrets: the one the model's
@@ -559,14 +470,9 @@ __all__ = [
     "KEY_VARIABLES",
     "ConfigError",
     "ConfigFile",
-    "McpHttpServer",
-    "McpServer",
-    "McpServerEntry",
-    "McpStdioServer",
     "Settings",
     "config_path",
     "load_settings",
-    "client_spec",
     "mcp_servers",
     "read_config",
 ]

@@ -11,11 +11,10 @@ import pytest
 from trellisd.config import InitializationOptions
 from trellisd.config_file import (
     ConfigError,
-    McpHttpServer,
-    McpStdioServer,
     config_path,
     load_settings,
 )
+from trellisd.mcp.spec import McpServerSpec
 from trellisd.pricing import Price
 from trellisd.records import ProviderChoice
 from trellisd.tools.environment import child_environment
@@ -167,7 +166,8 @@ def test_a_secret_for_an_mcp_server_is_taken_only_from_a_file_no_one_else_may_re
             8,
             "mcp[1].url must be an http:// or https:// URL",
         ),
-        ('[[mcp]]\nname = "a"\ncommand = "x"\nurl = "http://x"\n', 3, "needs either command"),
+        ('[[mcp]]\nname = "a"\ncommand = "x"\nurl = "http://x"\n', 1, "needs either command"),
+        ('[[mcp]]\nname = "a"\ncommand = "x"\ntimout = 5\n', 4, "mcp[0].timout is not a MCP"),
         (
             '[[mcp]]\nname = "a"\ncommand = "x"\n[[mcp]]\nname = "a"\nurl = "http://x"\n',
             5,
@@ -200,6 +200,7 @@ command = "npx"
 args = ["-y", "server", "."]
 env = { LOG = "1" }
 cwd = "/tmp"
+timeout = 30
 
 [[mcp]]
 name = "search"
@@ -208,8 +209,15 @@ headers = [{ name = "X-Team", value = "a" }]
 """
     settings = load_settings(env_with(tmp_path, text))
     assert settings.mcp_servers == (
-        McpStdioServer("files", "npx", ("-y", "server", "."), (("LOG", "1"),), "/tmp"),
-        McpHttpServer("search", "https://example.com/mcp", (("X-Team", "a"),)),
+        McpServerSpec(
+            "files",
+            command="npx",
+            args=("-y", "server", "."),
+            env={"LOG": "1"},
+            cwd="/tmp",
+            timeout=30.0,
+        ),
+        McpServerSpec("search", url="https://example.com/mcp", headers={"X-Team": "a"}),
     )
 
 

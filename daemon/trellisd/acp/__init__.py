@@ -4,16 +4,17 @@ client. It serves the store's sessions with the same services and agent loop as 
 protocol, so a session started over one protocol continues over the other.
 
     rpc       the connection: JSON-RPC 2.0, one message a line, requests both ways
-    agent     the ACP methods over the services, each over the params' plain JSON
-    params    reading the params of a request (a -32602 naming a bad field)
+    wire      ACP's messages as typed values, structured by the one converter (``convert``)
+    agent     the method table, and the ACP methods over the services, each on its typed params
     notifier  the services' ``Notifier``: a turn's tokens, steps and approvals as ACP updates
     updates   trellisd's records as ACP ``session/update``s (replay, tool calls, usage)
     files     the file tools through the client (``fs/read_text_file``, ``fs/write_text_file``)
     hello     the answer to ``initialize``, sent before the store is loaded
 
-Messages are plain dicts in the wire's shape; the ACP v1 JSON schema is the reference, and
-the tests check every message sent against it. Nothing here loads the ACP SDK or pydantic,
-so the agent starts about as fast as the native server.
+The ACP v1 JSON schema is the reference: one golden file per message (``tests/golden/acp/``)
+round-trips through its type and is checked against it, and so is every message sent in the
+tests. Nothing here loads the ACP SDK or pydantic, so the agent starts about as fast as the
+native server.
 """
 
 from __future__ import annotations

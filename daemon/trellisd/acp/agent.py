@@ -2,6 +2,11 @@
 the native ones. Session ids are trellisd's own, so either protocol reopens what the other
 made; the turn a prompt runs is the native turn (same runs, steps, events, ledger).
 
+``METHODS`` is the method table: each method's ``Route``, its params type (``wire``) and the
+agent's method that serves it. ``TrellisAgent.dispatch`` is the one place a request is served:
+its params structured into the typed request (a -32602 naming the field), the handler called,
+its typed result written as JSON, and trellisd's errors given their code, message and data.
+
 A ``session/prompt`` sent while the session's turn runs is a steer: it reaches the model at
 the next step boundary and its answer is the running turn's. When the turn ends before that
 boundary, the steer comes back undelivered and the prompt runs as a turn of its own, unless
@@ -15,32 +20,26 @@ import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import attrs
 
-from ..convert import Invalid
-from ..errors import NotFound, NotRunning, TrellisError
-from ..mcp import McpServerSpec
+from ..convert import structure, unstructure
+from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
 from ..services import Services
 from ..services.recovery import refuse_undecided
 from ..services.running import RunningTurn, Snapshot
 from ..services.turns import TurnRequest
-from . import hello, params, updates
+from . import hello, updates, wire
 from .files import ClientFiles
 from .notifier import AcpNotifier, proposed_diff
-from .params import Params
 from .rpc import Connection, RpcError
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-P = ParamSpec("P")
-Result = dict[str, Any]
 
 LIST_LIMIT = 50
 MODES: dict[str, tuple[Approval, str, str]] = {
@@ -58,17 +57,32 @@ AFTER_A_KILL = (
 """What an ACP client's user does about a session waiting for a decision (``recovery``)."""
 
 
-def translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """trellisd's errors reach the client once, here, with their code, message and data."""
+@attrs.frozen
+class Route:
+    """A method of the table: the type its params structure into, and the name of the
+    ``TrellisAgent`` method that serves it."""
 
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await fn(*args, **kwargs)
-        except TrellisError as exc:
-            raise RpcError(int(exc.CODE), exc.message, exc.data or None) from exc
+    params: type[Any]
+    serve: str
 
-    return wrapper
+
+METHODS: dict[str, Route] = {
+    "initialize": Route(wire.Initialize, "initialize"),
+    "authenticate": Route(wire.Authenticate, "authenticate"),
+    "session/new": Route(wire.NewSession, "new_session"),
+    "session/load": Route(wire.LoadSession, "load_session"),
+    "session/resume": Route(wire.ResumeSession, "resume_session"),
+    "session/fork": Route(wire.ForkSession, "fork_session"),
+    "session/list": Route(wire.ListSessions, "list_sessions"),
+    "session/close": Route(wire.CloseSession, "close_session"),
+    "session/set_mode": Route(wire.SetSessionMode, "set_session_mode"),
+    "session/set_config_option": Route(wire.SetConfigOption, "set_config_option"),
+    "session/prompt": Route(wire.Prompt, "prompt"),
+}
+"""The client's requests."""
+
+NOTIFICATIONS: dict[str, Route] = {"session/cancel": Route(wire.Cancel, "cancel")}
+"""The client's notifications."""
 
 
 class TrellisAgent:
@@ -79,12 +93,11 @@ class TrellisAgent:
         connection's (the daemon asks ``files_for`` whose they are)."""
         self.app, self.notifier, self.shared = app, notifier, shared
         notifier.choices = app.choices
-        self.mcp_servers: dict[str, list[Params]] = {}
         # The sessions this client created, loaded, resumed or forked: the only ones it may
         # prompt or set, since only for them was it told what the session is and does.
         self.opened: set[str] = set()
         # The stop reason of each session's running turn, once it ends.
-        self._turns: dict[str, asyncio.Future[updates.StopReason]] = {}
+        self._turns: dict[str, asyncio.Future[wire.StopReason]] = {}
         self._cancelled: set[str] = set()
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
@@ -93,19 +106,6 @@ class TrellisAgent:
         self.on_leave: Callable[[str], None] = lambda session_id: None
         if not shared:
             app.turns.editor_files = self._editor_files
-        self.requests: dict[str, Callable[[Params], Coroutine[Any, Any, Result]]] = {
-            "initialize": self.initialize,
-            "authenticate": self.authenticate,
-            "session/new": self.new_session,
-            "session/load": self.load_session,
-            "session/resume": self.resume_session,
-            "session/fork": self.fork_session,
-            "session/list": self.list_sessions,
-            "session/close": self.close_session,
-            "session/set_mode": self.set_session_mode,
-            "session/set_config_option": self.set_config_option,
-            "session/prompt": self.prompt,
-        }
 
     def connect(
         self, conn: Connection, limit: int | None = None, overflow: Callable[[], None] | None = None
@@ -114,21 +114,22 @@ class TrellisAgent:
         self.conn = conn
         self.notifier.connect(conn, limit, overflow)
 
-    async def dispatch(self, method: str, raw: Any, is_notification: bool) -> Result | None:
-        """The ``rpc.Dispatch`` of the connection: a method by its name; ``_``-prefixed
-        extension methods are not served (an extension notification is ignored)."""
-        if is_notification:
-            if method == "session/cancel":
-                await self.cancel(params.text(params.of(raw), "sessionId"))
-            elif method.startswith("_"):
+    async def dispatch(self, method: str, raw: Any, is_notification: bool) -> Any:
+        """The ``rpc.Dispatch`` of the connection: a method of the table by its name, its
+        params typed, its result written out, trellisd's errors sent once, here, with their
+        code, message and data. ``_``-prefixed extension methods are not served (an extension
+        notification is ignored)."""
+        found = (NOTIFICATIONS if is_notification else METHODS).get(method)
+        if found is None:
+            if is_notification and method.startswith("_"):
                 log.debug("ignored the extension notification %s", method[1:])
-            else:
-                raise RpcError.method_not_found(method)
-            return None
-        handler = self.requests.get(method)
-        if handler is None:
+                return None
             raise RpcError.method_not_found(method[1:] if method.startswith("_") else method)
-        return await handler(params.of(raw))
+        try:
+            result = await getattr(self, found.serve)(structure(raw, found.params))
+        except TrellisError as exc:
+            raise RpcError(int(exc.CODE), exc.message, exc.data or None) from exc
+        return None if is_notification else unstructure(result)
 
     def files_for(self, ref: TurnRef) -> ClientFiles | None:
         """The client's files for a turn that this connection's prompt runs, else None."""
@@ -140,31 +141,22 @@ class TrellisAgent:
             return None
         return ClientFiles(self.conn, ref.session_id, read, write)
 
-    @translated
-    async def initialize(self, p: Params) -> Result:
-        version = p.get("protocolVersion")
-        if version is None:
-            raise params.invalid(["protocolVersion"], "Field required", "missing")
-        self.fs = hello.offered(p.get("clientCapabilities"))
+    async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
+        self.fs = p.files
         return hello.capabilities()
 
-    @translated
-    async def new_session(self, p: Params) -> Result:
-        cwd, servers = params.text(p, "cwd"), params.mcp_servers(p, required=True)
+    async def new_session(self, p: wire.NewSession) -> wire.NewSessionResult:
         # The daemon's default approval is ask; a project file may only make it stricter.
-        session = await self.app.sessions.open(cwd, None, None, None)
-        await self._follow(session, servers)
+        session = await self.app.sessions.open(p.cwd, None, None, None)
+        await self._follow(session, p.mcp_servers)
         self.opened.add(session.session_id)
-        return {"sessionId": session.session_id, **await self._state(session)}
+        return await self._created(session)
 
-    @translated
-    async def load_session(self, p: Params) -> Result:
-        servers = params.mcp_servers(p, required=True)
-        params.text(p, "cwd")
-        session_id = params.text(p, "sessionId")
+    async def load_session(self, p: wire.LoadSession) -> wire.SessionState:
+        session_id = p.session_id
         following = session_id in self.notifier.sessions
         session = await self.app.sessions.get(session_id)
-        await self._follow(session, servers, join=False)
+        await self._follow(session, p.mcp_servers, join=False)
         turns = await self.app.sessions.history(session_id)
         steps = await self.app.runs.steps(turns[-1].run_id) if turns else []
         if steps and steps[-1].tokens.input:
@@ -175,92 +167,75 @@ class TrellisAgent:
         await self.notifier.flush()
         return await self._state(session)
 
-    @translated
-    async def resume_session(self, p: Params) -> Result:
-        session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
-        servers = params.mcp_servers(p, required=False)
+    async def resume_session(self, p: wire.ResumeSession) -> wire.SessionState:
+        session_id = p.session_id
         following = session_id in self.notifier.sessions
         session = await self.app.sessions.get(session_id)
-        await self._follow(session, servers, join=False)
+        await self._follow(session, p.mcp_servers, join=False)
         self._join(session, following, replay=False)
         self.opened.add(session_id)
         await self.notifier.flush()
         return await self._state(session)
 
-    @translated
-    async def fork_session(self, p: Params) -> Result:
-        session_id, _ = params.text(p, "sessionId"), params.text(p, "cwd")
-        servers = params.mcp_servers(p, required=False)
-        origin = await self.app.sessions.get(session_id)
-        fork = await self.app.sessions.fork(session_id, origin.head)
-        await self._follow(fork, servers)
-        await self.app.choices.copy(session_id, fork.session_id)
+    async def fork_session(self, p: wire.ForkSession) -> wire.NewSessionResult:
+        origin = await self.app.sessions.get(p.session_id)
+        fork = await self.app.sessions.fork(p.session_id, origin.head)
+        await self._follow(fork, p.mcp_servers)
+        await self.app.choices.copy(p.session_id, fork.session_id)
         self.opened.add(fork.session_id)
-        return {"sessionId": fork.session_id, **await self._state(fork)}
+        return await self._created(fork)
 
-    @translated
-    async def list_sessions(self, p: Params) -> Result:
-        cwd, cursor = params.maybe_text(p, "cwd"), params.maybe_text(p, "cursor")
-        page, after = await self.app.sessions.page(cwd, LIST_LIMIT, cursor)
+    async def list_sessions(self, p: wire.ListSessions) -> wire.ListSessionsResult:
+        page, after = await self.app.sessions.page(p.cwd, LIST_LIMIT, p.cursor)
         listed = [
-            {"sessionId": s.session.session_id, "cwd": s.session.root}
-            | ({"title": s.session.title} if s.session.title else {})
-            | ({"updatedAt": s.session.updated_at} if s.session.updated_at is not None else {})
+            wire.SessionInfo(
+                s.session.session_id, s.session.root, s.session.title or None, s.session.updated_at
+            )
             for s in page
         ]
-        return {"sessions": listed} | ({"nextCursor": after} if after is not None else {})
+        return wire.ListSessionsResult(tuple(listed), after)
 
-    @translated
-    async def set_session_mode(self, p: Params) -> Result:
-        session_id, mode_id = params.text(p, "sessionId"), params.text(p, "modeId")
+    async def set_session_mode(self, p: wire.SetSessionMode) -> wire.Empty:
+        session_id, mode_id = p.session_id, p.mode_id
         if mode_id not in MODES:
-            raise RpcError(-32602, f"unknown mode {mode_id!r}; modes: {', '.join(MODES)}")
+            modes = ", ".join(MODES)
+            raise InvalidParams(f"unknown mode {mode_id!r}; modes: {modes}", field="modeId")
         session = await self._opened(session_id)
         await self._set_approval(session, MODES[mode_id][0])
         await self.app.choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
-        return {}
+        return wire.Empty()
 
-    @translated
-    async def set_config_option(self, p: Params) -> Result:
-        session_id, config_id = params.text(p, "sessionId"), params.text(p, "configId")
-        value = p.get("value")
-        if p.get("type") == "boolean" and not isinstance(value, bool):
-            raise params.invalid(["value"], "Input should be a valid boolean", "bool_type")
-        if p.get("type") != "boolean":
-            value = params.text(p, "value")
+    async def set_config_option(self, p: wire.SetConfigOption) -> wire.ConfigOptions:
+        session_id, config_id, value = p.session_id, p.config_id, p.value
         session = await self._opened(session_id)
         if config_id != MODEL_OPTION:
-            raise RpcError(-32602, f"unknown config option {config_id!r}; options: model")
+            raise InvalidParams(
+                f"unknown config option {config_id!r}; options: model", field="configId"
+            )
         chosen = (await self.app.choices.of(session_id)).model
         if not isinstance(value, str) or value not in self._models(session, chosen):
-            raise RpcError(-32602, f"unknown model {value!r}", {"configId": config_id})
+            raise InvalidParams(f"unknown model {value!r}", field="value", configId=config_id)
         await self.app.choices.choose_model(session_id, value)
-        return {"configOptions": (await self._state(session))["configOptions"]}
+        return wire.ConfigOptions((await self._state(session)).config_options)
 
-    @translated
-    async def authenticate(self, p: Params) -> Result:
-        params.text(p, "methodId")
-        raise RpcError(-32602, "trellisd needs no authentication: it has no auth methods")
+    async def authenticate(self, p: wire.Authenticate) -> wire.Empty:
+        raise InvalidParams("trellisd needs no authentication: it has no auth methods")
 
-    @translated
-    async def close_session(self, p: Params) -> Result:
+    async def close_session(self, p: wire.CloseSession) -> wire.Empty:
         """Let go of the session: its lease and what this agent keeps of it."""
-        session_id = params.text(p, "sessionId")
+        session_id = p.session_id
         await self.app.sessions.close(session_id)
         self.on_leave(session_id)
         self.notifier.sessions.pop(session_id, None)
-        self.mcp_servers.pop(session_id, None)
         self.opened.discard(session_id)
-        return {}
+        return wire.Empty()
 
-    @translated
-    async def prompt(self, p: Params) -> Result:
-        session_id, blocks = params.text(p, "sessionId"), params.prompt(p)
-        text = prompt_text(blocks)
+    async def prompt(self, p: wire.Prompt) -> wire.PromptResult:
+        session_id, text = p.session_id, wire.prompt_text(p.prompt)
         if not text.strip():
-            raise RpcError(-32602, "the prompt has no text", {"field": "prompt"})
+            raise InvalidParams("the prompt has no text", field="prompt")
         session = await self._opened(session_id)
         refuse_undecided(session, AFTER_A_KILL)
         await self._follow(session, None)
@@ -268,14 +243,14 @@ class TrellisAgent:
         while (running := self._running(session_id)) is not None:
             delivered = await self._steer(session_id, text)
             if delivered:
-                return {"stopReason": await running}
+                return wire.PromptResult(await running)
             if delivered is False and session_id in self._cancelled:
-                return {"stopReason": "cancelled"}
+                return wire.PromptResult("cancelled")
             if delivered is None:  # the turn is ending: this prompt is the next turn
                 await asyncio.wait([running])
-        return {"stopReason": await self._turn(session, text)}
+        return wire.PromptResult(await self._turn(session, text))
 
-    def _running(self, session_id: str) -> asyncio.Future[updates.StopReason] | None:
+    def _running(self, session_id: str) -> asyncio.Future[wire.StopReason] | None:
         """The stop reason of the session's running turn, once it ends: this connection's
         own prompt's, or (on the shared daemon) that of a turn another window started."""
         own = self._turns.get(session_id)
@@ -284,7 +259,7 @@ class TrellisAgent:
             return own
         return asyncio.ensure_future(self._stop_reason(other))
 
-    async def _stop_reason(self, running: RunningTurn) -> updates.StopReason:
+    async def _stop_reason(self, running: RunningTurn) -> wire.StopReason:
         return updates.STOP_REASONS.get(await self.app.turns.outcome(running), "end_turn")
 
     async def _steer(self, session_id: str, text: str) -> bool | None:
@@ -300,9 +275,9 @@ class TrellisAgent:
         log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
         return await delivered
 
-    async def _turn(self, session: Session, text: str) -> updates.StopReason:
+    async def _turn(self, session: Session, text: str) -> wire.StopReason:
         session_id = session.session_id
-        done: asyncio.Future[updates.StopReason] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[wire.StopReason] = asyncio.get_running_loop().create_future()
         self._turns[session_id] = done
         try:
             named = await self.app.sessions.name_after(session_id, text)
@@ -332,7 +307,8 @@ class TrellisAgent:
         finally:
             self._turns.pop(session_id, None)
 
-    async def cancel(self, session_id: str) -> None:
+    async def cancel(self, p: wire.Cancel) -> None:
+        session_id = p.session_id
         if session_id in self._turns:
             self._cancelled.add(session_id)
         try:
@@ -356,13 +332,13 @@ class TrellisAgent:
         return session
 
     async def _follow(
-        self, session: Session, mcp_servers: list[Params] | None, join: bool = True
+        self, session: Session, mcp_servers: wire.McpServers | None, join: bool = True
     ) -> None:
         """Serve ``session`` on this connection, its turns offered the tools of
         ``mcp_servers`` (as ``session/open``'s ``mcpServers``: kept while this process
         serves the session, never stored). Without ``join``, its turns reach the client
         once ``_join`` says so."""
-        specs = mcp_specs(mcp_servers or [])
+        specs = wire.specs(mcp_servers)
         self.notifier.follow(session.session_id, session.root).root = session.root
         chosen = await self.app.choices.of(session.session_id)
         if chosen.mode in MODES:
@@ -371,8 +347,7 @@ class TrellisAgent:
                 await self._set_approval(session, MODES[chosen.mode][0])
         if join:
             self.on_follow(session.session_id)
-        if mcp_servers:
-            self.mcp_servers[session.session_id] = list(mcp_servers)
+        if specs:
             self.app.sessions.mcp.give(session.session_id, specs)
 
     def _join(self, session: Session, following: bool, replay: bool) -> None:
@@ -401,11 +376,11 @@ class TrellisAgent:
 
     async def _joined(
         self, session: Session, replay: bool, live: Snapshot | None, instant: int
-    ) -> list[Result]:
+    ) -> list[updates.Update]:
         """What ``_join`` queued: the history, then the running turn as far as it had gone
         (``SessionService.joined``)."""
         root = session.root
-        out: list[Result] = []
+        out: list[updates.Update] = []
         for shown in await self.app.sessions.joined(session.session_id, replay, live, instant):
             turn, steps, edits = shown.turn, shown.steps, shown.edits
             if live is None or turn.turn_id != live.ref.turn_id:
@@ -416,10 +391,10 @@ class TrellisAgent:
             out += await self._in_flight(live, root)
         return out
 
-    async def _in_flight(self, live: Snapshot, root: str) -> list[Result]:
+    async def _in_flight(self, live: Snapshot, root: str) -> list[updates.Update]:
         """The running turn's uncommitted steps at the snapshot: the current step's text so
         far and the calls in flight, in step order (the text ahead of its step's call)."""
-        out: list[tuple[int, int, Result]] = []
+        out: list[tuple[int, int, updates.Update]] = []
         if live.text and live.step is not None:
             out.append((live.step, 0, updates.agent_text(live.text)))
         for call, output in live.calls:
@@ -438,27 +413,31 @@ class TrellisAgent:
         fresh = await asyncio.to_thread(policies.load, Path(session.root), spec)
         await policies.remember(session, dataclasses.replace(fresh, grants=current.grants))
 
-    async def _state(self, session: Session) -> Result:
+    async def _state(self, session: Session) -> wire.SessionState:
         """The session's ``modes`` (the approval modes) and ``configOptions`` (the model)."""
         policy = await self.app.sessions.policies.of(session)
-        modes = {
-            "currentModeId": MODE_OF[policy.effective_approval],
-            "availableModes": [
-                {"id": mode, "name": name, "description": description}
+        modes = wire.SessionModeState(
+            MODE_OF[policy.effective_approval],
+            tuple(
+                wire.SessionMode(mode, name, description)
                 for mode, (_, name, description) in MODES.items()
-            ],
-        }
+            ),
+        )
         chosen = (await self.app.choices.of(session.session_id)).model
         models = self._models(session, chosen)
-        option = {
-            "type": "select",
-            "id": MODEL_OPTION,
-            "name": "Model",
-            "category": "model",
-            "currentValue": self._model(session, chosen) or models[0],
-            "options": [{"value": m, "name": m} for m in models],
-        }
-        return {"modes": modes, "configOptions": [option]}
+        option = wire.SelectOption(
+            MODEL_OPTION,
+            "Model",
+            self._model(session, chosen) or models[0],
+            tuple(wire.SelectValue(m, m) for m in models),
+            category="model",
+        )
+        return wire.SessionState(modes, (option,))
+
+    async def _created(self, session: Session) -> wire.NewSessionResult:
+        """``session/new``'s and ``session/fork``'s answer: the session and its state."""
+        state = await self._state(session)
+        return wire.NewSessionResult(session.session_id, state.modes, state.config_options)
 
     def _model(self, session: Session, chosen: str | None) -> str | None:
         return chosen or self.app.defaults.for_session(session.provider).effective_model
@@ -478,53 +457,3 @@ class TrellisAgent:
         size = followed.window or self.app.settings.daemon.acp_context_window
         self.notifier.send(session.session_id, updates.info(session.title, session.updated_at))
         self.notifier.send(session.session_id, updates.usage(turns, followed.last_input, size))
-
-
-def prompt_text(blocks: Sequence[Params]) -> str:
-    """The prompt's text: text blocks as they are, embedded resources as the file's text
-    under its URI, resource links as the URI they name."""
-    parts = []
-    for block in blocks:
-        if block["type"] == "text":
-            parts.append(block["text"])
-        elif block["type"] == "resource":
-            resource = block["resource"]
-            if isinstance(resource.get("text"), str):
-                parts.append(f"<context uri={resource['uri']!r}>\n{resource['text']}\n</context>")
-        elif block["type"] == "resource_link":
-            parts.append(f"(see {block['uri']})")
-    return "\n\n".join(parts)
-
-
-def mcp_specs(servers: Sequence[Params]) -> list[McpServerSpec]:
-    """ACP's MCP server entries as trellisd's: stdio and streamable HTTP (SSE is not
-    offered); a bad entry is the client's mistake, named by its place in the list."""
-    specs: list[McpServerSpec] = []
-    for index, server in enumerate(servers):
-        try:
-            kind = params.mcp_kind(server)
-            if kind == "stdio":
-                specs.append(
-                    McpServerSpec(
-                        name=server["name"],
-                        command=server["command"],
-                        args=tuple(server["args"]),
-                        env={v["name"]: v["value"] for v in server["env"]} or None,
-                    )
-                )
-            elif kind == "http":
-                specs.append(
-                    McpServerSpec(
-                        name=server["name"],
-                        url=server["url"],
-                        headers={h["name"]: h["value"] for h in server["headers"]} or None,
-                    )
-                )
-            else:
-                raise Invalid("only stdio and streamable HTTP servers are served", "")
-        except Invalid as exc:
-            where = f"mcpServers[{index}]" + (f".{exc.field}" if exc.field else "")
-            raise RpcError.invalid_params(
-                {"field": where, "message": f"{where} {exc.problem}"}
-            ) from exc
-    return specs

@@ -8,7 +8,9 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..convert import structure, unstructure
 from ..tools.base import ToolFailure
+from . import wire
 
 log = logging.getLogger(__name__)
 
@@ -30,25 +32,20 @@ class ClientFiles:
         if not self.read:
             return None
         try:
-            answer = await self.peer.request(
-                "fs/read_text_file", {"sessionId": self.session_id, "path": str(path)}
-            )
-            if not isinstance(answer, dict) or not isinstance(answer.get("content"), str):
-                raise ValueError(f"not a file's text: {str(answer)[:80]}")
+            asked = wire.ReadTextFile(self.session_id, str(path))
+            answer = await self.peer.request("fs/read_text_file", unstructure(asked))
+            content = structure(answer, wire.FileText).content
         except Exception as exc:  # the disk is read instead: a new file, say
             log.info("the client did not read %s (%s); reading the disk", path, exc)
             return None
-        content: str = answer["content"]
         return content
 
     async def write_text(self, path: Path, text: str) -> bool:
         if not self.write:
             return False
         try:
-            await self.peer.request(
-                "fs/write_text_file",
-                {"sessionId": self.session_id, "path": str(path), "content": text},
-            )
+            written = wire.WriteTextFile(self.session_id, str(path), text)
+            await self.peer.request("fs/write_text_file", unstructure(written))
         except Exception as exc:
             raise ToolFailure(f"the editor did not write {path.name}: {exc}") from exc
         return True

@@ -5,28 +5,34 @@ loop, so that an editor sees the agent ready as soon as the process runs."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from .. import __version__
+from ..convert import structure, unstructure
+from ..errors import InvalidParams
+from . import wire
 
 PROTOCOL_VERSION = 1
 
 
-def capabilities() -> dict[str, Any]:
+def capabilities() -> wire.InitializeResult:
     """``initialize``'s result: ACP v1, loading sessions, listing, resuming and forking them,
     embedded context in prompts, MCP servers over stdio and streamable HTTP, no sign-in."""
-    return {
-        "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": True, "sse": False, "acp": False},
-            "sessionCapabilities": {"list": {}, "fork": {}, "resume": {}},
-            "auth": {},
-        },
-        "authMethods": [],
-        "agentInfo": {"name": "trellisd", "title": "trellisd", "version": __version__},
-    }
+    return wire.InitializeResult(
+        protocol_version=PROTOCOL_VERSION,
+        agent_capabilities=wire.AgentCapabilities(
+            load_session=True,
+            prompt_capabilities=wire.PromptCapabilities(
+                image=False, audio=False, embedded_context=True
+            ),
+            mcp_capabilities=wire.McpCapabilities(http=True, sse=False, acp=False),
+            session_capabilities=wire.SessionCapabilities(
+                list=wire.Capability(), fork=wire.Capability(), resume=wire.Capability()
+            ),
+            auth=wire.Capability(),
+        ),
+        auth_methods=(),
+        agent_info=wire.Implementation("trellisd", __version__, "trellisd"),
+    )
 
 
 def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
@@ -42,18 +48,10 @@ def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
     ident, params = message.get("id"), message.get("params")
     if not isinstance(ident, int | str) or isinstance(ident, bool) or not isinstance(params, dict):
         return None
-    version = params.get("protocolVersion")
-    if not isinstance(version, int) or isinstance(version, bool):
+    try:
+        asked = structure(params, wire.Initialize)
+    except InvalidParams:
         return None
-    answer = {"jsonrpc": "2.0", "id": ident, "result": capabilities()}
+    answer = {"jsonrpc": "2.0", "id": ident, "result": unstructure(capabilities())}
     line = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
-    return line, offered(params.get("clientCapabilities"))
-
-
-def offered(capabilities: Any) -> tuple[bool, bool]:
-    """Whether the client reads and writes text files for the agent, as ``initialize``'s
-    ``clientCapabilities`` say."""
-    fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
-    if not isinstance(fs, dict):
-        return False, False
-    return fs.get("readTextFile") is True, fs.get("writeTextFile") is True
+    return line, asked.files

@@ -22,7 +22,9 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..changes import read_content
+from ..convert import structure, unstructure
 from ..daemon_settings import DEFAULT_APPROVAL_TIMEOUT
+from ..errors import InvalidParams
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
 from ..services.choices import ChoiceService
@@ -30,15 +32,15 @@ from ..services.queue import Queued
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
 from ..vocabulary import CallStatus, Decision
-from . import updates
+from . import updates, wire
 
 log = logging.getLogger(__name__)
 
 OPTIONS = (
-    {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
-    {"optionId": "allowAlways", "name": "Always allow", "kind": "allow_always"},
-    {"optionId": "deny", "name": "Reject", "kind": "reject_once"},
-    {"optionId": "denyAlways", "name": "Always reject", "kind": "reject_always"},
+    wire.PermissionOption("allow", "Allow once", "allow_once"),
+    wire.PermissionOption("allowAlways", "Always allow", "allow_always"),
+    wire.PermissionOption("deny", "Reject", "reject_once"),
+    wire.PermissionOption("denyAlways", "Always reject", "reject_always"),
 )
 """The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
 leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
@@ -129,8 +131,8 @@ class Outbox:
                     else:
                         found = await item() if callable(item) else [item]
                     for update in found:
-                        params = {"sessionId": session_id, "update": update}
-                        await self.peer.notify("session/update", params)
+                        told = wire.SessionNotification(session_id, update)
+                        await self.peer.notify("session/update", unstructure(told))
                 except Exception:  # a closed pipe or a failed store read: logged, not fatal
                     log.exception("could not send a session/update")
             self._wake.clear()
@@ -288,15 +290,9 @@ class AcpNotifier:
         await self.flush()
         if self.peer is None:
             return Decision.TIMEOUT
-        tool_call = {
-            "toolCallId": ident,
-            "title": summary,
-            "kind": updates.KINDS.get(call.name, "other"),
-        }
-        asked = self.peer.request(
-            "session/request_permission",
-            {"sessionId": turn.session_id, "toolCall": tool_call, "options": list(OPTIONS)},
-        )
+        tool_call = wire.PermissionToolCall(ident, summary, updates.KINDS.get(call.name, "other"))
+        asking = wire.RequestPermission(turn.session_id, tool_call, OPTIONS)
+        asked = self.peer.request("session/request_permission", unstructure(asking))
         try:
             answer = await asyncio.wait_for(asked, self.approval_timeout)
         except TimeoutError:
@@ -323,11 +319,10 @@ class AcpNotifier:
 def chosen(answer: Any) -> str | None:
     """The option a ``session/request_permission`` answer selected; None when the client
     cancelled the request or answered with something that is not an ACP outcome."""
-    outcome = answer.get("outcome") if isinstance(answer, dict) else None
-    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+    try:
+        return structure(answer, wire.PermissionAnswer).chosen
+    except InvalidParams:
         return None
-    option = outcome.get("optionId")
-    return option if isinstance(option, str) else None
 
 
 def proposed_diff(call: ToolCall, root: str) -> list[updates.ToolContent]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
@@ -15,10 +15,8 @@ from ..services.changes import StepEdit
 from ..services.running import LiveCall
 from ..services.seams import summary_line
 from ..vocabulary import Outcome
-
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
-ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+from . import wire
+from .wire import StopReason, ToolKind, ToolStatus
 
 KINDS: dict[str, ToolKind] = {
     "read_file": "read",
@@ -40,50 +38,59 @@ STOP_REASONS: dict[str, StopReason] = {
 """A turn's outcome as the stop reason of ``session/prompt``; ``error`` (and ``interrupted``)
 answer with a JSON-RPC error instead."""
 
-Update = dict[str, Any]
+Update = wire.SessionUpdate
 """A ``session/update``'s ``update``."""
-ToolContent = dict[str, Any]
-"""A tool call's content: ``{"type": "content", ...}`` or ``{"type": "diff", ...}``."""
+ToolContent = wire.ToolCallContent
+"""A tool call's content: a content block, or a diff."""
 
 
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
+def text_block(text: str) -> wire.TextContent:
+    return wire.TextContent(text)
 
 
-def tool_content(block: dict[str, Any]) -> ToolContent:
-    return {"type": "content", "content": block}
+def tool_content(block: wire.ContentBlock) -> ToolContent:
+    return wire.ToolCallBlock(block)
 
 
 def tool_diff_content(path: str, new_text: str, old_text: str | None = None) -> ToolContent:
-    diff = {"type": "diff", "path": path, "oldText": old_text, "newText": new_text}
-    return _present(diff)
+    return wire.ToolCallDiff(path, new_text, old_text)
 
 
 def agent_text(text: str) -> Update:
-    return {"sessionUpdate": "agent_message_chunk", "content": text_block(text)}
+    return wire.AgentMessageChunk(text_block(text))
 
 
 def user_text(text: str) -> Update:
-    return {"sessionUpdate": "user_message_chunk", "content": text_block(text)}
+    return wire.UserMessageChunk(text_block(text))
 
 
 def current_mode(mode_id: str) -> Update:
-    return {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+    return wire.CurrentModeUpdate(mode_id)
 
 
-def tool_call(ident: str, title: str, **fields: Any) -> Update:
-    """A ``tool_call``: ``kind``, ``status``, ``content``, ``rawInput``, ``rawOutput``
-    when not None."""
-    return _present({"sessionUpdate": "tool_call", "toolCallId": ident, "title": title, **fields})
+def tool_call(
+    ident: str,
+    title: str,
+    kind: ToolKind,
+    status: ToolStatus,
+    content: Sequence[ToolContent],
+    raw_input: dict[str, Any],
+    raw_output: str | None = None,
+) -> Update:
+    """A ``tool_call``: ``content`` and ``raw_output`` when there are any."""
+    shown = tuple(content) or None
+    return wire.ToolCallStart(ident, title, kind, status, shown, raw_input, raw_output)
 
 
-def tool_call_update(ident: str, **fields: Any) -> Update:
+def tool_call_update(
+    ident: str,
+    status: ToolStatus | None = None,
+    content: Sequence[ToolContent] | None = None,
+    raw_output: str | None = None,
+) -> Update:
     """A ``tool_call_update``: the fields that changed (those not None)."""
-    return _present({"sessionUpdate": "tool_call_update", "toolCallId": ident, **fields})
-
-
-def _present(fields: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in fields.items() if value is not None}
+    shown = None if content is None else tuple(content)
+    return wire.ToolCallProgress(ident, status, shown, raw_output)
 
 
 def tool_call_id(run_id: str, step: int) -> str:
@@ -126,13 +133,9 @@ def result_content(step: Step, edits: Sequence[StepEdit], root: str) -> list[Too
 
 def announced(run_id: str, step: int, call: ToolCall, content: list[ToolContent]) -> Update:
     """A tool call about to run (waiting for the user's permission)."""
+    kind = KINDS.get(call.name, "other")
     return tool_call(
-        tool_call_id(run_id, step),
-        title(call),
-        kind=KINDS.get(call.name, "other"),
-        status="pending",
-        content=content or None,
-        rawInput=call.arguments,
+        tool_call_id(run_id, step), title(call), kind, "pending", content, call.arguments
     )
 
 
@@ -140,21 +143,12 @@ def finished(run_id: str, step: Step, content: list[ToolContent], known: bool) -
     """A committed tool step: an update of the call announced before, else the whole call."""
     call = step.tool_call
     assert call is not None
+    ident = tool_call_id(run_id, step.step)
     if known:
-        return tool_call_update(
-            tool_call_id(run_id, step.step),
-            status=status_of(step),
-            content=content or None,
-            rawOutput=step.result,
-        )
+        return tool_call_update(ident, status_of(step), content or None, step.result)
+    kind = KINDS.get(call.name, "other")
     return tool_call(
-        tool_call_id(run_id, step.step),
-        title(call),
-        kind=KINDS.get(call.name, "other"),
-        status=status_of(step),
-        content=content or None,
-        rawInput=call.arguments,
-        rawOutput=step.result,
+        ident, title(call), kind, status_of(step), content, call.arguments, step.result
     )
 
 
@@ -194,20 +188,18 @@ def in_flight(run_id: str, call: LiveCall, output: str, content: list[ToolConten
     return tool_call(
         tool_call_id(run_id, call.step),
         title(ToolCall("", call.tool, call.arguments)),
-        kind=KINDS.get(call.tool, "other"),
-        status=CALL_STATUSES.get(call.status, "pending"),
-        content=shown or None,
-        rawInput=call.arguments,
+        KINDS.get(call.tool, "other"),
+        CALL_STATUSES.get(call.status, "pending"),
+        shown,
+        call.arguments,
     )
 
 
 def usage_update(used: int, size: int, spent: float | None) -> Update:
     """The context ``used`` of ``size`` tokens, and what the session cost so far in USD
     (None while a model's price is unknown)."""
-    update: Update = {"sessionUpdate": "usage_update", "used": max(used, 0), "size": size}
-    if spent is not None:
-        update["cost"] = {"amount": float(spent), "currency": "USD"}
-    return update
+    paid = None if spent is None else wire.Cost(float(spent), "USD")
+    return wire.UsageUpdate(max(used, 0), size, paid)
 
 
 def usage(turns: Sequence[Turn], last_input: int | None, size: int) -> Update:
@@ -219,6 +211,4 @@ def usage(turns: Sequence[Turn], last_input: int | None, size: int) -> Update:
 
 
 def info(title: str, updated_at: str | None) -> Update:
-    return _present(
-        {"sessionUpdate": "session_info_update", "title": title or None, "updatedAt": updated_at}
-    )
+    return wire.SessionInfoUpdate(title or None, updated_at)

@@ -1,7 +1,9 @@
 """An MCP server as written: ``{name, command, args?, env?, cwd?}`` (stdio) or ``{name, url,
-headers?}`` (streamable HTTP), the shape of ``session/open``'s ``mcpServers`` (as ACP
-has it), of a ``[[mcp]]`` table of a project's ``.trellisd.toml`` and of the config file's
-entries. ``timeout`` (seconds) bounds each call to the server's tools.
+headers?}`` (streamable HTTP), the shape of ``session/open``'s ``mcpServers``, of a ``[[mcp]]``
+table of a project's ``.trellisd.toml`` and of the config file's entries; an ACP client's
+servers (``acp.wire``) become the same ``McpServerSpec``. ``env`` and ``headers`` are a table
+of names to strings, or ACP's list of ``{name, value}``. ``timeout`` (seconds) bounds each
+call to the server's tools.
 
 A name is 1 to 32 letters, digits, ``-`` and ``_`` without ``__``, since the model sees the
 server's tools as ``mcp__<server>__<tool>``.
@@ -11,11 +13,11 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import attrs
 
-from ..convert import Invalid
+from ..convert import Invalid, converter
 from ..tools.environment import secret_name
 
 Source = Literal["session", "project", "config"]
@@ -24,6 +26,28 @@ MAX_ARGS = 256
 MAX_VALUE_CHARS = 8192
 MAX_ENTRIES = 64
 MAX_TIMEOUT_SECONDS = 3600.0
+
+Pairs = Annotated[dict[str, str], "pairs"]
+"""Environment variables or HTTP headers: ``{NAME = "value"}``, or ACP's ``[{name, value}]``."""
+
+
+def pairs(value: Any, _: Any = None) -> dict[str, str]:
+    """``value`` as a table of names to strings (``Invalid`` when it is neither form)."""
+    items: list[tuple[Any, Any]]
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list) and all(
+        isinstance(v, dict) and {"name", "value"} <= set(v) for v in value
+    ):
+        items = [(v["name"], v["value"]) for v in value]
+    else:
+        raise Invalid("must be a table of names to strings (or a list of {name, value})")
+    if not all(isinstance(n, str) and n and isinstance(t, str) for n, t in items):
+        raise Invalid("must map non-empty names to strings")
+    return dict(items)
+
+
+converter.register_structure_hook_func(lambda t: t == Pairs, pairs)
 
 
 def _name(_: Any, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -43,7 +67,7 @@ def _strings(_: Any, attribute: attrs.Attribute[Any], value: tuple[str, ...]) ->
             )
 
 
-def _table(_: Any, attribute: attrs.Attribute[Any], value: dict[str, str] | None) -> None:
+def _table(_: Any, attribute: attrs.Attribute[Any], value: Pairs | None) -> None:
     if value is None:
         return
     if len(value) > MAX_ENTRIES:
@@ -73,10 +97,10 @@ class McpServerSpec:
     name: str = attrs.field(validator=_name)
     command: str | None = attrs.field(default=None, validator=_optional_text)
     args: tuple[str, ...] = attrs.field(default=(), validator=_strings)
-    env: dict[str, str] | None = attrs.field(default=None, validator=_table)
+    env: Pairs | None = attrs.field(default=None, validator=_table)
     cwd: str | None = attrs.field(default=None, validator=_optional_text)
     url: str | None = attrs.field(default=None, validator=_optional_text)
-    headers: dict[str, str] | None = attrs.field(default=None, validator=_table)
+    headers: Pairs | None = attrs.field(default=None, validator=_table)
     timeout: float | None = attrs.field(default=None, validator=_timeout)
 
     def __attrs_post_init__(self) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
-from ..config_file import Settings, client_spec
+from ..config_file import Settings
 from ..daemon_settings import DaemonSettings
 from ..errors import TrellisError
 from ..mcp import McpServers, McpServerSpec
@@ -72,7 +72,7 @@ class Services:
         if mcp_config is None:  # the config file's servers, as the window's settings have them
 
             def mcp_config() -> list[McpServerSpec]:
-                return [client_spec(s) for s in self.defaults.settings.mcp_servers]
+                return list(self.defaults.settings.mcp_servers)
 
         self.mcp = McpServers(
             store.mcp_approvals, mcp_config, daemon.mcp_timeout, daemon.search_path

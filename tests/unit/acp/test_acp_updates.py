@@ -8,7 +8,8 @@ from typing import Any
 from acp import schema
 
 from trellisd.acp import updates
-from trellisd.acp.agent import prompt_text
+from trellisd.acp import wire as acp_wire
+from trellisd.convert import structure, unstructure
 from trellisd.daemon_settings import acp_context_window
 from trellisd.records import Step, Tokens, ToolCall, Turn
 from trellisd.services.changes import StepEdit
@@ -16,8 +17,10 @@ from trellisd.services.running import LiveCall
 from trellisd.vocabulary import Outcome
 
 
-def wire(update: dict[str, Any]) -> dict[str, Any]:
-    """``update`` as sent, after checking it is the shape the ACP SDK's type for it reads."""
+def wire(value: Any) -> dict[str, Any]:
+    """An update or a tool call's content as sent, after checking it is the shape the ACP
+    SDK's type for it reads."""
+    update: dict[str, Any] = unstructure(value)
     typed: Any
     if "sessionUpdate" in update:
         notification = {"sessionId": "s1", "update": update}
@@ -109,7 +112,9 @@ def test_prompt_blocks_become_the_prompt_text() -> None:
         ),
         schema.ResourceContentBlock(type="resource_link", uri="file:///b.py", name="b.py"),
     ]
-    text = prompt_text([b.model_dump(by_alias=True, exclude_none=True) for b in blocks])
+    raw = [b.model_dump(by_alias=True, exclude_none=True) for b in blocks]
+    prompt = structure({"sessionId": "s", "prompt": raw}, acp_wire.Prompt)
+    text = acp_wire.prompt_text(prompt.prompt)
     assert text.startswith("fix it") and "x=1" in text and "file:///b.py" in text
 
 
@@ -124,5 +129,5 @@ def test_a_call_in_flight_is_a_tool_call_with_its_status_and_output_so_far() -> 
 
     assert shown["toolCallId"] == "r1/2" and shown["status"] == "in_progress"
     assert shown["kind"] == "execute" and shown["title"] == "run_command make"
-    assert shown["content"] == [updates.tool_content(updates.text_block("halfway\n"))]
-    assert proposed["status"] == "pending" and proposed["content"] == diff
+    assert shown["content"] == [unstructure(updates.tool_content(updates.text_block("halfway\n")))]
+    assert proposed["status"] == "pending" and proposed["content"] == unstructure(diff)

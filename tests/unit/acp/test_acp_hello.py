@@ -10,6 +10,7 @@ import pytest
 from acp import schema
 
 from trellisd.acp.hello import PROTOCOL_VERSION, answer_early, capabilities
+from trellisd.convert import unstructure
 
 
 def test_the_early_answer_is_what_the_sdk_reads() -> None:
@@ -26,7 +27,7 @@ def test_the_early_answer_is_what_the_sdk_reads() -> None:
     answer = json.loads(line)
     assert line.endswith(b"\n") and answer["id"] == 0 and fs == (True, False)
     typed = schema.InitializeResponse.model_validate(answer["result"])
-    assert typed.model_dump(by_alias=True, exclude_none=True) == capabilities()
+    assert typed.model_dump(by_alias=True, exclude_none=True) == unstructure(capabilities())
 
 
 @pytest.mark.parametrize(
