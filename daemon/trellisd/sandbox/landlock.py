@@ -64,22 +64,26 @@ _PR_SET_NO_NEW_PRIVS = 38
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 
-# Filesystem rights (include/uapi/linux/landlock.h), and the ABI that brought each.
-EXECUTE = 1 << 0
-WRITE_FILE = 1 << 1
-READ_FILE = 1 << 2
-READ_DIR = 1 << 3
-REMOVE_DIR = 1 << 4
-REMOVE_FILE = 1 << 5
-MAKE_CHAR = 1 << 6
-MAKE_DIR = 1 << 7
-MAKE_REG = 1 << 8
-MAKE_SOCK = 1 << 9
-MAKE_FIFO = 1 << 10
-MAKE_BLOCK = 1 << 11
-MAKE_SYM = 1 << 12
-REFER = 1 << 13  # ABI 2: moving and linking across folders; denied unless handled and granted
-TRUNCATE = 1 << 14  # ABI 3
+# Filesystem rights (include/uapi/linux/landlock.h), in its order from bit 0. REFER (ABI 2)
+# is moving and linking across folders, denied unless handled and granted; TRUNCATE came
+# with ABI 3. _FS_BY_ABI: what each ABI handles.
+(
+    EXECUTE,
+    WRITE_FILE,
+    READ_FILE,
+    READ_DIR,
+    REMOVE_DIR,
+    REMOVE_FILE,
+    MAKE_CHAR,
+    MAKE_DIR,
+    MAKE_REG,
+    MAKE_SOCK,
+    MAKE_FIFO,
+    MAKE_BLOCK,
+    MAKE_SYM,
+    REFER,
+    TRUNCATE,
+) = (1 << bit for bit in range(15))
 _FS_BY_ABI = ((1, REFER - 1), (2, TRUNCATE - 1), (3, (TRUNCATE << 1) - 1))
 # Network rights (ABI 4) and scopes (ABI 6).
 NET_BIND_TCP = 1 << 0
@@ -146,7 +150,9 @@ def abi_version() -> int:
     if sys.platform != "linux" or os.uname().machine not in _MACHINES:
         return 0
     try:
-        return _syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+        return _syscall(
+            _CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+        )
     except OSError:
         return 0
 
