@@ -89,8 +89,8 @@ class Allowed:
     def admits(self, target: Target) -> bool:
         if target.port != self.port:
             return False
-        if self.wildcard:
-            return target.host.endswith("." + self.host)
+        if self.wildcard:  # a name's subdomains; never an address that ends alike
+            return not _is_address(target.host) and target.host.endswith("." + self.host)
         return target.host == self.host
 
     def __str__(self) -> str:

@@ -97,6 +97,7 @@ def test_an_entry_names_a_host_and_a_port() -> None:
     assert not wildcard.admits(Target("example.com", 443))
     assert not wildcard.admits(Target("badexample.com", 443))
     assert not wildcard.admits(Target("a.example.com", 80))
+    assert not parse_allowed("*.0.0.1:80").admits(Target("127.0.0.1", 80))
 
 
 @pytest.mark.parametrize(
