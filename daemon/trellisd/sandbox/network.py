@@ -243,7 +243,8 @@ def _parse_request(raw: bytes) -> _Request:
         if url.hostname is None or url.username is not None or url.password is not None:
             raise ValueError(f"{uri[:80]!r} names no host")
         host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
-        target = Target(_host(host), url.port or 80)
+        port = 80 if url.port is None else _port(str(url.port), uri)
+        target = Target(_host(host), port)
     except ValueError as error:
         raise _Answer(400, str(error)) from None
     dropped = _HOP | {

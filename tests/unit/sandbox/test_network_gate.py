@@ -228,6 +228,10 @@ async def test_bad_requests_get_a_reason(tmp_path: Path) -> None:
             (b"GET / HTTP/1.1\r\n\r\n", b"send CONNECT host:port, or an absolute http:// URL"),
             (b"CONNECT example.com HTTP/1.1\r\n\r\n", b"'example.com' is not host:port"),
             (b"hello\r\n\r\n", b"not an HTTP/1 request line"),
+            (
+                b"GET http://example.com:0/ HTTP/1.1\r\n\r\n",
+                b"has no valid port: write a number from 1 to 65535",
+            ),
         ]:
             answer = await ask(gate, request)
             assert answer.startswith(b"HTTP/1.1 400 Bad Request")
