@@ -69,6 +69,39 @@ async def test_bytes_go_through_both_ways_with_each_end_passed_on(tmp_path: Path
     assert relay.returncode == 5
 
 
+# Streams 4 MiB out while it reads the echo back, and prints the digests of both.
+STREAMER = f"""
+import hashlib, os, socket, threading
+sent = os.urandom(4 << 20)
+with socket.create_connection(("127.0.0.1", {PORT})) as conn:
+    def send():
+        conn.sendall(sent)
+        conn.shutdown(socket.SHUT_WR)
+    threading.Thread(target=send).start()
+    got = hashlib.sha256()
+    while data := conn.recv(65536):
+        got.update(data)
+print(hashlib.sha256(sent).hexdigest(), got.hexdigest())
+"""
+
+
+@needs_bwrap
+async def test_a_large_stream_comes_back_intact_while_both_ways_are_busy(tmp_path: Path) -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(echo, tmp_path / "s")
+    async with server:
+        relay = await walled(tmp_path / "s", sys.executable, "-c", STREAMER)
+        out, _ = await relay.communicate()
+    sent, got = out.split()
+    assert sent == got
+    assert relay.returncode == 0
+
+
 @needs_bwrap
 async def test_the_program_exits_with_its_own_status_or_128_plus_its_signal(
     tmp_path: Path,
