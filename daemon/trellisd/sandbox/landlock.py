@@ -21,8 +21,10 @@ program is not found. The program is never started without its walls.
 
 What Landlock cannot do that bubblewrap does:
 
-- No pid namespace: the program sees the user's other processes (``ps``), though it cannot
-  ptrace them or read their ``/proc/<pid>/environ`` or memory (Landlock's ptrace scoping).
+- No pid namespace: the program sees the user's other processes (``ps``). It cannot ptrace
+  them or open their ``/proc/<pid>/mem`` (Landlock's ptrace scoping), nor signal them (ABI
+  6), but it can read their ``/proc/<pid>/environ`` and ``maps``: a process with secrets in
+  its environment must make itself non-dumpable (``PR_SET_DUMPABLE`` 0) to keep them.
 - No network namespace: ``--no-network`` denies every TCP bind and connect, the loopback's
   too (a test suite's local server cannot listen), and leaves UDP (DNS among it) and
   pathname unix sockets open. An allowed list of hosts cannot be built (Landlock's network
