@@ -3,6 +3,7 @@ is hidden, and with the network denied cannot reach a server the test runs."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -31,6 +32,10 @@ for attempt in sys.argv[1:]:
             os.listdir(where)
         elif what == "connect":
             socket.create_connection(("127.0.0.1", int(where))).close()
+        elif what == "unix":
+            socket.socket(socket.AF_UNIX).connect(where.replace("@", "\\0"))
+        elif what == "signal":
+            os.kill(int(where), 0)
         print(attempt, "ok")
     except OSError as error:
         print(attempt, type(error).__name__)
@@ -110,6 +115,18 @@ def test_without_the_network_a_program_cannot_connect_even_to_the_loopback(
         assert walled([f"connect {port}"], [], [tmp_path]) == [f"connect {port} ok"]
         denied = walled([f"connect {port}"], [], [tmp_path], network=False)
         assert denied == [f"connect {port} PermissionError"]
+
+
+@pytest.mark.skipif(ABI < 6, reason="this kernel's Landlock cannot scope signals and sockets")
+def test_a_program_cannot_signal_the_daemon_or_reach_its_abstract_sockets(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(f"\0trellisd-test-{os.getpid()}")
+        listening.listen()
+        attempts = [f"signal {os.getpid()}", f"unix @trellisd-test-{os.getpid()}"]
+        assert walled(attempts, [], [tmp_path]) == [
+            f"signal {os.getpid()} PermissionError",
+            f"unix @trellisd-test-{os.getpid()} PermissionError",
+        ]
 
 
 @needs_landlock
