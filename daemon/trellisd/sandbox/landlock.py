@@ -13,7 +13,8 @@ program and everything it starts keep the restriction. Inside:
 
 Landlock grants, it cannot deny: a rule on a folder covers all below it. So a path is hidden
 by granting each of its siblings, and the siblings of each folder on the way to it, and never
-a folder that holds it.
+a folder that holds it. Links are resolved first (the target is hidden); what else leads to
+the same files (a hard link, another mount of a folder on the way) is readable where it is.
 
 Exit status, with a line on stderr, when the program does not start: 2 for bad arguments,
 126 when the walls cannot be built (no Landlock, or too old for what is asked), 127 when the
