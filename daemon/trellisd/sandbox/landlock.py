@@ -46,14 +46,18 @@ import ctypes
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
 
-TYPE_CHECKING = False  # as typing's, without importing typing
-if TYPE_CHECKING:  # the C module has no stubs of its own; ``signal`` re-exports it
-    import signal as _signal
+# What runs before every walled program imports little: typing, pathlib and collections.abc
+# (enum, re, urllib...) only for the type checker, ``_signal`` rather than ``signal``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal  # the C module has no stubs of its own; ``signal`` re-exports it
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+    StrPath = str | os.PathLike[str]
 else:
-    import _signal  # ``signal`` imports enum: milliseconds before every walled program
+    import _signal
 
 USAGE = (
     "usage: python -m trellisd.sandbox.landlock --write DIR... --hide PATH... [--no-network]"
@@ -194,7 +198,7 @@ def _grants(root: str, access: int, hidden: Sequence[str]) -> Iterator[tuple[str
             yield from _grants(entry.path, access, inside)
 
 
-def grants(hidden: Sequence[Path], writable: Sequence[Path]) -> list[tuple[str, int]]:
+def grants(hidden: Sequence[StrPath], writable: Sequence[StrPath]) -> list[tuple[str, int]]:
     """The path rules the walls are made of: read everywhere and write in ``writable``
     (and the devices), neither under ``hidden``. Paths are taken as their real paths."""
     hide = [os.path.realpath(path) for path in hidden]
@@ -208,7 +212,7 @@ def grants(hidden: Sequence[Path], writable: Sequence[Path]) -> list[tuple[str, 
     return rules
 
 
-def restrict(hidden: Sequence[Path], writable: Sequence[Path], network: bool) -> None:
+def restrict(hidden: Sequence[StrPath], writable: Sequence[StrPath], network: bool) -> None:
     """Restrict this process (and all it starts from now on) as the module docstring says;
     :class:`LandlockUnavailable` when that cannot be done, with nothing restricted."""
     abi = abi_version()
@@ -267,7 +271,7 @@ def landlock_prefix(hidden: Sequence[Path], writable: Sequence[Path], network: b
     ``-P``: the program's folder (the repository) is not searched for ``trellisd``; the code
     that builds the walls runs before them."""
     for path in (*hidden, *writable):
-        if not path.is_absolute():
+        if not os.path.isabs(path):
             raise ValueError(f"{path} is not an absolute path")
     prefix = [sys.executable, "-P", "-m", "trellisd.sandbox.landlock"]
     if writable:
@@ -279,13 +283,13 @@ def landlock_prefix(hidden: Sequence[Path], writable: Sequence[Path], network: b
     return [*prefix, "--"]
 
 
-def _arguments(argv: list[str]) -> tuple[list[Path], list[Path], bool, list[str]]:
+def _arguments(argv: list[str]) -> tuple[list[str], list[str], bool, list[str]]:
     if "--" not in argv:
         raise ValueError("no -- before the program")
     split = argv.index("--")
-    lists: dict[str, list[Path]] = {"--write": [], "--hide": []}
+    lists: dict[str, list[str]] = {"--write": [], "--hide": []}
     network = True
-    current: list[Path] | None = None
+    current: list[str] | None = None
     for word in argv[:split]:
         if word in lists:
             current = lists[word]
@@ -294,7 +298,7 @@ def _arguments(argv: list[str]) -> tuple[list[Path], list[Path], bool, list[str]
         elif word.startswith("-") or current is None:
             raise ValueError(f"unknown option {word}")
         else:
-            current.append(Path(word))
+            current.append(word)
     if not argv[split + 1 :]:
         raise ValueError("no program after --")
     return lists["--hide"], lists["--write"], network, argv[split + 1 :]

@@ -166,3 +166,9 @@ def test_the_prefix_names_its_paths_and_refuses_relative_ones() -> None:
     ]
     with pytest.raises(ValueError, match="relative is not an absolute path"):
         landlock_prefix([Path("relative")], [], True)
+
+
+def test_what_runs_before_every_walled_program_imports_little() -> None:
+    probe = "import sys, trellisd.sandbox.landlock; print(' '.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    assert not set(loaded.split()) & {"pathlib", "typing", "enum", "signal", "asyncio"}
