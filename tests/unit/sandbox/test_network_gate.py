@@ -6,6 +6,7 @@ socket, and a real ``bwrap --unshare-net`` running the relay and curl."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import stat
@@ -249,6 +250,7 @@ async def test_the_socket_is_private_and_gone_after(tmp_path: Path) -> None:
 
 
 BWRAP = shutil.which("bwrap")
+PROXY = ("--noproxy", "", "-x", "http://127.0.0.1:3128")
 
 
 @pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed")
@@ -256,27 +258,34 @@ async def test_curl_inside_the_walls_reaches_only_what_the_gate_allows(
     tmp_path: Path, allowed: Upstream, refused: Upstream
 ) -> None:
     async def curl(*args: str) -> tuple[int, str]:
+        """curl in the walls with the proxy variables the program gets; loopback names go
+        to the walls' own loopback unless ``-x`` names the relay."""
         walls = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         walls += ["--unshare-net", "--die-with-parent", "--"]
-        program = ["curl", "-sS", "--noproxy", "", "-x", "http://127.0.0.1:3128", *args]
         done = await asyncio.create_subprocess_exec(
             *walls,
             *relay_prefix(str(gate.socket_path), 3128),
-            *program,
+            *["curl", "-sS", *args],
             stdout=asyncio.subprocess.PIPE,
+            env={"PATH": os.environ["PATH"], **proxy_env(3128)},
         )
         out, _ = await done.communicate()
         return await done.wait(), out.decode()
 
     entries = [f"127.0.0.1:{allowed.port}", f"localhost:{allowed.port}"]
     async with NetworkGate(entries, tmp_path) as gate:
-        code, out = await curl(f"http://127.0.0.1:{allowed.port}/inside")
+        # The variables alone send it to the gate, which refuses and resolves nothing.
+        code, out = await curl("-w", "%{http_code}", "http://example.invalid/")
+        assert out == "example.invalid:80 is not an allowed network target\n403"
+        code, out = await curl("-w", "%{http_code}", f"http://127.0.0.1:{allowed.port}/")
+        assert code == 7  # its own loopback, where nothing listens: NO_PROXY kept it there
+        code, out = await curl(*PROXY, f"http://127.0.0.1:{allowed.port}/inside")
         assert (code, out) == (0, "upstream got GET /inside HTTP/1.1")
         # The name is resolved by the gate: the walls have no DNS.
-        code, out = await curl("-p", f"http://localhost:{allowed.port}/tunnel")
+        code, out = await curl(*PROXY, "-p", f"http://localhost:{allowed.port}/tunnel")
         assert (code, out) == (0, "upstream got GET /tunnel HTTP/1.1")
-        code, out = await curl("-w", "%{http_code}", f"http://127.0.0.1:{refused.port}/")
+        code, out = await curl(*PROXY, "-w", "%{http_code}", f"http://127.0.0.1:{refused.port}/")
         assert out.endswith("is not an allowed network target\n403")
-        code, out = await curl("-p", f"http://127.0.0.1:{refused.port}/")
+        code, out = await curl(*PROXY, "-p", f"http://127.0.0.1:{refused.port}/")
         assert code != 0  # curl: CONNECT tunnel failed, response 403
     assert (allowed.connections, refused.connections) == (2, 0)
