@@ -112,6 +112,11 @@ def _host(text: str) -> str:
         pass
     if ":" in name:
         raise ValueError(f"{text} is not a host name: write an IPv6 address in brackets")
+    if not name.isascii():  # as it goes on the wire: bücher.example is xn--bcher-kva.example
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise ValueError(f"{text!r} is not a host name") from None
     labels = name.split(".")
     if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
         raise ValueError(f"{text!r} is not a host name")

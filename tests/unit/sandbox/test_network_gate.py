@@ -92,6 +92,7 @@ def test_an_entry_names_a_host_and_a_port() -> None:
     assert parse_allowed("API.Example.com:443") == Allowed("api.example.com", 443)
     assert parse_allowed("*.example.com:443") == Allowed("example.com", 443, wildcard=True)
     assert parse_allowed("[::1]:8080") == Allowed("::1", 8080)
+    assert parse_allowed("Bücher.example:443") == Allowed("xn--bcher-kva.example", 443)
     assert str(parse_allowed("[::1]:8080")) == "[::1]:8080"
     wildcard = parse_allowed("*.example.com:443")
     assert wildcard.admits(Target("a.b.example.com", 443))
