@@ -115,7 +115,7 @@ DEVICES = (
 )
 
 
-class LandlockUnavailable(Exception):
+class LandlockError(Exception):
     """The walls cannot be built here; the message says why, in one line."""
 
 
@@ -188,7 +188,7 @@ def _grants(root: str, access: int, hidden: Sequence[str]) -> Iterator[tuple[str
     try:
         entries = sorted(os.scandir(root), key=lambda entry: entry.name)
     except OSError as error:
-        raise LandlockUnavailable(
+        raise LandlockError(
             f"cannot list {root} to hide {inside[0]} in it: {error.strerror}"
         ) from None
     for entry in entries:
@@ -214,12 +214,12 @@ def grants(hidden: Sequence[StrPath], writable: Sequence[StrPath]) -> list[tuple
 
 def restrict(hidden: Sequence[StrPath], writable: Sequence[StrPath], network: bool) -> None:
     """Restrict this process (and all it starts from now on) as the module docstring says;
-    :class:`LandlockUnavailable` when that cannot be done, with nothing restricted."""
+    :class:`LandlockError` when that cannot be done, with nothing restricted."""
     abi = abi_version()
     if abi < 1:
-        raise LandlockUnavailable("this kernel offers no Landlock (off, too old, or not Linux)")
+        raise LandlockError("this kernel offers no Landlock (off, too old, or not Linux)")
     if not network and abi < 4:
-        raise LandlockUnavailable(
+        raise LandlockError(
             f"this kernel's Landlock (ABI {abi}) cannot deny the network; ABI 4 is needed"
         )
     fs = _handled_fs(abi)
@@ -234,16 +234,16 @@ def restrict(hidden: Sequence[StrPath], writable: Sequence[StrPath], network: bo
             _CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0
         )
     except OSError as error:
-        raise LandlockUnavailable(f"cannot create a Landlock ruleset: {error.strerror}") from None
+        raise LandlockError(f"cannot create a Landlock ruleset: {error.strerror}") from None
     try:
         for path, access in rules:
             _add_rule(ruleset, path, access & fs)
         if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise LandlockUnavailable(f"cannot set no_new_privs: {os.strerror(ctypes.get_errno())}")
+            raise LandlockError(f"cannot set no_new_privs: {os.strerror(ctypes.get_errno())}")
         try:
             _syscall(_RESTRICT_SELF, ruleset, 0)
         except OSError as error:
-            raise LandlockUnavailable(f"cannot restrict itself: {error.strerror}") from None
+            raise LandlockError(f"cannot restrict itself: {error.strerror}") from None
     finally:
         os.close(ruleset)
 
@@ -260,7 +260,7 @@ def _add_rule(ruleset: int, path: str, access: int) -> None:
         try:
             _syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
         except OSError as error:
-            raise LandlockUnavailable(f"cannot add a rule for {path}: {error.strerror}") from None
+            raise LandlockError(f"cannot add a rule for {path}: {error.strerror}") from None
     finally:
         os.close(fd)
 
@@ -312,7 +312,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         restrict(hidden, writable, network)
-    except LandlockUnavailable as error:
+    except LandlockError as error:
         print(f"trellisd landlock: {error}", file=sys.stderr)
         return 126
     # The program gets the dispositions a shell would give it, not Python's SIGPIPE ignore.
