@@ -47,6 +47,7 @@ async def walled(socket_path: Path, *program: str) -> asyncio.subprocess.Process
         *relay_prefix(str(socket_path), PORT),
         *program,
         stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -99,6 +100,18 @@ async def test_a_large_stream_comes_back_intact_while_both_ways_are_busy(tmp_pat
         out, _ = await relay.communicate()
     sent, got = out.split()
     assert sent == got
+    assert relay.returncode == 0
+
+
+@needs_bwrap
+async def test_without_the_gate_a_connection_is_closed_and_the_relay_says_why(
+    tmp_path: Path,
+) -> None:
+    reads = f"import socket; print(socket.create_connection(('127.0.0.1', {PORT})).recv(9))"
+    relay = await walled(tmp_path / "gone", sys.executable, "-c", reads)
+    out, err = await relay.communicate()
+    assert out == b"b''\n"  # the program's connection ended with nothing in it
+    assert err.decode().startswith(f"trellisd relay: cannot reach {tmp_path / 'gone'}: ")
     assert relay.returncode == 0
 
 
