@@ -1,0 +1,1 @@
+"""Walls around the programs the agent starts."""
