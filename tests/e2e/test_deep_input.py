@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import Daemon
-from tests.e2e.pipes import Pipes
-from tests.e2e.test_sessions import open_session
+from tests.e2e.conftest import Daemon, Pipes
+from tests.fixtures.driver import open_session
 from tests.fixtures.model_server import ModelServer
 
 HEADER = (

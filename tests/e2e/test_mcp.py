@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_policy_tools import answer_approvals, events
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import answer_approvals, events, open_session, turn
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually

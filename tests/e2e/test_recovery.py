@@ -10,25 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_changes import OPEN, write
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import OPEN, STUBBORN, open_session, running_command, turn, write
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import eventually
 
 CONFLICT = -32020
-STUBBORN = ["sh", "-c", 'trap "" TERM; echo migrating; sleep 300']
-"""A command that ignores SIGTERM (so does the sleep it starts): only a kill ends it."""
-
-
-def running_command(daemon: Daemon, printed: str) -> bool:
-    """The command's call is ``running`` and it has printed ``printed``: it has started."""
-    sent = [m for m in daemon.protocol.received if "method" in m]
-    return any(
-        m["method"] == "session/toolCall"
-        and m["params"]["tool"] == "run_command"
-        and m["params"]["status"] == "running"
-        for m in sent
-    ) and any(m["method"] == "session/toolOutput" and printed in m["params"]["text"] for m in sent)
 
 
 async def killed_turn(

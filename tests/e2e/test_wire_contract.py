@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from tests import protocol_schema
-from tests.e2e.conftest import TEST_KEY, DaemonFactory
-from tests.e2e.pipes import Pipes
-from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.conftest import TEST_KEY, DaemonFactory, Pipes
+from tests.fixtures.driver import open_session, turn
 from tests.fixtures.model_server import ModelServer
 
 WRITE = {"name": "write_file", "arguments": {"path": "late.txt", "content": "x"}}
