@@ -1,5 +1,4 @@
-"""Budgets that stop a turn before the model call that would pass them, and prompts queued
-behind a running turn, over real pipes against the loopback model server."""
+"""A session's queue of prompts, seen by every window of the shared daemon following it."""
 
 from __future__ import annotations
 

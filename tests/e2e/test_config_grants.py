@@ -1,6 +1,6 @@
-"""The config file and remembered approvals over real pipes: a broken file stops the daemon
-(standalone and shared) in one line, ``trellisd config`` says where each setting came from,
-and grants outlive the daemon, hold on their root, and are revoked."""
+"""The config file and the daemon's process: a broken file stops the daemon (standalone and
+shared) in one line, ``trellisd config`` says where each setting came from, and a grant holds
+in every window of the shared daemon."""
 
 from __future__ import annotations
 

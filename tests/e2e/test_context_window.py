@@ -1,6 +1,4 @@
-"""Long sessions against the model's context window, over real pipes: compaction when a
-request would pass the window, on demand and when the provider refuses a request as too
-long; ``session/usage`` after each step; cached input tokens in the ledger."""
+"""The usage of a session's turns, told to every window of the shared daemon following it."""
 
 from __future__ import annotations
 

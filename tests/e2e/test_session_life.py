@@ -1,5 +1,5 @@
-"""A session's life over real pipes: fork, rename, instructions, close, delete, and the
-session's feed of commits, with their error cases."""
+"""A session's life between daemon processes on one store: who may fork, rename, close and
+delete a session another daemon writes, and what a reader in another process sees."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Sessions end to end: open, turn, stream, branch, reopen from a new process."""
+"""Sessions across processes: a new process reopens a session by id, and a store written
+by a newer trellisd is refused untouched."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Live tool activity: each tool call's status as it changes, and a running command's output
-while it runs, to the editor (and every window following the session)."""
+"""Live tool activity in every window of the shared daemon following the session, and in a
+window that reopens it mid-command."""
 
 from __future__ import annotations
 

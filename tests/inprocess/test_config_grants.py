@@ -1,6 +1,4 @@
-"""The config file and remembered approvals over real pipes: a broken file stops the daemon
-(standalone and shared) in one line, ``trellisd config`` says where each setting came from,
-and grants outlive the daemon, hold on their root, and are revoked."""
+"""Remembered approvals: grants outlive the daemon, hold on their root, and are revoked."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""session/export, session/import and search over real pipes: a session handed from one
-store to another reads the same there, and a daemon killed mid-export or mid-import leaves
-neither a partial file nor a partial session."""
+"""session/export, session/import and search: a session handed from one store to another
+reads the same there, and search finds sessions by what was said in them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sessions end to end: open, turn, stream, branch, reopen from a new process."""
+"""Sessions: open, turn, stream, branch, reopen in a new daemon, list, providers and prices."""
 
 from __future__ import annotations
 
