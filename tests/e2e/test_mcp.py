@@ -9,42 +9,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.fixtures.driver import open_session, turn
+from tests.e2e.conftest import DaemonFactory
+from tests.fixtures.driver import ALLOW_MCP, call, one_call, open_session, stdio
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually
-
-SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_server.py")
-ALLOW_MCP = {
-    "layers": [{"name": "mcp", "allowRead": ["**"], "allowExec": ["mcp:*"]}],
-    "approval": "all",
-}
-
-
-def stdio(name: str = "t", *extra: str, **fields: Any) -> dict[str, Any]:
-    return {"name": name, "command": sys.executable, "args": [SERVER, "stdio", *extra], **fields}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-async def tool_results(daemon: Daemon, run_id: str) -> list[str]:
-    steps = (await daemon.call("run/steps", {"runId": run_id}))["steps"]
-    return [s["result"] for s in steps if s.get("toolCall")]
-
-
-async def one_call(
-    daemon: Daemon, model: ModelServer, session: dict[str, Any], tool: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
-    """A turn in which the model calls ``tool`` once; what the tool answered, and the turn."""
-    model.reply("", tool_calls=[tool])
-    model.reply("done")
-    result = await turn(daemon, session, f"call {tool['name']}")
-    return (await tool_results(daemon, result["runId"]))[-1], result
 
 
 def ps_pids() -> set[int]:

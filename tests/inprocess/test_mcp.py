@@ -9,53 +9,29 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fixtures.driver import (
+    ALLOW_MCP,
     Daemon,
     DaemonFactory,
     answer_approvals,
+    call,
     events,
+    one_call,
     open_session,
+    stdio,
     turn,
 )
+from tests.fixtures.driver import MCP_SERVER as SERVER
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import alive, eventually
 
-SERVER = str(Path(__file__).parents[1] / "fixtures" / "mcp_server.py")
 FILESYSTEM = (
     Path(__file__).parents[1]
     / "mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 )
-ALLOW_MCP = {
-    "layers": [{"name": "mcp", "allowRead": ["**"], "allowExec": ["mcp:*"]}],
-    "approval": "all",
-}
-
-
-def stdio(name: str = "t", *extra: str, **fields: Any) -> dict[str, Any]:
-    return {"name": name, "command": sys.executable, "args": [SERVER, "stdio", *extra], **fields}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-async def tool_results(daemon: Daemon, run_id: str) -> list[str]:
-    steps = (await daemon.call("run/steps", {"runId": run_id}))["steps"]
-    return [s["result"] for s in steps if s.get("toolCall")]
-
-
-async def one_call(
-    daemon: Daemon, model: ModelServer, session: dict[str, Any], tool: dict[str, Any]
-) -> tuple[str, dict[str, Any]]:
-    """A turn in which the model calls ``tool`` once; what the tool answered, and the turn."""
-    model.reply("", tool_calls=[tool])
-    model.reply("done")
-    result = await turn(daemon, session, f"call {tool['name']}")
-    return (await tool_results(daemon, result["runId"]))[-1], result
 
 
 async def test_a_session_server_tool_is_offered_asked_for_and_recorded(
