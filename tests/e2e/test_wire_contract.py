@@ -69,19 +69,6 @@ async def test_an_approval_answered_after_shutdown_still_ends_its_turn(
     assert await asyncio.wait_for(daemon.process.wait(), 30) == 0
 
 
-async def test_a_sessions_transport_settings_come_back_in_a_valid_session(
-    spawn: DaemonFactory, workspace: Path
-) -> None:
-    daemon = await spawn()
-    provider = {"model": "m", "maxRetries": 1, "retryBudget": 2.5, "readTimeout": 30}
-    opened = await open_session(daemon, workspace, provider=provider)  # checked by the schema
-    assert opened["provider"] == provider
-    reopened = await daemon.call("session/reopen", {"sessionId": opened["sessionId"]})
-    assert reopened["provider"] == provider
-    listed = await daemon.call("session/list", None)
-    assert listed["sessions"][0]["provider"] == provider
-
-
 ABSENT = object()
 
 # Every request shape the protocol pages document, at the edges: params left out, null, [],

@@ -297,3 +297,16 @@ async def test_each_turn_has_a_cost_when_its_model_has_a_price(
     assert unknown["cost"] is None
     history = (await daemon.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
     assert history[0]["cost"] == priced["cost"] and history[1]["cost"] is None
+
+
+async def test_a_sessions_transport_settings_come_back_in_a_valid_session(
+    spawn: DaemonFactory, workspace: Path
+) -> None:
+    daemon = await spawn()
+    provider = {"model": "m", "maxRetries": 1, "retryBudget": 2.5, "readTimeout": 30}
+    opened = await open_session(daemon, workspace, provider=provider)  # checked by the schema
+    assert opened["provider"] == provider
+    reopened = await daemon.call("session/reopen", {"sessionId": opened["sessionId"]})
+    assert reopened["provider"] == provider
+    listed = await daemon.call("session/list", None)
+    assert listed["sessions"][0]["provider"] == provider
