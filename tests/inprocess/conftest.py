@@ -9,9 +9,9 @@ and cancel do is tested here: no process is started, so a test costs what its lo
 What needs a process (framing on real pipes, start and exit, crashes, processes sharing a
 store, the shared daemon, older builds) is tested in ``tests/e2e``.
 
-    spawn    daemons over one store, each a ``server.Daemon`` with one window; ``env``: the
-             daemon's settings and the environment its tools and prices read (set for the
-             test); a daemon ends as an editor ends it, with ``shutdown`` and ``exit``
+    spawn    daemons over one store, each a ``server.Daemon`` with one window, in an environment
+             of the test's own with ``env`` over it; a daemon ends as an editor ends it, with
+             ``shutdown`` and ``exit``
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ async def spawn(
     tmp_path: Path, model: ModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[DaemonFactory]:
     """Start daemons over one store (``db``) in this process, talking to the test's model
-    server, with the settings of an environment of the test's own (``hermetic_env``)."""
+    server, in an environment of the test's own (``hermetic_env``, set in ``os.environ`` for
+    the test: the daemon's settings, tools and prices read it as a process would)."""
     started: list[tuple[Daemon, Served]] = []
 
     async def start(
@@ -142,20 +143,21 @@ async def spawn(
     ) -> Daemon:
         db = db or tmp_path / "store" / "trellisd.db"
         db.parent.mkdir(parents=True, exist_ok=True)
-        for name, value in (env or {}).items():
-            monkeypatch.setenv(name, value)
-        settings = load_settings(
-            hermetic_env(
-                tmp_path / "home",
-                **{
-                    "TRELLISD_PROVIDER": "openai",
-                    "TRELLISD_BASE_URL": model.url,
-                    "TRELLISD_API_KEY": TEST_KEY,
-                    "TRELLISD_MODEL": "test-model",
-                    **(env or {}),
-                },
-            )
+        environment = hermetic_env(
+            tmp_path / "home",
+            **{
+                "TRELLISD_PROVIDER": "openai",
+                "TRELLISD_BASE_URL": model.url,
+                "TRELLISD_API_KEY": TEST_KEY,
+                "TRELLISD_MODEL": "test-model",
+                **(env or {}),
+            },
         )
+        for name in set(os.environ) - set(environment):
+            monkeypatch.delenv(name)
+        for name, value in environment.items():
+            monkeypatch.setenv(name, value)
+        settings = load_settings(os.environ)
         client = client_factory()
         served = Served(server.Daemon(str(db), settings))
         await served.connect(client, settings)
