@@ -1,25 +1,18 @@
-"""The config file and remembered approvals over real pipes: a broken file stops the daemon
-(standalone and shared) in one line, ``trellisd config`` says where each setting came from,
-and grants outlive the daemon, hold on their root, and are revoked."""
+"""The config file and the daemon's process: a broken file stops the daemon (standalone and
+shared) in one line, ``trellisd config`` says where each setting came from, and a grant holds
+in every window of the shared daemon."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e import test_shared
-from tests.e2e.conftest import TEST_KEY, DaemonFactory
-from tests.e2e.test_policy_tools import answer_approvals
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_shared import Windows
+from tests.e2e.conftest import TEST_KEY, Windows
+from tests.fixtures.driver import answer_approvals, open_session, turn, write
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET
-
-runtime = test_shared.runtime  # the fixtures of a shared daemon's windows
-windows = test_shared.windows
 
 BROKEN = 'provider = "openai"\nmodel = "m"\nmaxRetries = "many"\n'
 
@@ -102,65 +95,6 @@ def test_trellisd_config_prints_each_setting_with_its_source_and_no_key(tmp_path
     ]
 
 
-def write_call(path: str, content: str) -> dict[str, object]:
-    return {"name": "write_file", "arguments": {"path": path, "content": content}}
-
-
-async def test_grants_survive_a_restart_hold_on_their_root_and_are_revoked(
-    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
-) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    first = await spawn()
-    answer_approvals(first, ["allowAlways", "allowAlwaysProject"])
-    session = await open_session(first, workspace)
-    model.reply("", tool_calls=[write_call("a.txt", "1")])
-    model.reply("", tool_calls=[write_call("b.txt", "1")])
-    model.reply("done")
-    await turn(first, session, "write a and b")
-    await first.client.shutdown_session()
-    await first.client.stop()
-
-    second = await spawn()
-    asked = answer_approvals(second, ["deny"] * 4)
-    policy = await second.call("session/policy", {"sessionId": session["sessionId"]})
-    assert policy["grants"] == [
-        {"kind": "write", "target": "a.txt", "scope": "session"},
-        {"kind": "write", "target": "b.txt", "scope": "project"},
-    ]
-    same = await open_session(second, workspace)
-    other = await open_session(second, elsewhere)
-    for opened, grants in ((same, ["b.txt"]), (other, [])):
-        seen = await second.call("session/policy", {"sessionId": opened["sessionId"]})
-        assert [g["target"] for g in seen["grants"]] == grants
-    model.reply("", tool_calls=[write_call("b.txt", "2")])
-    model.reply("done")
-    await turn(second, same, "write b again")
-    assert asked == [] and (workspace / "b.txt").read_text() == "2"
-    model.reply("", tool_calls=[write_call("b.txt", "3")])
-    model.reply("done")
-    await turn(second, other, "write b elsewhere")
-    assert len(asked) == 1 and not (elsewhere / "b.txt").exists()
-
-    revoked = await second.call(
-        "session/revoke",
-        {"sessionId": same["sessionId"], "grant": {"kind": "write", "target": "b.txt"}},
-    )
-    assert revoked["grants"] == []
-    seen = await second.call("session/policy", {"sessionId": session["sessionId"]})
-    assert seen["grants"] == [{"kind": "write", "target": "a.txt", "scope": "session"}]
-    error = await second.error(
-        "session/revoke",
-        {"sessionId": same["sessionId"], "grant": {"kind": "write", "target": "b.txt"}},
-    )
-    assert error.code == -32010 and "has no grant to write b.txt" in error.message
-    bad = await second.error(
-        "session/revoke", {"sessionId": same["sessionId"], "grant": {"kind": "delete"}}
-    )
-    assert bad.code == -32602 and "grant.kind" in bad.message
-    assert os.path.exists(second.db)
-
-
 async def test_a_grant_holds_in_every_window_of_the_shared_daemon(
     windows: Windows, model: ModelServer, workspace: Path
 ) -> None:
@@ -169,11 +103,11 @@ async def test_a_grant_holds_in_every_window_of_the_shared_daemon(
     answer_approvals(a, ["allowAlways"])
     asked_b = answer_approvals(b, ["deny"])
     session = await open_session(a, workspace)
-    model.reply("", tool_calls=[write_call("a.txt", "1")])
+    model.reply("", tool_calls=[write("a.txt", "1")])
     model.reply("done")
     await turn(a, session, "write a")
     await b.call("session/reopen", {"sessionId": session["sessionId"]})
-    model.reply("", tool_calls=[write_call("a.txt", "2")])
+    model.reply("", tool_calls=[write("a.txt", "2")])
     model.reply("done")
     await turn(b, session, "write a again")
     assert asked_b == [] and (workspace / "a.txt").read_text() == "2"

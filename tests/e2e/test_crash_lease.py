@@ -9,8 +9,7 @@ import signal
 from pathlib import Path
 
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_steer_cancel import held_after, tokens
+from tests.fixtures.driver import held_after, open_session, tokens, turn
 from tests.fixtures.model_server import ModelServer, split_words
 from tests.fixtures.waits import eventually
 

@@ -18,7 +18,7 @@ import apsw
 import pytest
 
 from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import open_session, turn
 from tests.fixtures.model_server import ModelServer, split_words
 from tests.fixtures.waits import eventually
 

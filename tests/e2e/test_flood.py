@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from tests.e2e.conftest import DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import open_session, turn
 from tests.fixtures.flood_server import FloodServer, MiB
 from tests.fixtures.waits import SAFETY_NET, until
 

@@ -8,7 +8,6 @@ import contextlib
 import datetime
 import errno
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -18,8 +17,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from tests.e2e.conftest import DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.conftest import without_override
+from tests.fixtures.driver import DaemonFactory, open_session, turn
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.read_only import read_only
 from tests.fixtures.waits import eventually
@@ -212,16 +211,6 @@ async def test_a_read_only_store_serves_reads_and_refuses_writes(
             assert refused.code == -32040, (method, refused.message)
             assert "read-only" in refused.message and refused.data["readOnly"] is True
         assert len(model.requests) == 1
-
-
-def without_override() -> list[str]:
-    """A command that runs the daemon as a user the folder's mode applies to: root loses the
-    capabilities that let it write any folder whatever its mode; anyone else already is one."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv to run the daemon without root's file capabilities")
-    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 
 @pytest.mark.parametrize("mode", [0o600, 0o400], ids=["file-writable", "file-read-only"])

@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 
 from tests import protocol_schema
-from tests.e2e.conftest import Daemon
-from tests.e2e.pipes import Pipes
-from tests.e2e.test_policy_tools import answer_approvals
-from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.conftest import Daemon, Pipes
+from tests.fixtures.driver import answer_approvals, open_session, turn
 from tests.fixtures.model_server import ModelServer
 
 LIST = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "session/list"}).encode()

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import TEST_KEY, Daemon
-from tests.e2e.pipes import Pipes
-from tests.e2e.test_hardening_store import without_override
+from tests.e2e.conftest import TEST_KEY, Daemon, Pipes, without_override
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET

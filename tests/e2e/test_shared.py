@@ -15,85 +15,37 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from lsprotocol import types
 
 import trellisd
-from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_changes import OPEN
-from tests.e2e.test_recovery import STUBBORN, running_command
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_steer_cancel import LONG, held_after, tokens
+from tests.e2e import conftest
+from tests.e2e.conftest import Daemon, Windows
+from tests.fixtures.driver import (
+    LONG,
+    OPEN,
+    STUBBORN,
+    DaemonFactory,
+    followed,
+    held_after,
+    open_session,
+    running_command,
+    streamed,
+    tokens,
+    turn,
+)
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually, until
 from trellisd.build import build
 from trellisd.rendezvous import Place, hello
 
-
-@pytest.fixture
-def runtime() -> Iterator[Path]:
-    """A runtime folder of the test's own, short enough for a socket path."""
-    folder = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-class Windows:
-    """Editor windows of one user, each a ``trellisd`` forwarder, on one store."""
-
-    def __init__(self, spawn: DaemonFactory, runtime: Path, db: Path) -> None:
-        self.spawn, self.runtime, self.db = spawn, runtime, db
-        self.daemon_pids: set[int] = set()
-        self.opened: list[Daemon] = []
-
-    def env(self, **extra: str) -> dict[str, str]:
-        return {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(self.runtime), **extra}
-
-    async def open(self, **env: str) -> tuple[Daemon, dict[str, Any]]:
-        """A new window: its forwarder started and initialized; the daemon's own facts."""
-        window = await self.spawn(db=self.db, env=self.env(**env), initialize=False)
-        self.opened.append(window)
-        result = await window.client.initialize_session(
-            types.InitializeParams(capabilities=types.ClientCapabilities())
-        )
-        facts = result.capabilities.experimental["trellisd"]
-        self.daemon_pids.add(facts["daemon"]["pid"])
-        return window, facts
-
-    async def close(self) -> None:
-        """Every window still open ends as an editor ends it, then every daemon stops."""
-        for window in self.opened:
-            if window.process.returncode is None:
-                await window.client.shutdown_session()
-                await window.process.wait()
-        for pid in self.daemon_pids:
-            if alive(pid):
-                os.kill(pid, signal.SIGTERM)
-
-
-@pytest_asyncio.fixture
-async def windows(spawn: DaemonFactory, runtime: Path, tmp_path: Path) -> AsyncIterator[Windows]:
-    group = Windows(spawn, runtime, tmp_path / "store" / "trellisd.db")
-    yield group
-    for log in (runtime / "trellisd").glob("*.log"):
-        sys.stderr.write(log.read_text())  # shown when the test fails
-    await group.close()
-    for pid in group.daemon_pids:
-        await eventually(lambda pid=pid: not alive(pid), f"the shared daemon {pid} exits")
-
-
-def followed(window: Daemon, method: str) -> list[dict[str, Any]]:
-    return [m["params"] for m in window.protocol.received if m.get("method") == method]
-
-
-def streamed(window: Daemon, run_id: str) -> str:
-    return "".join(t["text"] for t in window.tokens if t["runId"] == run_id)
+# acp_e2e imports the windows' fixtures from here; they live in conftest.py.
+runtime, windows = conftest.runtime, conftest.windows
 
 
 async def test_windows_attach_to_one_daemon_that_outlives_them(windows: Windows) -> None:

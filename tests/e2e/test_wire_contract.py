@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from tests import protocol_schema
-from tests.e2e.conftest import TEST_KEY, DaemonFactory
-from tests.e2e.pipes import Pipes
-from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.conftest import TEST_KEY, DaemonFactory, Pipes
+from tests.fixtures.driver import open_session, turn
 from tests.fixtures.model_server import ModelServer
 
 WRITE = {"name": "write_file", "arguments": {"path": "late.txt", "content": "x"}}
@@ -68,19 +67,6 @@ async def test_an_approval_answered_after_shutdown_still_ends_its_turn(
     assert (workspace / "late.txt").read_text() == "x"
     daemon.protocol.notify("exit", None)
     assert await asyncio.wait_for(daemon.process.wait(), 30) == 0
-
-
-async def test_a_sessions_transport_settings_come_back_in_a_valid_session(
-    spawn: DaemonFactory, workspace: Path
-) -> None:
-    daemon = await spawn()
-    provider = {"model": "m", "maxRetries": 1, "retryBudget": 2.5, "readTimeout": 30}
-    opened = await open_session(daemon, workspace, provider=provider)  # checked by the schema
-    assert opened["provider"] == provider
-    reopened = await daemon.call("session/reopen", {"sessionId": opened["sessionId"]})
-    assert reopened["provider"] == provider
-    listed = await daemon.call("session/list", None)
-    assert listed["sessions"][0]["provider"] == provider
 
 
 ABSENT = object()

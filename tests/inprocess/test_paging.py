@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import DaemonFactory
+from tests.fixtures.driver import DaemonFactory
 from trellisd.processes import pid_alive
 from trellisd.records import ProviderChoice, Step, Tokens
 from trellisd.store import Store

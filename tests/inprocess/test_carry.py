@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_changes import OPEN, agent_turn, changes, python, write, write_then_change
-from tests.e2e.test_sessions import open_session
+from tests.fixtures.driver import (
+    OPEN,
+    Daemon,
+    DaemonFactory,
+    agent_turn,
+    changes,
+    open_session,
+    python,
+    write,
+    write_then_change,
+)
 from tests.fixtures.git_repo import make_repo, user_state
 from tests.fixtures.model_server import ModelServer
 

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Daemon
-from tests.e2e.test_policy_tools import events
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import Daemon, events, open_session, turn
 from tests.fixtures.model_server import ModelServer
 
 POLICY = {

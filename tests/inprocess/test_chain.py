@@ -10,7 +10,7 @@ from typing import Any
 import apsw
 import pytest
 
-from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.fixtures.driver import Daemon, DaemonFactory
 from tests.fixtures.model_server import ModelServer
 
 

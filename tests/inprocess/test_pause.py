@@ -9,7 +9,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from tests.e2e.conftest import Daemon, DaemonFactory
+from tests.fixtures.driver import Daemon, DaemonFactory
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import until
 from trellisd.agent.steering import STEER_NOTE

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Daemon
+from tests.fixtures.driver import Daemon
 
 
 @pytest.mark.parametrize(

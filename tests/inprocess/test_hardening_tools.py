@@ -9,9 +9,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import TEST_KEY, Daemon, DaemonFactory
-from tests.e2e.test_policy_tools import answer_approvals, events
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import (
+    TEST_KEY,
+    Daemon,
+    DaemonFactory,
+    answer_approvals,
+    events,
+    open_session,
+    turn,
+)
 from tests.fixtures.model_server import ModelServer
 
 LEAKS = {

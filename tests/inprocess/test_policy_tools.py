@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests import protocol_schema
-from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import (
+    Daemon,
+    DaemonFactory,
+    answer_approvals,
+    events,
+    open_session,
+    turn,
+)
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually
 
@@ -27,24 +32,6 @@ OPEN = {
     ],
     "approval": "all",
 }
-
-
-def answer_approvals(daemon: Daemon, decisions: list[str]) -> list[dict[str, Any]]:
-    """The editor's side of session/requestApproval: answer in order, keep what was asked."""
-    asked: list[dict[str, Any]] = []
-
-    def handler(ls: Any, params: dict[str, Any]) -> dict[str, str]:
-        protocol_schema.check("clientRequests", "session/requestApproval", "params", params)
-        asked.append(params)
-        return {"decision": decisions[len(asked) - 1]}
-
-    daemon.client.feature("session/requestApproval")(handler)
-    return asked
-
-
-async def events(daemon: Daemon, run_id: str, kind: str) -> list[dict[str, Any]]:
-    found = (await daemon.call("run/events", {"runId": run_id}))["events"]
-    return [e for e in found if e["kind"] == kind]
 
 
 async def test_a_denied_write_is_refused_attributed_and_never_happens(

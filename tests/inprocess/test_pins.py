@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import Daemon
+from tests.fixtures.driver import Daemon
 from tests.fixtures.model_server import ModelServer
 
 
