@@ -28,16 +28,12 @@ import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 
-import tests.conftest as shared
 from tests.fixtures.driver import TEST_KEY, Daemon, DaemonFactory, client_factory
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import alive, eventually
 
 __all__ = ["TEST_KEY", "Daemon", "DaemonFactory", "Pipes", "Windows", "without_override"]
-
-# The fixtures of every daemon test, named here too: acp_e2e/conftest.py imports them from here.
-model, workspace = shared.model, shared.workspace
 
 
 @pytest_asyncio.fixture

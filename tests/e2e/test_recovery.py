@@ -7,11 +7,9 @@ import asyncio
 from pathlib import Path
 
 from tests.e2e.conftest import DaemonFactory
-from tests.fixtures.driver import OPEN, STUBBORN, killed_turn, open_session, running_command, turn
+from tests.fixtures.driver import OPEN, STUBBORN, open_session, running_command, turn
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import eventually
-
-__all__ = ["killed_turn"]  # acp_e2e imports it from here
 
 CONFLICT = -32020
 

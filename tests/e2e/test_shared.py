@@ -23,7 +23,6 @@ import pytest
 from lsprotocol import types
 
 import trellisd
-from tests.e2e import conftest
 from tests.e2e.conftest import Daemon, Windows
 from tests.fixtures.driver import (
     LONG,
@@ -45,7 +44,6 @@ from trellisd.build import build
 from trellisd.rendezvous import Place, hello
 
 # acp_e2e imports the windows' fixtures from here; they live in conftest.py.
-runtime, windows = conftest.runtime, conftest.windows
 
 
 async def test_windows_attach_to_one_daemon_that_outlives_them(windows: Windows) -> None:

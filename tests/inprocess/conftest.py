@@ -33,7 +33,8 @@ from tests.fixtures.driver import TEST_KEY, Daemon, DaemonFactory, client_factor
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from trellisd import server
-from trellisd.config_file import Settings, load_settings
+from trellisd.cli import environment_settings
+from trellisd.config_file import Settings
 from trellisd.transport import FrameReader, FrameWriter
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ async def spawn(
             monkeypatch.delenv(name)
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
-        settings = load_settings(os.environ)
+        settings = environment_settings(os.environ)  # as the CLI reads them, once
         client = client_factory()
         served = Served(server.Daemon(str(db), settings))
         await served.connect(client, settings)

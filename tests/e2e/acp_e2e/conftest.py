@@ -25,7 +25,7 @@ from acp import connect_to_agent, schema
 from acp.client.connection import ClientSideConnection
 
 from tests import acp_schema
-from tests.e2e.conftest import TEST_KEY, model, spawn, workspace  # noqa: F401 (fixtures)
+from tests.e2e.conftest import TEST_KEY
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import alive, eventually
@@ -198,10 +198,19 @@ class Agent:
 AgentFactory = Callable[..., Awaitable[Agent]]
 
 
+NATIVE_WINDOWS = "native windows"
+
+
 @pytest.fixture(params=["standalone", "shared"])
 def acp_mode(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """The environment that makes ``trellisd acp`` serve in its own process, or attach to
-    the store's shared daemon in a runtime folder of the test's own (stopped at the end)."""
+    the store's shared daemon in a runtime folder of the test's own (stopped at the end), or
+    (``native windows``, chosen by a module's ``pytestmark``) attach to the shared daemon of
+    the native windows of ``tests/e2e/conftest.py``'s ``windows``."""
+    if request.param == NATIVE_WINDOWS:
+        runtime = request.getfixturevalue("runtime")
+        yield {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(runtime)}
+        return
     if request.param == "standalone":
         yield {"TRELLISD_SHARED": "0"}
         return
@@ -237,7 +246,7 @@ def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
 @pytest_asyncio.fixture
 async def spawn_acp(
     tmp_path: Path,
-    model: ModelServer,  # noqa: F811
+    model: ModelServer,
     acp_mode: dict[str, str],
 ) -> AsyncIterator[AgentFactory]:
     """Start ``trellisd acp`` processes over one store, initialized."""

@@ -11,8 +11,7 @@ from acp import RequestError, text_block
 
 from tests.e2e.acp_e2e.conftest import AgentFactory
 from tests.e2e.conftest import DaemonFactory
-from tests.e2e.test_changes import OPEN
-from tests.e2e.test_recovery import killed_turn
+from tests.fixtures.driver import OPEN, killed_turn
 from tests.fixtures.model_server import ModelServer
 
 

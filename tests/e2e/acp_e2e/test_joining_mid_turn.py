@@ -9,15 +9,24 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.acp_e2e.conftest import Agent, AgentFactory
-from tests.e2e.acp_e2e.test_shared_windows import acp_mode  # noqa: F401 (the fixture)
-from tests.e2e.conftest import Daemon
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_shared import Windows, runtime, windows  # noqa: F401 (fixtures)
-from tests.e2e.test_steer_cancel import LONG, held_after
-from tests.e2e.test_tool_activity import POLICY, Watch, release, waiting_command
+import pytest
+
+from tests.e2e.acp_e2e.conftest import NATIVE_WINDOWS, Agent, AgentFactory
+from tests.e2e.conftest import Daemon, Windows
+from tests.fixtures.driver import (
+    LONG,
+    Watch,
+    held_after,
+    open_session,
+    release,
+    turn,
+    waiting_command,
+)
+from tests.fixtures.driver import TOOL_POLICY as POLICY
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import eventually
+
+pytestmark = pytest.mark.parametrize("acp_mode", [NATIVE_WINDOWS], indirect=True)
 
 LIST = [{"name": "list_dir", "arguments": {"path": "."}}]
 
@@ -45,7 +54,7 @@ def shown(update: Any) -> str:
 
 async def test_a_client_that_loads_or_resumes_mid_step_draws_the_whole_turn_once(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -83,7 +92,7 @@ async def test_a_client_that_loads_or_resumes_mid_step_draws_the_whole_turn_once
 
 async def test_a_client_that_loads_mid_command_gets_the_calls_in_flight(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -125,7 +134,7 @@ async def test_a_client_that_loads_mid_command_gets_the_calls_in_flight(
 
 async def test_a_client_that_loads_a_resumed_turn_mid_step_gets_its_earlier_steps_once(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:

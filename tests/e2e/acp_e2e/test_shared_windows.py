@@ -15,25 +15,20 @@ import pytest
 from acp import text_block
 from lsprotocol import types
 
-from tests.e2e.acp_e2e.conftest import AgentFactory
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_shared import Windows, followed, runtime, streamed, windows  # noqa: F401
-from tests.e2e.test_steer_cancel import LONG, held_after, tokens
+from tests.e2e.acp_e2e.conftest import NATIVE_WINDOWS, AgentFactory
+from tests.e2e.conftest import Windows
+from tests.fixtures.driver import LONG, followed, held_after, open_session, streamed, tokens, turn
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, eventually
+
+pytestmark = pytest.mark.parametrize("acp_mode", [NATIVE_WINDOWS], indirect=True)
 
 WRITE = [{"name": "write_file", "arguments": {"path": "both.txt", "content": "x"}}]
 
 
-@pytest.fixture
-def acp_mode(runtime: Path) -> dict[str, str]:  # noqa: F811
-    """The ACP client attaches to the native windows' shared daemon."""
-    return {"TRELLISD_SHARED": "1", "XDG_RUNTIME_DIR": str(runtime)}
-
-
 async def test_a_native_windows_session_is_prompted_over_acp_and_drawn_live_natively(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -65,7 +60,7 @@ async def test_a_native_windows_session_is_prompted_over_acp_and_drawn_live_nati
 
 async def test_a_native_turn_reaches_the_acp_client_as_session_updates(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -96,7 +91,7 @@ async def test_a_native_turn_reaches_the_acp_client_as_session_updates(
 
 async def test_an_approval_answered_over_acp_closes_the_native_question(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -132,7 +127,7 @@ async def test_an_approval_answered_over_acp_closes_the_native_question(
 
 async def test_an_approval_answered_natively_is_withdrawn_over_acp(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
@@ -167,7 +162,7 @@ async def test_an_approval_answered_natively_is_withdrawn_over_acp(
 
 async def test_a_prompt_over_acp_steers_a_turn_a_native_window_started(
     spawn_acp: AgentFactory,
-    windows: Windows,  # noqa: F811
+    windows: Windows,
     model: ModelServer,
     workspace: Path,
 ) -> None:
