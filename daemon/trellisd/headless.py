@@ -257,6 +257,8 @@ class Headless:
 
     async def _session_turn(self, app: Services) -> HeadlessResult:
         request = self.request
+        if self.interrupted:  # while the store was being opened
+            return HeadlessResult(Outcome.CANCELLED, request.session_id)
         try:
             if request.session_id is not None:
                 session = await app.sessions.get(request.session_id)
