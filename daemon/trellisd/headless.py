@@ -300,6 +300,8 @@ class Headless:
             done = await app.archive.export(result.session_id, str(file.absolute()))
         except TrellisError as exc:
             error = f"the session could not be exported: {exc.message}"
+            if result.error is not None:  # the turn's own comes first
+                error = f"{result.error}; and {error}"
             return dataclasses.replace(result, error=error, export_failed=True)
         self.notifier.say(f"[exported] session {result.session_id} to {done.path}")
         return result
