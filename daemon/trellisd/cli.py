@@ -1,7 +1,7 @@
 """The ``trellisd`` command line, whole: an editor's connection to the store's shared daemon
 (``serve``, the default; ``--standalone`` for a daemon of its own), the shared daemon itself, its
-``status`` and ``stop``, the ``demo``, and ``export`` and ``import`` of a session file for
-scripts and backups.
+``status`` and ``stop``, the ``demo``, ``export`` and ``import`` of a session file for
+scripts and backups, and ``run``: one turn with nobody at an editor (``headless``).
 
 Mistakes in the command line or the environment end the command before anything starts, with
 one line on stderr saying what to change and exit code 2. (``__main__`` serves the plain
@@ -23,6 +23,7 @@ from .rendezvous import shared_mode, store_file
 
 if TYPE_CHECKING:
     from .config_file import Settings
+    from .headless import HeadlessRun
 
 DESCRIPTION = """\
 trellisd: a coding-agent daemon that editors start over stdio and talk to in JSON-RPC
@@ -109,6 +110,21 @@ self-checking trellisd-session file, atomically: FILE is the whole export or as 
 The store is opened directly; no daemon is needed, and a running one goes on.
 """
 
+RUN_DESCRIPTION = """\
+Run one turn with nobody at an editor (a CI job, a cluster job): in a new session over --root
+(default: the current folder) or in --session's, through the store at --db, in this process.
+The model's text streams to stderr; --json prints one result object on stdout. What the turn
+would ask a person is refused, unless --approval all allows it once.
+
+exit codes:
+  0    finished (with --verify: the check passed)
+  1    error: the provider, the store or the session failed (or the export)
+  2    bad usage: nothing ran
+  3    --verify never passed before the steps ran out
+  4    exhausted: the budget (--budget-usd) or, without --verify, the steps ran out
+  130  cancelled by Ctrl-C or SIGTERM (recorded; a second one stops at once)
+"""
+
 IMPORT_DESCRIPTION = """\
 Read a trellisd-session file into the store, all or nothing: a damaged, cut-short or foreign
 file is refused with the line and the check that failed, and leaves nothing behind. A
@@ -153,7 +169,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | acp | status | stop | config | demo | export | import] [--db PATH]"
+            "%(prog)s [serve | acp | status | stop | config | demo | export | import | run]"
+            " [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
         ),
@@ -168,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
     commands = p.add_subparsers(
         title="commands",
         dest="command",
-        metavar="{serve,acp,status,stop,config,demo,export,import}",
+        metavar="{serve,acp,status,stop,config,demo,export,import,run}",
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
@@ -186,6 +203,7 @@ def parser() -> argparse.ArgumentParser:
         ),
         ("export", "write a session to a file", EXPORT_DESCRIPTION, SERVE_DB),
         ("import", "read a session from a file into the store", IMPORT_DESCRIPTION, SERVE_DB),
+        ("run", "one turn with nobody at an editor, for CI", RUN_DESCRIPTION, SERVE_DB),
     ):
         command = commands.add_parser(
             name,
@@ -215,7 +233,38 @@ def parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="new ids for the session, its turns and runs (a copy beside the original)",
             )
+        if name == "run":
+            run_arguments(command)
     return p
+
+
+def run_arguments(command: argparse.ArgumentParser) -> None:
+    """``trellisd run``'s own arguments."""
+    command.add_argument("prompt", metavar="PROMPT", help="what to ask the model")
+    where = command.add_mutually_exclusive_group()
+    where.add_argument("--root", metavar="DIR", help="the new session's folder (default: here)")
+    where.add_argument("--session", metavar="ID", help="continue this session instead")
+    command.add_argument(
+        "--verify",
+        metavar="CMD",
+        help="the check that must pass (exit 0) for the turn to end; split into words as a"
+        " shell would, run without one, in the root",
+    )
+    command.add_argument(
+        "--max-steps", metavar="N", type=int, help="at most N steps (default TRELLISD_MAX_STEPS)"
+    )
+    command.add_argument("--budget-usd", metavar="X", type=float, help="what the turn may spend")
+    command.add_argument(
+        "--approval",
+        choices=("never", "all"),
+        default="never",
+        help="what a person would answer when the turn asks: never (refuse; the default) or"
+        " all (allow each once)",
+    )
+    command.add_argument("--export", metavar="FILE", help="write the session to FILE at the end")
+    command.add_argument(
+        "--json", action="store_true", help="print one result object on stdout at the end"
+    )
 
 
 def store_path(cli_value: str | None, env: Mapping[str, str]) -> Path:
@@ -308,6 +357,8 @@ def run(argv: list[str] | None) -> None:
         if args.command in ("export", "import"):
             print(archive_command(args, path, settings))
             sys.exit(0)
+        if args.command == "run":
+            headless = run_request(args)
         if args.command == "daemon":
             from .rendezvous import Place
             from .shared import hello_seconds, idle_exit_seconds
@@ -323,6 +374,10 @@ def run(argv: list[str] | None) -> None:
 
         serve_acp(str(path), settings)
         return
+    if args.command == "run":
+        from .headless import run_headless
+
+        sys.exit(run_headless(path, settings, headless, args.json))
     if args.command == "daemon":
         from .shared import serve_shared
 
@@ -335,6 +390,52 @@ def run(argv: list[str] | None) -> None:
     from .server import serve_stdio
 
     serve_stdio(str(path), settings)
+
+
+def run_request(args: argparse.Namespace) -> HeadlessRun:
+    """``trellisd run``'s command line as the run it asks for; a ``UsageError`` naming the
+    argument that cannot be used."""
+    import math
+    import shlex
+
+    from .headless import HeadlessRun
+    from .wire import MAX_STEPS
+
+    if not args.prompt.strip():
+        raise UsageError("run: PROMPT must not be empty")
+    root = None
+    if args.root is not None:
+        root = Path(args.root).expanduser().absolute()
+        if not root.is_dir():
+            raise UsageError(f"run: --root {args.root} is not an existing folder")
+    verify: list[str] = []
+    if args.verify is not None:
+        try:
+            verify = shlex.split(args.verify)
+        except ValueError as exc:
+            raise UsageError(f"run: --verify cannot be split into words: {exc}") from exc
+        if not verify:
+            raise UsageError("run: --verify names no command")
+    if args.max_steps is not None and not 1 <= args.max_steps <= MAX_STEPS:
+        raise UsageError(f"run: --max-steps must be from 1 to {MAX_STEPS}")
+    usd = args.budget_usd
+    if usd is not None and not (math.isfinite(usd) and usd > 0):
+        raise UsageError("run: --budget-usd must be more than 0")
+    export = None
+    if args.export is not None:
+        export = Path(args.export).expanduser().absolute()
+        if not export.parent.is_dir():
+            raise UsageError(f"run: the folder of --export {args.export} does not exist")
+    return HeadlessRun(
+        args.prompt,
+        root,
+        args.session,
+        tuple(verify),
+        args.max_steps,
+        usd,
+        args.approval,
+        export,
+    )
 
 
 def archive_command(args: argparse.Namespace, db: Path, settings: Settings) -> str:
