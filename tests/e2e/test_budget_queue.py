@@ -33,6 +33,7 @@ async def test_every_window_following_a_session_sees_its_queue(
 
     queued = asyncio.ensure_future(turn(two, session, "two", queue=True))
     await eventually(lambda: notes(one, "session/queued"), "the first window sees it queued")
+    await eventually(lambda: notes(two, "session/queued"), "the second window sees it queued")
     waiting = await one.call("session/queue", {"sessionId": sid})
 
     assert [q["prompt"] for q in waiting["queued"]] == ["two"]
