@@ -292,7 +292,10 @@ class ChangeService:
             self.running.refuse(session.session_id, "restore files")
             found = await self._found(context, plan, force)
         restored: list[str] = []
+        git = await self.trees.of(session.session_id, context.real_root) if writes else None
+        folder = None if git is None else self.folders.of(git.place.top)
         for path, wanted in sorted(writes.items()):
+            start = 0 if folder is None else folder.tick()
             try:
                 await asyncio.to_thread(_put, context, path, wanted)
             except (ToolFailure, OSError) as exc:
@@ -300,6 +303,10 @@ class ChangeService:
                 skipped.append(Skipped(path, "unwritable"))
                 continue
             restored.append(path)
+            if folder is not None and git is not None and about is not None:
+                # Another session's command running now does not take this write for its own.
+                sharer = Sharer(session.session_id, about)
+                folder.wrote(sharer, git.prefix + path, start, wanted.sha256)
         skipped.sort(key=lambda s: s.path)
         return Restored(restored, skipped), found
 

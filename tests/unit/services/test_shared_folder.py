@@ -142,6 +142,19 @@ def shared(changes: list[FileChange]) -> dict[str, set[Sharer]]:
     return {c.path: set(c.shared_with) for c in changes}
 
 
+async def while_a_waits(folk: Folk, script: str) -> tuple[TurnResult, TurnResult]:
+    """A's command writes a.txt and waits while B's turn runs ``script`` whole; then A's
+    ends. ``(turn_a, turn_b)``."""
+    await folk.open("a")
+    await folk.open("b")
+    gate = folk.gate("a")
+    running_a = folk.command("a", gate.script("echo a > a.txt"))
+    await gate.reached()
+    turn_b = await folk.command("b", script)
+    await gate.release()
+    return await running_a, turn_b
+
+
 async def refused(app: Services, turn: TurnResult) -> Conflict:
     with pytest.raises(Conflict) as caught:
         await app.changes.revert(turn.turn_id, force=False)
@@ -155,14 +168,7 @@ async def test_a_command_waiting_while_another_session_runs_one_lists_that_work_
     meanwhile. A's change set holds a.txt as its own; b.txt and b2.txt, which A's command
     could have written too, are marked shared with B's turn on both sides, and neither
     revert touches them without force."""
-    await folk.open("a")
-    await folk.open("b")
-    gate = folk.gate("a")
-    running_a = folk.command("a", gate.script("echo a > a.txt"))
-    await gate.reached()
-    turn_b = await folk.command("b", "echo b > b.txt && echo b2 > b2.txt")
-    await gate.release()
-    turn_a = await running_a
+    turn_a, turn_b = await while_a_waits(folk, "echo b > b.txt && echo b2 > b2.txt")
 
     a = shared(await folk.app.changes.turn(turn_a.turn_id))
     b = shared(await folk.app.changes.turn(turn_b.turn_id))
@@ -290,3 +296,36 @@ async def test_three_sessions_at_once_never_revert_each_others_files_without_for
         assert folk.files() == files
     finally:
         await reopened.close()
+
+
+async def test_a_revert_while_another_sessions_command_runs_is_not_taken_for_its_work(
+    folk: Folk,
+) -> None:
+    """B reverts its own write while A's command waits: the file B's revert removed is not
+    in A's change set, so A's revert does not write it back."""
+    await folk.open("a")
+    await folk.open("b")
+    written = await folk.write("b", "b.txt", "written by b\n")
+    gate = folk.gate("a")
+    running_a = folk.command("a", gate.script("echo a > a.txt"))
+    await gate.reached()
+    assert (await folk.app.changes.revert(written.turn_id, force=False)).restored == ["b.txt"]
+    await gate.release()
+    turn_a = await running_a
+
+    assert shared(await folk.app.changes.turn(turn_a.turn_id)) == {"a.txt": set()}
+    assert (await folk.app.changes.revert(turn_a.turn_id, force=False)).restored == ["a.txt"]
+    assert folk.files() == {}
+
+
+async def test_a_fork_keeps_the_marks_of_the_turns_it_copies(folk: Folk) -> None:
+    turn_a, turn_b = await while_a_waits(folk, "echo b > b.txt")
+
+    fork = await folk.app.sessions.fork(folk.sessions["a"], turn_a.turn_id)
+    assert fork.head is not None and fork.head != turn_a.turn_id
+    by_b = folk.sharer("b", turn_b)
+    assert shared(await folk.app.changes.turn(fork.head)) == {"a.txt": set(), "b.txt": {by_b}}
+    with pytest.raises(Conflict) as caught:
+        await folk.app.changes.revert(fork.head, force=False)
+    assert caught.value.data["paths"] == ["b.txt"]
+    assert folk.files() == {"a.txt": "a\n", "b.txt": "b\n"}
