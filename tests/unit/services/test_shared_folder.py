@@ -3,13 +3,12 @@ set holds what its session did, a path two sessions' commands may both have chan
 shared on both sides, a file tool's write is its own session's alone, and no revert deletes or
 rewrites another session's file unless ``force``.
 
-Each command that must be caught mid-run says so through a fifo (``ready``) and waits on
-another (``go``) until the test lets it end: the order is the test's, whatever the machine."""
+A command that must be caught mid-run waits at a ``Gate`` until the test lets it end: the
+order is the test's, whatever the machine."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 import pytest_asyncio
 
 from tests.fixtures.fake_services import Editor, Model
+from tests.fixtures.gates import Gate, gates_in
 from tests.fixtures.git_repo import make_repo
-from tests.fixtures.waits import SAFETY_NET
 from trellisd import services
 from trellisd.config import ProviderSettings
 from trellisd.errors import Conflict
@@ -32,32 +31,6 @@ OPEN = PolicySpec(
     layers=(LayerSpec(name="editor", allow_read=("**",), allow_write=("**",), allow_exec=("*",)),),
     approval="all",
 )
-
-
-class Gate:
-    """A command's two fifos: it writes ``ready`` once it is under way, then reads ``go``."""
-
-    def __init__(self, folder: Path, name: str) -> None:
-        self.ready, self.go = folder / f"{name}.ready", folder / f"{name}.go"
-        os.mkfifo(self.ready)
-        os.mkfifo(self.go)
-
-    def script(self, work: str) -> str:
-        return f"{work} && echo > '{self.ready}' && cat '{self.go}' > /dev/null"
-
-    async def reached(self) -> None:
-        """Wait until the command has done its work and waits."""
-        await asyncio.wait_for(asyncio.to_thread(self.ready.read_text), SAFETY_NET)
-
-    async def release(self) -> None:
-        await asyncio.wait_for(asyncio.to_thread(self.go.write_text, "\n"), SAFETY_NET)
-
-    def unblock(self) -> None:
-        """Whatever a failed test left waiting on either end goes on."""
-        for fifo in (self.ready, self.go):
-            fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-            os.write(fd, b"\n")
-            os.close(fd)
 
 
 class Folk:
@@ -128,9 +101,7 @@ async def folk(tmp_path: Path, editor: Editor, repo: Path) -> AsyncIterator[Folk
         editor,
         lambda settings: models[settings.model or ""],
     )
-    fifos = tmp_path / "fifos"
-    fifos.mkdir()
-    group = Folk(app, models, repo, fifos)
+    group = Folk(app, models, repo, gates_in(repo))
     try:
         yield group
     finally:
