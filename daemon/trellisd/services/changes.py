@@ -6,6 +6,14 @@ While a turn runs, ``Watch`` sits around each tool call: for ``write_file`` and
 it snapshots the work tree before and after (``changes.git``). Outside git only the file
 tools are tracked. A tracking failure is logged and never fails the tool.
 
+Several sessions may work in one work tree at once, and a command's snapshots see what the
+others do meanwhile. Each command and each file write is told to the work tree's ``Folder``
+(``changes.sharing``), which judges a command's diff against the other sessions' work that
+overlapped it: what another session's file tool wrote is left out, and what another session's
+command running at the same time changed too is marked shared on both sides. A restore of a
+shared path is a ``Conflict`` (``data.shared`` names the other turns), unless ``force``; a
+restore's own writes count as its session's.
+
 The snapshot after a command, and the reading of what it changed, go on while the model
 is asked its next step: the next tool call waits for them before it starts, and so do the
 turn's check and its end, so a turn's change set is whole when the turn answers.
