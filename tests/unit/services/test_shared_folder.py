@@ -42,10 +42,13 @@ class Folk:
         self.sessions: dict[str, str] = {}
         self.closed = False
 
-    async def open(self, name: str) -> None:
+    async def open(self, name: str, folder: str = "") -> None:
+        """``name``'s session, rooted at ``folder`` of the repository (its top: "")."""
         self.models[name] = Model()
         choice = ProviderChoice(model=name)
-        session = await self.app.sessions.open(str(self.repo), None, choice, OPEN)
+        root = self.repo / folder
+        root.mkdir(exist_ok=True)
+        session = await self.app.sessions.open(str(root), None, choice, OPEN)
         self.sessions[name] = session.session_id
 
     def gate(self, name: str) -> Gate:
@@ -113,11 +116,13 @@ def shared(changes: list[FileChange]) -> dict[str, set[Sharer]]:
     return {c.path: set(c.shared_with) for c in changes}
 
 
-async def while_a_waits(folk: Folk, script: str) -> tuple[TurnResult, TurnResult]:
-    """A's command writes a.txt and waits while B's turn runs ``script`` whole; then A's
-    ends. ``(turn_a, turn_b)``."""
+async def while_a_waits(
+    folk: Folk, script: str, folder_b: str = ""
+) -> tuple[TurnResult, TurnResult]:
+    """A's command writes a.txt and waits while B's turn (rooted at ``folder_b``) runs
+    ``script`` whole; then A's ends. ``(turn_a, turn_b)``."""
     await folk.open("a")
-    await folk.open("b")
+    await folk.open("b", folder_b)
     gate = folk.gate("a")
     running_a = folk.command("a", gate.script("echo a > a.txt"))
     await gate.reached()
@@ -300,3 +305,19 @@ async def test_a_fork_keeps_the_marks_of_the_turns_it_copies(folk: Folk) -> None
         await folk.app.changes.revert(fork.head, force=False)
     assert caught.value.data["paths"] == ["b.txt"]
     assert folk.files() == {"a.txt": "a\n", "b.txt": "b\n"}
+
+
+async def test_sessions_rooted_in_different_folders_of_one_repository_share_by_real_path(
+    folk: Folk,
+) -> None:
+    """B's root is a folder of A's: the same file under two names is still one path."""
+    turn_a, turn_b = await while_a_waits(folk, "echo b > b.txt", "sub")
+
+    by_a, by_b = folk.sharer("a", turn_a), folk.sharer("b", turn_b)
+    assert shared(await folk.app.changes.turn(turn_a.turn_id)) == {
+        "a.txt": set(),
+        "sub/b.txt": {by_b},
+    }
+    assert shared(await folk.app.changes.turn(turn_b.turn_id)) == {"b.txt": {by_a}}
+    assert (await refused(folk.app, turn_b)).data["paths"] == ["b.txt"]
+    assert (folk.repo / "sub" / "b.txt").read_text() == "b\n"
