@@ -119,7 +119,7 @@ class Folder:
             return Judgement()
         command.paths = frozenset(after)
         end = command.end
-        verdict = Judgement()
+        judgement = Judgement()
         kept = set(after)
         for write in self.writes:
             theirs = write.sharer.session_id != command.sharer.session_id
@@ -127,7 +127,7 @@ class Folder:
                 if after[write.path] == write.sha256:
                     kept.discard(write.path)
                 else:
-                    verdict.marks.setdefault(command.own(write.path), set()).add(write.sharer)
+                    judgement.marks.setdefault(command.own(write.path), set()).add(write.sharer)
         for other in self.commands:
             if other is command or other.sharer.session_id == command.sharer.session_id:
                 continue
@@ -135,15 +135,15 @@ class Folder:
                 continue
             common = kept if other.paths is None else kept & other.paths
             for path in common:
-                verdict.marks.setdefault(command.own(path), set()).add(other.sharer)
+                judgement.marks.setdefault(command.own(path), set()).add(other.sharer)
             if other.settled and other.paths is not None:
                 # Its paths were marked shared with this command while it still ran.
                 apart = {other.own(p): {command.sharer} for p in other.paths - common}
                 if apart:
-                    verdict.unshare.append((other, apart))
-        verdict.kept = {command.own(p) for p in kept}
+                    judgement.unshare.append((other, apart))
+        judgement.kept = {command.own(p) for p in kept}
         self._forget()
-        return verdict
+        return judgement
 
     def _forget(self) -> None:
         """Drop what overlaps no command still running or not yet settled."""

@@ -521,11 +521,11 @@ class Watch:
             files = None if after is None else await self._read(git, tree, after)
             async with folder.lock:
                 seen = None if files is None else {git.prefix + p: a.sha256 for p, _, a in files}
-                verdict = folder.settle(command, seen)
+                judgement = folder.settle(command, seen)
                 if files:
-                    kept = [f for f in files if f[0] in verdict.kept]
-                    await self._record(step, "command", kept, verdict.marks)
-                for other, marks in verdict.unshare:
+                    kept = [f for f in files if f[0] in judgement.kept]
+                    await self._record(step, "command", kept, judgement.marks)
+                for other, marks in judgement.unshare:
                     await self._unshare(other, marks)
         finally:
             if not command.settled:
