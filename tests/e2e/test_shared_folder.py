@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_changes import OPEN, changes
+from tests.e2e.conftest import Daemon
 from tests.e2e.test_sessions import open_session, turn
 from tests.e2e.test_shared import Windows, runtime, windows
 from tests.fixtures.gates import Gate, gates_in
@@ -19,6 +19,17 @@ from tests.fixtures.git_repo import make_repo
 from tests.fixtures.model_server import ModelServer
 
 __all__ = ["runtime", "windows"]  # the shared daemon's fixtures, used here
+
+
+OPEN = {
+    "layers": [{"name": "editor", "allowRead": ["**"], "allowWrite": ["**"], "allowExec": ["*"]}],
+    "approval": "all",
+}
+
+
+async def changes(window: Daemon, turn_id: str) -> dict[str, dict[str, Any]]:
+    files = (await window.call("turn/changes", {"turnId": turn_id}))["files"]
+    return {f["path"]: f for f in files}
 
 
 def shell(script: str) -> dict[str, Any]:
