@@ -285,16 +285,28 @@ class Compacted:
     cost: float | None
 
 
+@dataclass(frozen=True, order=True)
+class Sharer:
+    """Another session's turn that may have made a change too: its command ran at the same
+    time in the same work tree and changed the same path, or its file tool wrote it then."""
+
+    session_id: str
+    turn_id: str
+
+
 @dataclass(frozen=True)
 class FileChange:
     """How one file differs between two moments: ``status`` ``added``, ``modified`` or
-    ``deleted``, with a unified diff (empty for a binary or too large file)."""
+    ``deleted``, with a unified diff (empty for a binary or too large file). ``shared_with``:
+    the other sessions' turns that may have made this change too (empty: it is this
+    session's alone)."""
 
     path: str
     status: str
     diff: str
     binary: bool = False
     too_large: bool = False
+    shared_with: tuple[Sharer, ...] = ()
 
 
 @dataclass(frozen=True)

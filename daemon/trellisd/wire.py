@@ -619,6 +619,11 @@ def file_change(value: FileChange) -> dict[str, Any]:
         out["binary"] = True
     if value.too_large:
         out["tooLarge"] = True
+    if value.shared_with:
+        out["shared"] = True
+        out["sharedWith"] = [
+            {"sessionId": s.session_id, "turnId": s.turn_id} for s in value.shared_with
+        ]
     return out
 
 

@@ -1,6 +1,7 @@
 """What a turn changes in its workspace: the content of a file at one moment (``content``),
-the git work tree's snapshots that show what a command changed (``git``), and unified diffs
-(``diff``). Nothing here knows the store or the wire."""
+the git work tree's snapshots that show what a command changed (``git``), who else was at
+work in a work tree while a command ran (``sharing``), and unified diffs (``diff``). Nothing
+here knows the store or the wire."""
 
 from __future__ import annotations
 

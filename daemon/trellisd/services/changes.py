@@ -6,6 +6,14 @@ While a turn runs, ``Watch`` sits around each tool call: for ``write_file`` and
 it snapshots the work tree before and after (``changes.git``). Outside git only the file
 tools are tracked. A tracking failure is logged and never fails the tool.
 
+Several sessions may work in one work tree at once, and a command's snapshots see what the
+others do meanwhile. Each command and each file write is told to the work tree's ``Folder``
+(``changes.sharing``), which judges a command's diff against the other sessions' work that
+overlapped it: what another session's file tool wrote is left out, and what another session's
+command running at the same time changed too is marked shared on both sides. A restore of a
+shared path is a ``Conflict`` (``data.shared`` names the other turns), unless ``force``; a
+restore's own writes count as its session's.
+
 The snapshot after a command, and the reading of what it changed, go on while the model
 is asked its next step: the next tool call waits for them before it starts, and so do the
 turn's check and its end, so a turn's change set is whole when the turn answers.
@@ -35,10 +43,11 @@ from typing import Any, Protocol
 
 from ..changes import ABSENT, Content, GitTree, Kind, read_content, unified_diff
 from ..changes.git import GitError
+from ..changes.sharing import Command, Folder, Folders
 from ..errors import Conflict, TrellisError
 from ..policy import protected_entry
-from ..records import FileChange, Restored, Session, Skipped, ToolCall, TurnRef
-from ..store.changes import Recorded
+from ..records import FileChange, Restored, Session, Sharer, Skipped, ToolCall, TurnRef
+from ..store.changes import Marks, Recorded
 from ..store.facade import AsyncStore
 from ..tools.base import Action, ToolContext, ToolFailure
 from ..tools.edit import atomic_write, proposed, remove_file
@@ -63,6 +72,9 @@ class StepEdit:
 Plan = dict[str, tuple[Content, Content]]
 """For each path: the content it should have now, and the content to put there."""
 
+Shares = dict[str, frozenset[Sharer]]
+"""For the paths of a plan another session may have changed too: those sessions' turns."""
+
 
 class Asker(Protocol):
     """Who is asked before a restore writes a protected path: the editors following the
@@ -85,6 +97,15 @@ def _net(changes: Iterable[Recorded]) -> Plan:
         first = out.get(c.path, (c.before, c.after))[0]
         out[c.path] = (first, c.after)
     return out
+
+
+def _shares(changes: Iterable[Recorded]) -> Shares:
+    """Each path's marks, over all its changes."""
+    out: dict[str, set[Sharer]] = {}
+    for c in changes:
+        if c.shared:
+            out.setdefault(c.path, set()).update(c.shared)
+    return {path: frozenset(sharers) for path, sharers in out.items()}
 
 
 def _state(changes: list[Recorded], path: str, fallback: list[Recorded]) -> Content:
@@ -112,16 +133,18 @@ class ChangeService:
         self.store, self.running, self.policies = store, running, policies
         self.state_dir, self.asker = state_dir, asker
         self.trees = Trees(state_dir, git_environment)
+        self.folders = Folders()
 
     def watch(self, ref: TurnRef, context: ToolContext) -> Watch:
-        return Watch(self.store, ref, context, self.trees)
+        return Watch(self.store, ref, context, self.trees, self.folders)
 
     async def turn(self, turn_id: str) -> list[FileChange]:
         """What the turn's own steps changed (not a later revert of them)."""
         changes = await self.store.changes.of_turns([turn_id])
         if not changes:
             await self.store.changes.turn_run(turn_id)  # NotFound for an unknown turn
-        return await self._listed(_net(c for c in changes if c.source != "revert"))
+        own = [c for c in changes if c.source != "revert"]
+        return await self._listed(_net(own), _shares(own))
 
     async def step_edits(self, turn_id: str) -> list[StepEdit]:
         """Each text file the turn's steps wrote, step by step, with its text before (None:
@@ -143,15 +166,17 @@ class ChangeService:
     async def between(
         self, session_id: str, from_turn: str | None, to_turn: str | None
     ) -> list[FileChange]:
-        return await self._listed(await self._between(session_id, from_turn, to_turn))
+        return await self._listed(*await self._between(session_id, from_turn, to_turn))
 
     async def restore(
         self, session: Session, head: str | None, target: str | None, force: bool
     ) -> Restored:
         """Put every file the turns between ``head`` and ``target`` changed as it is at
         ``target``. Call before the head moves (a ``Conflict`` leaves everything as it was)."""
-        plan = await self._between(session.session_id, head, target)
-        restored, _ = await self._put_back(session, plan, force, target or head, "session/branch")
+        plan, shares = await self._between(session.session_id, head, target)
+        restored, _ = await self._put_back(
+            session, plan, force, target or head, "session/branch", shares
+        )
         return restored
 
     async def revert(self, turn_id: str, force: bool) -> Restored:
@@ -163,7 +188,9 @@ class ChangeService:
         session = await self.store.sessions.get(turn.session_id)
         own = [c for c in await self.store.changes.of_turns([turn_id]) if c.source != "revert"]
         plan = {path: (after, before) for path, (before, after) in _net(own).items()}
-        restored, found = await self._put_back(session, plan, force, turn_id, "turn/revert")
+        restored, found = await self._put_back(
+            session, plan, force, turn_id, "turn/revert", _shares(own)
+        )
         await self.store.changes.record(
             turn.run_id,
             None,
@@ -182,7 +209,7 @@ class ChangeService:
         )
         return restored
 
-    async def _between(self, session_id: str, a: str | None, b: str | None) -> Plan:
+    async def _between(self, session_id: str, a: str | None, b: str | None) -> tuple[Plan, Shares]:
         for turn_id in (a, b):
             if turn_id is not None:  # NotFound, or InvalidParams for another session's turn
                 await self.store.sessions.turn(session_id, turn_id)
@@ -198,9 +225,10 @@ class ChangeService:
             at_b = _state(changes_b, path, changes_a)
             if not at_a.same(at_b):
                 plan[path] = (at_a, at_b)
-        return plan
+        shares = _shares(c for c in (*changes_a, *changes_b) if c.turn_id in apart)
+        return plan, {path: sharers for path, sharers in shares.items() if path in plan}
 
-    async def _listed(self, plan: Plan) -> list[FileChange]:
+    async def _listed(self, plan: Plan, shares: Shares) -> list[FileChange]:
         out = []
         for path, (before, after) in sorted(plan.items()):
             if before.same(after):
@@ -221,17 +249,27 @@ class ChangeService:
                     await asyncio.to_thread(unified_diff, path, before, after),
                     binary=Kind.BINARY in kinds,
                     too_large=Kind.TOO_LARGE in kinds,
+                    shared_with=tuple(sorted(shares.get(path, ()))),
                 )
             )
         return out
 
     async def _put_back(
-        self, session: Session, plan: Plan, force: bool, about: str | None, method: str
+        self,
+        session: Session,
+        plan: Plan,
+        force: bool,
+        about: str | None,
+        method: str,
+        shares: Shares,
     ) -> tuple[Restored, dict[str, Content]]:
         """Check every file, ask about the protected ones, then write them; answers what
         was done and what each restored file held before. The turn ``about`` (the new
         head, the reverted turn) and ``method`` (the request's) name the restore in a
-        question to the user."""
+        question to the user. A path another session may have changed too (``shares``) is
+        a ``Conflict``, unless ``force``."""
+        if shares and not force:
+            raise _shared_conflict(shares)
         context = ToolContext(Path(session.root))
         found = await self._found(context, plan, force)
         policy = await self.policies.of(session)
@@ -262,7 +300,10 @@ class ChangeService:
             self.running.refuse(session.session_id, "restore files")
             found = await self._found(context, plan, force)
         restored: list[str] = []
+        git = await self.trees.of(session.session_id, context.real_root) if writes else None
+        folder = None if git is None else self.folders.of(git.place.top)
         for path, wanted in sorted(writes.items()):
+            start = 0 if folder is None else folder.tick()
             try:
                 await asyncio.to_thread(_put, context, path, wanted)
             except (ToolFailure, OSError) as exc:
@@ -270,6 +311,10 @@ class ChangeService:
                 skipped.append(Skipped(path, "unwritable"))
                 continue
             restored.append(path)
+            if folder is not None and git is not None and about is not None:
+                # Another session's command running now does not take this write for its own.
+                sharer = Sharer(session.session_id, about)
+                folder.wrote(sharer, git.prefix + path, start, wanted.sha256)
         skipped.sort(key=lambda s: s.path)
         return Restored(restored, skipped), found
 
@@ -314,6 +359,25 @@ class ChangeService:
             "diff": await asyncio.to_thread(unified_diff, path, now, wanted),
         }
         return await self.asker.ask_approval(ref, request) in ALLOWED
+
+
+def _shared_conflict(shares: Shares) -> Conflict:
+    paths = sorted(shares)
+    return Conflict(
+        f"{len(paths)} file(s) may hold another session's work, changed at the same time:"
+        f" {', '.join(paths[:5])}{' …' if len(paths) > 5 else ''};"
+        " nothing was restored (force: true overwrites them)",
+        paths=paths,
+        shared=[
+            {
+                "path": path,
+                "sharedWith": [
+                    {"sessionId": s.session_id, "turnId": s.turn_id} for s in sorted(shares[path])
+                ],
+            }
+            for path in paths
+        ],
+    )
 
 
 def _put(context: ToolContext, path: str, content: Content) -> None:
@@ -368,10 +432,21 @@ class Trees:
 
 
 class Watch:
-    """Records what each of a turn's tool calls changed in the workspace."""
+    """Records what each of a turn's tool calls changed in the workspace. In a git work tree
+    each command and each file tool's write is told to the work tree's ``Folder``, which
+    judges what of a command's diff another session may have made (``changes.sharing``)."""
 
-    def __init__(self, store: AsyncStore, ref: TurnRef, context: ToolContext, trees: Trees) -> None:
+    def __init__(
+        self,
+        store: AsyncStore,
+        ref: TurnRef,
+        context: ToolContext,
+        trees: Trees,
+        folders: Folders,
+    ) -> None:
         self.store, self.ref, self.context, self.trees = store, ref, context, trees
+        self.folders = folders
+        self.sharer = Sharer(ref.session_id, ref.turn_id)
         self._git: GitTree | None | bool = False  # False: not looked for yet
         self._pending: set[asyncio.Task[None]] = set()
 
@@ -379,18 +454,30 @@ class Watch:
     async def around(self, action: Action, step: int) -> AsyncIterator[None]:
         await self.settle()
         if action.kind == "write":
+            git = await self._tree()
+            folder = None if git is None else self.folders.of(git.place.top)
+            start = 0 if folder is None else folder.tick()
             before = await asyncio.to_thread(read_content, self.context, action.target)
             try:
                 yield
             finally:
-                await asyncio.shield(self._file_after(action.target, before, step))
+                after = await asyncio.shield(self._file_after(action.target, before, step))
+                if folder is not None and git is not None and after is not None:
+                    folder.wrote(self.sharer, git.prefix + action.target, start, after.sha256)
         elif action.kind == "exec" and (git := await self._tree()) is not None:
-            tree = await self._snapshot(git, start=True)
+            folder = self.folders.of(git.place.top)
+            command = folder.begin(self.sharer, self.ref.run_id, step, git.prefix)
+            tree: str | None = None
+            try:
+                tree = await self._snapshot(git, start=True)
+            finally:
+                if tree is None:  # not tracked: its marks on others stay
+                    folder.settle(command, None)
             try:
                 yield
             finally:
                 if tree is not None:
-                    task = asyncio.create_task(self._tree_after(git, tree, step))
+                    task = asyncio.create_task(self._tree_after(git, tree, step, folder, command))
                     self._pending.add(task)
                     task.add_done_callback(self._pending.discard)
         else:
@@ -417,27 +504,56 @@ class Watch:
             self.trees.forget(self.ref.session_id, self.context.real_root)
             return None
 
-    async def _file_after(self, path: str, before: Content | None, step: int) -> None:
+    async def _file_after(self, path: str, before: Content | None, step: int) -> Content | None:
+        """What the file holds after the write, once recorded; None when unchanged."""
         after = await asyncio.to_thread(read_content, self.context, path)
         if before is None or after is None or before.same(after):
-            return
+            return None
         await self._record(step, "tool", [(path, before, after)])
+        return after
 
-    async def _tree_after(self, git: GitTree, tree: str, step: int) -> None:
-        after = await self._snapshot(git)
-        if after is None:
-            return
-        try:
-            files = await asyncio.to_thread(lambda: git.contents(git.changes(tree, after)))
-        except (GitError, OSError) as exc:
-            log.warning("what a command changed could not be read: %s", exc)
-            return
-        await self._record(step, "command", files)
-
-    async def _record(
-        self, step: int, source: str, files: list[tuple[str, Content, Content]]
+    async def _tree_after(
+        self, git: GitTree, tree: str, step: int, folder: Folder, command: Command
     ) -> None:
         try:
-            await self.store.changes.record(self.ref.run_id, step, source, files)
+            after = await self._snapshot(git)
+            folder.ended(command)
+            files = None if after is None else await self._read(git, tree, after)
+            async with folder.lock:
+                seen = None if files is None else {git.prefix + p: a.sha256 for p, _, a in files}
+                judgement = folder.settle(command, seen)
+                if files:
+                    kept = [f for f in files if f[0] in judgement.kept]
+                    await self._record(step, "command", kept, judgement.marks)
+                for other, marks in judgement.unshare:
+                    await self._unshare(other, marks)
+        finally:
+            if not command.settled:
+                folder.settle(command, None)
+
+    async def _read(
+        self, git: GitTree, tree: str, after: str
+    ) -> list[tuple[str, Content, Content]] | None:
+        try:
+            return await asyncio.to_thread(lambda: git.contents(git.changes(tree, after)))
+        except (GitError, OSError) as exc:
+            log.warning("what a command changed could not be read: %s", exc)
+            return None
+
+    async def _record(
+        self,
+        step: int,
+        source: str,
+        files: list[tuple[str, Content, Content]],
+        shared: Marks | None = None,
+    ) -> None:
+        try:
+            await self.store.changes.record(self.ref.run_id, step, source, files, shared)
         except TrellisError as exc:
             log.warning("a change set could not be recorded: %s", exc.message)
+
+    async def _unshare(self, other: Command, marks: Marks) -> None:
+        try:
+            await self.store.changes.unshare(other.run_id, other.step, marks)
+        except TrellisError as exc:
+            log.warning("a change set's marks could not be taken back: %s", exc.message)

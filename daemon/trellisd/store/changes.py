@@ -5,18 +5,23 @@ A change's ``source`` says what made it: ``tool`` (``write_file``, ``edit_file``
 a turn's files back, recorded on the reverted turn's run). Changes are read back in the order
 they were made (``id``), which is the order they happened on disk. Each change is an entry of
 its session's log (``chain``), written with it.
+
+A ``command`` change may be marked shared (``change_share``) with other sessions' turns that
+may have made it too (``services.changes``): marks come with the change, or later, when the
+other session's command ends; a mark found wrong then is taken back. Marks are not in the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 
 from ..changes.content import Content, Kind
 from ..errors import NotFound
+from ..records import Sharer
 from . import blobs, chain
 from .db import Database, now
 from .leases import Leases
@@ -36,6 +41,11 @@ class Recorded:
     source: str
     before: Content
     after: Content
+    shared: frozenset[Sharer] = field(default_factory=frozenset)
+
+
+Marks = Mapping[str, Iterable[Sharer]]
+"""For some paths of a command's change set: the other sessions' turns it is shared with."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +71,10 @@ class Changes:
         step: int | None,
         source: str,
         files: Sequence[tuple[str, Content, Content]],
+        shared: Marks | None = None,
     ) -> None:
-        """Record ``(path, before, after)`` for each file, storing each text once."""
+        """Record ``(path, before, after)`` for each file, storing each text once, with
+        the marks ``shared`` names for its paths."""
         if not files:
             return
         with self.db.write() as con:
@@ -96,7 +108,39 @@ class Changes:
                         stamp,
                     ),
                 )
-                chain.record(con, session_id, "change", str(con.last_insert_rowid()))
+                change_id = con.last_insert_rowid()
+                chain.record(con, session_id, "change", str(change_id))
+                for sharer in (shared or {}).get(path, ()):
+                    _mark(con, change_id, sharer)
+
+    def share(self, run_id: str, step: int, marks: Marks) -> None:
+        """Mark what the command of ``run_id``'s ``step`` changed at these paths shared."""
+        with self.db.write() as con:
+            for change_id, path in self._commanded(con, run_id, step, marks):
+                for sharer in marks[path]:
+                    _mark(con, change_id, sharer)
+
+    def unshare(self, run_id: str, step: int, marks: Marks) -> None:
+        """Take back marks the command of ``run_id``'s ``step`` was found not to share."""
+        with self.db.write() as con:
+            for change_id, path in self._commanded(con, run_id, step, marks):
+                for sharer in marks[path]:
+                    con.execute(
+                        "DELETE FROM change_share WHERE change_id = ? AND session_id = ?"
+                        " AND turn_id = ?",
+                        (change_id, sharer.session_id, sharer.turn_id),
+                    )
+
+    @staticmethod
+    def _commanded(
+        con: apsw.Connection, run_id: str, step: int, paths: Iterable[str]
+    ) -> list[tuple[int, str]]:
+        wanted = set(paths)
+        rows: list[tuple[Any, ...]] = con.execute(
+            "SELECT id, path FROM change WHERE run_id = ? AND step = ? AND source = 'command'",
+            (run_id, step),
+        ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows if r[1] in wanted]
 
     def turn_run(self, turn_id: str) -> TurnRun:
         with self.db.read() as con:
@@ -126,6 +170,14 @@ class Changes:
                 f" WHERE r.turn_id IN ({marks}) ORDER BY c.id",
                 list(turn_ids),
             ).fetchall()
+            shares: dict[int, set[Sharer]] = {}
+            for change_id, session_id, turn_id in con.execute(
+                "SELECT s.change_id, s.session_id, s.turn_id FROM change_share s"
+                " JOIN change c ON c.id = s.change_id JOIN run r ON r.id = c.run_id"
+                f" WHERE r.turn_id IN ({marks})",
+                list(turn_ids),
+            ):
+                shares.setdefault(int(change_id), set()).add(Sharer(session_id, turn_id))
         return [
             Recorded(
                 int(r[0]),
@@ -136,6 +188,7 @@ class Changes:
                 str(r[5]),
                 _content(r[6], r[7], int(r[8])),
                 _content(r[9], r[10], int(r[11])),
+                frozenset(shares.get(int(r[0]), ())),
             )
             for r in rows
         ]
@@ -156,3 +209,10 @@ class Changes:
         with self.db.read() as con:
             row = con.execute("SELECT coalesce(sum(length(data)), 0) FROM blob").fetchone()
         return int(row[0]) if row else 0
+
+
+def _mark(con: apsw.Connection, change_id: int, sharer: Sharer) -> None:
+    con.execute(
+        "INSERT OR IGNORE INTO change_share(change_id, session_id, turn_id) VALUES (?, ?, ?)",
+        (change_id, sharer.session_id, sharer.turn_id),
+    )

@@ -36,7 +36,7 @@ from ..vocabulary import EventKind
 from . import Store, archive
 from .acp_choices import AcpChoice
 from .chain import LogVerdict
-from .changes import Recorded, TurnRun
+from .changes import Marks, Recorded, TurnRun
 from .leases import STALE_SECONDS
 
 log = logging.getLogger(__name__)
@@ -242,9 +242,20 @@ class AsyncChanges:
         self._store, self._run = store, thread
 
     async def record(
-        self, run_id: str, step: int | None, source: str, files: list[tuple[str, Content, Content]]
+        self,
+        run_id: str,
+        step: int | None,
+        source: str,
+        files: list[tuple[str, Content, Content]],
+        shared: Marks | None = None,
     ) -> None:
-        await self._run(self._store.changes.record, run_id, step, source, files)
+        await self._run(self._store.changes.record, run_id, step, source, files, shared)
+
+    async def share(self, run_id: str, step: int, marks: Marks) -> None:
+        await self._run(self._store.changes.share, run_id, step, marks)
+
+    async def unshare(self, run_id: str, step: int, marks: Marks) -> None:
+        await self._run(self._store.changes.unshare, run_id, step, marks)
 
     async def turn_run(self, turn_id: str) -> TurnRun:
         return await self._run(self._store.changes.turn_run, turn_id)

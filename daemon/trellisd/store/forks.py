@@ -40,6 +40,12 @@ _COPY = (
     " SELECT m.new_run, c.step, c.path, c.source, c.before_kind, c.before_sha256,"
     " c.before_size, c.after_kind, c.after_sha256, c.after_size, c.created_at"
     " FROM fork_map m JOIN change c ON c.run_id = m.old_run ORDER BY c.id",
+    # A command's marks (``changes``): one change a path per command, so found by its place.
+    "INSERT INTO change_share(change_id, session_id, turn_id)"
+    " SELECT n.id, s.session_id, s.turn_id FROM fork_map m"
+    " JOIN change c ON c.run_id = m.old_run JOIN change_share s ON s.change_id = c.id"
+    " JOIN change n ON n.run_id = m.new_run AND n.step = c.step AND n.path = c.path"
+    " AND n.source = c.source",
     "INSERT INTO feed(session_id, seq, kind, run_id, n, detail, created_at)"
     " SELECT :fork, row_number() OVER (ORDER BY f.seq), f.kind, m.new_run, f.n, f.detail,"
     " f.created_at FROM fork_map m JOIN feed f ON f.run_id = m.old_run"

@@ -447,6 +447,18 @@ MIGRATIONS: tuple[Migration, ...] = (
     """
     ALTER TABLE step ADD COLUMN cost REAL;
     """,
+    # 21: the changes a command may share with another session's (``changes``): a path a
+    # command of another session, running at the same time in the same work tree, changed too,
+    # or that another session's file tool wrote then. Each mark names that other session and
+    # turn; a mark goes with its change. Not in the log: a mark only makes a restore ask first.
+    """
+    CREATE TABLE change_share (
+        change_id INTEGER NOT NULL REFERENCES change(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        PRIMARY KEY (change_id, session_id, turn_id)
+    ) STRICT;
+    """,
 )
 COSTED = 20
 """The schema whose steps carry their cost: a store migrated past it has its older steps

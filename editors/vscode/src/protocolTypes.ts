@@ -317,6 +317,16 @@ export type FileChange = {
   diff: string;
   binary?: true;
   tooLarge?: true;
+  /** Another session may have made this change too: a command of it ran at the same time in the same work tree and changed this path, or its file tool wrote it then. Present with `sharedWith`; restoring or reverting this path answers `Conflict` unless `force`. */
+  shared?: true;
+  /** The other sessions' turns that may have made this change. */
+  sharedWith?: SharedWith[];
+};
+
+/** Another session's turn that may have made a change too. */
+export type SharedWith = {
+  sessionId: string;
+  turnId: string;
 };
 
 export type FileChanges = {
