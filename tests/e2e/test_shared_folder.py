@@ -11,15 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Daemon
-from tests.e2e.test_sessions import open_session, turn
-from tests.e2e.test_shared import Windows, runtime, windows
+from tests.e2e.conftest import Daemon, Windows
+from tests.fixtures.driver import open_session, turn
 from tests.fixtures.gates import Gate, gates_in
 from tests.fixtures.git_repo import make_repo
 from tests.fixtures.model_server import ModelServer
-
-__all__ = ["runtime", "windows"]  # the shared daemon's fixtures, used here
-
 
 OPEN = {
     "layers": [{"name": "editor", "allowRead": ["**"], "allowWrite": ["**"], "allowExec": ["*"]}],
