@@ -11,15 +11,12 @@ session is gone, is a leftover to prune; a ``ready`` row of a session is adopted
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import apsw
 
 from ..records import Worktree
 from .db import Database, now
-
-if TYPE_CHECKING:
-    from .leases import Leases
 
 CREATING, READY, REMOVING = "creating", "ready", "removing"
 
@@ -66,8 +63,16 @@ def _row(row: tuple[str, ...]) -> WorktreeRow:
     return WorktreeRow(Worktree(*row[:5]), row[5], row[6], row[7])
 
 
+class Daemons(Protocol):
+    """This daemon, and which others are gone (``Leases``)."""
+
+    daemon_id: str
+
+    def gone_daemons(self, con: apsw.Connection) -> list[str]: ...
+
+
 class Worktrees:
-    def __init__(self, db: Database, leases: Leases) -> None:
+    def __init__(self, db: Database, leases: Daemons) -> None:
         self.db, self.leases = db, leases
 
     def begin(self, worktree: Worktree) -> None:
