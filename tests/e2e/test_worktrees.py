@@ -6,26 +6,21 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 
 import apsw
 import pytest
 
 from tests.e2e.conftest import DaemonFactory
-from tests.e2e.test_sessions import open_session, turn
+from tests.e2e.test_changes import OPEN, agent_turn, python, write
+from tests.e2e.test_sessions import open_session
 from tests.fixtures.git_repo import git, make_repo
 from tests.fixtures.model_server import ModelServer
-
-OPEN = {
-    "layers": [{"name": "editor", "allowRead": ["**"], "allowWrite": ["**"], "allowExec": ["*"]}],
-    "approval": "all",
-}
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(tmp_path / "repo", {"README.md": "# demo\n", "src/app.txt": "v1\n"})
+    return make_repo(tmp_path / "repo", {"src/app.txt": "v1\n"})
 
 
 async def test_open_turn_merge_over_the_wire(
@@ -39,19 +34,7 @@ async def test_open_turn_merge_over_the_wire(
     assert not worktree["path"].startswith(str(repo))
 
     made = "open('made.txt', 'w').write('by a command\\n')"
-    model.reply(
-        "",
-        tool_calls=[
-            {"name": "write_file", "arguments": {"path": "src/app.txt", "content": "v2\n"}}
-        ],
-    )
-    model.reply(
-        "",
-        tool_calls=[{"name": "run_command", "arguments": {"argv": [sys.executable, "-c", made]}}],
-    )
-    model.reply("Done.")
-    result = await turn(daemon, session, "change the app")
-    assert result["outcome"] == "finished"
+    await agent_turn(daemon, model, session, write("src/app.txt", "v2\n"), python(made))
     assert (Path(worktree["path"]) / "made.txt").read_text() == "by a command\n"
     assert (repo / "src" / "app.txt").read_text() == "v1\n"
 
