@@ -296,7 +296,8 @@ class WorktreeService:
         if session.worktree is None:
             raise _none(session_id)
         await self.store.leases.claim(session_id)
-        return await asyncio.to_thread(self._merge, session.session_id, session.worktree)
+        async with self._lock:  # two merges into one branch go one after the other
+            return await asyncio.to_thread(self._merge, session.session_id, session.worktree)
 
     def _merge(self, session_id: str, worktree: Worktree) -> Merged:
         checkout, path = Path(worktree.checkout), Path(worktree.path)
@@ -353,20 +354,28 @@ class WorktreeService:
             log.info("pruning the worktree %s: left over", worktree.path)
             await asyncio.to_thread(self._remove, worktree)
             await self.store.worktrees.forget(worktree.path)
+        # The folders first, then the rows: a row is written before its folder is made, so
+        # a folder another daemon makes meanwhile is either not listed or has its row read.
+        folders = await asyncio.to_thread(self._folders)
         known = {Path(r.worktree.path) for r in await self.store.worktrees.rows()}
-        await asyncio.to_thread(self._prune_unknown, known)
+        await asyncio.to_thread(self._prune_unknown, [f for f in folders if f not in known])
 
-    def _prune_unknown(self, known: set[Path]) -> None:
+    def _folders(self) -> list[Path]:
         if not self.folder.is_dir():
-            return
-        for repository in self.folder.iterdir():
-            for path in repository.iterdir() if repository.is_dir() else ():
-                if path in known:
-                    continue
-                log.info("pruning the worktree %s: no session has it", path)
-                checkout = _checkout_of(path)
-                branch = BRANCH_PREFIX + path.name
-                self._remove(Worktree(str(path), branch, "", "", str(checkout or "")))
+            return []
+        return [
+            path
+            for repository in self.folder.iterdir()
+            if repository.is_dir()
+            for path in repository.iterdir()
+        ]
+
+    def _prune_unknown(self, unknown: list[Path]) -> None:
+        for path in unknown:
+            log.info("pruning the worktree %s: no session has it", path)
+            checkout = _checkout_of(path)
+            branch = BRANCH_PREFIX + path.name
+            self._remove(Worktree(str(path), branch, "", "", str(checkout or "")))
 
 
 def _check(name: str) -> None:
