@@ -380,3 +380,18 @@ async def test_a_start_prunes_a_folder_no_row_names_and_adopts_the_rest(
         assert merged.paths == ()
     finally:
         await second.close()
+
+
+async def test_a_start_prunes_the_worktree_of_a_session_deleted_before_it(
+    first: Services, tmp_path: Path, model: Model, editor: Editor, repo: Path
+) -> None:
+    session = await first.sessions.open(str(repo), None, None, None, worktree="orphan")
+    await first.store.worktrees.removing(session.session_id)
+    await first.store.sessions.delete(session.session_id)  # and the daemon died there
+
+    second = await restart(first, tmp_path / "crash.db", model, editor)
+    try:
+        assert not Path(session.root).exists() and branches(repo) == ["main"]
+        assert await second.store.worktrees.rows() == []
+    finally:
+        await second.close()
