@@ -96,6 +96,7 @@ class Git:
         env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C")
         env.update(GIT_COMMITTER_NAME="trellisd", GIT_COMMITTER_EMAIL="trellisd@localhost")
         self.env = env
+        self.code = 0  # the exit code of the last command run
         self.options: list[str] = ["--no-pager"]
         for option in _SAFE:
             self.options += ["-c", option]
@@ -384,7 +385,7 @@ def _check(name: str) -> None:
         len(name) > 64
         or not _NAME.fullmatch(name)
         or name.endswith(".lock")
-        or name.lower() in ("head", "main", "master")
+        or name.lower() == "head"
     ):
         raise InvalidParams(
             f"worktree name {name!r} is not usable: letters, digits, '-', '_' and single dots"
