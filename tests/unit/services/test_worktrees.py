@@ -395,3 +395,34 @@ async def test_a_start_prunes_the_worktree_of_a_session_deleted_before_it(
         assert await second.store.worktrees.rows() == []
     finally:
         await second.close()
+
+
+async def test_no_program_the_repositorys_configuration_names_runs(
+    app: Services, model: Model, repo: Path, tmp_path: Path
+) -> None:
+    """A filter, a merge driver and hooks the repository names (the model may write its
+    configuration): making the worktree, committing its work and merging run none of them,
+    and the merge driver's files answer a conflict."""
+    ran = tmp_path / "ran"
+    commit(repo, {".gitattributes": "*.txt filter=evil merge=evil\n"})
+    for key, value in {
+        "filter.evil.smudge": f"touch {ran}-smudge; cat",
+        "filter.evil.clean": f"touch {ran}-clean; cat",
+        "filter.evil.required": "true",
+        "merge.evil.driver": f"touch {ran}-merge; cp %B %A",
+    }.items():
+        git(repo, "config", key, value)
+    for hook in ("post-checkout", "reference-transaction", "pre-commit"):
+        script = repo / ".git" / "hooks" / hook
+        script.write_text(f"#!/bin/sh\ntouch {ran}-{hook}\n")
+        script.chmod(0o755)
+    session_id = await session_writing(app, model, repo, {"a.txt": "one\nsession\nthree\n"})
+    (repo / "a.txt").write_text("user\ntwo\nthree\n")
+    quiet = ("-c", "filter.evil.clean=", "-c", "filter.evil.required=0", "-c", "core.hooksPath=")
+    git(repo, *quiet, "commit", "-qam", "the user's")
+
+    with pytest.raises(Conflict) as refused:
+        await app.sessions.worktrees.merge(session_id)
+
+    assert refused.value.data["paths"] == ["a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ran")) == []
