@@ -426,3 +426,20 @@ async def test_no_program_the_repositorys_configuration_names_runs(
 
     assert refused.value.data["paths"] == ["a.txt"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ran")) == []
+
+
+async def test_a_file_the_session_removed_is_removed_from_the_checkout_and_its_index(
+    app: Services, model: Model, repo: Path
+) -> None:
+    session = await app.sessions.open(str(repo), None, None, None, worktree=True)
+    model.reply("", ToolCall("call-rm", "run_command", {"argv": ["rm", "sub/c.txt"]}))
+    model.reply("Removed.")
+    await app.turns.turn(TurnRequest(session.session_id, "remove c"))
+    commit(repo, {"b.txt": "the user's bee\n"})  # so that the merge is three-way
+
+    merged = await app.sessions.worktrees.merge(session.session_id)
+
+    assert merged.paths == ("sub/c.txt",)
+    assert not (repo / "sub").exists()
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "ls-files").split() == ["a.txt", "b.txt"]
