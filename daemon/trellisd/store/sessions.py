@@ -28,8 +28,7 @@ from ..vocabulary import EventKind, Outcome, stored
 from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
-from .worktrees import attach, worktree_of
-from .worktrees import kept as worktrees_kept
+from .worktrees import attach, under_root, worktree_of
 
 T = TypeVar("T")
 
@@ -185,15 +184,10 @@ class Sessions:
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
         with self.db.read() as con:
-            if root is not None and worktrees_kept(con):
-                # Its own sessions, and those working in a worktree of its checkout.
-                where.append(
-                    "(root = ? OR id IN (SELECT session_id FROM worktree WHERE checkout = ?))"
-                )
-                args += [root, root]
-            elif root is not None:
-                where.append("root = ?")
-                args.append(root)
+            if root is not None:
+                condition, values = under_root(con, root)
+                where.append(condition)
+                args += values
             sql = (
                 f"SELECT {SESSION_COLUMNS},"
                 " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"

@@ -52,6 +52,19 @@ def worktree_of(con: apsw.Connection, session_id: str) -> Worktree | None:
     return None if row is None else _row(row).worktree
 
 
+def under_root(con: apsw.Connection, root: str, alias: str = "") -> tuple[str, list[str]]:
+    """A condition, with its arguments, that holds for the sessions over ``root`` and those
+    working in a worktree of the checkout at ``root``; just ``root = ?`` (which the index by
+    root serves in order) when the checkout has none."""
+    found = "SELECT 1 FROM worktree WHERE checkout = ? LIMIT 1"
+    if not kept(con) or con.execute(found, (root,)).fetchone() is None:
+        return f"{alias}root = ?", [root]
+    return (
+        f"({alias}root = ? OR {alias}id IN (SELECT session_id FROM worktree WHERE checkout = ?))",
+        [root, root],
+    )
+
+
 def attach(con: apsw.Connection, path: str, session_id: str) -> None:
     """Inside the write that made the session: its worktree at ``path`` is ready."""
     con.execute(

@@ -105,6 +105,8 @@ async def test_a_worktree_session_works_in_its_own_worktree_on_its_own_branch(
     assert git(repo, "status", "--porcelain") == ""
     [listed], _ = await app.sessions.page(str(repo), 10, None)
     assert listed.session.worktree == worktree
+    [found], _ = await app.sessions.page(str(repo), 10, None, "write")
+    assert found.session.session_id == opened.session_id
     assert (await app.sessions.get(opened.session_id)).worktree == worktree
 
 
