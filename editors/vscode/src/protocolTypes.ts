@@ -552,7 +552,7 @@ export interface Requests {
   };
   'session/list': {
     params: {
-      /** Only sessions over this folder. */
+      /** Only sessions over this folder, and those working in a worktree of the checkout whose top folder it is. */
       root?: string | null;
       limit?: number | null;
       /** nextCursor of the previous page. */
