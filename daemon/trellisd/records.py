@@ -134,6 +134,20 @@ class Recovery:
 
 
 @dataclass(frozen=True)
+class Worktree:
+    """A session's own git worktree (``session/open`` with ``worktree``): the folder the
+    daemon made (the session's root is in it), its branch ``trellisd/<name>``, and the branch
+    of the user's checkout it started from (``base``, at ``base_commit``), which
+    ``session/worktree/merge`` merges it into."""
+
+    path: str
+    branch: str
+    base: str
+    base_commit: str
+    checkout: str  # the top folder of the user's checkout
+
+
+@dataclass(frozen=True)
 class Session:
     session_id: str
     root: str
@@ -149,6 +163,7 @@ class Session:
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
     pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
+    worktree: Worktree | None = None  # the session's own git worktree, when it has one
 
 
 @dataclass(frozen=True)

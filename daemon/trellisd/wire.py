@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from .agent.attached import ContextEntry
-from .convert import camel, structure, turn_or_null, unstructure
+from .convert import Invalid, camel, converter, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
 from .policy.layers import PolicySpec
@@ -44,6 +44,7 @@ from .records import (
 )
 from .services.queue import Queued
 from .services.running import LiveCall
+from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
 from .tools.base import ActionKind
@@ -52,6 +53,17 @@ from .vocabulary import FeedKind
 R = TypeVar("R")
 log = logging.getLogger(__name__)
 turn_or_null(ExpectHead)  # expectHead: null expects no head; left out, expects nothing
+WorktreeChoice = bool | str | None
+"""``session/open``'s ``worktree``: true (a name made up), a name, or false or null (none)."""
+
+
+def _worktree_choice(value: Any, _: Any) -> bool | str | None:
+    if value is None or isinstance(value, bool | str):
+        return value
+    raise Invalid("must be true, false, null or a name")
+
+
+converter.register_structure_hook_func(lambda t: t == WorktreeChoice, _worktree_choice)
 
 LIST_LIMIT = 50
 EVENTS_LIMIT = 200
@@ -99,6 +111,7 @@ class SessionOpen:
         default=(), metadata={"must": "be a list of MCP servers"}
     )
     budget: Budget | None = None  # what all the session's turns together may spend
+    worktree: WorktreeChoice = None  # a git worktree of its own: true, or its name
 
     def __attrs_post_init__(self) -> None:
         _affordable("budget", self.budget)
@@ -405,6 +418,15 @@ def session(value: Session) -> dict[str, Any]:
         del out["importedFrom"]
     if value.recovery is None:
         del out["recovery"]
+    if value.worktree is None:
+        del out["worktree"]
+    return out
+
+
+def merged(value: Merged) -> dict[str, Any]:
+    """``session/worktree/merge``'s answer."""
+    out: dict[str, Any] = to_wire(value)
+    out["paths"] = list(value.paths)
     return out
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import run, session, turn
+from . import run, session, turn, worktree
 from .base import Method
 
-METHODS: tuple[Method[Any], ...] = (*session.METHODS, *run.METHODS, *turn.METHODS)
+METHODS: tuple[Method[Any], ...] = (
+    *session.METHODS,
+    *worktree.METHODS,
+    *run.METHODS,
+    *turn.METHODS,
+)
 
 __all__ = ["METHODS", "Method"]

@@ -17,7 +17,7 @@ from .base import Method
 async def session_open(app: Services, p: wire.SessionOpen) -> Any:
     opened = wire.session(
         await app.sessions.open(
-            p.root, p.title, p.provider, p.policy, p.instructions, p.mcp_servers
+            p.root, p.title, p.provider, p.policy, p.instructions, p.mcp_servers, p.worktree
         )
     )
     if p.budget is None:

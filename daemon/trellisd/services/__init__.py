@@ -4,6 +4,8 @@ async store. ``start`` builds the store and the services, in one place, at start
     Services
     +-- sessions  SessionService   open, reopen, list, history, branch, take over, fork,
                                    rename, instruct, close, delete, the feed
+                  +-- worktrees  WorktreeService  a session's own git worktree: made,
+                                                  merged, discarded, pruned at start
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
     +-- runs      RunService       a run's summary, steps and events
     +-- archive   ArchiveService   a session exported to a file, imported from one
@@ -107,6 +109,7 @@ class Services:
         and keep the heartbeat that tells other daemons this one lives."""
         await self.store.leases.register()
         await self._mark_interrupted()
+        await self.sessions.worktrees.recover()
         self._heartbeat = asyncio.ensure_future(self._beat())
 
     async def _mark_interrupted(self) -> None:

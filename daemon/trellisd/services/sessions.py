@@ -35,6 +35,7 @@ from .policies import Policies
 from .running import Running, Snapshot
 from .settings import Defaults
 from .titles import title_of
+from .worktrees import WorktreeService
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class SessionService:
     ) -> None:
         self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
         self.changes, self.mcp = changes, mcp
+        self.worktrees = WorktreeService(store, running, defaults.settings.daemon.git_environment)
 
     async def open(
         self,
@@ -69,15 +71,33 @@ class SessionService:
         policy: PolicySpec | None,
         instructions: str | None = None,
         mcp_servers: Sequence[McpServerSpec] = (),
+        worktree: bool | str | None = None,
     ) -> Session:
+        """A new session over ``root``; with ``worktree`` (True, or its name), over the
+        same folder of a new git worktree of root's repository (``worktrees``)."""
         folder = workspace(root)
         choice = provider or ProviderChoice()
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
         effective = await asyncio.to_thread(self.policies.load, folder, policy)
         await asyncio.to_thread(project_servers, folder)  # refuse a bad [[mcp]] now
-        session = await self.store.sessions.create(
-            str(folder), title or "", choice, policy, instructions or None
-        )
+        if worktree is None or worktree is False:
+            session = await self.store.sessions.create(
+                str(folder), title or "", choice, policy, instructions or None
+            )
+        else:
+            made = await self.worktrees.make(folder, worktree)
+            try:
+                session = await self.store.sessions.create(
+                    str(made.root),
+                    title or "",
+                    choice,
+                    policy,
+                    instructions or None,
+                    made.worktree.path,
+                )
+            except BaseException:
+                await self.worktrees.undo(made.worktree)
+                raise
         await self.policies.remember(session, effective)
         self.mcp.give(session.session_id, mcp_servers)
         return session
@@ -255,9 +275,18 @@ class SessionService:
         await self.mcp.close(session_id)
 
     async def delete(self, session_id: str) -> None:
-        """Remove the session and all it owns, here and in every daemon on the store."""
+        """Remove the session and all it owns, here and in every daemon on the store; its
+        worktree, if it has one, with its branch."""
         self.running.refuse(session_id, "delete it")
-        await self.store.sessions.delete(session_id)
+        worktree = await self.store.worktrees.removing(session_id)
+        try:
+            await self.store.sessions.delete(session_id)
+        except BaseException:
+            if worktree is not None:
+                await self.store.worktrees.keep(session_id)
+            raise
+        if worktree is not None:
+            await self.worktrees.deleted(worktree)
         self.policies.forget(session_id)
         await self.mcp.close(session_id)
 

@@ -19,6 +19,7 @@ from .mcp_approvals import McpApprovals
 from .runs import Runs
 from .search import SessionSearch
 from .sessions import Sessions
+from .worktrees import Worktrees
 
 
 class Store:
@@ -46,6 +47,7 @@ class Store:
         self.grants = Grants(self.db)
         self.budgets = Budgets(self.db)
         self.acp_choices = AcpChoices(self.db)
+        self.worktrees = Worktrees(self.db, self.leases)
 
     def anchor(self) -> None:
         """Sign where the writes since the last call left each session's log: the heads

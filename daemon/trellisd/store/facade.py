@@ -30,6 +30,7 @@ from ..records import (
     Spend,
     Step,
     Turn,
+    Worktree,
 )
 from ..tools.base import Action
 from ..vocabulary import EventKind
@@ -38,6 +39,7 @@ from .acp_choices import AcpChoice
 from .chain import LogVerdict
 from .changes import Marks, Recorded, TurnRun
 from .leases import STALE_SECONDS
+from .worktrees import WorktreeRow
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,8 +77,10 @@ class AsyncSessions:
         provider: ProviderChoice,
         policy: PolicySpec | None,
         instructions: str | None = None,
+        worktree: str | None = None,
     ) -> Session:
-        """A new session over ``root``, written by this daemon."""
+        """A new session over ``root``, written by this daemon; with ``worktree``, the
+        session of the worktree being made at that path."""
         return await self._run(
             self._store.sessions.create,
             root,
@@ -85,6 +89,7 @@ class AsyncSessions:
             self._store.leases.daemon_id,
             policy,
             instructions,
+            worktree,
         )
 
     async def get(self, session_id: str) -> Session:
@@ -347,6 +352,29 @@ class AsyncAcpChoices:
         await self._run(self._store.acp_choices.copy, origin_id, fork_id)
 
 
+class AsyncWorktrees:
+    def __init__(self, store: Store, thread: _Thread) -> None:
+        self._store, self._run = store, thread
+
+    async def begin(self, worktree: Worktree) -> None:
+        await self._run(self._store.worktrees.begin, worktree)
+
+    async def removing(self, session_id: str) -> Worktree | None:
+        return await self._run(self._store.worktrees.removing, session_id)
+
+    async def keep(self, session_id: str) -> None:
+        await self._run(self._store.worktrees.keep, session_id)
+
+    async def forget(self, path: str) -> None:
+        await self._run(self._store.worktrees.forget, path)
+
+    async def rows(self) -> list[WorktreeRow]:
+        return await self._run(self._store.worktrees.rows)
+
+    async def leftovers(self) -> list[Worktree]:
+        return await self._run(self._store.worktrees.leftovers)
+
+
 class AsyncStore:
     """The store's aggregates, each with named async methods."""
 
@@ -361,12 +389,18 @@ class AsyncStore:
         self.grants = AsyncGrants(store, self._thread)
         self.budgets = AsyncBudgets(store, self._thread)
         self.acp_choices = AsyncAcpChoices(store, self._thread)
+        self.worktrees = AsyncWorktrees(store, self._thread)
 
     @property
     def folder(self) -> Path:
         """The folder the store's file is in: the daemon's own (for a store in memory, a
         temporary one)."""
         return self._store.db.folder
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store only serves reads (a newer trellisd wrote it)."""
+        return self._store.db.read_only or self._store.db.newer is not None
 
     @classmethod
     async def open(

@@ -459,6 +459,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         PRIMARY KEY (change_id, session_id, turn_id)
     ) STRICT;
     """,
+    # 22: the git worktrees the daemon made for sessions (``worktrees``), one row per folder,
+    # written before each git step that makes or removes one (``state``: ``creating``,
+    # ``ready`` or ``removing``, by ``daemon_id``), so that a start after a crash adopts or
+    # prunes what it finds. ``session_id`` is NULL until the session is made, in the same
+    # transaction that makes the row ``ready``. Older readers ignore the table.
+    """
+    CREATE TABLE worktree (
+        path TEXT PRIMARY KEY,
+        session_id TEXT UNIQUE,
+        checkout TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        base TEXT NOT NULL,
+        base_commit TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('creating', 'ready', 'removing')),
+        daemon_id TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    """,
 )
 COSTED = 20
 """The schema whose steps carry their cost: a store migrated past it has its older steps

@@ -32,6 +32,7 @@ from ..records import SearchMatch, SessionSummary
 from .db import Database
 from .pins import pinned
 from .sessions import AFTER_SESSION, SESSION_COLUMNS, _session, with_recovery
+from .worktrees import under_root
 
 SNIPPET_TOKENS = 12
 SNIPPET_CANDIDATES = 50  # places in a column where a snippet may start
@@ -100,8 +101,10 @@ class SessionSearch:
         where: list[str] = []
         args: list[Any] = [match, depth]
         if root is not None:
-            where.append("s.root = ?")
-            args.append(root)
+            with self.db.read() as con:
+                condition, values = under_root(con, root, "s.")
+            where.append(condition)
+            args += values
         if cursor is not None:
             where.append("(best.score, s.id) > (?, ?)")
             args += list(_decode(cursor))

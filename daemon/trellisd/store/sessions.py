@@ -28,6 +28,7 @@ from ..vocabulary import EventKind, Outcome, stored
 from . import chain, feed, forks, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
+from .worktrees import attach, under_root, worktree_of
 
 T = TypeVar("T")
 
@@ -85,9 +86,13 @@ def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
 
 
 def with_recovery(con: apsw.Connection, session: Session) -> Session:
-    """``session`` with the recovery it waits for, if it does (``recoveries``)."""
+    """``session`` with the recovery it waits for, if it does (``recoveries``), and its
+    worktree, if it has one (``worktrees``)."""
     pending = recoveries.pending(con, session.session_id)
-    return session if pending is None else dataclasses.replace(session, recovery=pending)
+    worktree = worktree_of(con, session.session_id)
+    if pending is None and worktree is None:
+        return session
+    return dataclasses.replace(session, recovery=pending, worktree=worktree)
 
 
 def _imported_from(stored: dict[str, str]) -> ImportedFrom:
@@ -126,7 +131,10 @@ class Sessions:
         owner: str,
         policy: PolicySpec | None = None,
         instructions: str | None = None,
+        worktree: str | None = None,
     ) -> Session:
+        """A new session; with ``worktree``, the path of the worktree made for it (its row
+        ``creating``), which the same transaction makes ``ready``."""
         stamp = now()
         session = Session(
             new_id("s"), root, title, None, stamp, stamp, provider, policy, None, instructions
@@ -148,6 +156,8 @@ class Sessions:
                 ),
             )
             _log_opening(con, session.session_id, title, instructions)
+            if worktree is not None:
+                attach(con, worktree, session.session_id)
             return self._get(con, session.session_id)
 
     def get(self, session_id: str) -> Session:
@@ -167,21 +177,23 @@ class Sessions:
         self, root: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         """Sessions newest first (by last use), ``limit`` at a time."""
-        where, args = [], []
-        if root is not None:
-            where.append("root = ?")
-            args.append(root)
+        where: list[str] = []
+        args: list[Any] = []
         if cursor is not None:
             updated_at, session_id = _decode_cursor(cursor)
             where.append("(updated_at, id) < (?, ?)")
             args += [updated_at, session_id]
-        sql = (
-            f"SELECT {SESSION_COLUMNS},"
-            " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        )
         with self.db.read() as con:
+            if root is not None:
+                condition, values = under_root(con, root)
+                where.append(condition)
+                args += values
+            sql = (
+                f"SELECT {SESSION_COLUMNS},"
+                " (SELECT count(*) FROM turn WHERE session_id = session.id) FROM session"
+                + (" WHERE " + " AND ".join(where) if where else "")
+                + " ORDER BY updated_at DESC, id DESC LIMIT ?"
+            )
             rows: list[tuple[Any, ...]] = con.execute(sql, (*args, limit + 1)).fetchall()
             page = [
                 SessionSummary(

@@ -245,6 +245,8 @@ export type SessionFields = {
   spent?: Spent;
   /** Only while the session waits for a decision (session/recover) about a command a cancel killed mid-run. */
   recovery?: Recovery;
+  /** Only on a session with its own git worktree (session/open's worktree), until it is discarded. */
+  worktree?: Worktree;
 };
 
 export type ForkedFrom = {
@@ -252,6 +254,32 @@ export type ForkedFrom = {
   sessionId: Id;
   /** The origin's turn its history ends at; null: forked empty. */
   turnId: string | null;
+};
+
+/** A session's own git worktree (session/open's worktree). */
+export type Worktree = {
+  /** The worktree's folder, absolute: the daemon's own, never inside the user's checkout. The session's root is in it. */
+  path: string;
+  /** The worktree's branch: trellisd/<name>. */
+  branch: string;
+  /** The branch of the user's checkout the worktree started from, which session/worktree/merge merges into. */
+  base: string;
+  /** The commit of base the worktree started at. */
+  baseCommit: string;
+  /** The top folder of the user's checkout. */
+  checkout: string;
+};
+
+export type Merged = {
+  sessionId: Id;
+  /** The branch merged into. */
+  base: string;
+  /** The base branch's commit after the merge (the same as before when there was nothing to merge). */
+  commit: string;
+  /** The files the merge changed, relative to the repository's top; [] when there was nothing to merge. */
+  paths: string[];
+  /** Whether the base branch is checked out in the user's checkout, whose changed files (and their index entries) were written. */
+  checkoutUpdated: boolean;
 };
 
 /** A stack of named layers of glob rules and an approval mode. A deny in any layer beats an allow; with no matching allow an action is refused. */
@@ -499,6 +527,8 @@ export interface Requests {
       mcpServers?: McpServer[];
       /** What all the session's turns together may spend, kept with the session. */
       budget?: Budget | null;
+      /** A git worktree of the root's repository for the session to work in, on a new branch trellisd/<name> from the branch checked out: true (a short name made up) or its name (letters, digits, '-', '_', single dots inside; at most 64). false or null: none. */
+      worktree?: boolean | string | null;
     };
     result: Session;
   };
@@ -532,7 +562,7 @@ export interface Requests {
   };
   'session/list': {
     params: {
-      /** Only sessions over this folder. */
+      /** Only sessions over this folder, and those working in a worktree of the checkout whose top folder it is. */
       root?: string | null;
       limit?: number | null;
       /** nextCursor of the previous page. */
@@ -751,6 +781,14 @@ export interface Requests {
       sessionId: Id;
       deleted: true;
     };
+  };
+  'session/worktree/merge': {
+    params: SessionIdParams;
+    result: Merged;
+  };
+  'session/worktree/discard': {
+    params: SessionIdParams;
+    result: Session;
   };
   'session/events': {
     params: {
