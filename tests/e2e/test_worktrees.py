@@ -12,8 +12,7 @@ import apsw
 import pytest
 
 from tests.e2e.conftest import DaemonFactory
-from tests.e2e.test_changes import OPEN, agent_turn, python, write
-from tests.e2e.test_sessions import open_session
+from tests.fixtures.driver import OPEN, agent_turn, open_session, python, write
 from tests.fixtures.git_repo import git, make_repo
 from tests.fixtures.model_server import ModelServer
 
