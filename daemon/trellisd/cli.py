@@ -263,6 +263,14 @@ def run_arguments(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument("--export", metavar="FILE", help="write the session to FILE at the end")
     command.add_argument(
+        "--worktree",
+        metavar="NAME",
+        nargs="?",
+        const=True,
+        help="work in a new git worktree of the root's repository, on branch trellisd/NAME"
+        " (a short name made up when NAME is left out)",
+    )
+    command.add_argument(
         "--json", action="store_true", help="print one result object on stdout at the end"
     )
 
@@ -426,6 +434,8 @@ def run_request(args: argparse.Namespace) -> HeadlessRun:
         export = Path(args.export).expanduser().absolute()
         if not export.parent.is_dir():
             raise UsageError(f"run: the folder of --export {args.export} does not exist")
+    if args.worktree is not None and args.session is not None:
+        raise UsageError("run: --worktree makes a new session; it cannot go with --session")
     return HeadlessRun(
         args.prompt,
         root,
@@ -435,6 +445,7 @@ def run_request(args: argparse.Namespace) -> HeadlessRun:
         usd,
         args.approval,
         export,
+        args.worktree,
     )
 
 

@@ -41,7 +41,7 @@ from .errors import TrellisError
 from .oneline import summary_line
 from .providers import make_provider
 from .providers.base import Provider
-from .records import Budget, Spend, Step, ToolCall, TurnRef, TurnResult
+from .records import Budget, Spend, Step, ToolCall, TurnRef, TurnResult, Worktree
 from .services import Services
 from .services.queue import Queued
 from .services.settings import WindowSettings, use_window
@@ -91,6 +91,9 @@ class HeadlessRun:
     budget_usd: float | None = None
     approval: Approval = "never"
     export: Path | None = None
+    worktree: bool | str | None = None
+    """The new session's own git worktree (``session/open``'s ``worktree``): True, or its
+    name."""
 
     def turn(self, session_id: str) -> TurnRequest:
         verify = (list(self.verify), 0) if self.verify else None
@@ -115,6 +118,7 @@ class HeadlessResult:
     head_hash: str | None = None
     error: str | None = None
     export_failed: bool = False
+    worktree: Worktree | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -131,6 +135,7 @@ class HeadlessResult:
             "spent": None if self.spent is None else wire.spent(self.spent),
             "paths": list(self.paths),
             "headHash": self.head_hash,
+            "worktree": None if self.worktree is None else wire.to_wire(self.worktree),
         }
 
 
@@ -264,7 +269,9 @@ class Headless:
                 session = await app.sessions.get(request.session_id)
             else:
                 root = Path.cwd() if request.root is None else request.root
-                session = await app.sessions.open(str(root), None, None, None)
+                session = await app.sessions.open(
+                    str(root), None, None, None, worktree=request.worktree
+                )
         except TrellisError as exc:
             return HeadlessResult(Outcome.ERROR, request.session_id, error=exc.message)
         self.session_id = sid = session.session_id
@@ -289,6 +296,7 @@ class Headless:
             tuple(c.path for c in changed),
             ended.head_hash,
             ended.error,
+            worktree=session.worktree,
         )
 
     async def _exported(self, app: Services, result: HeadlessResult) -> HeadlessResult:

@@ -24,7 +24,16 @@ from trellisd.processes import pid_alive
 from trellisd.services.archive import ArchiveService
 from trellisd.store.facade import AsyncStore
 
-RESULT_FIELDS = ["outcome", "sessionId", "turnId", "reply", "spent", "paths", "headHash"]
+RESULT_FIELDS = [
+    "outcome",
+    "sessionId",
+    "turnId",
+    "reply",
+    "spent",
+    "paths",
+    "headHash",
+    "worktree",
+]
 
 
 @dataclass

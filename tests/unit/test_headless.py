@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.fake_services import Model
+from tests.fixtures.git_repo import git, make_repo
 from tests.fixtures.waits import SAFETY_NET
 from trellisd.cli import UsageError, parser, run_request
 from trellisd.config import ProviderSettings
@@ -120,6 +121,14 @@ def test_a_mistake_is_named_before_anything_runs(argv: list[str], says: str) -> 
     assert says in str(caught.value)
 
 
+def test_a_worktree_is_asked_for_with_or_without_its_name() -> None:
+    assert run_request(args("x", "--worktree")).worktree is True
+    assert run_request(args("x", "--worktree", "fix-login")).worktree == "fix-login"
+    assert run_request(args("x")).worktree is None
+    with pytest.raises(UsageError, match="--worktree makes a new session"):
+        run_request(args("x", "--session", "s-1", "--worktree"))
+
+
 def test_a_new_root_and_a_continued_session_cannot_go_together() -> None:
     with pytest.raises(SystemExit) as caught:
         args("x", "--root", ".", "--session", "s-1")
@@ -146,7 +155,9 @@ async def test_a_finished_turn_streams_its_text_and_exits_0(
         "spent",
         "paths",
         "headHash",
+        "worktree",
     ]
+    assert shown["worktree"] is None
     assert shown["outcome"] == "finished" and shown["reply"] == "All done here."
     assert shown["sessionId"].startswith("s-") and shown["turnId"].startswith("t-")
     assert shown["paths"] == [] and len(shown["headHash"]) == 64
@@ -165,6 +176,23 @@ async def test_a_verified_turn_exits_0_with_its_changes(
     assert result.paths == ("done.txt",)
     assert "[approved] write_file wants to write done.txt" in out
     assert '[tool] write_file {"path": "done.txt"' in out
+
+
+async def test_a_run_in_a_worktree_changes_its_branch_and_leaves_the_checkout_alone(
+    tmp_path: Path, model: Model
+) -> None:
+    checkout = make_repo(tmp_path / "checkout", {"README.md": "hello\n"})
+    model.reply("", write("done.txt"))
+    model.reply("Made it on a branch.")
+    request = HeadlessRun("make it", checkout, approval="all", worktree="ci-job-3")
+    result, _ = await run(tmp_path, model, request)
+
+    assert result.exit_code == ExitCode.FINISHED and result.paths == ("done.txt",)
+    shown = result.to_json()["worktree"]
+    assert shown["branch"] == "trellisd/ci-job-3" and shown["base"] == "main"
+    assert (Path(shown["path"]) / "done.txt").read_text() == "made\n"
+    assert not (checkout / "done.txt").exists()
+    assert "trellisd/ci-job-3" in git(checkout, "branch", "--list", "trellisd/*")
 
 
 async def test_a_check_that_never_passes_exits_3(tmp_path: Path, model: Model, root: Path) -> None:
