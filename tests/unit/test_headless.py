@@ -245,6 +245,7 @@ async def test_an_unknown_session_exits_1_with_no_turn(tmp_path: Path, model: Mo
         "spent": None,
         "paths": [],
         "headHash": None,
+        "worktree": None,
     }
 
 
