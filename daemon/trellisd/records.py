@@ -149,6 +149,7 @@ class Session:
     head_hash: str | None = None  # the hash of the last entry of the session's log
     imported_from: ImportedFrom | None = None
     pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
+    parent_session_id: str | None = None  # the session whose ``task`` call started this one
 
 
 @dataclass(frozen=True)

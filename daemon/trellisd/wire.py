@@ -405,6 +405,8 @@ def session(value: Session) -> dict[str, Any]:
         del out["importedFrom"]
     if value.recovery is None:
         del out["recovery"]
+    if value.parent_session_id is None:
+        del out["parentSessionId"]
     return out
 
 

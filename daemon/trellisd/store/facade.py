@@ -75,8 +75,10 @@ class AsyncSessions:
         provider: ProviderChoice,
         policy: PolicySpec | None,
         instructions: str | None = None,
+        parent_session_id: str | None = None,
     ) -> Session:
-        """A new session over ``root``, written by this daemon."""
+        """A new session over ``root``, written by this daemon; ``parent_session_id``: the
+        session whose ``task`` call started it."""
         return await self._run(
             self._store.sessions.create,
             root,
@@ -85,6 +87,7 @@ class AsyncSessions:
             self._store.leases.daemon_id,
             policy,
             instructions,
+            parent_session_id,
         )
 
     async def get(self, session_id: str) -> Session:

@@ -459,6 +459,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         PRIMARY KEY (change_id, session_id, turn_id)
     ) STRICT;
     """,
+    # 22: the session each child session was started from (the ``task`` tool, ``parents``);
+    # a session a person opened has no row. Not in the log: the child's own log is whole.
+    """
+    CREATE TABLE session_parent (
+        session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+        parent_session_id TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX session_parent_of ON session_parent(parent_session_id);
+    """,
 )
 COSTED = 20
 """The schema whose steps carry their cost: a store migrated past it has its older steps

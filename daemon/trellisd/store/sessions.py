@@ -25,7 +25,7 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import EventKind, Outcome, stored
-from . import chain, feed, forks, recoveries
+from . import chain, feed, forks, parents, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
 
@@ -85,7 +85,9 @@ def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
 
 
 def with_recovery(con: apsw.Connection, session: Session) -> Session:
-    """``session`` with the recovery it waits for, if it does (``recoveries``)."""
+    """``session`` with the recovery it waits for, if it does (``recoveries``), and the
+    session that started it, if one did (``parents``)."""
+    session = parents.with_parent(con, session)
     pending = recoveries.pending(con, session.session_id)
     return session if pending is None else dataclasses.replace(session, recovery=pending)
 
@@ -126,7 +128,9 @@ class Sessions:
         owner: str,
         policy: PolicySpec | None = None,
         instructions: str | None = None,
+        parent_session_id: str | None = None,
     ) -> Session:
+        """A new session; ``parent_session_id``: the session whose ``task`` call started it."""
         stamp = now()
         session = Session(
             new_id("s"), root, title, None, stamp, stamp, provider, policy, None, instructions
@@ -148,6 +152,8 @@ class Sessions:
                 ),
             )
             _log_opening(con, session.session_id, title, instructions)
+            if parent_session_id is not None:
+                parents.set_parent(con, session.session_id, parent_session_id)
             return self._get(con, session.session_id)
 
     def get(self, session_id: str) -> Session:

@@ -63,7 +63,9 @@ def test_the_steps_of_a_store_from_before_costs_are_priced_when_it_is_migrated(
     turn_id = turn_with_steps(store, "gpt-4o-mini", PRICED)
     store.close()
     con = apsw.Connection(str(db_path))  # the store as schema 19 wrote it
-    con.execute("ALTER TABLE step DROP COLUMN cost; DROP TABLE change_share")  # steps 20, 21
+    con.execute(  # steps 20, 21, 22
+        "ALTER TABLE step DROP COLUMN cost; DROP TABLE change_share; DROP TABLE session_parent"
+    )
     con.pragma("user_version", migrations.COSTED - 1)
     con.close()
     store = Store(db_path, pid_alive)
