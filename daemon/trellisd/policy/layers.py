@@ -439,7 +439,7 @@ class TaskSpec:
 
     closed: ClassVar[str] = "task"
 
-    enabled: bool = attrs.field(default=False, metadata={"must": "be true or false"})
+    enabled: bool | None = attrs.field(default=None, metadata={"must": "be true or false"})
     max_concurrent: int | None = attrs.field(
         default=None,
         validator=_most_concurrent,
@@ -447,10 +447,11 @@ class TaskSpec:
     )
 
     def policy(self, *, narrows: bool = False) -> TaskPolicy:
-        """What it says; a project file's (``narrows``) that names no limit leaves it be."""
+        """What it says; what a project file's (``narrows``) leaves out it leaves be."""
         unnamed = MOST_CONCURRENT if narrows else DEFAULT_MAX_CONCURRENT
         limit = unnamed if self.max_concurrent is None else self.max_concurrent
-        return TaskPolicy(self.enabled, limit)
+        enabled = narrows if self.enabled is None else self.enabled
+        return TaskPolicy(enabled, limit)
 
 
 def _task() -> Any:
