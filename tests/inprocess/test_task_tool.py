@@ -76,6 +76,10 @@ async def test_a_child_runs_its_prompt_and_its_reply_is_the_calls_result(
     assert offered(model.requests[1]) == ["list_dir"]  # only what the call gave it
     [child] = await children(daemon, parent)
     assert child["root"] == parent["root"] and child["turns"] == 1
+    listed = await daemon.call("session/list", {"parentSessionId": parent["sessionId"]})
+    assert [s["sessionId"] for s in listed["sessions"]] == [child["sessionId"]]
+    mine = await daemon.call("session/list", {"parentSessionId": child["sessionId"]})
+    assert mine["sessions"] == []
     assert await outcomes(daemon, child) == ["finished"]
     # The window following the parent was told of the child's turn as it ran.
     told = [t for t in daemon.tokens if t["sessionId"] == child["sessionId"]]
@@ -202,3 +206,5 @@ async def test_a_bad_task_policy_is_refused_naming_the_field(
         {"root": str(workspace), "policy": {"task": {"enabled": True, "maxConcurrent": 0}}},
     )
     assert error.code == -32602 and "maxConcurrent" in error.message
+    error = await daemon.error("session/list", {"query": "x", "parentSessionId": "s-1"})
+    assert error.code == -32602 and error.data["field"] == "parentSessionId"

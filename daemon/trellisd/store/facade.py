@@ -94,9 +94,9 @@ class AsyncSessions:
         return await self._run(self._store.sessions.get, session_id)
 
     async def page(
-        self, root: str | None, limit: int, cursor: str | None
+        self, root: str | None, limit: int, cursor: str | None, parent: str | None = None
     ) -> tuple[list[SessionSummary], str | None]:
-        return await self._run(self._store.sessions.page, root, limit, cursor)
+        return await self._run(self._store.sessions.page, root, limit, cursor, parent)
 
     async def search(
         self, query: str, root: str | None, limit: int, cursor: str | None

@@ -9,6 +9,9 @@ import apsw
 
 from ..records import Session
 
+CHILD_OF = "id IN (SELECT session_id FROM session_parent WHERE parent_session_id = ?)"
+"""The condition on a ``session`` row that keeps the children of one session."""
+
 
 def kept(con: apsw.Connection) -> bool:
     """Whether the store keeps parents (a migration before step 22 runs without them)."""

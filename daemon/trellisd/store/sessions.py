@@ -170,13 +170,17 @@ class Sessions:
         return with_recovery(con, _session(row, pinned(con, session_id)))
 
     def page(
-        self, root: str | None, limit: int, cursor: str | None
+        self, root: str | None, limit: int, cursor: str | None, parent: str | None = None
     ) -> tuple[list[SessionSummary], str | None]:
-        """Sessions newest first (by last use), ``limit`` at a time."""
+        """Sessions newest first (by last use), ``limit`` at a time; with ``parent``, only the
+        sessions it started (``parents``)."""
         where, args = [], []
         if root is not None:
             where.append("root = ?")
             args.append(root)
+        if parent is not None:
+            where.append(parents.CHILD_OF)
+            args.append(parent)
         if cursor is not None:
             updated_at, session_id = _decode_cursor(cursor)
             where.append("(updated_at, id) < (?, ?)")

@@ -548,6 +548,8 @@ export interface Requests {
       cursor?: string | null;
       /** Words to find in titles, prompts and replies; the hits come best first, each with a match. At most 64 words and 4 KiB of UTF-8; past either, or a search running past 5 s, is a -32602 with data.field "query". */
       query?: string | null;
+      /** Only the child sessions this session's task tool calls started (not with query). */
+      parentSessionId?: string | null;
     } | null | unknown[];
     result: {
       sessions: SessionSummary[];
