@@ -9,7 +9,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.fixtures.driver import Daemon, DaemonFactory, open_session, turn
+from tests.fixtures.driver import (
+    Daemon,
+    DaemonFactory,
+    answer_approvals,
+    open_session,
+    turn,
+    write,
+)
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import until
 
@@ -88,6 +95,24 @@ async def test_a_child_runs_its_prompt_and_its_reply_is_the_calls_result(
     assert model.requests[2]["messages"][-1]["content"] == "There are two files."
 
 
+async def test_a_childs_write_is_asked_of_the_window_following_its_parent(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    asked = answer_approvals(daemon, ["allow"])
+    model.reply(tool_calls=[task("write the notes")])
+    model.reply(tool_calls=[write("notes.txt", "from the child\n")])
+    model.reply("Written.")
+    model.reply("The helper wrote the notes.")
+    parent = await open_session(daemon, workspace, policy=TASKS)  # writes ask
+
+    result = await turn(daemon, parent, "have the notes written")
+
+    [child] = await children(daemon, parent)
+    assert result["outcome"] == "finished"
+    assert [a["sessionId"] for a in asked] == [child["sessionId"]]
+    assert (workspace / "notes.txt").read_text() == "from the child\n"
+
+
 async def test_a_child_that_fails_is_a_tool_error_the_model_sees(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
@@ -141,6 +166,30 @@ async def test_cancelling_the_parent_cancels_its_running_child(
     assert result["outcome"] == "cancelled"
     await until(held.dropped, "the child's model call is given up")
     [child] = await children(daemon, parent)
+    assert await outcomes(daemon, child) == ["cancelled"]
+
+
+async def test_cancelling_a_child_alone_leaves_its_parent_going(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    model.reply(tool_calls=[task("take your time")])
+    held = model.reply("Still thinking about it", hold=threading.Event(), hold_at=2)
+    model.reply("The helper was stopped; I will do it myself.")
+    parent = await open_session(daemon, workspace, policy=TASKS)
+    running = asyncio.ensure_future(turn(daemon, parent, "delegate"))
+    await until(held.served, "the child's model call arrives")
+    [child] = await children(daemon, parent)
+
+    cancelled = await daemon.call("session/cancel", {"sessionId": child["sessionId"]})
+    result = await running
+
+    assert cancelled["cancelled"] is True
+    assert result["outcome"] == "finished"
+    assert result["reply"] == "The helper was stopped; I will do it myself."
+    [answer] = await tool_results(daemon, result["runId"])
+    assert answer == (
+        f"error: the child session {child['sessionId']} ended cancelled without an answer"
+    )
     assert await outcomes(daemon, child) == ["cancelled"]
 
 
