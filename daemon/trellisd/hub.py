@@ -212,6 +212,10 @@ class FanOut:
             window.notifier.usage(turn, figures)
 
     def forked(self, origin_id: str, fork_id: str) -> None:
+        """Every window following ``origin_id`` follows ``fork_id`` from now on: a fork a
+        turn ran in, or a child session a turn's ``task`` call started, drawn as it runs. It
+        stays followed after its turn (as a session the window opened would), so a window
+        that also opened it is not dropped from it."""
         for window in self.hub.followers(origin_id):
             self.hub.follow(window, fork_id)
 

@@ -164,6 +164,7 @@ class Session:
     imported_from: ImportedFrom | None = None
     pinned: tuple[str, ...] = ()  # the turns sent verbatim whatever is compacted
     worktree: Worktree | None = None  # the session's own git worktree, when it has one
+    parent_session_id: str | None = None  # the session whose ``task`` call started this one
 
 
 @dataclass(frozen=True)

@@ -164,11 +164,17 @@ class SessionList:
     limit: int | None = None
     cursor: str | None = None
     query: str | None = None  # words to find in titles, prompts and replies
+    parent_session_id: str | None = None  # only the children of this session
 
     def __attrs_post_init__(self) -> None:
         _within("limit", self.limit, 1, 1000)
         if self.query is not None:
             check_query(self.query)
+            if self.parent_session_id is not None:
+                raise InvalidParams(
+                    "session/list takes query or parentSessionId, not both",
+                    field="parentSessionId",
+                )
 
 
 @attrs.frozen
@@ -418,6 +424,8 @@ def session(value: Session) -> dict[str, Any]:
         del out["importedFrom"]
     if value.recovery is None:
         del out["recovery"]
+    if value.parent_session_id is None:
+        del out["parentSessionId"]
     if value.worktree is None:
         del out["worktree"]
     return out

@@ -84,11 +84,11 @@ async def test_a_newer_store_is_left_byte_for_byte_as_it_was(
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 OLDER_READERS = {
-    "one schema older": "5f82a3d1e624f8977b03ab3ca6d16dd172a8900f",  # schema 21
-    "two schemas older": "b2bd4f89836304f0d02587d12c9712041131e1bf",  # schema 20
-    "three schemas older": "475db2c5abe012bfb4be407df41753887fbf89a3",  # schema 19
-    "six schemas older": "55a308136fa274c4fe5a18c921597f071d65e5ec",  # schema 16
-    "seven schemas older": "c0bcbd4b274f07febe68b7c5787b78beb0e1bd5c",  # schema 15
+    "one schema older": "fbe2741f9f617fde4b5df62f213d4b1bddf81e74",  # schema 22
+    "two schemas older": "5f82a3d1e624f8977b03ab3ca6d16dd172a8900f",  # schema 21
+    "three schemas older": "b2bd4f89836304f0d02587d12c9712041131e1bf",  # schema 20
+    "seven schemas older": "55a308136fa274c4fe5a18c921597f071d65e5ec",  # schema 16
+    "eight schemas older": "c0bcbd4b274f07febe68b7c5787b78beb0e1bd5c",  # schema 15
 }
 """Builds from git history within this store's level: each reads what this build writes."""
 BEFORE_THE_LEVEL = "145a379ff48ca9dcd76b69dcbd0bae401819c2ec"  # schema 14: change entries unknown

@@ -25,6 +25,7 @@ KINDS: dict[str, ToolKind] = {
     "write_file": "edit",
     "edit_file": "edit",
     "run_command": "execute",
+    "task": "think",  # a child session: its reply is the call's content
 }
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -101,7 +102,7 @@ def tool_call_id(run_id: str, step: int) -> str:
 def title(call: ToolCall) -> str:
     """What the tool call does, in one line: the tool and its path or command."""
     args = call.arguments
-    target = args.get("path") or args.get("argv") or args.get("pattern") or ""
+    target = args.get("path") or args.get("argv") or args.get("pattern") or args.get("prompt") or ""
     if isinstance(target, list):
         target = " ".join(str(a) for a in target)
     return summary_line(f"{call.name} {target}".strip(), 200)

@@ -16,6 +16,11 @@ turn's (``session/turn``'s ``budget``) counts this turn's calls, the session's
 output; USD is priced by the price table (cached input at its rate once reported). A USD
 budget with a model whose price is unknown cannot be kept, so that turn stops before its first
 call and says so. A call whose provider reports no figures is charged its estimate.
+
+A child session's turn (the ``task`` tool) has a ledger of its own whose ``parent`` is the
+ledger of the turn that started it: each of its calls must also stay within the parent's
+budgets, and what it spends is charged to the parent too, so the parent's turn is exhausted
+when it and its children together pass its limit.
 """
 
 from __future__ import annotations
@@ -72,9 +77,11 @@ class Ledger:
         turn: Budget | None,
         session: Budget | None,
         session_spent: Spend,
+        parent: Ledger | None = None,
     ) -> None:
         self.model, self.turn, self.session = model, turn, session
         self.session_spent = session_spent
+        self.parent = parent  # the ledger of the turn whose ``task`` call started this one
         self.tokens, self.usd = 0, 0.0  # this turn's
         self._last_input: int | None = None  # the previous call's reported input tokens
         self._last_messages = 0  # how many messages the previous call sent
@@ -94,7 +101,14 @@ class Ledger:
     def admit(self, request: ModelRequest) -> None:
         """``BudgetExhausted`` saying which budget the call would pass; else the call may go."""
         guess = self.estimate(request)
-        known = price(self.model)
+        self.within(guess, self.model)
+        self._pending = guess
+        self._last_messages = len(request.messages)
+
+    def within(self, guess: Estimate, model: str, whose: str = "") -> None:
+        """``BudgetExhausted`` when ``guess`` (a call to ``model``) would pass a budget of
+        this ledger's turn, its session, or its parent's."""
+        known = price(model)
         for name, budget, spent_tokens, spent_usd in (
             ("turn", self.turn, self.tokens, self.usd),
             (
@@ -106,27 +120,28 @@ class Ledger:
         ):
             if budget is None:
                 continue
+            label = whose + name
             if budget.tokens is not None and spent_tokens + guess.tokens > budget.tokens:
                 raise BudgetExhausted(
                     f"the next model call (about {guess.tokens} tokens: {guess.input} in,"
-                    f" up to {guess.output} out) would pass the {name}'s budget of"
+                    f" up to {guess.output} out) would pass the {label}'s budget of"
                     f" {budget.tokens} tokens ({spent_tokens} spent); nothing was sent"
                 )
             if budget.usd is None:
                 continue
             if known is None:
                 raise BudgetExhausted(
-                    f"the {name}'s budget is in USD but the price of {self.model} is unknown;"
+                    f"the {label}'s budget is in USD but the price of {model} is unknown;"
                     " add it to the price file (TRELLISD_PRICES); nothing was sent"
                 )
             if spent_usd + guess.usd(known) > budget.usd:
                 raise BudgetExhausted(
                     f"the next model call (about ${guess.usd(known):.4f}) would pass the"
-                    f" {name}'s budget of ${budget.usd:g} (${spent_usd:.4f} spent);"
+                    f" {label}'s budget of ${budget.usd:g} (${spent_usd:.4f} spent);"
                     " nothing was sent"
                 )
-        self._pending = guess
-        self._last_messages = len(request.messages)
+        if self.parent is not None:
+            self.parent.within(guess, model, "parent " + whose)
 
     def charge(self, usage: Usage) -> None:
         """The call's reported figures (or its estimate where the provider gave none)."""
@@ -135,8 +150,15 @@ class Ledger:
         self._last_input = usage.input
         tokens_in = guess.input if usage.input is None else usage.input
         tokens_out = guess.output if usage.output is None else usage.output
-        self.tokens += tokens_in + tokens_out
-        self.usd += cost(self.model, Tokens(tokens_in, tokens_out, usage.cached or 0)) or 0.0
+        usd = cost(self.model, Tokens(tokens_in, tokens_out, usage.cached or 0)) or 0.0
+        self.spent(tokens_in + tokens_out, usd)
+
+    def spent(self, tokens: int, usd: float) -> None:
+        """Count ``tokens`` and ``usd`` against this turn, and against its parent's."""
+        self.tokens += tokens
+        self.usd += usd
+        if self.parent is not None:
+            self.parent.spent(tokens, usd)
 
     def unreported(self) -> None:
         """A call ended with no figures at all: charge its estimate."""

@@ -12,6 +12,11 @@ A turn takes at most ``TurnPlan.max_steps`` steps (the turn's ``maxSteps``, else
 forever. A tool call without a tool name is answered with an error the model is told once; a
 second one ends the turn ``error``.
 
+The tool calls of one model call run one after another, in order, each its own step, except
+the calls of tools marked ``concurrent`` (the ``task`` tool: a child session that waits on its
+own model): those all start when the model call ends and run at the same time as the others
+(the tool bounds how many really run at once); each is still committed as its step, in order.
+
 One model call may stream at most ``TurnPlan.max_step_text`` characters of text
 (``STEP_LIMIT``, 16 MiB): past it the call is ended, the text so far is committed as an ``error``
 step and the turn ends ``error`` saying so (the provider caps its tool calls the same way). The
@@ -266,33 +271,87 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
             plan.activity.call(number + index, call, CallStatus.PROPOSED)
-        for index, call in enumerate(streamed.calls):
-            if index:
-                number += 1
-                if number > max_steps:
-                    abandon(plan.activity, streamed.calls[index:], number)
-                    end.outcome = FAILURE if plan.check is not None else EXHAUSTED
-                    return end
-            first = index == 0
-            prompt_here = step_prompt if first else None
-            text_here = streamed.text if first else ""
-            tokens_here = streamed.tokens if first else NO_TOKENS
-            try:
-                status, result = await _run_tool(tools.get(call.name), call, plan, number)
-            except asyncio.CancelledError:
-                abandon(plan.activity, streamed.calls[index:], number)
-                # The tool's work is abandoned, but what the model said stays.
-                await commit(
-                    Step(
-                        number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here
-                    )
-                )
-                raise
-            plan.activity.call(number, call, status)
-            await commit(
-                Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here)
+        ahead = _start_concurrent(tools, streamed.calls, plan, number, max_steps)
+        try:
+            end_here = await _run_calls(
+                plan, tools, streamed, ahead, number, max_steps, step_prompt, commit, messages
             )
-            messages.append(Message("tool", result, tool_call_id=call.id))
+        finally:
+            await _stop(ahead)
+        if end_here is not None:
+            end.outcome = end_here
+            return end
+        number += len(streamed.calls) - 1
+
+
+async def _run_calls(
+    plan: TurnPlan,
+    tools: dict[str, Tool],
+    streamed: _Streamed,
+    ahead: dict[int, asyncio.Task[tuple[CallStatus, str]]],
+    number: int,
+    max_steps: int,
+    step_prompt: str | None,
+    commit: Callable[[Step], Awaitable[None]],
+    messages: list[Message],
+) -> Outcome | None:
+    """Run (or wait for, when ``ahead`` started it) each call of one model call, committing
+    each as its step; the outcome that ends the turn when the steps run out, else None."""
+    for index, call in enumerate(streamed.calls):
+        if index:
+            number += 1
+            if number > max_steps:
+                abandon(plan.activity, streamed.calls[index:], number)
+                return FAILURE if plan.check is not None else EXHAUSTED
+        first = index == 0
+        prompt_here = step_prompt if first else None
+        text_here = streamed.text if first else ""
+        tokens_here = streamed.tokens if first else NO_TOKENS
+        try:
+            started = ahead.get(index)
+            if started is not None:
+                status, result = await started
+            else:
+                status, result = await _run_tool(tools.get(call.name), call, plan, number)
+        except asyncio.CancelledError:
+            abandon(plan.activity, streamed.calls[index:], number)
+            # The tool's work is abandoned, but what the model said stays.
+            await commit(
+                Step(number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here)
+            )
+            raise
+        plan.activity.call(number, call, status)
+        await commit(Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here))
+        messages.append(Message("tool", result, tool_call_id=call.id))
+    return None
+
+
+def _start_concurrent(
+    tools: dict[str, Tool],
+    calls: list[ToolCall],
+    plan: TurnPlan,
+    number: int,
+    max_steps: int,
+) -> dict[int, asyncio.Task[tuple[CallStatus, str]]]:
+    """The calls of ``concurrent`` tools among ``calls`` (those within the step limit),
+    started now, by their index."""
+    started: dict[int, asyncio.Task[tuple[CallStatus, str]]] = {}
+    for index, call in enumerate(calls):
+        tool = tools.get(call.name)
+        if tool is None or not getattr(tool, "concurrent", False) or number + index > max_steps:
+            continue
+        started[index] = asyncio.ensure_future(_run_tool(tool, call, plan, number + index))
+    return started
+
+
+async def _stop(started: dict[int, asyncio.Task[tuple[CallStatus, str]]]) -> None:
+    """Cancel the started calls that have not ended (the turn was cancelled, or ran out of
+    steps) and wait until they have."""
+    pending = [task for task in started.values() if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
 
 
 async def _read(

@@ -48,7 +48,8 @@ async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
 
 
 async def session_list(app: Services, p: wire.SessionList) -> Any:
-    page, cursor = await app.sessions.page(p.root, p.limit or wire.LIST_LIMIT, p.cursor, p.query)
+    limit = p.limit or wire.LIST_LIMIT
+    page, cursor = await app.sessions.page(p.root, limit, p.cursor, p.query, p.parent_session_id)
     return wire.session_list(page, cursor)
 
 

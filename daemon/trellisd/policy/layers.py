@@ -26,12 +26,18 @@ the ``session/policy`` read-back::
     {"layers": [{"name": "...", "allowRead": [...], "allowWrite": [...], "allowExec": [...],
                  "denyRead": [...], "denyWrite": [...], "denyExec": [...]}],
      "approval": "all" | "ask" | "never",
-     "grants": [{"kind": "write" | "exec", "target": "..."}]}
+     "grants": [{"kind": "write" | "exec", "target": "..."}],
+     "task": {"enabled": true | false, "maxConcurrent": 1..16}}
 
 Every key but a layer's ``name`` may be left out. ``PolicySpec`` (``session/open``'s
 ``policy``, as the store keeps it) and ``ProjectPolicy`` (a project file's keys) are that
 shape as typed values, structured by the one converter; ``Policy.of`` makes the policy they
 say. See ``globs`` for how patterns match.
+
+``task`` (``TaskPolicy``) says whether the model may start child sessions with the ``task``
+tool, and how many of one turn's may run at once. It is off unless the daemon's default or
+``session/open``'s policy turns it on; a project file may only turn it off or lower the limit
+(``TaskPolicy.narrowed``).
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ GRANT_LAYER = "grant"
 GrantScope = Literal["policy", "session", "project"]
 GRANT_SCOPES: tuple[GrantScope, ...] = ("policy", "session", "project")
 MAX_GLOB_CHARS = 4096
+DEFAULT_MAX_CONCURRENT = 2
+"""How many child sessions of one turn run at once when the policy names no limit."""
+MOST_CONCURRENT = 16
 MAX_GLOBS = 1000
 """The most globs one source (a project file, ``session/open``'s policy) may hold: each
 action is matched against every one of them."""
@@ -91,6 +100,26 @@ class Verdict:
     layer: str | None
     rule: str | None
     reason: str
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """Whether the ``task`` tool is offered, and how many of one turn's children run at once
+    (the others wait their turn)."""
+
+    enabled: bool = False
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+
+    def narrowed(self, project: TaskPolicy | None) -> TaskPolicy:
+        """This, as a project file may change it: only turned off or its limit lowered."""
+        if project is None:
+            return self
+        return TaskPolicy(
+            self.enabled and project.enabled, min(self.max_concurrent, project.max_concurrent)
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"enabled": self.enabled, "maxConcurrent": self.max_concurrent}
 
 
 @dataclass(frozen=True)
@@ -148,6 +177,12 @@ class Policy:
     project_grants: frozenset[Action] = field(default_factory=frozenset)
     """``allowAlwaysProject`` answers, kept for every session over the same root: scope
     ``project``."""
+    task: TaskPolicy | None = None
+    """The ``task`` tool's switch and limit; None: not set here (off, when nothing sets it)."""
+
+    @property
+    def effective_task(self) -> TaskPolicy:
+        return self.task or TaskPolicy()
 
     def granted(self, action: Action) -> bool:
         return (
@@ -261,10 +296,11 @@ class Policy:
             self.grants | above.grants,
             self.session_grants | above.session_grants,
             self.project_grants | above.project_grants,
+            above.task or self.task,
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire: dict[str, Any] = {
             "layers": [layer.to_wire() for layer in self.layers],
             "approval": self.effective_approval,
             "grants": [
@@ -277,6 +313,9 @@ class Policy:
                 )
             ],
         }
+        if self.task is not None:  # left out when no source says a word of it (off)
+            wire["task"] = self.task.to_wire()
+        return wire
 
     @classmethod
     def from_wire(cls, obj: Any) -> Policy:
@@ -292,6 +331,7 @@ class Policy:
             tuple(layer.layer(narrows=narrows) for layer in spec.layers),
             spec.approval,
             frozenset(Action(g.kind, g.target) for g in grants),
+            task=None if spec.task is None else spec.task.policy(narrows=narrows),
         )
 
 
@@ -388,6 +428,36 @@ def _approval() -> Any:
     return attrs.field(default=None, metadata={"must": "be one of 'all', 'ask' or 'never'"})
 
 
+def _most_concurrent(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and not 1 <= value <= MOST_CONCURRENT:
+        raise Invalid.of(attribute, f"must be an integer from 1 to {MOST_CONCURRENT}")
+
+
+@attrs.frozen
+class TaskSpec:
+    """The ``task`` key as written: ``{enabled, maxConcurrent?}``."""
+
+    closed: ClassVar[str] = "task"
+
+    enabled: bool | None = attrs.field(default=None, metadata={"must": "be true or false"})
+    max_concurrent: int | None = attrs.field(
+        default=None,
+        validator=_most_concurrent,
+        metadata={"must": f"be an integer from 1 to {MOST_CONCURRENT}"},
+    )
+
+    def policy(self, *, narrows: bool = False) -> TaskPolicy:
+        """What it says; what a project file's (``narrows``) leaves out it leaves be."""
+        unnamed = MOST_CONCURRENT if narrows else DEFAULT_MAX_CONCURRENT
+        limit = unnamed if self.max_concurrent is None else self.max_concurrent
+        enabled = narrows if self.enabled is None else self.enabled
+        return TaskPolicy(enabled, limit)
+
+
+def _task() -> Any:
+    return attrs.field(default=None, metadata={"must": "be an object {enabled, maxConcurrent?}"})
+
+
 @attrs.frozen
 class PolicySpec:
     """``session/open``'s ``policy``, as the session store keeps it."""
@@ -399,6 +469,7 @@ class PolicySpec:
     grants: tuple[GrantSpec, ...] = attrs.field(
         default=(), metadata={"must": "be a list of {kind, target} objects"}
     )
+    task: TaskSpec | None = _task()
 
 
 @attrs.frozen
@@ -408,6 +479,7 @@ class ProjectPolicy:
 
     layers: tuple[LayerSpec, ...] = _layers()
     approval: Approval | None = _approval()
+    task: TaskSpec | None = _task()
 
 
 def _glob_problem(glob: str, *, command: bool) -> str | None:

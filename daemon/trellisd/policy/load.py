@@ -16,6 +16,9 @@
 3. The ``policy`` given in ``session/open``: the caller's, on top of everything. Its
    approval, if it sets one, is the session's (the user, through the editor, may loosen).
 
+The ``task`` switch is the most specific of the default's and ``session/open``'s that sets
+it; the project file's ``task`` may then only turn it off or lower its limit.
+
 Layers stack: every layer of every source counts, and a deny in any of them beats an
 allow in any other (see ``layers``). The approval is the most specific source's that sets
 one, under the rule of point 2. The read-back (``Policy.to_wire``) shows the layers in this
@@ -28,6 +31,7 @@ import logging
 import os
 import stat
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +69,12 @@ def load_policy(
                 project.approval,
                 default.effective_approval,
             )
-            project = Policy(project.layers, None)
-        policy = policy.stacked(project)
+            project = replace(project, approval=None)
+        policy = policy.stacked(replace(project, task=None))
     if requested is not None:
         policy = policy.stacked(Policy.of(requested))
+    if project is not None and project.task is not None:
+        policy = replace(policy, task=policy.effective_task.narrowed(project.task))
     return policy
 
 

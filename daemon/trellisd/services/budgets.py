@@ -22,10 +22,13 @@ class BudgetService:
         await self.store.budgets.set(session_id, budget)
         return await self.status(session_id)
 
-    async def ledger(self, session_id: str, model: str, turn: Budget | None) -> Ledger | None:
-        """What the turn's calls are admitted by; None when neither it nor its session has a
+    async def ledger(
+        self, session_id: str, model: str, turn: Budget | None, parent: Ledger | None = None
+    ) -> Ledger | None:
+        """What the turn's calls are admitted by; None when neither it, its session nor the
+        turn that started it (``parent``: a child session's, ``services.tasks``) has a
         budget. The running turn's own figures are not in the session's spend yet."""
         session, spent = await self.status(session_id)
-        if turn is None and session is None:
+        if turn is None and session is None and parent is None:
             return None
-        return Ledger(model, turn, session, spent)
+        return Ledger(model, turn, session, spent, parent)

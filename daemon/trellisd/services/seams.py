@@ -39,8 +39,10 @@ class Notifier(Protocol):
         ...
 
     def forked(self, origin_id: str, fork_id: str) -> None:
-        """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``): whoever
-        follows the origin is told of that turn, and asked its approvals, too."""
+        """A turn asked of ``origin_id`` runs in its fork ``fork_id`` (``onConflict``), or a
+        turn of ``origin_id`` started the child session ``fork_id`` (the ``task`` tool):
+        whoever follows the origin is told of that session's turn, and asked its approvals,
+        too."""
         ...
 
     def queued(self, entry: Queued, position: int) -> None:

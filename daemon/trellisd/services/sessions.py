@@ -133,14 +133,20 @@ class SessionService:
         return await self.store.sessions.get(session_id)
 
     async def page(
-        self, root: str | None, limit: int, cursor: str | None, query: str | None = None
+        self,
+        root: str | None,
+        limit: int,
+        cursor: str | None,
+        query: str | None = None,
+        parent: str | None = None,
     ) -> tuple[list[SessionSummary], str | None]:
-        """Sessions most recently used first; with ``query``, those it finds, best first."""
+        """Sessions most recently used first; with ``query``, those it finds, best first;
+        with ``parent``, only the children that session's ``task`` calls started."""
         if root is not None:
             root = str(_folder(root).resolve())
         if query is not None:
             return await self.store.sessions.search(query, root, limit, cursor)
-        return await self.store.sessions.page(root, limit, cursor)
+        return await self.store.sessions.page(root, limit, cursor, parent)
 
     async def history(self, session_id: str) -> list[Turn]:
         return await self.store.sessions.history(session_id)

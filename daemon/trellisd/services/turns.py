@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
-from ..agent.budget import Budgeted
+from ..agent.budget import Budgeted, Ledger
 from ..agent.context import conversation, opening, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
@@ -25,6 +25,7 @@ from ..config import ProviderSettings
 from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..mcp import McpServers
+from ..policy import Policy
 from ..pricing import cost
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
@@ -43,7 +44,7 @@ from ..records import (
 )
 from ..store.facade import AsyncStore
 from ..store.recoveries import NEEDED
-from ..tools import Tool, ToolContext, default_tools, remove_leftover_writes
+from ..tools import Task, TaskRequest, Tool, ToolContext, default_tools, remove_leftover_writes
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, EventKind, Outcome, StepKind
 from .attach import attach
@@ -55,6 +56,7 @@ from .recovery import refuse_undecided
 from .running import Running, RunningTurn
 from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
+from .tasks import ChildSessions, Within
 from .titles import title_of
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class _Start:
     attached: tuple[Attached, ...] = ()  # the editor context given with the prompt
     path: tuple[Turn, ...] = ()  # the turns before it, sent after the system (``keeper_for``)
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
+    within: Within | None = None  # a child's turn: its parent's ledger, the tools it may use
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class TurnRequest:
     after every step; ``expect_head``: the head the turn must follow (``StaleHead``
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
-    may spend."""
+    may spend; ``within``: a child session's turn (``services.tasks``)."""
 
     session_id: str
     prompt: str
@@ -104,6 +107,7 @@ class TurnRequest:
     fork_on_conflict: bool = False
     context: tuple[ContextEntry, ...] = ()
     budget: Budget | None = None
+    within: Within | None = None
 
 
 class TurnService:
@@ -179,6 +183,22 @@ class TurnService:
                 attached=tuple(attached),
                 path=tuple(path),
                 budget=request.budget,
+                within=request.within,
+            )
+        )
+
+    async def child_turn(
+        self, session: Session, request: TaskRequest, within: Within
+    ) -> TurnResult:
+        """The turn of a child session the ``task`` tool started (``services.tasks``)."""
+        budget = None if request.budget_usd is None else Budget(usd=request.budget_usd)
+        return await self.turn(
+            TurnRequest(
+                session.session_id,
+                request.prompt,
+                max_steps=request.max_steps,
+                budget=budget,
+                within=within,
             )
         )
 
@@ -497,13 +517,37 @@ class TurnService:
 
         return list(await servers.tools(ask, note))
 
+    async def _tools(
+        self,
+        session: Session,
+        ref: TurnRef,
+        policy: Policy,
+        ledger: Ledger | None,
+        within: Within | None,
+    ) -> list[Tool]:
+        """The turn's tools: the built-in ones and its MCP servers'; a child's, those it was
+        given; ``task`` too when the policy turns it on (never in a child)."""
+        tools: list[Tool] = [*default_tools(), *await self._mcp_tools(session, ref)]
+        if within is not None:
+            return [t for t in tools if t.name in within.tools]
+        task = policy.effective_task
+        if task.enabled:
+            names = tuple(t.name for t in tools)
+            children = ChildSessions(
+                self, self.store, self.notifier, session, ledger, names, task.max_concurrent
+            )
+            tools.append(Task(children))
+        return tools
+
     async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:
         session, settings = start.session, start.settings
         try:
             provider = self._provider(settings)
         except ProviderError as exc:
             return TurnEnd(Outcome.ERROR, str(exc))
-        ledger = await self.budgets.ledger(session.session_id, provider.model, start.budget)
+        within = start.within
+        parent = None if within is None else within.ledger
+        ledger = await self.budgets.ledger(session.session_id, provider.model, start.budget, parent)
         if ledger is not None:
             provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
@@ -537,7 +581,7 @@ class TurnService:
         plan = TurnPlan(
             messages=messages,
             provider=provider,
-            tools=[*default_tools(), *await self._mcp_tools(session, ref)],
+            tools=await self._tools(session, ref, policy, ledger, within),
             context=context,
             gate=Gate(
                 self.store,

@@ -78,9 +78,11 @@ class AsyncSessions:
         policy: PolicySpec | None,
         instructions: str | None = None,
         worktree: str | None = None,
+        parent_session_id: str | None = None,
     ) -> Session:
         """A new session over ``root``, written by this daemon; with ``worktree``, the
-        session of the worktree being made at that path."""
+        session of the worktree being made at that path; ``parent_session_id``: the session
+        whose ``task`` call started it."""
         return await self._run(
             self._store.sessions.create,
             root,
@@ -90,15 +92,16 @@ class AsyncSessions:
             policy,
             instructions,
             worktree,
+            parent_session_id,
         )
 
     async def get(self, session_id: str) -> Session:
         return await self._run(self._store.sessions.get, session_id)
 
     async def page(
-        self, root: str | None, limit: int, cursor: str | None
+        self, root: str | None, limit: int, cursor: str | None, parent: str | None = None
     ) -> tuple[list[SessionSummary], str | None]:
-        return await self._run(self._store.sessions.page, root, limit, cursor)
+        return await self._run(self._store.sessions.page, root, limit, cursor, parent)
 
     async def search(
         self, query: str, root: str | None, limit: int, cursor: str | None

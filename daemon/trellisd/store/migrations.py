@@ -477,6 +477,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         created_at TEXT NOT NULL
     ) STRICT;
     """,
+    # 23: the session each child session was started from (the ``task`` tool, ``parents``);
+    # a session a person opened has no row. Not in the log: the child's own log is whole.
+    """
+    CREATE TABLE session_parent (
+        session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+        parent_session_id TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX session_parent_of ON session_parent(parent_session_id);
+    """,
 )
 COSTED = 20
 """The schema whose steps carry their cost: a store migrated past it has its older steps

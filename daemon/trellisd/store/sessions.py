@@ -25,7 +25,7 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import EventKind, Outcome, stored
-from . import chain, feed, forks, recoveries
+from . import chain, feed, forks, parents, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
 from .worktrees import attach, under_root, worktree_of
@@ -86,8 +86,10 @@ def _session(row: tuple[Any, ...], pins: tuple[str, ...] = ()) -> Session:
 
 
 def with_recovery(con: apsw.Connection, session: Session) -> Session:
-    """``session`` with the recovery it waits for, if it does (``recoveries``), and its
-    worktree, if it has one (``worktrees``)."""
+    """``session`` with the recovery it waits for, if it does (``recoveries``), its
+    worktree, if it has one (``worktrees``), and the session that started it, if one did
+    (``parents``)."""
+    session = parents.with_parent(con, session)
     pending = recoveries.pending(con, session.session_id)
     worktree = worktree_of(con, session.session_id)
     if pending is None and worktree is None:
@@ -132,9 +134,11 @@ class Sessions:
         policy: PolicySpec | None = None,
         instructions: str | None = None,
         worktree: str | None = None,
+        parent_session_id: str | None = None,
     ) -> Session:
         """A new session; with ``worktree``, the path of the worktree made for it (its row
-        ``creating``), which the same transaction makes ``ready``."""
+        ``creating``), which the same transaction makes ``ready``; ``parent_session_id``: the
+        session whose ``task`` call started it."""
         stamp = now()
         session = Session(
             new_id("s"), root, title, None, stamp, stamp, provider, policy, None, instructions
@@ -158,6 +162,8 @@ class Sessions:
             _log_opening(con, session.session_id, title, instructions)
             if worktree is not None:
                 attach(con, worktree, session.session_id)
+            if parent_session_id is not None:
+                parents.set_parent(con, session.session_id, parent_session_id)
             return self._get(con, session.session_id)
 
     def get(self, session_id: str) -> Session:
@@ -174,11 +180,15 @@ class Sessions:
         return with_recovery(con, _session(row, pinned(con, session_id)))
 
     def page(
-        self, root: str | None, limit: int, cursor: str | None
+        self, root: str | None, limit: int, cursor: str | None, parent: str | None = None
     ) -> tuple[list[SessionSummary], str | None]:
-        """Sessions newest first (by last use), ``limit`` at a time."""
+        """Sessions newest first (by last use), ``limit`` at a time; with ``parent``, only the
+        sessions it started (``parents``)."""
         where: list[str] = []
         args: list[Any] = []
+        if parent is not None:
+            where.append(parents.CHILD_OF)
+            args.append(parent)
         if cursor is not None:
             updated_at, session_id = _decode_cursor(cursor)
             where.append("(updated_at, id) < (?, ?)")

@@ -1,7 +1,8 @@
 """The tools of the agent loop, confined to the session root.
 
 Each tool answers ``action()`` (what it is about to do, for the policy) and ``run()`` (do
-it, answer with text for the model). See ``base`` for the seam.
+it, answer with text for the model). See ``base`` for the seam. ``default_tools`` are every
+session's; ``task`` (a child session) is added by the turn when the policy turns it on.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from .command import RunCommand
 from .edit import EditFile, WriteFile, remove_leftover_writes
 from .files import ListDir, ReadFile
 from .search import Search
+from .task import Children, Task, TaskRequest
 from .verify import CheckResult, run_check
 
 
@@ -22,11 +24,14 @@ __all__ = [
     "Action",
     "ActionKind",
     "CheckResult",
+    "Children",
     "EditFile",
     "ListDir",
     "ReadFile",
     "RunCommand",
     "Search",
+    "Task",
+    "TaskRequest",
     "Tool",
     "ToolContext",
     "ToolFailure",

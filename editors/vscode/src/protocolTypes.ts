@@ -237,6 +237,8 @@ export type SessionFields = {
     exportedAt: Timestamp | null;
     importedAt: Timestamp;
   };
+  /** Present on a child session only: the session whose task tool call started it (see the task tool in tools.md). */
+  parentSessionId?: Id;
   /** The session's pinned turns (session/pin), in path order; [] for none. A turn on the path that is pinned is sent verbatim after a compaction, and the prompt cache's breakpoint follows the last one. */
   pinned: Id[];
   /** Only in the answers of session/open (when it set a budget) and session/reopen: the session's budget, null for none. */
@@ -300,6 +302,13 @@ export type Policy = {
     scope?: "policy" | "session" | "project";
     target: string;
   }[];
+  /** The task tool (a child session): off unless the daemon's default or session/open's policy turns it on; a project's .trellisd.toml may only turn it off or lower maxConcurrent. Left out of session/policy's answer when no source sets it (off). */
+  task?: {
+    /** Whether the model is offered the task tool. */
+    enabled?: boolean;
+    /** How many children of one turn run at once; the others wait their turn. */
+    maxConcurrent?: number | null;
+  };
 };
 
 /** session/open's provider: a ProviderChoice in which a key set to null counts as left out. */
@@ -569,6 +578,8 @@ export interface Requests {
       cursor?: string | null;
       /** Words to find in titles, prompts and replies; the hits come best first, each with a match. At most 64 words and 4 KiB of UTF-8; past either, or a search running past 5 s, is a -32602 with data.field "query". */
       query?: string | null;
+      /** Only the child sessions this session's task tool calls started (not with query). */
+      parentSessionId?: string | null;
     } | null | unknown[];
     result: {
       sessions: SessionSummary[];

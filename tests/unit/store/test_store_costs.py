@@ -64,7 +64,9 @@ def test_the_steps_of_a_store_from_before_costs_are_priced_when_it_is_migrated(
     store.close()
     con = apsw.Connection(str(db_path))  # the store as schema 19 wrote it
     con.execute("ALTER TABLE step DROP COLUMN cost")  # step 20
-    con.execute("DROP TABLE change_share; DROP TABLE worktree")  # and what the steps after it added
+    con.execute(  # and what the steps after it added
+        "DROP TABLE change_share; DROP TABLE worktree; DROP TABLE session_parent"
+    )
     con.pragma("user_version", migrations.COSTED - 1)
     con.close()
     store = Store(db_path, pid_alive)
