@@ -49,7 +49,9 @@ local function current_worktree(what)
   end
   local wt = state.session and compat.value(state.session.worktree)
   if type(wt) ~= "table" then
-    ui.warn("the conversation works in no worktree of its own: :TrellisWorktree opens one that does")
+    ui.warn(
+      "the conversation works in no worktree of its own: :TrellisWorktree opens one that does"
+    )
     return nil
   end
   if state.running then
@@ -72,7 +74,8 @@ function M.merge()
         local data = compat.value(err.data)
         local paths = type(data) == "table" and compat.value(data.paths) or nil
         if err.code == Connection.CONFLICT and type(paths) == "table" and #paths > 0 then
-          state.view:block({ "*not merged into " .. wt.base .. ", over " .. table.concat(paths, ", ") .. "*" })
+          local over = "; the files in the way: " .. table.concat(paths, ", ")
+          state.view:block({ "*not merged into " .. wt.base .. over .. "*" })
         end
         ui.error("could not merge: " .. err.message)
         return
@@ -126,7 +129,11 @@ function M.discard()
         end
         sessions.adopt(session)
         sessions.paint_header(state)
-        local text = "discarded the worktree and its branch " .. wt.branch .. "; " .. wt.base .. " was not changed"
+        local text = "discarded the worktree and its branch "
+          .. wt.branch
+          .. "; "
+          .. wt.base
+          .. " was not changed"
         state.view:block({ "*" .. text .. "*" })
         ui.notify(text)
       end)
