@@ -39,6 +39,14 @@ def shell(script: str) -> dict[str, Any]:
     return {"tool": "run_command", "arguments": {"argv": ["sh", "-c", script]}}
 
 
+def in_worktree(start: Start, repo: Path, script: list[dict[str, Any]], name: str = "") -> Any:  # noqa: F811
+    """An editor over ``repo`` with a session opened by :TrellisWorktree [name], shown."""
+    ed = start(script=script, workdir=repo, setup=ALLOWED)
+    ed.command(f"TrellisWorktree {name}")
+    ed.wait_text(f"⎇ trellisd/{name}")
+    return ed
+
+
 def branches(repo: Path) -> list[str]:
     return git(repo, "branch", "--list", "--format=%(refname:short)").split()
 
@@ -47,13 +55,9 @@ def test_a_worktree_session_works_beside_the_checkout_and_merges_into_it(
     start: Start,  # noqa: F811
     repo: Path,
 ) -> None:
-    ed = start(
-        script=[write("login.txt", "a login page\n"), {"text": "Added the login page."}],
-        workdir=repo,
-        setup=ALLOWED,
-    )
-    ed.command("TrellisWorktree fix-login")
-    ed.wait_text("⎇ trellisd/fix-login → main")
+    script = [write("login.txt", "a login page\n"), {"text": "Added the login page."}]
+    ed = in_worktree(start, repo, script, "fix-login")
+    assert "⎇ trellisd/fix-login → main" in ed.text()
     ed.wait_note("working in a new worktree on trellisd/fix-login (from main)")
     ed.command("Trellis add a login page")
     ed.wait_text("Added the login page.")
@@ -82,16 +86,11 @@ def test_a_conflicting_merge_names_the_files_and_a_discard_asks_then_removes_the
     tmp_path: Path,
 ) -> None:
     go = tmp_path / "go"
-    ed = start(
-        script=[
-            write("README.md", "# the agent's readme\n"),
-            {"text": "Rewrote the readme.", "holdAfter": 1, "holdFile": str(go)},
-        ],
-        workdir=repo,
-        setup=ALLOWED,
-    )
-    ed.command("TrellisWorktree")
-    ed.wait_text("⎇ trellisd/")
+    script = [
+        write("README.md", "# the agent's readme\n"),
+        {"text": "Rewrote the readme.", "holdAfter": 1, "holdFile": str(go)},
+    ]
+    ed = in_worktree(start, repo, script)
     ed.command("Trellis rewrite the readme")
     ed.wait_text("Rewrote ")
     ed.command("TrellisMerge")  # refused here while the turn runs, plainly
