@@ -90,8 +90,9 @@ def test_a_conflicting_merge_names_the_files_and_a_discard_asks_then_removes_the
         write("README.md", "# the agent's readme\n"),
         {"text": "Rewrote the readme.", "holdAfter": 1, "holdFile": str(go)},
     ]
-    ed = in_worktree(start, repo, script)
-    ed.command("Trellis rewrite the readme")
+    ed = start(script=script, workdir=repo, setup=ALLOWED)
+    ed.command("TrellisWorktree")
+    ed.command("Trellis rewrite the readme")  # sent while the worktree is made: it waits
     ed.wait_text("Rewrote ")
     ed.command("TrellisMerge")  # refused here while the turn runs, plainly
     ed.wait_note("a turn is running: wait for it to end or :TrellisCancel it before you merge")

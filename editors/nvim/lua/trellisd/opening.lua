@@ -134,11 +134,26 @@ function M.session_for_cwd(cb)
     table.insert(opening[root], cb)
     return
   end
-  opening[root] = { cb }
+  M.open_awaited(nil, cb)
+end
+
+--- Open a new session over the current folder, with `extra` of session/open's params, and
+--- draw it; cb(state). Prompts sent over this folder meanwhile wait for it and go to it,
+--- after cb.
+---@param extra? table
+---@param cb fun(state: trellisd.State)
+function M.open_awaited(extra, cb)
+  local root = cwd_root()
+  if opening[root] then -- prompts wait for the session being opened already
+    M.open_session(nil, cb, nil, extra)
+    return
+  end
+  opening[root] = {}
   local function done(state)
     local waiting = opening[root]
     opening[root] = nil
     if state then
+      cb(state)
       for _, waiter in ipairs(waiting) do
         waiter(state)
       end
@@ -146,7 +161,7 @@ function M.session_for_cwd(cb)
   end
   M.open_session(nil, done, function()
     done(nil)
-  end)
+  end, extra)
 end
 
 --- The session's conversation buffer, made again (from its history) if it was wiped.

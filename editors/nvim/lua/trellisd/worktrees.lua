@@ -23,7 +23,7 @@ M.DISCARD = { "Discard the worktree", "Keep it" }
 function M.open(name)
   name = name and vim.trim(name) or ""
   opening.with_daemon(function()
-    opening.open_session(nil, function(state)
+    opening.open_awaited({ worktree = name ~= "" and name or true }, function(state)
       sessions.show(state)
       local wt = compat.value(state.session.worktree)
       if type(wt) == "table" then
@@ -37,7 +37,7 @@ function M.open(name)
             .. "; :TrellisMerge merges it, :TrellisDiscard discards it"
         )
       end
-    end, nil, { worktree = name ~= "" and name or true })
+    end)
   end)
 end
 
