@@ -151,13 +151,7 @@ test("an export is offered under the session's title", function()
 end)
 
 test("a worktree session is marked with its branch and base, in the list too", function()
-  local wt = {
-    path = "/d/worktrees/r/fix-login",
-    branch = "trellisd/fix-login",
-    base = "main",
-    baseCommit = "abc",
-    checkout = "/src/app",
-  }
+  local wt = { path = "/d/wt/fix-login", branch = "trellisd/fix-login", base = "main" }
   eq("⎇ trellisd/fix-login → main", format.worktree({ worktree = wt }))
   eq(nil, format.worktree({ worktree = vim.NIL }))
   eq(nil, format.worktree({}))
