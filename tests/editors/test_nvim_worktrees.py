@@ -65,6 +65,7 @@ def test_a_worktree_session_works_beside_the_checkout_and_merges_into_it(
     header = ed.conversation()[:4]
     assert "⎇ trellisd/fix-login → main" in header, header
     assert not (repo / "login.txt").exists()  # the agent wrote in its worktree
+    assert ed.statusline() == "trellis: idle · ⎇ trellisd/fix-login → main"
 
     ed.command("TrellisSessions")  # nothing picked: only the list is looked at
     ed.wait_for(lambda: any(a.get("kind") == "trellisd.session" for a in ed.asked()), "the list")
