@@ -149,3 +149,37 @@ test("an export is offered under the session's title", function()
   eq("fix-the-parser.trellisd", format.export_name({ sessionId = "s-1", title = "Fix the parser!" }))
   eq("s-1.trellisd", format.export_name({ sessionId = "s-1", title = "" }))
 end)
+
+test("a worktree session is marked with its branch and base, in the list too", function()
+  local wt = { path = "/d/wt/fix-login", branch = "trellisd/fix-login", base = "main" }
+  eq("⎇ trellisd/fix-login → main", format.worktree({ worktree = wt }))
+  eq(nil, format.worktree({ worktree = vim.NIL }))
+  eq(nil, format.worktree({}))
+  local item = format.session_item(
+    { sessionId = "s-1", title = "fix it", root = "/src/app", turns = 2, worktree = wt },
+    0,
+    "/home/me"
+  )
+  eq("⎇ trellisd/fix-login → main", item:match("⎇ [^·]*$"))
+end)
+
+test("a shared change names the other session by title, else by its id's start", function()
+  local id = "s-0123456789"
+  local with = { { sessionId = id, turnId = "t-1" }, { sessionId = id, turnId = "t-2" } }
+  eq("shared with session “write b.txt”", format.shared_with(with, { [id] = "write b.txt" }))
+  eq("shared with session s-012345", format.shared_with(with, {}))
+  eq("shared with another session", format.shared_with(vim.NIL))
+end)
+
+test("a refused restore says which paths are shared and which a person changed", function()
+  local data = {
+    paths = { "a.txt", "b.txt" },
+    shared = { { path = "b.txt", sharedWith = { { sessionId = "s-2", turnId = "t-9" } } } },
+  }
+  eq(
+    "another session's command ran at the same time and may have made these changes:"
+      .. " b.txt (shared with session “other”); changed since the agent wrote them: a.txt",
+    format.restore_conflict(data, { ["s-2"] = "other" })
+  )
+  eq("changed since the agent wrote them: a.txt", format.restore_conflict({ paths = { "a.txt" } }))
+end)

@@ -1243,3 +1243,16 @@ test(":TrellisSessions with words lists the sessions that match, with what match
   truthy(asked[1].items[1]:find(" — …re: about the parser…$"), asked[1].items[1])
   finish_test()
 end)
+
+test("a prompt over the checkout goes to the same folder of a session's worktree", function()
+  local wt = { path = "/d/wt/fix", checkout = "/src/app", branch = "trellisd/fix", base = "main" }
+  local function over(root, folder, worktree)
+    return sessions.works_over({ root = root, session = { worktree = worktree } }, folder)
+  end
+  eq(true, over("/d/wt/fix", "/src/app", wt))
+  eq(true, over("/d/wt/fix/lib", "/src/app/lib", wt))
+  eq(false, over("/d/wt/fix/lib", "/src/app", wt))
+  eq(false, over("/d/wt/fixed", "/src/appd", wt))
+  eq(false, over("/d/wt/fix", "/src/app", vim.NIL))
+  eq(true, over("/src/app", "/src/app", nil))
+end)

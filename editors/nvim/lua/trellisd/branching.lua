@@ -4,7 +4,6 @@
 -- p pins the turn under the cursor.
 
 local compat = require("trellisd.compat")
-local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local fork_step = require("trellisd.fork_step")
 local format = require("trellisd.format")
@@ -32,11 +31,13 @@ local function branch_to(state, turn_id, cb)
       restoreFiles = restore,
       force = force,
     }, function(err, session)
-      if err and restore and not force and err.code == Connection.CONFLICT and err.data then
-        local paths = type(err.data.paths) == "table" and err.data.paths or {}
-        ui.ask_overwrite(paths, "Cancel the branch", function()
+      if
+        restore
+        and not force
+        and sessions.ask_restore(err, "Cancel the branch", function()
           send(true, true)
         end)
+      then
         return
       end
       if err then

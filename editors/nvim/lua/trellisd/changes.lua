@@ -1,9 +1,10 @@
 -- What the last turn changed in the files (turn/changes), shown as a diff buffer by
--- :TrellisChanges, where R reverts the turn (turn/revert); files changed by a person since
--- are named and overwritten only when told.
+-- :TrellisChanges, where R reverts the turn (turn/revert); files changed by a person since,
+-- or that another session's command may have changed at the same time, are named and
+-- overwritten only when told.
 
-local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
+local format = require("trellisd.format")
 local opening = require("trellisd.opening")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
@@ -12,12 +13,17 @@ local windows = require("trellisd.windows")
 local M = {}
 
 --- The lines of a change list (turn/changes): each file's diff, or a line for a binary or
---- too large file, whose content is not kept.
+--- too large file, whose content is not kept; a shared file's diff under a line naming the
+--- other session that may have made it ("# b.txt: shared with session “…”").
 ---@param files trellisd.FileChange[]
+---@param names? table<string, string> sessionId -> title, for the shared files
 ---@return string[]
-function M.lines(files)
+function M.lines(files, names)
   local lines = {}
   for _, f in ipairs(files) do
+    if f.shared then
+      table.insert(lines, "# " .. f.path .. ": " .. format.shared_with(f.sharedWith, names))
+    end
     if f.diff ~= "" then
       vim.list_extend(lines, vim.split(f.diff:gsub("\n$", ""), "\n", { plain = true }))
     else
@@ -33,11 +39,12 @@ end
 
 local function revert(state, turn_id, force)
   daemon.request("turn/revert", { turnId = turn_id, force = force }, function(err, result)
-    if err and not force and err.code == Connection.CONFLICT and err.data then
-      local paths = type(err.data.paths) == "table" and err.data.paths or {}
-      ui.ask_overwrite(paths, "Cancel the revert", function()
+    if
+      not force
+      and sessions.ask_restore(err, "Cancel the revert", function()
         revert(state, turn_id, true)
       end)
+    then
       return
     end
     if err then
@@ -67,7 +74,7 @@ function M.changes()
         return
       end
       local name = "trellis://" .. state.id .. "/changes"
-      local buf = windows.show_lines(name, M.lines(result.files or {}), "diff")
+      local buf = windows.show_lines(name, M.lines(result.files or {}, sessions.names()), "diff")
       vim.keymap.set("n", "R", function()
         revert(state, turn_id, false)
       end, { buffer = buf, desc = "Revert this turn's changes" })

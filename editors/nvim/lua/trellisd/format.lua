@@ -417,6 +417,10 @@ function M.session_item(session, now, home, titles)
   elseif compat.value(session.importedFrom) ~= nil then
     parts[#parts + 1] = "imported"
   end
+  local mark = M.worktree(session)
+  if mark then
+    parts[#parts + 1] = mark
+  end
   local text = table.concat(parts, " · ")
   local match = compat.value(session.match)
   local snippet = type(match) == "table" and compat.value(match.snippet) or nil
@@ -467,6 +471,69 @@ function M.lineage(session, origin)
     parts[#parts + 1] = "imported as a copy"
   end
   return #parts > 0 and table.concat(parts, " · ") or nil
+end
+
+--- A worktree session's mark: "⎇ trellisd/fix-login → main" (its branch, and the base a
+--- merge goes into), or nil for a session without a worktree.
+---@param session trellisd.Session
+---@return string|nil
+function M.worktree(session)
+  local wt = compat.value(session.worktree)
+  if type(wt) ~= "table" then
+    return nil
+  end
+  return "⎇ " .. tostring(wt.branch) .. " → " .. tostring(wt.base)
+end
+
+--- Who else may have made a shared change: "shared with session “fix the parser”", or the
+--- session's id prefix when its title is not known here (names: sessionId -> title).
+---@param shared_with trellisd.SharedWith[]|nil
+---@param names? table<string, string>
+---@return string
+function M.shared_with(shared_with, names)
+  local seen, who = {}, {}
+  for _, s in ipairs(compat.value(shared_with) or {}) do
+    local id = tostring(s.sessionId)
+    if not seen[id] then
+      seen[id] = true
+      local title = names and names[id]
+      who[#who + 1] = (title and title ~= "") and ("“" .. M.one_line(title, 40) .. "”")
+        or id:sub(1, 8)
+    end
+  end
+  if #who == 0 then
+    return "shared with another session"
+  end
+  return "shared with session " .. table.concat(who, ", ")
+end
+
+--- The question a restore refused with -32020 asks before forcing it: the paths another
+--- session's command may have changed at the same time (data.shared), then those a person
+--- changed since the agent wrote them.
+---@param data table the error's data: {paths, shared?}
+---@param names? table<string, string> sessionId -> title
+---@return string
+function M.restore_conflict(data, names)
+  local shared, by_path = {}, {}
+  for _, s in ipairs(compat.value(data.shared) or {}) do
+    by_path[s.path] = true
+    shared[#shared + 1] = s.path .. " (" .. M.shared_with(s.sharedWith, names) .. ")"
+  end
+  local edited = {}
+  for _, path in ipairs(compat.value(data.paths) or {}) do
+    if not by_path[path] then
+      edited[#edited + 1] = path
+    end
+  end
+  local parts = {}
+  if #shared > 0 then
+    parts[1] = "another session's command ran at the same time and may have made these changes: "
+      .. table.concat(shared, ", ")
+  end
+  if #edited > 0 then
+    parts[#parts + 1] = "changed since the agent wrote them: " .. table.concat(edited, ", ")
+  end
+  return table.concat(parts, "; ")
 end
 
 -- The file an export is offered as: "Fix the parser!" -> "fix-the-parser.trellisd".

@@ -37,6 +37,30 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisWorktree",
+    "?",
+    "Start a new conversation in a new git worktree of this folder's repository",
+    function(o)
+      M.worktree(o.args)
+    end,
+  },
+  {
+    "TrellisMerge",
+    0,
+    "Merge the conversation's worktree branch into the branch it started from",
+    function()
+      M.merge()
+    end,
+  },
+  {
+    "TrellisDiscard",
+    0,
+    "Discard the conversation's worktree and its branch (after a confirmation)",
+    function()
+      M.discard()
+    end,
+  },
+  {
     "TrellisSessions",
     "?",
     "Reopen a conversation; with words, search the conversations for them",
@@ -263,6 +287,20 @@ end
 ---@param title? string
 function M.new(title)
   feature("opening").new(title)
+end
+
+--- :TrellisWorktree [name]
+---@param name? string the worktree's name (trellisd/<name>); made up when not given
+function M.worktree(name)
+  feature("worktrees").open(name)
+end
+
+function M.merge()
+  feature("worktrees").merge()
+end
+
+function M.discard()
+  feature("worktrees").discard()
 end
 
 --- :TrellisSessions [query]

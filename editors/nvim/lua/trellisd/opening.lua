@@ -80,8 +80,14 @@ function M.with_daemon(cb)
   end)
 end
 
-local function open_session(title, cb, failed)
-  local params = { root = cwd_root() }
+--- Open a new session over the current folder (session/open) and draw it; cb(state).
+--- `extra`: more of session/open's params (worktree, ...); failed() when it is refused.
+---@param title? string
+---@param cb fun(state: trellisd.State)
+---@param failed? fun()
+---@param extra? table
+function M.open_session(title, cb, failed, extra)
+  local params = vim.tbl_extend("force", { root = cwd_root() }, extra or {})
   if title and title ~= "" then
     params.title = title
   end
@@ -105,13 +111,14 @@ local function open_session(title, cb, failed)
   end)
 end
 
---- The session a prompt goes to: the current one if it is over this folder, else the one
---- this editor used last over it, else a new one.
+--- The session a prompt goes to: the current one if it is over this folder (or over the same
+--- folder of its worktree of this checkout), else the one this editor used last over it,
+--- else a new one.
 ---@param cb fun(state: trellisd.State)
 function M.session_for_cwd(cb)
   local root = cwd_root()
   local current = sessions.current_state()
-  if current and current.root == root then
+  if current and sessions.works_over(current, root) then
     cb(current)
     return
   end
@@ -127,19 +134,34 @@ function M.session_for_cwd(cb)
     table.insert(opening[root], cb)
     return
   end
-  opening[root] = { cb }
+  M.open_awaited(nil, cb)
+end
+
+--- Open a new session over the current folder, with `extra` of session/open's params, and
+--- draw it; cb(state). Prompts sent over this folder meanwhile wait for it and go to it,
+--- after cb.
+---@param extra? table
+---@param cb fun(state: trellisd.State)
+function M.open_awaited(extra, cb)
+  local root = cwd_root()
+  if opening[root] then -- prompts wait for the session being opened already
+    M.open_session(nil, cb, nil, extra)
+    return
+  end
+  opening[root] = {}
   local function done(state)
     local waiting = opening[root]
     opening[root] = nil
     if state then
+      cb(state)
       for _, waiter in ipairs(waiting) do
         waiter(state)
       end
     end
   end
-  open_session(nil, done, function()
+  M.open_session(nil, done, function()
     done(nil)
-  end)
+  end, extra)
 end
 
 --- The session's conversation buffer, made again (from its history) if it was wiped.
@@ -164,7 +186,7 @@ end
 ---@param title? string
 function M.new(title)
   M.with_daemon(function()
-    open_session(title, function(state)
+    M.open_session(title, function(state)
       sessions.show(state)
     end)
   end)

@@ -7,6 +7,7 @@
 
 local compat = require("trellisd.compat")
 local config = require("trellisd.config")
+local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
 local lineage = require("trellisd.lineage")
@@ -50,6 +51,53 @@ function M.need_current(what)
     )
   end
   return state
+end
+
+--- The titles of the sessions open here, by id (to name another session in a message).
+---@return table<string, string>
+function M.names()
+  local names = {}
+  for id, state in pairs(M.open) do
+    names[id] = state.title
+  end
+  return names
+end
+
+--- Whether a prompt over the folder `root` may go to this session: it works over it, or it
+--- works over the same folder of its own worktree of the checkout `root` is in.
+---@param state trellisd.State
+---@param root string
+---@return boolean
+function M.works_over(state, root)
+  if state.root == root then
+    return true
+  end
+  local wt = state.session and compat.value(state.session.worktree)
+  if type(wt) ~= "table" or type(state.root) ~= "string" then
+    return false
+  end
+  local inside = state.root == wt.path and "" or nil
+  if state.root:sub(1, #wt.path + 1) == wt.path .. "/" then
+    inside = state.root:sub(#wt.path + 1)
+  end
+  return inside ~= nil and wt.checkout .. inside == root
+end
+
+--- A restore (a revert, a branch restoring files) refused with -32020 over files it would
+--- overwrite: ask whether to force it, naming the files another session's command may have
+--- changed at the same time and those a person changed. False when `err` is no such refusal.
+---@param err trellisd.Error|nil
+---@param leave string the other choice's label ("Cancel the revert", ...)
+---@param on_overwrite fun()
+---@return boolean
+function M.ask_restore(err, leave, on_overwrite)
+  local data = err and compat.value(err.data)
+  local paths = type(data) == "table" and compat.value(data.paths) or nil
+  if not err or err.code ~= Connection.CONFLICT or type(paths) ~= "table" then
+    return false
+  end
+  ui.ask_overwrite(paths, leave, on_overwrite, nil, format.restore_conflict(data, M.names()))
+  return true
 end
 
 --- Paint the buffer's header again (the title, where a fork came from, the usage).

@@ -9,7 +9,8 @@ local ui = require("trellisd.ui")
 
 local M = {}
 
---- The statusline's text: "trellis: idle", "trellis: streaming 42 tok, 1 steer queued", ...
+--- The statusline's text: "trellis: idle", "trellis: streaming 42 tok, 1 steer queued", ...;
+--- idle in a worktree session: "trellis: idle · ⎇ trellisd/fix-login → main".
 ---@return string
 function M.statusline()
   if daemon.state == "starting" then
@@ -19,7 +20,9 @@ function M.statusline()
   local run = state and state.running
   if not run then
     local spend = state and state.budget and queue.spend_text(state)
-    return "trellis: idle" .. (spend and (" · " .. spend) or "")
+    local mark = state and state.session and format.worktree(state.session)
+    local text = "trellis: idle" .. (mark and (" · " .. mark) or "")
+    return text .. (spend and (" · " .. spend) or "")
   end
   ---@cast state trellisd.State
   if run.approval then

@@ -45,6 +45,21 @@
 ---@field spent? trellisd.Spent
 ---@field recovery? trellisd.Recovery a decision the session waits for
 ---@field files? trellisd.Restored what a branch or a recovery put back
+---@field worktree? trellisd.Worktree the session's own git worktree, until it is discarded
+
+---@class trellisd.Worktree session/open's worktree
+---@field path string the worktree's folder (the daemon's own); the session's root is in it
+---@field branch string trellisd/<name>
+---@field base string the checkout's branch it started from, which a merge merges into
+---@field baseCommit string
+---@field checkout string the top folder of the user's checkout
+
+---@class trellisd.Merged session/worktree/merge's answer
+---@field sessionId trellisd.Id
+---@field base string
+---@field commit string the base branch's commit now
+---@field paths string[] the files the merge changed
+---@field checkoutUpdated boolean whether they were written into the checkout
 
 ---@class trellisd.SessionSummary: trellisd.Session
 ---@field turns integer
@@ -111,6 +126,12 @@
 ---@field diff string "" for a binary or too large file
 ---@field binary? boolean
 ---@field tooLarge? boolean
+---@field shared? boolean another session's command ran meanwhile and may have made it too
+---@field sharedWith? trellisd.SharedWith[]
+
+---@class trellisd.SharedWith a turn of another session that may have made a change
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
 
 ---@class trellisd.ChangeSet turn/changes' answer
 ---@field files trellisd.FileChange[]

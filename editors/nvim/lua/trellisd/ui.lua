@@ -42,9 +42,10 @@ end
 ---@param leave string the other choice's label ("Cancel the branch", ...)
 ---@param on_overwrite fun()
 ---@param on_leave? fun()
-function M.ask_overwrite(paths, leave, on_overwrite, on_leave)
+---@param prompt? string the question, when it is not only about files a person changed
+function M.ask_overwrite(paths, leave, on_overwrite, on_leave, prompt)
   M.select({ "Overwrite them", leave }, {
-    prompt = "changed since the agent wrote them: " .. table.concat(paths, ", "),
+    prompt = prompt or ("changed since the agent wrote them: " .. table.concat(paths, ", ")),
     kind = "trellisd.restore",
   }, function(_, index)
     if index == 1 then

@@ -283,8 +283,9 @@ function View:insert_under_reply_heading(texts)
   end
 end
 
--- The title, the folder and id, and where the session came from when it was forked
--- (lineage: "forked from “…” at turn 3", or nil).
+-- The title, the folder and id, a worktree session's branch and base ("⎇ trellisd/x → main"),
+-- and where the session came from when it was forked (lineage: "forked from “…” at turn 3",
+-- or nil).
 ---@param session trellisd.Session
 ---@param lineage? string
 ---@param usage? trellisd.Usage
@@ -294,8 +295,12 @@ function View.header(session, lineage, usage)
     "# " .. format.title(session),
     format.folder(session.root) .. " · " .. tostring(session.sessionId),
   }
+  local mark = format.worktree(session)
+  if mark then
+    lines[#lines + 1] = mark
+  end
   if lineage then
-    lines[3] = lineage
+    lines[#lines + 1] = lineage
   end
   if usage then
     lines[#lines + 1] = format.usage_line(usage)
