@@ -64,6 +64,11 @@ async def test_the_task_tool_is_not_offered_unless_the_policy_turns_it_on(
     assert "task" not in await daemon.call("session/policy", {"sessionId": plain["sessionId"]})
     policy = await daemon.call("session/policy", {"sessionId": enabled["sessionId"]})
     assert policy["task"] == {"enabled": True, "maxConcurrent": 2}
+    listed = await daemon.call("session/tools", {"sessionId": plain["sessionId"]})
+    assert "task" not in [t["name"] for t in listed["tools"]]
+    listed = await daemon.call("session/tools", {"sessionId": enabled["sessionId"]})
+    (task,) = [t for t in listed["tools"] if t["name"] == "task"]
+    assert (task["source"], task["kind"], task["policy"]) == ("builtin", "exec", "depends")
 
 
 async def test_a_child_runs_its_prompt_and_its_reply_is_the_calls_result(

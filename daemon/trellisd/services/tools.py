@@ -10,7 +10,7 @@ from ..mcp import McpServers
 from ..mcp.tools import McpTool
 from ..policy import Policy
 from ..store.facade import AsyncStore
-from ..tools import ToolContext, default_tools
+from ..tools import Task, ToolContext, default_tools
 from ..tools.base import Action
 from .policies import Policies
 
@@ -21,6 +21,7 @@ KINDS = {
     "write_file": "write",
     "edit_file": "write",
     "run_command": "exec",
+    "task": "exec",  # a child session may write and run what the policy lets it
 }
 
 
@@ -37,6 +38,8 @@ class ToolService:
         found = await servers.tools()
         context = ToolContext(Path(session.root))
         tools = [_builtin(t.name, t.description, policy) for t in default_tools()]
+        if policy.effective_task.enabled:  # a child session: it acts under the same policy
+            tools.append({**_builtin(Task.name, Task.description, policy), "policy": "depends"})
         tools += [_mcp(t, policy, context) for t in found]
         return {"sessionId": session_id, "tools": tools, "servers": servers.detail()}
 
