@@ -30,6 +30,7 @@ import {
   Turn,
   TurnResult,
   UsageParams,
+  Worktree,
 } from './protocol';
 import { PromptQueue } from './queue';
 import { Approvals } from './session/approvals';
@@ -356,8 +357,9 @@ export class SessionController {
     return this.worktrees.merge();
   }
 
-  discardWorktree(): Promise<Session> {
-    return this.worktrees.discard();
+  /** Discard the session's worktree once `confirm` says yes; undefined when it said no. */
+  discardWorktree(confirm?: (worktree: Worktree) => Promise<boolean>): Promise<Session | undefined> {
+    return this.worktrees.discard(confirm);
   }
 
   // the queue (queue.ts) and spending (spending.ts)

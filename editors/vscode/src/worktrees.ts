@@ -86,20 +86,17 @@ export function worktreeCommands({ controller, settings, focusChat }: Extension,
   };
 
   const discard = async () => {
-    const worktree = controller.session?.worktree;
-    if (worktree) {
-      const yes = await vscodeapi.confirm(
+    let asked: Worktree | undefined;
+    const discarded = await controller.discardWorktree((worktree) => {
+      asked = worktree;
+      return vscodeapi.confirm(
         `Discard the worktree of this session and its branch ${worktree.branch}?`,
         `${worktree.path} is removed with everything in it that was not merged into ${worktree.base}. The session and its turns stay, but cannot work any more.`,
         'Discard',
       );
-      if (!yes) {
-        return;
-      }
-    }
-    await controller.discardWorktree();
-    if (worktree) {
-      void vscodeapi.showInformationMessage(`trellisd: the worktree ${worktree.path} and the branch ${worktree.branch} were discarded.`);
+    });
+    if (discarded && asked) {
+      void vscodeapi.showInformationMessage(`trellisd: the worktree ${asked.path} and the branch ${asked.branch} were discarded.`);
     }
   };
 

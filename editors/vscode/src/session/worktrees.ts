@@ -5,7 +5,7 @@
  */
 
 import { DaemonError, TrellisError } from '../errors';
-import { ErrorCode, Merged, Method, Session } from '../protocol';
+import { ErrorCode, Merged, Method, Session, Worktree } from '../protocol';
 import type { SessionCore } from './core';
 
 /** A merge the daemon refused with the files in the way (`data.paths`): nothing was merged. */
@@ -56,10 +56,15 @@ export class Worktrees {
     return merged;
   }
 
-  /** Remove the session's worktree and its branch, with what was not merged; the session stays. */
-  async discard(): Promise<Session> {
+  /** Remove the session's worktree and its branch, with what was not merged; the session stays.
+   * `confirm` is asked first (once nothing refuses it); undefined when it said no. */
+  async discard(confirm: (worktree: Worktree) => Promise<boolean> = async () => true): Promise<Session | undefined> {
     const { core } = this;
     const session = this.worktreeSession('discard');
+    if (!(await confirm(session.worktree))) {
+      return undefined;
+    }
+    core.refuseIfRunning('discard the worktree');
     await core.ensureAttached();
     const discarded = await core.client.request(Method.worktreeDiscard, { sessionId: session.sessionId });
     if (core.session?.sessionId === session.sessionId) {
