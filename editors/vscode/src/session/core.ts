@@ -26,9 +26,9 @@ import {
   TurnResult,
   UsageParams,
 } from '../protocol';
+import type { Requester } from '../protocolTypes';
 import { PromptQueue, QueueEntry, spendText } from '../queue';
 import { fromHistory, TranscriptTurn, turnView, TurnView } from '../transcript';
-import type { Requester } from '../protocolTypes';
 import { sessionTitles, sharedOf, sharedQuestion, sharedSessions } from '../sharing';
 import * as vscodeapi from '../vscodeapi';
 import { worktreeText } from '../worktrees';
