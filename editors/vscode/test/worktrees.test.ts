@@ -248,6 +248,11 @@ describe('two sessions in one folder, against the shared daemon', () => {
         "Nothing was restored. Restore them anyway, overwriting what may be the other session's work?",
     );
     assert.deepEqual(onDisk(), ['a.txt', 'b.txt', 'b2.txt'], 'nothing was restored');
+    const head = a.c.session!.head;
+    await a.c.branch(null, true); // back before the first turn, the files restored: the same question
+    assert.equal(stub.messages.at(-1)!.message, question.message);
+    assert.equal(a.c.session!.head, head, 'declined: the head stays');
+    assert.deepEqual(onDisk(), ['a.txt', 'b.txt', 'b2.txt']);
 
     stub.answerMessage = (m) => (m.items.includes('Overwrite') ? 'Overwrite' : undefined);
     await run('trellisd.revertTurn');
