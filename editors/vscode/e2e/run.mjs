@@ -189,6 +189,9 @@ const lines = [
   // ends it), then a turn once the user has decided to keep what it left
   { text: 'Migrating. ', tool: 'run_command', arguments: { argv: ['sh', '-c', 'trap "" TERM; echo migrating; sleep 300'] } },
   { text: 'Going on from what the migration left.' },
+  // a session in a worktree of its own: writes a file there, which a merge brings into the checkout
+  { text: 'Writing it in the worktree. ', tool: 'write_file', arguments: { path: 'feature.txt', content: 'made in a worktree\n' } },
+  { text: 'The feature is in `feature.txt`.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -861,6 +864,41 @@ try {
     await waitForLog(extensionLog, /session s-\S+ recovered: keep/);
     await send('Go on');
     await chat.locator('section.turn', { hasText: 'Go on' }).locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+  });
+
+  await check('worktree: a session in a new worktree shows its branch, writes there; merge brings the file into the checkout; discard asks first', async () => {
+    // the project becomes a git repository with its README on main
+    const git = (...args) => execFileSync('git', ['-c', 'user.name=e2e', '-c', 'user.email=e2e@localhost', ...args], { cwd: project, encoding: 'utf8' });
+    git('init', '-q', '-b', 'main');
+    git('add', 'README.md');
+    git('commit', '-q', '-m', 'the README');
+    await palette('trellisd: Start a Session in a New Worktree…');
+    const input = page.locator('.quick-input-widget input.input');
+    await input.waitFor({ state: 'visible' });
+    await page.keyboard.type('e2e-feature', { delay: 5 });
+    await input.press('Enter');
+    await header('#session-worktree', '⎇ trellisd/e2e-feature → main');
+    await waitForLog(extensionLog, /session s-\S+ opened over .* in the worktree .*e2e-feature \(trellisd\/e2e-feature\)/);
+    await send('Write feature.txt');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'write_file' }).waitFor({ timeout: 60_000 });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    await chat.locator('section.turn', { hasText: 'Write feature.txt' }).locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    if (fs.existsSync(path.join(project, 'feature.txt'))) {
+      throw new Error('the worktree session wrote into the checkout');
+    }
+    await page.screenshot({ path: path.join(artifacts, 'worktree.png') });
+    await palette("trellisd: Merge the Session's Worktree into Its Base Branch");
+    await page.locator('.notification-toast', { hasText: /merged trellisd\/e2e-feature into main .*feature\.txt, and written into your checkout/ }).waitFor();
+    if (fs.readFileSync(path.join(project, 'feature.txt'), 'utf8') !== 'made in a worktree\n') {
+      throw new Error('the merge did not write feature.txt into the checkout');
+    }
+    await palette("trellisd: Discard the Session's Worktree…");
+    const dialog = page.locator('.monaco-dialog-box');
+    await dialog.locator('.dialog-message-text', { hasText: 'Discard the worktree of this session and its branch trellisd/e2e-feature?' }).waitFor();
+    await dialog.locator('.monaco-button', { hasText: 'Discard' }).click();
+    await page.locator('.notification-toast', { hasText: 'the branch trellisd/e2e-feature were discarded' }).waitFor();
+    await chat.locator('#session-worktree').waitFor({ state: 'hidden' });
   });
 
   exitCode = 0;

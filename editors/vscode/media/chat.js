@@ -67,7 +67,7 @@
       : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
   }
 
-  /** @param {{sessionId: string, title: string, root: string, lineage?: string} | null} session */
+  /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string} | null} session */
   function setSession(session) {
     empty.hidden = !!session;
     header.hidden = !session;
@@ -77,6 +77,9 @@
     const lineage = byId('session-lineage');
     lineage.textContent = session?.lineage ?? '';
     lineage.hidden = !session?.lineage;
+    const worktree = byId('session-worktree');
+    worktree.textContent = session?.worktree ?? '';
+    worktree.hidden = !session?.worktree;
   }
 
   /** @param {'info' | 'error'} level @param {string} text */

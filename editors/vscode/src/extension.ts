@@ -22,6 +22,7 @@ import { registerSpending } from './spending';
 import { registerTurnCommands } from './turnCommands';
 import { TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
+import { registerWorktrees, worktreeCommands } from './worktrees';
 
 /** The session this workspace has open, reopened when the window is reloaded. */
 const SESSION_KEY = 'trellisd.session';
@@ -85,6 +86,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerPrompting(ext, starting, send),
     ...registerTurnCommands(ext),
     ...registerDaemonCommands(ext, () => tree.refresh()),
+    ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import type { FileChange } from './protocol';
+import { sharedMark } from './sharing';
 import * as vscodeapi from './vscodeapi';
 
 export const SCHEME = 'trellisd-proposed';
@@ -94,20 +95,21 @@ export async function showProposed(root: string, diff: string): Promise<void> {
   });
 }
 
-/** A turn's change list as one unified diff; a binary or too large file is named only. */
-export function changesText(files: FileChange[]): string {
+/** A turn's change list as one unified diff; a binary or too large file is named only. A change
+ * another session may have made too is marked, naming it (by its title in `titles`). */
+export function changesText(files: FileChange[], titles: Map<string, string> = new Map()): string {
   if (!files.length) {
     return '# the turn changed no file\n';
   }
   return files
-    .map((f) => f.diff || `# ${f.path} ${f.status} (${f.binary ? 'binary' : 'too large to keep'})\n`)
+    .map((f) => sharedMark(f, titles) + (f.diff || `# ${f.path} ${f.status} (${f.binary ? 'binary' : 'too large to keep'})\n`))
     .join('');
 }
 
 /** Open a turn's changes as a read-only diff document. */
-export async function showChanges(turnId: string, files: FileChange[]): Promise<void> {
+export async function showChanges(turnId: string, files: FileChange[], titles?: Map<string, string>): Promise<void> {
   shown += 1;
   const key = `/${shown}/changes of ${turnId}.diff`;
-  texts.set(key, changesText(files));
+  texts.set(key, changesText(files, titles));
   await vscodeapi.executeCommand('vscode.open', vscodeapi.uri(SCHEME, key), { preview: true });
 }

@@ -46,6 +46,8 @@ export const Method = {
   pin: 'session/pin',
   unpin: 'session/unpin',
   runSteps: 'run/steps',
+  worktreeMerge: 'session/worktree/merge',
+  worktreeDiscard: 'session/worktree/discard',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
@@ -119,12 +121,14 @@ export type {
   ForkedFrom,
   McpServer,
   McpServerState,
+  Merged,
   Outcome,
   ProviderChoice,
   Queued,
   Restored,
   Session,
   SessionSummary,
+  SharedWith,
   Spent,
   Step,
   Tokens,
@@ -133,6 +137,7 @@ export type {
   TurnRecovery,
   TurnRef,
   TurnResult,
+  Worktree,
 } from './protocolTypes';
 
 /** Session.recovery: until answered with session/recover, no turn runs in the session. */

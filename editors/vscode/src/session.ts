@@ -2,7 +2,7 @@
  * The session the editor works in, as one object for the rest of the extension: SessionController
  * makes each feature of the session (session/*.ts: the session's life, turns, steering, the
  * stream, following another window's turn, approvals, change sets, recovery, paging, pins, the
- * queue, spending), wires them to each other and to the daemon's notifications, and hands each
+ * queue, spending, worktrees), wires them to each other and to the daemon's notifications, and hands each
  * call to the feature that does it. The features talk to the daemon through DaemonClient and to
  * the chat view through ChatSink; nothing here draws or reads VS Code's UI but through vscodeapi.
  */
@@ -18,6 +18,7 @@ import {
   FileChange,
   Grant,
   McpServer,
+  Merged,
   RecoverResult,
   RecoveryDecision,
   Restored,
@@ -29,6 +30,7 @@ import {
   Turn,
   TurnResult,
   UsageParams,
+  Worktree,
 } from './protocol';
 import { PromptQueue } from './queue';
 import { Approvals } from './session/approvals';
@@ -44,6 +46,7 @@ import { Spending } from './session/spending';
 import { Steering } from './session/steering';
 import { Stream } from './session/stream';
 import { Turns } from './session/turns';
+import { Worktrees } from './session/worktrees';
 
 export type { ChatSink, FromWebview, SessionHeader, ToWebview } from './session/core';
 
@@ -59,6 +62,7 @@ export class SessionController {
   private readonly paging: Paging;
   private readonly queueing: Queueing;
   private readonly spending: Spending;
+  private readonly worktrees: Worktrees;
 
   readonly handlers: DaemonHandlers;
 
@@ -81,6 +85,7 @@ export class SessionController {
     const paging = (this.paging = new Paging(core));
     const queueing = (this.queueing = new Queueing(core));
     const spending = (this.spending = new Spending(core));
+    this.worktrees = new Worktrees(core);
     core.links = {
       follow: (running) => following.follow(running),
       checkFollowed: (live) => following.checkFollowed(live),
@@ -224,8 +229,9 @@ export class SessionController {
 
   // sessions (sessions.ts)
 
-  openSession(root: string, title?: string, mcpServers: McpServer[] = []): Promise<Session> {
-    return this.sessions.openSession(root, title, mcpServers);
+  /** With `worktree` (true, or its name), the session works in a git worktree of its own. */
+  openSession(root: string, title?: string, mcpServers: McpServer[] = [], worktree?: true | string): Promise<Session> {
+    return this.sessions.openSession(root, title, mcpServers, worktree);
   }
 
   reopenSession(sessionId: string): Promise<Session> {
@@ -343,6 +349,17 @@ export class SessionController {
 
   revoke(grant: RevocableGrant): Promise<Grant[]> {
     return this.approvals.revoke(grant);
+  }
+
+  // the session's own worktree (worktrees.ts)
+
+  mergeWorktree(): Promise<Merged> {
+    return this.worktrees.merge();
+  }
+
+  /** Discard the session's worktree once `confirm` says yes; undefined when it said no. */
+  discardWorktree(confirm?: (worktree: Worktree) => Promise<boolean>): Promise<Session | undefined> {
+    return this.worktrees.discard(confirm);
   }
 
   // the queue (queue.ts) and spending (spending.ts)

@@ -1,9 +1,11 @@
-/** The quick pick of sessions to reopen: title, folder, turns and when last used, newest first. */
+/** The quick pick of sessions to reopen: title, folder (and, for a session in a worktree of its
+ * own, its branch and base), turns and when last used, newest first. */
 
 import * as path from 'path';
 import type { QuickPickItem } from 'vscode';
 
 import type { SessionSummary } from './protocol';
+import { worktreeText } from './worktrees';
 
 export interface SessionItem extends QuickPickItem {
   sessionId: string;
@@ -40,7 +42,9 @@ export function sessionItems(sessions: SessionSummary[], now: Date = new Date())
   const titles = new Map(sessions.map((s) => [s.sessionId, s.title.trim() || '(untitled session)']));
   return sessions.map((s) => ({
     label: s.title.trim() || '(untitled session)',
-    description: [path.basename(s.root) || s.root, lineageNote(s, titles)].filter(Boolean).join(' · '),
+    description: [path.basename(s.root) || s.root, s.worktree ? worktreeText(s.worktree) : '', lineageNote(s, titles)]
+      .filter(Boolean)
+      .join(' · '),
     detail: `${s.turns === 1 ? '1 turn' : `${s.turns} turns`} · last used ${lastUsed(s.updatedAt, now)} · ${s.root}`,
     sessionId: s.sessionId,
   }));

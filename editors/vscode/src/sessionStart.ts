@@ -5,6 +5,8 @@ import { SessionItem, sessionItems } from './sessionPicker';
 import * as vscodeapi from './vscodeapi';
 
 export interface SessionStart {
+  /** The workspace folder a new session works over (asked when there are several). */
+  pickFolder(): Promise<string | undefined>;
   start(): Promise<void>;
   reopen(): Promise<void>;
 }
@@ -52,7 +54,7 @@ export function sessionStart({ controller, settings, focusChat }: Extension): Se
     }
   };
 
-  return { start, reopen };
+  return { pickFolder, start, reopen };
 }
 
 export function registerSessionStart(ext: Extension, starting: SessionStart): vscodeapi.Disposable[] {

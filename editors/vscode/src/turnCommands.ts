@@ -7,6 +7,7 @@ import type { Extension } from './features';
 import { messageOf } from './errors';
 import { showChanges } from './proposed';
 import { pickTurn, SessionCommands } from './sessionCommands';
+import { sessionTitles, sharedSessions } from './sharing';
 import { toolItems } from './toolsView';
 import { firstLine, TreeNode } from './turnTree';
 import * as vscodeapi from './vscodeapi';
@@ -44,7 +45,9 @@ export function registerTurnCommands({ controller, act, focusChat, log }: Extens
 
   const showTurnChanges = async (node?: TreeNode) => {
     const turnId = turnOf(node);
-    await showChanges(turnId, await controller.changes(turnId));
+    const files = await controller.changes(turnId);
+    const others = sharedSessions(files);
+    await showChanges(turnId, files, others.length ? await sessionTitles(controller.client, others) : undefined);
   };
 
   const showTools = async () => {

@@ -1,7 +1,8 @@
 /**
  * Change sets: what a turn changed in the files (turn/changes), undoing it (turn/revert), and
  * moving the head with the files put back as they were (session/branch with restoreFiles). A
- * restore that would overwrite files a person changed since names them and asks first.
+ * restore that would overwrite files a person changed since, or files another session's command
+ * may have changed at the same time, names them and asks first.
  */
 
 import { HISTORY_PAGE } from '../paging';
@@ -24,6 +25,7 @@ export class ChangeSets {
         turnId,
         ...(restoreFiles ? { restoreFiles, force } : {}),
       }),
+      core.client,
     );
     if (!session) {
       return current;
@@ -57,7 +59,7 @@ export class ChangeSets {
     core.requireSession();
     core.refuseIfRunning('revert a turn');
     await core.ensureAttached();
-    const result = await overwriting((force) => core.client.request(Method.revert, { turnId, force }));
+    const result = await overwriting((force) => core.client.request(Method.revert, { turnId, force }), core.client);
     if (result) {
       core.log.info(`turn ${turnId} reverted: ${result.restored.length} file(s) put back`);
     }

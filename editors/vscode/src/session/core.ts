@@ -26,9 +26,12 @@ import {
   TurnResult,
   UsageParams,
 } from '../protocol';
+import type { Requester } from '../protocolTypes';
 import { PromptQueue, QueueEntry, spendText } from '../queue';
 import { fromHistory, TranscriptTurn, turnView, TurnView } from '../transcript';
+import { sessionTitles, sharedOf, sharedQuestion, sharedSessions } from '../sharing';
 import * as vscodeapi from '../vscodeapi';
+import { worktreeText } from '../worktrees';
 
 export interface SessionHeader {
   sessionId: string;
@@ -36,6 +39,8 @@ export interface SessionHeader {
   root: string;
   /** Where the session came from ("forked from “…” at turn 3"), when it was forked. */
   lineage?: string;
+  /** The session's own worktree ("⎇ trellisd/fix-login → main"), when it works in one. */
+  worktree?: string;
 }
 
 /** Messages to the chat webview. */
@@ -315,22 +320,32 @@ export class SessionCore {
 }
 
 function header(session: Session, lineage?: string): SessionHeader {
-  return { sessionId: session.sessionId, title: session.title, root: session.root, ...(lineage ? { lineage } : {}) };
+  return {
+    sessionId: session.sessionId,
+    title: session.title,
+    root: session.root,
+    ...(lineage ? { lineage } : {}),
+    ...(session.worktree ? { worktree: worktreeText(session.worktree) } : {}),
+  };
 }
 
-/** Run a restore; when files a person changed are in the way, name them and ask before forcing. */
-export async function overwriting<T>(run: (force: boolean) => Promise<T>): Promise<T | undefined> {
+/** Run a restore; when files a person changed are in the way, name them and ask before forcing.
+ * When they may hold another session's work (a command of it ran at the same time), say so,
+ * naming the sessions (`client` looks their titles up), and ask the same. */
+export async function overwriting<T>(run: (force: boolean) => Promise<T>, client?: Requester): Promise<T | undefined> {
   try {
     return await run(false);
   } catch (e) {
-    const paths = (e instanceof DaemonError && e.code === ErrorCode.conflict && (e.data as { paths?: unknown })?.paths) || undefined;
+    const conflict = e instanceof DaemonError && e.code === ErrorCode.conflict ? e.data : undefined;
+    const paths = (conflict as { paths?: unknown } | undefined)?.paths;
     if (!Array.isArray(paths)) {
       throw e;
     }
-    const answer = await vscodeapi.showWarningMessage(
-      `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`,
-      'Overwrite',
-    );
+    const shared = sharedOf(conflict);
+    const question = shared?.length
+      ? sharedQuestion(shared, client ? await sessionTitles(client, sharedSessions(shared)) : new Map())
+      : `These files changed since the agent wrote them: ${paths.join(', ')}. Overwrite them?`;
+    const answer = await vscodeapi.showWarningMessage(question, 'Overwrite');
     return answer === 'Overwrite' ? run(true) : undefined;
   }
 }

@@ -27,6 +27,7 @@ export class Recovery {
         decision,
         ...(force ? { force } : {}),
       }),
+      core.client,
     );
     if (!result) {
       return undefined;

@@ -14,7 +14,9 @@ import type { SessionCore } from './core';
 export class Sessions {
   constructor(private readonly core: SessionCore) {}
 
-  async openSession(root: string, title?: string, mcpServers: McpServer[] = []): Promise<Session> {
+  /** A new session over `root`; with `worktree` (true, or the worktree's name), in a git
+   * worktree of its own on a new branch trellisd/<name>, leaving the checkout as it is. */
+  async openSession(root: string, title?: string, mcpServers: McpServer[] = [], worktree?: true | string): Promise<Session> {
     const { core } = this;
     core.links.leaveFollowed();
     core.refuseIfRunning('start another session');
@@ -23,9 +25,11 @@ export class Sessions {
       root,
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
+      ...(worktree ? { worktree } : {}),
     });
     this.adopt(session, []);
-    core.log.info(`session ${session.sessionId} opened over ${session.root}`);
+    const where = session.worktree ? ` in the worktree ${session.worktree.path} (${session.worktree.branch})` : '';
+    core.log.info(`session ${session.sessionId} opened over ${session.root}${where}`);
     return session;
   }
 
