@@ -44,6 +44,7 @@ import attrs
 
 from ..convert import Invalid, camel, nonempty, structure
 from ..tools.base import Action, ActionKind
+from ..sandbox.walls import EDITOR_FILES
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
 
@@ -60,19 +61,7 @@ MAX_GLOBS = 1000
 """The most globs one source (a project file, ``session/open``'s policy) may hold: each
 action is matched against every one of them."""
 
-PROTECTED_PATHS: tuple[str, ...] = (
-    ".trellisd.toml",
-    "**/.git",
-    ".gitmodules",
-    "**/.envrc",
-    ".vscode",
-    ".idea",
-    ".zed",
-    ".helix",
-    ".nvim.lua",
-    ".nvimrc",
-    ".exrc",
-)
+PROTECTED_PATHS: tuple[str, ...] = (".trellisd.toml", "**/.git", "**/.envrc", *EDITOR_FILES)
 """Paths whose content makes the daemon, git, an editor or a shell run commands or loosen
 the policy (a ``.trellisd.toml`` allowing every command, a ``core.fsmonitor`` in
 ``.git/config``, a git hook, an editor task, an ``.envrc``). A folder's pattern covers what

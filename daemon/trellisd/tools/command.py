@@ -30,12 +30,14 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from ..convert import Invalid
+from ..sandbox import Launch, Walls, WallsUnavailable, confine
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
 from .environment import child_environment
@@ -61,6 +63,8 @@ class Execution:
     timed_out: bool
     dropped: int
     """How many bytes of output were dropped from the middle."""
+    swept: tuple[str, ...] = ()
+    """The protected paths the program created, removed after it ended (``sandbox``)."""
 
 
 class _Capture:
@@ -118,20 +122,39 @@ async def execute(
     timeout: float,
     listener: Callable[[bytes], None] | None = None,
     killed: Callable[[], None] | None = None,
+    walls: Walls | None = None,
 ) -> Execution:
-    """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds; when
-    cancelled, ask it to stop (SIGTERM) and kill it after ``CANCEL_GRACE_SECONDS``, telling
-    ``killed`` if it had to. ``listener`` is given the output as it comes. Raises
-    ``ToolFailure`` when the program cannot be started."""
+    """Run ``argv`` in ``cwd`` inside ``walls`` (None: unconfined), kill everything it
+    started after ``timeout`` seconds; when cancelled, ask it to stop (SIGTERM) and kill it
+    after ``CANCEL_GRACE_SECONDS``, telling ``killed`` if it had to. ``listener`` is given
+    the output as it comes. Raises ``ToolFailure`` when the program cannot be started,
+    inside its walls or at all."""
+    env = {**child_environment(), RUN_MARK: secrets.token_hex(8)}
+    try:
+        async with confine(walls or Walls("off", True, cwd), argv, cwd, env) as launch:
+            execution = await _execute(launch, argv, cwd, timeout, listener, killed)
+            return replace(execution, swept=tuple(launch.sweep()))
+    except WallsUnavailable as exc:
+        raise ToolFailure(str(exc)) from None
+
+
+async def _execute(
+    launch: Launch,
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    listener: Callable[[bytes], None] | None,
+    killed: Callable[[], None] | None,
+) -> Execution:
     capture = _Capture(MAX_OUTPUT_BYTES)
     loop = asyncio.get_running_loop()
-    mark = secrets.token_hex(8)
+    mark = launch.env[RUN_MARK]
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _Collector(capture, listener),
-            *argv,
+            *launch.argv,
             cwd=cwd,
-            env={**child_environment(), RUN_MARK: mark},
+            env=launch.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -258,7 +281,14 @@ def format_execution(command: str, execution: Execution, timeout: float) -> str:
     else:
         status = f"exit code {execution.exit_code}"
     output = execution.output if execution.output else "(no output)"
-    return f"$ {command}\n{status}\n{output}"
+    text = f"$ {command}\n{status}\n{output}"
+    if execution.swept:
+        names = ", ".join(execution.swept)
+        text = (
+            f"refused: the command created protected paths ({names}); they were removed, as"
+            f" the walls keep them read-only\n{text}"
+        )
+    return text
 
 
 def _signal_name(number: int) -> str:
@@ -273,6 +303,12 @@ class RunCommandArguments:
     argv: tuple[str, ...] = args.strings()
     cwd: str | None = args.optional_text()  # the root when left out
     timeout: float | None = args.seconds(MAX_TIMEOUT)
+    escalate: bool = attrs.field(default=False, metadata={"must": "be true or false"})
+    reason: str | None = args.optional_text()
+
+    def __attrs_post_init__(self) -> None:
+        if self.escalate and not self.reason:
+            raise Invalid("must say why the command needs to run outside the walls", "reason")
 
     @property
     def seconds(self) -> float:
@@ -286,7 +322,10 @@ class RunCommand:
         "arguments as a list of strings (for pipes or redirections, run ['sh', '-c', '...']). "
         "stdout and stderr come back together with the exit code; a long output is cut in "
         f"the middle. Optional cwd is a folder relative to the root; optional timeout is in "
-        f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})."
+        f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}). The program runs "
+        "inside walls: it may write only the root and a private /tmp, secrets are hidden, "
+        "and the network may be cut. If a command truly needs to run outside them, set "
+        "escalate to true and say why in reason: a person is always asked."
     )
     parameters: dict[str, Any] = {
         "type": "object",
@@ -294,27 +333,39 @@ class RunCommand:
             "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             "cwd": {"type": "string", "description": "a folder relative to the root"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+            "escalate": {
+                "type": "boolean",
+                "description": "run outside the walls; a person must approve",
+            },
+            "reason": {"type": "string", "description": "why escalate is needed"},
         },
         "required": ["argv"],
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
         given, _ = self._arguments(arguments, context)
-        return Action("exec", shlex.join(given.argv))
+        return Action("exec", shlex.join(given.argv), escalate=given.escalate)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         given, cwd = self._arguments(arguments, context)
         if not cwd.is_dir():
             raise ToolFailure(f"cwd {given.cwd} is not a folder")
         killed = context.killed
+        walls = context.walls
+        if walls is not None and given.escalate:  # the gate asked a person first
+            walls = walls.unconfined()
         execution = await execute(
             list(given.argv),
             cwd,
             given.seconds,
             context.output,
             None if killed is None else lambda: killed(self.name, given.argv),
+            walls,
         )
-        return format_execution(shlex.join(given.argv), execution, given.seconds)
+        text = format_execution(shlex.join(given.argv), execution, given.seconds)
+        if execution.swept:
+            raise ToolFailure(text)
+        return text
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext
