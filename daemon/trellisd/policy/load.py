@@ -11,8 +11,10 @@
    someone else's repository, so it may add deny rules and tighten approval but never
    loosen anything: its layers ``narrow`` (an action its allow rules of that kind do not
    match is refused, and what they match still needs an allow from another source), and
-   a looser approval is ignored, with a warning in the log. Other top-level keys are left
-   for other settings.
+   a looser approval is ignored, with a warning in the log. The same holds for the walls:
+   its ``sandbox`` counts only if stricter (``off`` < ``workspace-write`` < ``read-only``),
+   its ``network`` only narrows (``false``, or the part of the allowed list it names).
+   Other top-level keys are left for other settings.
 3. The ``policy`` given in ``session/open``: the caller's, on top of everything. Its
    approval, if it sets one, is the session's (the user, through the editor, may loosen).
 
@@ -28,11 +30,13 @@ import logging
 import os
 import stat
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..convert import structure
 from ..errors import InvalidParams
+from ..sandbox.walls import narrower_network, stricter_mode
 from .layers import STRICTNESS, Layer, Policy, PolicySpec, ProjectPolicy
 
 log = logging.getLogger(__name__)
@@ -65,11 +69,39 @@ def load_policy(
                 project.approval,
                 default.effective_approval,
             )
-            project = Policy(project.layers, None)
+            project = replace(project, approval=None)
+        project = _only_stricter(root, project, default)
         policy = policy.stacked(project)
     if requested is not None:
         policy = policy.stacked(Policy.of(requested))
     return policy
+
+
+def _only_stricter(root: Path, project: Policy, default: Policy) -> Policy:
+    """``project`` with its walls no looser than ``default``'s: a stricter ``sandbox`` and
+    a narrower ``network`` are kept, a looser one is ignored with a warning in the log."""
+    sandbox = stricter_mode(default.effective_sandbox, project.sandbox)
+    if project.sandbox is not None and sandbox != project.sandbox:
+        log.warning(
+            "%s asks for sandbox %r, looser than %r; a project file may only tighten it",
+            root / PROJECT_FILE,
+            project.sandbox,
+            default.effective_sandbox,
+        )
+    network = narrower_network(default.effective_network, project.network)
+    if project.network is not None and network != project.network:
+        log.warning(
+            "%s asks for network %r; a project file may only narrow %r, so it is %r",
+            root / PROJECT_FILE,
+            project.network,
+            default.effective_network,
+            network,
+        )
+    return replace(
+        project,
+        sandbox=None if project.sandbox is None else sandbox,
+        network=None if project.network is None else network,
+    )
 
 
 def read_project_policy(root: Path) -> Policy | None:

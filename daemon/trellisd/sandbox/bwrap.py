@@ -174,20 +174,34 @@ def bwrap_argv(
                     out += ["--bind", str(parent), str(parent)]
                     pinned.append(parent)
             out += ["--ro-bind", str(real), str(real)]
-    shown = [root, *(_real(c) for c in walls.writable)]
+    shown = [root, *(_real(c) for c in walls.writable if os.path.isdir(c))]
     for secret in walls.hidden:
-        if not _exists(secret):
-            continue
-        real = _real(secret)
-        if any(_within(place, real) for place in shown):
-            continue  # a secret folder that holds the root cannot be hidden from it
-        if real.is_dir():
-            out += ["--tmpfs", str(real), "--remount-ro", str(real)]
-        else:
-            out += ["--ro-bind", "/dev/null", str(real)]
+        if _exists(secret):
+            out += _hide(_real(secret), shown)
     if gate_folder is not None:
         out += ["--ro-bind", str(gate_folder), GATE_FOLDER]
     out += ["--chdir", str(_real(cwd)), "--"]
+    return out
+
+
+def _hide(secret: Path, shown: list[Path]) -> list[str]:
+    """The mounts that hide ``secret``: an empty read-only folder over a folder,
+    ``/dev/null`` over a file. A folder that holds the root or a cache (a store folder with
+    the root in it) is hidden entry by entry, but for the way to what is shown."""
+    if not any(_within(place, secret) for place in shown):
+        if secret.is_dir():
+            return ["--tmpfs", str(secret), "--remount-ro", str(secret)]
+        return ["--ro-bind", "/dev/null", str(secret)]
+    if any(secret == place for place in shown) or not secret.is_dir():
+        return []
+    try:
+        entries = sorted(secret.iterdir())
+    except OSError:
+        return []
+    out: list[str] = []
+    for entry in entries:
+        if not entry.is_symlink():
+            out += _hide(entry, shown)
     return out
 
 

@@ -65,7 +65,7 @@ class Services:
             settings = Settings(settings)
         self.defaults = Defaults(settings)
         self.running = Running()
-        policies = Policies(store, lambda: self.defaults.policy)
+        policies = Policies(store, lambda: self.defaults.policy, (store.folder,))
         if mcp_config is None:  # the config file's servers, as the window's settings have them
 
             def mcp_config() -> list[McpServerSpec]:
