@@ -81,22 +81,20 @@ def _only_stricter(root: Path, project: Policy, default: Policy) -> Policy:
     """``project`` with its walls no looser than ``default``'s: a stricter ``sandbox`` and
     a narrower ``network`` are kept, a looser one is ignored with a warning in the log."""
     sandbox = stricter_mode(default.effective_sandbox, project.sandbox)
-    if project.sandbox is not None and sandbox != project.sandbox:
-        log.warning(
-            "%s asks for sandbox %r, looser than %r; a project file may only tighten it",
-            root / PROJECT_FILE,
-            project.sandbox,
-            default.effective_sandbox,
-        )
     network = narrower_network(default.effective_network, project.network)
-    if project.network is not None and network != project.network:
-        log.warning(
-            "%s asks for network %r; a project file may only narrow %r, so it is %r",
-            root / PROJECT_FILE,
-            project.network,
-            default.effective_network,
-            network,
-        )
+    for key, asked, base, kept in (
+        ("sandbox", project.sandbox, default.effective_sandbox, sandbox),
+        ("network", project.network, default.effective_network, network),
+    ):
+        if asked is not None and kept != asked:
+            log.warning(
+                "%s asks for %s %r; a project file may only tighten %r, so it is %r",
+                root / PROJECT_FILE,
+                key,
+                asked,
+                base,
+                kept,
+            )
     return replace(
         project,
         sandbox=None if project.sandbox is None else sandbox,
