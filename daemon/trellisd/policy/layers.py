@@ -165,6 +165,8 @@ class Policy:
     unconfined_servers: tuple[str, ...] = ()
     """The user's own MCP servers that run without walls (the config file's
     ``unconfinedMcp``)."""
+    seen: Walls | None = field(default=None, compare=False)
+    """The walls as a session at its root has them, shown by the read-back (``walls``)."""
 
     def granted(self, action: Action) -> bool:
         return (
@@ -329,6 +331,7 @@ class Policy:
             "approval": self.effective_approval,
             "sandbox": self.effective_sandbox,
             "network": network_wire(self.effective_network),
+            **({} if self.seen is None else {"walls": self.seen.to_wire()}),
             "grants": [
                 {"kind": g.kind, "target": g.target, "scope": scope}
                 for g, scope in sorted(

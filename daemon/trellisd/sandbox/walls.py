@@ -151,6 +151,20 @@ class Walls:
         """What a step's record and ``run/events`` say of the walls."""
         return {"mode": self.mode, "network": network_wire(self.network)}
 
+    def to_wire(self) -> dict[str, Any]:
+        """What ``session/policy`` shows of the walls: where programs may write, what they
+        may not read, what stays read-only in the root."""
+        writes = self.mode == "workspace-write"
+        writable = [str(self.root), *map(str, self.writable)] if writes else []
+        return {
+            **self.record(),
+            "writable": [*writable, "/tmp"] if self.confined else [],
+            "hidden": [str(p) for p in self.hidden] if self.confined else [],
+            "protected": list(PROTECTED) if writes else [],
+            "tempBytes": self.temp_bytes,
+            "processes": self.processes,
+        }
+
     def unconfined(self) -> Walls:
         """These walls turned off (an approved escalation)."""
         return Walls("off", True, self.root)
