@@ -475,7 +475,8 @@ class TurnService:
         project's server not yet approved is asked about first."""
         if self.mcp is None:
             return []
-        servers = await self.mcp.of(session.session_id, session.root)
+        walls = await self.policies.walls(session)
+        servers = await self.mcp.of(session.session_id, session.root, walls)
         if not servers.servers:
             return []
 
