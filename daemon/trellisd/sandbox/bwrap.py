@@ -279,10 +279,16 @@ async def ready(bwrap: str) -> None:
     _ready.add(bwrap)
 
 
-async def probe(bwrap: str, *extra: str) -> str | None:
-    """Run ``true`` in the smallest wall bwrap builds with ``extra``; why it failed, or None."""
-    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent"]
-    argv += [*extra, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]
+NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net")
+
+
+async def probe(bwrap: str, namespaces: Sequence[str] = NAMESPACES) -> str | None:
+    """Run ``true`` in the smallest wall bwrap builds with ``namespaces``; why it failed,
+    or None."""
+    argv = [bwrap, *namespaces, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
+    if "--unshare-pid" in namespaces:
+        argv += ["--proc", "/proc"]
+    argv += ["--", "true"]
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
