@@ -5,7 +5,7 @@ the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
 ``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision``, ``ApprovalKind``,
-``SandboxMode``, ``Approval`` and ``Error.code``); ``python -m
+``SandboxMode``, ``ApprovalMode`` and ``Error.code``); ``python -m
 trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
 the Lua copies against these.
 """
@@ -93,7 +93,7 @@ class SandboxMode(StrEnum):
     OFF = "off"
 
 
-class Approval(StrEnum):
+class ApprovalMode(StrEnum):
     """When the user is asked; ``policy.approval``."""
 
     ALL = "all"
@@ -169,7 +169,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["CallStatus"]["enum"] = [s.value for s in CallStatus]
     defs["ApprovalKind"]["enum"] = [k.value for k in ApprovalKind]
     defs["SandboxMode"]["enum"] = [m.value for m in SandboxMode]
-    defs["Approval"]["enum"] = [a.value for a in Approval]
+    defs["ApprovalMode"]["enum"] = [a.value for a in ApprovalMode]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]
     answer["properties"]["decision"]["enum"] = [d.value for d in ANSWERS]
     defs["Error"]["properties"]["code"]["enum"] = [c.value for c in ErrorCode]

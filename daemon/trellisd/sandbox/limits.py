@@ -10,6 +10,7 @@ cgroup v2 folder where ``pids`` is delegated). ``process_bound`` says which appl
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -51,6 +52,7 @@ class Bound:
 
 
 _leftover: list[Path] = []
+atexit.register(lambda: _remove_leftovers())
 
 
 def _remove_leftovers() -> None:
