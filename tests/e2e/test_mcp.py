@@ -30,6 +30,10 @@ ALLOW_MCP = {
     "layers": [{"name": "mcp", "allowRead": ["**"], "allowExec": ["mcp:*"]}],
     "approval": "all",
 }
+UNWALLED_MCP = {**ALLOW_MCP, "sandbox": "off"}
+"""For the tests of a server's life that compare the pids it reports with the host's: inside
+the walls a server sees the pids of its own pid namespace. The walls' own tests
+(``test_walled_servers``) cover a walled server's life."""
 
 
 def stdio(name: str = "t", *extra: str, **fields: Any) -> dict[str, Any]:
@@ -104,8 +108,10 @@ async def test_a_stdio_server_gets_only_the_allowed_variables_and_its_own(
     session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hi"})])
     seen, _ = await one_call(daemon, model, session, call("mcp__t__environment"))
     names = set(seen.split("\n"))
-    # TRELLISD_RUN is the daemon's mark, which finds what the server started when it ends.
+    # TRELLISD_RUN is the daemon's mark, which finds what the server started when it ends;
+    # PWD is the folder the walls start the server in, as bwrap sets it.
     allowed = {
+        "PWD",
         "PATH",
         "HOME",
         "LANG",
@@ -188,7 +194,7 @@ async def test_a_denied_mcp_tool_is_refused_by_the_policy(
 async def test_a_crashing_server_fails_the_call_with_the_reason_and_restarts(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     said, _ = await one_call(daemon, model, session, call("mcp__t__crash"))
 
@@ -202,7 +208,9 @@ async def test_a_crashing_server_fails_the_call_with_the_reason_and_restarts(
 async def test_a_hanging_server_fails_the_call_after_its_timeout_and_restarts(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    session = await open_session(daemon, workspace, mcpServers=[stdio(timeout=5)], policy=ALLOW_MCP)
+    session = await open_session(
+        daemon, workspace, mcpServers=[stdio(timeout=5)], policy=UNWALLED_MCP
+    )
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     said, _ = await one_call(daemon, model, session, call("mcp__t__hang"))
 
@@ -352,12 +360,12 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     spawn: DaemonFactory, model: ModelServer, workspace: Path
 ) -> None:
     daemon = await spawn()
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     await daemon.call("session/close", {"sessionId": session["sessionId"]})
     await eventually(lambda: int(first) not in ps_pids(), "the server stops with its session")
 
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     second, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     assert int(second) in ps_pids()
     os.kill(daemon.process.pid, signal.SIGKILL)
@@ -372,7 +380,7 @@ async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the
 ) -> None:
     daemon = await spawn()
     servers = [stdio("t", "--children")]
-    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=UNWALLED_MCP)
     said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
     first = [int(pid) for pid in said.split()]
     assert all(alive(pid) for pid in first)  # one in the server's group, one setsid
@@ -381,7 +389,7 @@ async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the
         lambda: not any(alive(pid) for pid in first), "what the server started stops with it"
     )
 
-    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=UNWALLED_MCP)
     said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
     second = [int(pid) for pid in said.split()]
     assert all(alive(pid) for pid in second)

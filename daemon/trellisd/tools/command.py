@@ -188,7 +188,8 @@ async def _execute(
         exit_code = None if timed_out else transport.get_returncode()
         return Execution(exit_code, capture.text(), timed_out, capture.dropped)
     except asyncio.CancelledError:
-        if not await _stops_when_asked(group, collector.exited) and killed is not None:
+        walled = launch.walls.confined
+        if not await _stops_when_asked(group, mark, walled, collector.exited) and killed:
             killed()
         kill_everything(group, mark)
         with contextlib.suppress(asyncio.CancelledError):
@@ -207,13 +208,22 @@ def _unstarted(argv: list[str], exc: OSError) -> ToolFailure:
     return ToolFailure(f"{argv[0]} could not be started: {exc.strerror or exc}")
 
 
-async def _stops_when_asked(group: int, exited: asyncio.Event) -> bool:
-    """SIGTERM to the process group, then up to ``CANCEL_GRACE_SECONDS`` for the program to
-    end (a cancel that comes meanwhile cuts the wait short); whether it ended."""
+async def _stops_when_asked(group: int, mark: str, walled: bool, exited: asyncio.Event) -> bool:
+    """SIGTERM to the process group (inside walls: to every process of the call but bwrap,
+    which would end the walls and all in them at once), then up to
+    ``CANCEL_GRACE_SECONDS`` for the program to end (a cancel that comes meanwhile cuts the
+    wait short); whether it ended."""
     if exited.is_set():
         return True
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGTERM)
+    if walled:
+        needle = f"{RUN_MARK}={mark}".encode()
+        for pid in _processes():
+            if _belongs(pid, -1, needle) and _name(pid) != "bwrap":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
     try:
         return await asyncio.shield(_happens(exited, CANCEL_GRACE_SECONDS))
     except asyncio.CancelledError:
@@ -252,6 +262,14 @@ def _processes() -> list[int]:
         return []
     me = os.getpid()
     return [int(n) for n in names if n.isdigit() and int(n) != me]
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _belongs(pid: int, leader: int, needle: bytes) -> bool:
@@ -323,7 +341,7 @@ class RunCommand:
         "stdout and stderr come back together with the exit code; a long output is cut in "
         f"the middle. Optional cwd is a folder relative to the root; optional timeout is in "
         f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}). The program runs "
-        "inside walls: it may write only the root and a private /tmp, secrets are hidden, "
+        "inside walls: it may write only the root and a /tmp of its own, secrets are hidden, "
         "and the network may be cut. If a command truly needs to run outside them, set "
         "escalate to true and say why in reason: a person is always asked."
     )
