@@ -32,8 +32,8 @@ ALLOW_MCP = {
 }
 UNWALLED_MCP = {**ALLOW_MCP, "sandbox": "off"}
 """For the tests of a server's life that compare the pids it reports with the host's: inside
-the walls a server sees the pids of its own pid namespace. The walls' own tests
-(``test_walled_servers``) cover a walled server's life."""
+the walls a server sees the pids of its own pid namespace. Every other test here runs its
+server inside the default walls (``test_walls`` checks a walled server's state)."""
 
 
 def stdio(name: str = "t", *extra: str, **fields: Any) -> dict[str, Any]:

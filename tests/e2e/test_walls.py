@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Daemon
+from tests.e2e.test_mcp import ALLOW_MCP, stdio
 from tests.e2e.test_policy_tools import answer_approvals, events
 from tests.e2e.test_sessions import open_session, turn
 from tests.fixtures.model_server import ModelServer
@@ -128,3 +129,18 @@ async def test_a_command_that_creates_a_protected_path_is_refused_and_it_is_remo
     )
     assert said.startswith("error: refused: the command created protected paths (.vscode)")
     assert not (workspace / ".vscode").exists()
+
+
+async def test_an_mcp_server_runs_inside_the_walls_unless_the_user_opts_it_out(
+    daemon: Daemon, workspace: Path
+) -> None:
+    server = stdio()
+    session = await open_session(daemon, workspace, mcpServers=[server], policy=ALLOW_MCP)
+    [state] = (await daemon.call("session/tools", {"sessionId": session["sessionId"]}))["servers"]
+    assert state["state"] == "running"
+    assert state["sandbox"] == {"mode": "workspace-write", "network": False}
+    unwalled = await open_session(
+        daemon, workspace, mcpServers=[server], policy={**ALLOW_MCP, "sandbox": "off"}
+    )
+    listed = await daemon.call("session/tools", {"sessionId": unwalled["sessionId"]})
+    assert "sandbox" not in listed["servers"][0]

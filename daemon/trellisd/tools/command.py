@@ -16,8 +16,12 @@ stop (SIGTERM to its group) and gives it ``CANCEL_GRACE_SECONDS`` to end; a prog
 running then is killed mid-run, and the context's ``killed`` is told (``ToolContext``): what
 it left behind needs a person to look at it. A background ``sleep 301 &``
 does not outlive the call. Only a process that both leaves the session and clears its
-environment escapes. The program itself is not confined to the root: it can do whatever
-the user running the daemon can, which is why the policy asks before a command runs.
+environment escapes, and inside the walls not even that: they die with bwrap.
+
+The program runs inside the session's walls (``sandbox``): it may write the root (less its
+protected paths), a ``/tmp`` of its own and the named caches, cannot read the secrets, and
+reaches the network only as the policy says. If the walls cannot be built it does not run.
+A command the model asked to escalate runs without them, once a person has approved it.
 """
 
 from __future__ import annotations
