@@ -9,6 +9,7 @@ host's, which would hide a fake home under ``/tmp`` whatever the walls say of se
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import shutil
@@ -287,4 +288,15 @@ async def test_without_bwrap_nothing_runs_and_the_error_says_how_to_choose_off(
     with pytest.raises(ToolFailure) as caught:
         await execute(["/bin/sh", "-c", "echo ran > ran.txt"], place.root, 60, walls=place.walls)
     assert "bwrap" in str(caught.value) and '"off"' in str(caught.value)
+    assert not (place.root / "ran.txt").exists()
+
+
+async def test_a_network_list_without_the_proxy_fails_clearly_and_runs_nothing(
+    place: Place,
+) -> None:
+    if importlib.util.find_spec("trellisd.sandbox.network") is not None:
+        pytest.skip("this build has the network proxy; its own tests cover allow-lists")
+    walls = replace(place.walls, network=("pypi.org:443",))
+    with pytest.raises(ToolFailure, match="network allow-lists need trellisd.sandbox.network"):
+        await place.run("echo ran > ran.txt", walls)
     assert not (place.root / "ran.txt").exists()
