@@ -129,6 +129,8 @@ async def test_a_command_that_creates_a_protected_path_is_refused_and_it_is_remo
     )
     assert said.startswith("error: refused: the command created protected paths (.vscode)")
     assert not (workspace / ".vscode").exists()
+    moved = Path(said.split("they were moved to ")[1].split(",")[0])
+    assert (moved / ".vscode" / "t.json").read_text() == "{}\n"
 
 
 async def test_an_mcp_server_runs_inside_the_walls_unless_the_user_opts_it_out(

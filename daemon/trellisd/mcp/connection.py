@@ -220,9 +220,10 @@ class McpConnection:
         swept = launch.sweep()
         if swept:
             log.warning(
-                "MCP server %s created protected paths (%s); they were removed",
+                "MCP server %s created protected paths (%s); they were moved to %s",
                 self.spec.name,
                 ", ".join(swept),
+                launch.moved_to or "nowhere (removed)",
             )
 
     def _watch_stderr(self, stack: contextlib.AsyncExitStack) -> Any:

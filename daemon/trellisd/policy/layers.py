@@ -187,9 +187,12 @@ class Policy:
     def effective_network(self) -> Network:
         return False if self.network is None else self.network
 
-    def walls(self, root: Path, private: tuple[Path, ...] = ()) -> Walls:
+    def walls(
+        self, root: Path, private: tuple[Path, ...] = (), quarantine: Path | None = None
+    ) -> Walls:
         """The walls of the programs a session at ``root`` starts; ``private``: the
-        daemon's own folders (its store), hidden too."""
+        daemon's own folders (its store), hidden too; ``quarantine``: where a protected
+        path a program created is moved."""
         return Walls(
             self.effective_sandbox,
             self.effective_network,
@@ -197,6 +200,7 @@ class Policy:
             self.writable,
             self.hidden + private,
             unconfined_servers=frozenset(self.unconfined_servers),
+            quarantine=quarantine,
         )
 
     def check(self, action: Action) -> Verdict:

@@ -26,8 +26,9 @@ The file system, in the order the mounts are made (a later one covers an earlier
 
 A protected path that does not exist cannot be mounted over without creating it in the
 user's tree, so it is not: ``Launch.sweep`` looks after the program has ended and every
-process of the call is dead, removes whatever protected path appeared (a file, a folder
-with its content, a symlink: never followed) and names it, and the call is reported as
+process of the call is dead, takes away whatever protected path appeared (a file, a folder
+with its content, a symlink: never followed; moved into the quarantine folder in the
+daemon's store, which no program can reach) and names it, and the call is reported as
 refused.
 """
 
@@ -37,9 +38,11 @@ import asyncio
 import contextlib
 import importlib
 import os
+import secrets
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,21 +117,33 @@ class Launch:
     missing: tuple[str, ...] = ()
     bound: Bound | None = None
     swept: list[str] = field(default_factory=list)
+    moved_to: Path | None = None
+    """Where ``sweep`` moved what it took away; None: removed."""
 
     def sweep(self) -> list[str]:
-        """Remove the protected paths the program created (they were missing before it
-        ran); their root-relative names. Call once every process of the call is dead."""
+        """Take away the protected paths the program created (they were missing before it
+        ran): moved into the walls' ``quarantine`` folder when there is one (nothing is
+        lost, should someone else have made one meanwhile), else removed. Their
+        root-relative names. Call once every process of the call is dead."""
         root = self.walls.root
+        into = self.walls.quarantine
+        if into is not None:
+            into = into / f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
         for name in self.missing:
             path = root / name
             if not _exists(path):
                 continue
-            with contextlib.suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
+            with contextlib.suppress(OSError, shutil.Error):
+                if into is not None:
+                    (into / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(path, into / name)
+                elif stat.S_ISDIR(os.lstat(path).st_mode):
                     shutil.rmtree(path)
                 else:
                     path.unlink()
             self.swept.append(name)
+        if self.swept and into is not None:
+            self.moved_to = into
         return self.swept
 
 
@@ -141,7 +156,9 @@ def bwrap_argv(
 ) -> list[str]:
     """bwrap's own arguments (up to and including ``--``) for ``walls``; see the module."""
     root = _real(walls.root)
-    out = [bwrap, "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]
+    out = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc"]
+    if "--disable-userns" in _options.get(bwrap, ""):  # bubblewrap 0.8 and later
+        out.append("--disable-userns")
     out += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
     if walls.network is not True:
         out.append("--unshare-net")
@@ -151,7 +168,9 @@ def bwrap_argv(
         resolver = Path("/run/systemd/resolve")
         if walls.network is True and resolver.is_dir():
             out += ["--ro-bind", str(resolver), str(resolver)]
-    out += ["--size", str(walls.temp_bytes), "--tmpfs", INSIDE_TEMP]
+    if "--size" in _options.get(bwrap, ""):  # bubblewrap 0.5 and later
+        out += ["--size", str(walls.temp_bytes)]
+    out += ["--tmpfs", INSIDE_TEMP]
     writes = walls.mode == "workspace-write"
     bind = "--bind" if writes else "--ro-bind"
     out += [bind, str(root), str(root)]
@@ -266,6 +285,8 @@ async def confine(
 
 
 _ready: set[str] = set()
+_options: dict[str, str] = {}
+"""bwrap's ``--help`` by its path: which options this build of it knows."""
 
 
 async def ready(bwrap: str) -> None:
@@ -276,6 +297,11 @@ async def ready(bwrap: str) -> None:
     problem = await probe(bwrap)
     if problem is not None:
         raise WallsUnavailable(f"the command was not run: {problem}; {HOW_TO_TURN_OFF}")
+    helping = await asyncio.create_subprocess_exec(
+        bwrap, "--help", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    said, _ = await helping.communicate()
+    _options[bwrap] = said.decode("utf-8", "replace")
     _ready.add(bwrap)
 
 

