@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pygls.exceptions import JsonRpcException
 
-from tests.e2e.conftest import Daemon
+from tests.e2e.conftest import Daemon, DaemonFactory
 from tests.e2e.test_mcp import ALLOW_MCP, stdio
 from tests.e2e.test_policy_tools import answer_approvals, events
 from tests.e2e.test_sessions import open_session, turn
@@ -146,3 +147,18 @@ async def test_an_mcp_server_runs_inside_the_walls_unless_the_user_opts_it_out(
     )
     listed = await daemon.call("session/tools", {"sessionId": unwalled["sessionId"]})
     assert "sandbox" not in listed["servers"][0]
+
+
+async def test_initialization_options_set_the_windows_walls(
+    spawn: DaemonFactory, workspace: Path
+) -> None:
+    daemon = await spawn(options={"sandbox": "read-only", "network": True, "model": "m"})
+    session = await open_session(daemon, workspace)
+    policy = await daemon.call("session/policy", {"sessionId": session["sessionId"]})
+    assert (policy["sandbox"], policy["network"]) == ("read-only", True)
+    own = await open_session(daemon, workspace, policy={"sandbox": "workspace-write"})
+    policy = await daemon.call("session/policy", {"sessionId": own["sessionId"]})
+    assert policy["sandbox"] == "workspace-write"
+    with pytest.raises(JsonRpcException) as caught:
+        await spawn(options={"sandbox": "none"})
+    assert caught.value.message.startswith("initializationOptions.sandbox must be one of")

@@ -56,7 +56,7 @@ GATE_FOLDER = "/run/trellisd-network"
 RELAY_PORT = 3128
 HOW_TO_TURN_OFF = (
     'to run programs without walls, set policy.sandbox to "off" (config file,'
-    " or session/open's policy); `trellisd doctor` says what is missing"
+    " initializationOptions or session/open's policy); `trellisd doctor` says what is missing"
 )
 
 

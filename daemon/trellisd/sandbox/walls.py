@@ -19,7 +19,8 @@ server works, and nothing else), ``True`` (the host's network), or a tuple of
 ``"host:port"`` it may reach through a proxy (``trellisd.sandbox.network``).
 
 A project's ``.trellisd.toml`` may only make the walls stricter (``stricter_mode``,
-``narrower_network``); the user (the config file, ``session/open``) decides freely.
+``narrower_network``); the user (the config file, ``initializationOptions``,
+``session/open``) decides freely.
 """
 
 from __future__ import annotations

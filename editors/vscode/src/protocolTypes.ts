@@ -482,6 +482,10 @@ export interface Requests {
         contextWindow?: number | null;
         /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
         compactAt?: number | null;
+        /** The window's default walls, over the config file's (sandbox.md); session/open's policy may still set its own. */
+        sandbox?: SandboxMode | null;
+        /** The window's default network for walled programs, over the config file's. */
+        network?: Network | null;
       } | null;
     };
     result: {
