@@ -15,6 +15,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,19 @@ class Bound:
 
 _leftover: list[Path] = []
 atexit.register(lambda: _remove_leftovers())
+
+
+STALE_SECONDS = 600
+"""An empty ``trellisd-*`` cgroup this old was left by a daemon that ended before it could
+remove it (killed, or its last processes still being reaped at its exit): removed."""
+
+
+def _remove_stale(parent: Path) -> None:
+    now = time.time()
+    for folder in parent.glob("trellisd-*"):
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime > STALE_SECONDS:
+                folder.rmdir()  # refused (EBUSY) while a process is in it
 
 
 def _remove_leftovers() -> None:
@@ -98,6 +112,7 @@ def process_bound(processes: int) -> Bound | None:
     parent = pids_parent()
     if parent is None:
         return None
+    _remove_stale(parent)
     folder = parent / f"trellisd-{secrets.token_hex(6)}"
     try:
         folder.mkdir()
