@@ -1,7 +1,8 @@
 """The ``trellisd`` command line, whole: an editor's connection to the store's shared daemon
 (``serve``, the default; ``--standalone`` for a daemon of its own), the shared daemon itself, its
-``status`` and ``stop``, the ``demo``, ``export`` and ``import`` of a session file for
-scripts and backups, and ``run``: one turn with nobody at an editor (``headless``).
+``status`` and ``stop``, ``doctor`` (what of the walls works here), the ``demo``, ``export``
+and ``import`` of a session file for scripts and backups, and ``run``: one turn with nobody
+at an editor (``headless``).
 
 Mistakes in the command line or the environment end the command before anything starts, with
 one line on stderr saying what to change and exit code 2. (``__main__`` serves the plain
@@ -104,6 +105,14 @@ default, the config file ($XDG_CONFIG_HOME/trellisd/config.toml, else
 config file with a mistake is named, with its line and key, and the exit status is 2.
 """
 
+DOCTOR_DESCRIPTION = """\
+Say what of the walls around the programs the model runs works on this machine, and why not:
+bubblewrap, user, pid and network namespaces, each mode's walls built for real, how a fork
+bomb is bounded, the Landlock ABI. The exit status is 0 when the default walls
+(workspace-write, no network) can be built, 1 when they cannot (commands would then not run
+unless policy.sandbox is "off").
+"""
+
 EXPORT_DESCRIPTION = """\
 Write a session's whole tree (every turn, run, step and event, its policy) to FILE as one
 self-checking trellisd-session file, atomically: FILE is the whole export or as it was.
@@ -169,7 +178,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
-            "%(prog)s [serve | acp | status | stop | config | demo | export | import | run]"
+            "%(prog)s [serve | acp | status | stop | config | doctor | demo | export | import"
+            " | run]"
             " [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [-h] [--version]"
@@ -185,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
     commands = p.add_subparsers(
         title="commands",
         dest="command",
-        metavar="{serve,acp,status,stop,config,demo,export,import,run}",
+        metavar="{serve,acp,status,stop,config,doctor,demo,export,import,run}",
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
@@ -195,6 +205,7 @@ def parser() -> argparse.ArgumentParser:
         ("status", "which shared daemon serves which store", STATUS_DESCRIPTION, SERVE_DB),
         ("stop", "ask the store's shared daemon to exit", STOP_DESCRIPTION, SERVE_DB),
         ("config", "the effective settings and where each came from", CONFIG_DESCRIPTION, SERVE_DB),
+        ("doctor", "what of the walls around programs works here", DOCTOR_DESCRIPTION, SERVE_DB),
         (
             "demo",
             "a tour of trellisd: a daemon driven over the protocol, offline",
@@ -357,6 +368,10 @@ def run(argv: list[str] | None) -> None:
         if args.command == "config":
             print(config_report(settings))
             sys.exit(0)
+        if args.command == "doctor":
+            from .sandbox.doctor import main as doctor
+
+            sys.exit(doctor())
         if args.command == "demo":
             from .demo import run_demo
 

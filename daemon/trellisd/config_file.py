@@ -13,8 +13,13 @@ user's own defaults, with the same camelCase keys as the wire::
     maxRetries = 3
     retryBudget = 60
     readTimeout = 120
-    approval = "ask"                  # the default approval: all | ask | never
+    approval = "ask"                  # the default approval: all | auto | ask | never
     passEnv = ["NPM_TOKEN"]           # secret-looking variables commands may see
+    sandbox = "workspace-write"       # the walls: workspace-write | read-only | off
+    network = false                   # false | true | ["pypi.org:443", ...]
+    writable = ["~/.cache/pip"]       # caches programs may write besides the root
+    hidden = ["~/work/secrets"]       # more that programs may not even read
+    unconfinedMcp = ["files"]         # your own MCP servers that run without walls
 
     [[layers]]                        # the default policy layers (replace the built-in one)
     name = "mine"
@@ -46,6 +51,7 @@ with where each value came from (``trellisd config`` prints it). A file with a m
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import stat
@@ -70,9 +76,19 @@ from .convert import Invalid, camel, structure
 from .daemon_settings import DaemonSettings, config_path
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
-from .policy.layers import Approval, LayerSpec, Policy, PolicySpec, _approval, _layers
+from .policy.layers import (
+    Approval,
+    LayerSpec,
+    Policy,
+    PolicySpec,
+    _approval,
+    _layers,
+    _network,
+    _sandbox,
+)
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
+from .sandbox.walls import SandboxMode, network_of, network_wire, secret_paths
 from .tools.environment import child_environment, secret_name
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -169,6 +185,13 @@ class ConfigFile:
     read_timeout: float | None = _limit("read_timeout")
     approval: Approval | None = _approval()
     layers: tuple[LayerSpec, ...] = _layers()
+    sandbox: SandboxMode | None = _sandbox()
+    network: Any = _network()
+    writable: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of paths"})
+    hidden: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of paths"})
+    unconfined_mcp: tuple[str, ...] = attrs.field(
+        default=(), metadata={"must": "be a list of MCP server names"}
+    )
     pass_env: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of names"})
     prices: dict[str, Any] = attrs.field(factory=dict)
     mcp: tuple[McpServerSpec, ...] = attrs.field(
@@ -344,6 +367,11 @@ class Settings:
             ("readTimeout", p.read_timeout),
             ("approval", self.policy.effective_approval),
             ("layers", ", ".join(layer.name for layer in self.policy.layers) or "(none)"),
+            ("sandbox", self.policy.effective_sandbox),
+            ("network", json.dumps(network_wire(self.policy.effective_network))),
+            ("writable", ", ".join(map(str, self.policy.writable)) or "(none)"),
+            ("hidden", ", ".join(map(str, self.policy.hidden)) or "(none)"),
+            ("unconfinedMcp", ", ".join(self.policy.unconfined_servers) or "(none)"),
             ("passEnv", ", ".join(self.pass_env) or "(none)"),
             ("prices", ", ".join(sorted(self.prices)) or "(built-in only)"),
             ("mcp", ", ".join(s.name for s in self.mcp_servers) or "(none)"),
@@ -396,6 +424,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
     if parsed.approval is not None:
         policy = dataclasses.replace(policy, approval=parsed.approval)
         sources["approval"] = where
+    policy = _walls(policy, parsed, env, path, where, sources)
     pass_env: tuple[str, ...] = parsed.pass_env
     if parsed.pass_env:
         sources["passEnv"] = where
@@ -421,6 +450,35 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         sources=sources,
         environment=child_environment(env, pass_env),
     )
+
+
+def _walls(
+    policy: Policy,
+    parsed: ConfigFile,
+    env: Mapping[str, str],
+    path: Path,
+    where: str,
+    sources: dict[str, str],
+) -> Policy:
+    """``policy`` with the config file's walls: its mode and network, the caches programs
+    may write, and what they may not read (the secrets under the home folder, the config
+    folder and the user's ``hidden``)."""
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    for key in ("sandbox", "network", "writable", "hidden", "unconfined_mcp"):
+        if getattr(parsed, key) not in (None, ()):
+            sources[camel(key)] = where
+    return dataclasses.replace(
+        policy,
+        sandbox=parsed.sandbox,
+        network=None if parsed.network is None else network_of(parsed.network),
+        writable=tuple(_expanded(home, p) for p in parsed.writable),
+        hidden=(*secret_paths(home, parsed.hidden), path.parent),
+        unconfined_servers=parsed.unconfined_mcp,
+    )
+
+
+def _expanded(home: Path, given: str) -> Path:
+    return home / given[2:] if given.startswith("~/") else Path(given)
 
 
 _ENV_OF = {

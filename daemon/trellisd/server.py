@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -42,6 +43,8 @@ from .edge import end_process
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
 from .hub import Hub
+from .policy import PolicySpec
+from .policy.layers import Policy
 from .records import Step, ToolCall, TurnRef, TurnResult
 from .services import Services
 from .services.queue import Queued
@@ -49,6 +52,9 @@ from .services.seams import Notifier
 from .services.settings import WindowSettings, use_window
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, CallStatus, Decision
+
+WALL_KEYS = ("sandbox", "network")
+"""The keys of ``initializationOptions`` that set the window's walls (``policy``)."""
 
 log = logging.getLogger(__name__)
 
@@ -370,11 +376,15 @@ class TrellisServer(LanguageServer):
     async def open_store(self) -> None:
         await self.daemon.open_store()
 
-    def configure(self, options: InitializationOptions) -> None:
+    def configure(self, options: InitializationOptions, walls: PolicySpec | None = None) -> None:
         """Lay ``initializationOptions`` over the window's settings, for the turns it starts
-        later."""
+        later; its ``sandbox`` and ``network`` over the window's default policy."""
         self.settings = self.settings.merged(options, "initializationOptions")
         self.defaults.provider = self.settings
+        if walls is not None:
+            base = self.defaults.base
+            policy = base.policy.stacked(Policy.of(walls))
+            self.defaults.base = dataclasses.replace(base, policy=policy)
 
     async def serve(self, reader: FrameReader) -> int:
         self._reading = asyncio.ensure_future(self._read(reader))
@@ -587,8 +597,14 @@ def register(server: TrellisServer) -> TrellisServer:
     async def initialize(ls: TrellisServer, params: types.InitializeParams) -> None:
         raw = params.initialization_options
         if isinstance(raw, dict) and raw:
+            walls = {key: raw[key] for key in WALL_KEYS if key in raw}
+            rest = {key: value for key, value in raw.items() if key not in WALL_KEYS}
+            where = "initializationOptions"
             try:
-                ls.configure(structure(raw, InitializationOptions, "initializationOptions"))
+                ls.configure(
+                    structure(rest, InitializationOptions, where),
+                    structure(walls, PolicySpec, where) if walls else None,
+                )
             except TrellisError as exc:
                 raise JsonRpcException(exc.message, code=exc.CODE, data=exc.data) from exc
         await ls.open_store()

@@ -1,9 +1,11 @@
 """The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
 a run's events, the kinds of a session's feed entries, a tool call's statuses, the user's
-decisions on an approval, and the error codes.
+decisions on an approval, what an approval asks, the walls' modes, the approval modes, and
+the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
-``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision`` and ``Error.code``); ``python -m
+``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision``, ``ApprovalKind``,
+``SandboxMode``, ``ApprovalMode`` and ``Error.code``); ``python -m
 trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
 the Lua copies against these.
 """
@@ -62,6 +64,7 @@ class EventKind(StrEnum):
     CHECK = "check"  # a bounded turn's check ran
     COMPACTION = "compaction"  # a step compacted the branch
     CACHE = "cache"  # a model call read part of its input from the provider's cache
+    SANDBOX = "sandbox"  # the walls a command ran in
 
 
 class Decision(StrEnum):
@@ -72,6 +75,31 @@ class Decision(StrEnum):
     ALLOW_ALWAYS_PROJECT = "allowAlwaysProject"
     DENY = "deny"
     TIMEOUT = "timeout"
+
+
+class ApprovalKind(StrEnum):
+    """What ``session/requestApproval`` asks: a tool call the policy says to ask about, or a
+    command that asks to run outside the walls (never covered by a grant)."""
+
+    TOOL = "tool"
+    ESCALATE = "escalate"
+
+
+class SandboxMode(StrEnum):
+    """The walls around the programs a session starts; ``policy.sandbox``."""
+
+    WORKSPACE_WRITE = "workspace-write"
+    READ_ONLY = "read-only"
+    OFF = "off"
+
+
+class ApprovalMode(StrEnum):
+    """When the user is asked; ``policy.approval``."""
+
+    ALL = "all"
+    AUTO = "auto"
+    ASK = "ask"
+    NEVER = "never"
 
 
 class CallStatus(StrEnum):
@@ -139,6 +167,9 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["EventKind"]["enum"] = [k.value for k in EventKind]
     defs["FeedKind"]["enum"] = [k.value for k in FeedKind]
     defs["CallStatus"]["enum"] = [s.value for s in CallStatus]
+    defs["ApprovalKind"]["enum"] = [k.value for k in ApprovalKind]
+    defs["SandboxMode"]["enum"] = [m.value for m in SandboxMode]
+    defs["ApprovalMode"]["enum"] = [a.value for a in ApprovalMode]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]
     answer["properties"]["decision"]["enum"] = [d.value for d in ANSWERS]
     defs["Error"]["properties"]["code"]["enum"] = [c.value for c in ErrorCode]

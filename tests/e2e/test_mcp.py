@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.e2e.conftest import DaemonFactory
-from tests.fixtures.driver import ALLOW_MCP, call, one_call, open_session, stdio
+from tests.fixtures.driver import UNWALLED_MCP, call, one_call, open_session, stdio
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import SAFETY_NET, alive, eventually
@@ -27,12 +27,12 @@ async def test_servers_stop_with_the_session_and_on_kill_9_of_the_daemon(
     spawn: DaemonFactory, model: ModelServer, workspace: Path
 ) -> None:
     daemon = await spawn()
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     await daemon.call("session/close", {"sessionId": session["sessionId"]})
     await eventually(lambda: int(first) not in ps_pids(), "the server stops with its session")
 
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     second, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     assert int(second) in ps_pids()
     os.kill(daemon.process.pid, signal.SIGKILL)
@@ -47,7 +47,7 @@ async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the
 ) -> None:
     daemon = await spawn()
     servers = [stdio("t", "--children")]
-    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=UNWALLED_MCP)
     said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
     first = [int(pid) for pid in said.split()]
     assert all(alive(pid) for pid in first)  # one in the server's group, one setsid
@@ -56,7 +56,7 @@ async def test_what_a_server_started_stops_with_the_session_and_on_kill_9_of_the
         lambda: not any(alive(pid) for pid in first), "what the server started stops with it"
     )
 
-    session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=servers, policy=UNWALLED_MCP)
     said, _ = await one_call(daemon, model, session, call("mcp__t__children"))
     second = [int(pid) for pid in said.split()]
     assert all(alive(pid) for pid in second)

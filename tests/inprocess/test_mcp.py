@@ -14,6 +14,7 @@ import pytest
 
 from tests.fixtures.driver import (
     ALLOW_MCP,
+    UNWALLED_MCP,
     Daemon,
     DaemonFactory,
     answer_approvals,
@@ -77,8 +78,10 @@ async def test_a_stdio_server_gets_only_the_allowed_variables_and_its_own(
     session = await open_session(daemon, workspace, mcpServers=[stdio(env={"GREETING": "hi"})])
     seen, _ = await one_call(daemon, model, session, call("mcp__t__environment"))
     names = set(seen.split("\n"))
-    # TRELLISD_RUN is the daemon's mark, which finds what the server started when it ends.
+    # TRELLISD_RUN is the daemon's mark, which finds what the server started when it ends;
+    # PWD is the folder the walls start the server in, as bwrap sets it.
     allowed = {
+        "PWD",
         "PATH",
         "HOME",
         "LANG",
@@ -161,7 +164,7 @@ async def test_a_denied_mcp_tool_is_refused_by_the_policy(
 async def test_a_crashing_server_fails_the_call_with_the_reason_and_restarts(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=ALLOW_MCP)
+    session = await open_session(daemon, workspace, mcpServers=[stdio()], policy=UNWALLED_MCP)
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     said, _ = await one_call(daemon, model, session, call("mcp__t__crash"))
 
@@ -175,7 +178,9 @@ async def test_a_crashing_server_fails_the_call_with_the_reason_and_restarts(
 async def test_a_hanging_server_fails_the_call_after_its_timeout_and_restarts(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    session = await open_session(daemon, workspace, mcpServers=[stdio(timeout=5)], policy=ALLOW_MCP)
+    session = await open_session(
+        daemon, workspace, mcpServers=[stdio(timeout=5)], policy=UNWALLED_MCP
+    )
     first, _ = await one_call(daemon, model, session, call("mcp__t__pid"))
     said, _ = await one_call(daemon, model, session, call("mcp__t__hang"))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from tests.fixtures.driver import (
     turn,
 )
 from tests.fixtures.model_server import ModelServer
-from tests.fixtures.waits import SAFETY_NET, alive, eventually
+from tests.fixtures.waits import SAFETY_NET, eventually, running_with
 
 OPEN = {
     "layers": [
@@ -229,22 +230,20 @@ async def test_cancel_kills_a_running_command(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
     session = await open_session(daemon, workspace, policy=OPEN)
-    marker = workspace / "pid.txt"
-    script = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    marker = workspace / "started.txt"
+    token = f"slow-{os.getpid()}-{id(marker)}"  # found on the host: inside, pids are the walls'
+    script = f"import time; open({str(marker)!r}, 'w').write({token!r}); time.sleep(60)"
     model.reply(
         "Running. ",
         tool_calls=[{"name": "run_command", "arguments": {"argv": [sys.executable, "-c", script]}}],
     )
     running = asyncio.ensure_future(turn(daemon, session, "run a slow thing"))
-    pid = int(
-        await eventually(
-            lambda: marker.exists() and marker.read_text(), "the command writes its pid"
-        )
-    )
+    await eventually(lambda: marker.exists() and marker.read_text(), "the command starts")
+    assert running_with(token)
     await daemon.call("session/cancel", {"sessionId": session["sessionId"]})
     result = await running
     assert result["outcome"] == "cancelled" and result["reply"] == "Running. "
-    await eventually(lambda: not alive(pid), "the command is killed")
+    await eventually(lambda: not running_with(token), "the command is killed")
 
 
 async def test_cancel_withdraws_a_pending_approval(

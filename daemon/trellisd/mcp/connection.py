@@ -3,9 +3,10 @@ that imports it.
 
 The SDK's client must be entered and left in one task, so each connection has a task of its
 own that holds it open until ``stop``. A stdio server runs under ``launcher.py`` (its own
-process group, killed with the daemon even on ``kill -9``, its messages capped), with the
-allowed variables of the window's environment (``tools.environment``) plus its entry's
-``env``; what it
+process group, killed with the daemon even on ``kill -9``, its messages capped), inside the
+session's walls (``sandbox``) unless it is the user's own and named in ``unconfinedMcp``,
+with the allowed variables of the window's environment (``tools.environment``) plus its
+entry's ``env``; what it
 writes on stderr goes to the daemon's log, and its last lines are kept to say why it failed.
 
 Whatever goes wrong (the server cannot start, crashes, hangs past its timeout, answers
@@ -32,7 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from ..tools.environment import server_environment
+from ..sandbox.bwrap import Launch, confine
+from ..sandbox.walls import Walls
+from ..tools.environment import KEEP_VARIABLE, server_environment
 from .answers import Answer, McpFailure, RemoteTool
 from .spec import McpServerSpec
 
@@ -49,8 +52,11 @@ class McpConnection:
     """The live connection to one server. ``open`` starts it (and lists its tools);
     ``call`` calls a tool; ``stop`` ends it, its process group with it."""
 
-    def __init__(self, spec: McpServerSpec, root: Path, start_timeout: float) -> None:
+    def __init__(
+        self, spec: McpServerSpec, root: Path, start_timeout: float, walls: Walls | None = None
+    ) -> None:
         self.spec, self.root, self.start_timeout = spec, root, start_timeout
+        self.walls = walls
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -191,23 +197,35 @@ class McpConnection:
             )
         assert spec.command is not None
         cwd = self.root / spec.cwd if spec.cwd is not None else self.root
+        command, env = [spec.command, *spec.args], server_environment(spec.env)
+        if self.walls is not None and self.walls.confined:
+            launch = await stack.enter_async_context(confine(self.walls, command, cwd, env))
+            stack.callback(self._sweep, launch)
+            command = launch.argv
+            env = {
+                **launch.env,
+                KEEP_VARIABLE: ",".join(n for n in launch.env if n != KEEP_VARIABLE),
+            }
         params = StdioServerParameters(
             command=sys.executable,
-            args=[
-                "-I",
-                str(LAUNCHER),
-                str(os.getpid()),
-                str(MAX_MESSAGE_BYTES),
-                "--",
-                spec.command,
-                *spec.args,
-            ],
-            env=server_environment(spec.env),
+            args=["-I", str(LAUNCHER), str(os.getpid()), str(MAX_MESSAGE_BYTES), "--", *command],
+            env=env,
             cwd=str(cwd),
             encoding_error_handler="replace",
         )
         errlog = self._watch_stderr(stack)
         return stdio_client(params, errlog=errlog)
+
+    def _sweep(self, launch: Launch) -> None:
+        """The server has stopped: remove what it left on a protected path."""
+        swept = launch.sweep()
+        if swept:
+            log.warning(
+                "MCP server %s created protected paths (%s); they were moved to %s",
+                self.spec.name,
+                ", ".join(swept),
+                launch.moved_to or "nowhere (removed)",
+            )
 
     def _watch_stderr(self, stack: contextlib.AsyncExitStack) -> Any:
         """A pipe for the server's stderr, read into the log and the last lines kept."""

@@ -32,6 +32,7 @@ from ..daemon_settings import DEFAULT_MCP_TIMEOUT
 from ..errors import InvalidParams
 from ..oneline import summary_line
 from ..policy.load import PROJECT_FILE, read_project_file
+from ..sandbox.walls import Walls
 from ..tools.base import ToolFailure
 from ..vocabulary import Decision
 from .answers import Answer, McpFailure
@@ -70,6 +71,8 @@ class Server:
     tools: list[McpTool] = field(default_factory=list)
     skipped: int = 0
     connection: McpConnection | None = None
+    sandbox: dict[str, Any] | None = None
+    """The walls it was last started in (``Walls.record``); None: none."""
 
     @property
     def name(self) -> str:
@@ -92,6 +95,8 @@ class Server:
             out["skipped"] = self.skipped
         if self.error is not None:
             out["error"] = self.error
+        if self.sandbox is not None:
+            out["sandbox"] = self.sandbox
         return out
 
 
@@ -106,9 +111,11 @@ class SessionServers:
         approvals: Approvals,
         timeout: float,
         search_path: str = os.defpath,
+        walls: Walls | None = None,
     ) -> None:
         self.root, self.approvals, self.timeout = root, approvals, timeout
         self.search_path = search_path
+        self.walls = walls
         self.servers = {c.spec.name: Server(c) for c in configured}
         self._lock = asyncio.Lock()
 
@@ -127,7 +134,9 @@ class SessionServers:
             return
         from .connection import McpConnection  # the SDK, imported when a server first starts
 
-        connection = McpConnection(spec, self.root, START_TIMEOUT_SECONDS)
+        walls = self._walls_of(server)
+        server.sandbox = None if walls is None else walls.record()
+        connection = McpConnection(spec, self.root, START_TIMEOUT_SECONDS, walls)
         try:
             listed = await connection.open()
         except McpFailure as exc:
@@ -140,6 +149,16 @@ class SessionServers:
         server.tools, server.skipped = offered.tools, offered.skipped
         if note is not None:
             await note(server.detail())
+
+    def _walls_of(self, server: Server) -> Walls | None:
+        """The walls a stdio server runs in: a project's always; the user's own (the config
+        file's, ``session/open``'s) unless the config file names it in ``unconfinedMcp``."""
+        walls = self.walls
+        if walls is None or not walls.confined or server.configured.spec.command is None:
+            return None
+        if server.configured.source != "project" and server.name in walls.unconfined_servers:
+            return None
+        return walls
 
     async def _approved(self, server: Server, ask: Ask | None, note: Note | None) -> bool:
         spec, root = server.configured.spec, str(self.root)
@@ -223,7 +242,8 @@ class McpServers:
         if servers:
             self._given[session_id] = tuple(servers)
 
-    async def of(self, session_id: str, root: str) -> SessionServers:
+    async def of(self, session_id: str, root: str, walls: Walls | None = None) -> SessionServers:
+        """The session's servers; ``walls``: those its stdio servers start in."""
         servers = self._by_session.get(session_id)
         if servers is None:
             project = await asyncio.to_thread(project_servers, Path(root))
@@ -240,6 +260,7 @@ class McpServers:
                 self.approvals,
                 self.timeout,
                 self.search_path,
+                walls,
             )
             self._by_session[session_id] = servers
         return servers

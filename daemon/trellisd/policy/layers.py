@@ -7,13 +7,18 @@
    file's), it is refused;
 3. if the project file's layers have allow rules of the action's kind, one of them must
    match too, or it is refused: a project file's allows only narrow the others;
-4. a write to a protected path (``PROTECTED_PATHS``: ``.trellisd.toml``, ``.git``, the
+4. a command that asks to run outside the walls (``Action.escalate``) always asks, whatever
+   the approval and the grants: a way out is a person's decision, each time;
+5. a write to a protected path (``PROTECTED_PATHS``: ``.trellisd.toml``, ``.git``, the
    editors' settings, ...) is refused unless a matching allow rule names it explicitly,
    and then always asks, whatever the approval and the grants (``never`` still refuses);
-5. approval ``never`` refuses writes and commands (the session is read-only);
-6. approval ``ask`` asks the user before a write or a command, unless the session holds a
+6. approval ``never`` refuses writes and commands (the session is read-only);
+7. approval ``auto`` allows what the walls hold (``sandbox``): a command while the walls are
+   up, a write while they let the root be written (``workspace-write``); an MCP tool's call,
+   and anything when the walls are ``off``, is treated as under ``ask``;
+8. approval ``ask`` asks the user before a write or a command, unless the session holds a
    grant for exactly that action; reads never ask;
-7. otherwise it is allowed.
+9. otherwise it is allowed.
 
 A grant is what the user's "allow always" answer leaves behind: the action's kind and its
 exact target (the root-relative path of a write, the exact command line of a command). It
@@ -25,8 +30,10 @@ the ``session/policy`` read-back::
 
     {"layers": [{"name": "...", "allowRead": [...], "allowWrite": [...], "allowExec": [...],
                  "denyRead": [...], "denyWrite": [...], "denyExec": [...]}],
-     "approval": "all" | "ask" | "never",
+     "approval": "all" | "auto" | "ask" | "never",
      "grants": [{"kind": "write" | "exec", "target": "..."}],
+     "sandbox": "workspace-write" | "read-only" | "off",
+     "network": false | true | ["host:port", ...],
      "task": {"enabled": true | false, "maxConcurrent": 1..16}}
 
 Every key but a layer's ``name`` may be left out. ``PolicySpec`` (``session/open``'s
@@ -44,19 +51,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import attrs
 
 from ..convert import Invalid, camel, nonempty, structure
+from ..sandbox.walls import (
+    DEFAULT_MODE,
+    EDITOR_FILES,
+    Network,
+    SandboxMode,
+    Walls,
+    network_of,
+    network_problem,
+    network_wire,
+)
 from ..tools.base import Action, ActionKind
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
 
-Approval = Literal["all", "ask", "never"]
+Approval = Literal["all", "auto", "ask", "never"]
 Ruling = Literal["allow", "ask", "refuse"]
 
-STRICTNESS: dict[Approval, int] = {"all": 0, "ask": 1, "never": 2}
+STRICTNESS: dict[Approval, int] = {"all": 0, "auto": 1, "ask": 2, "never": 3}
 APPROVAL_LAYER = "approval"
 GRANT_LAYER = "grant"
 GrantScope = Literal["policy", "session", "project"]
@@ -69,19 +87,7 @@ MAX_GLOBS = 1000
 """The most globs one source (a project file, ``session/open``'s policy) may hold: each
 action is matched against every one of them."""
 
-PROTECTED_PATHS: tuple[str, ...] = (
-    ".trellisd.toml",
-    "**/.git",
-    ".gitmodules",
-    "**/.envrc",
-    ".vscode",
-    ".idea",
-    ".zed",
-    ".helix",
-    ".nvim.lua",
-    ".nvimrc",
-    ".exrc",
-)
+PROTECTED_PATHS: tuple[str, ...] = (".trellisd.toml", "**/.git", "**/.envrc", *EDITOR_FILES)
 """Paths whose content makes the daemon, git, an editor or a shell run commands or loosen
 the policy (a ``.trellisd.toml`` allowing every command, a ``core.fsmonitor`` in
 ``.git/config``, a git hook, an editor task, an ``.envrc``). A folder's pattern covers what
@@ -177,6 +183,19 @@ class Policy:
     project_grants: frozenset[Action] = field(default_factory=frozenset)
     """``allowAlwaysProject`` answers, kept for every session over the same root: scope
     ``project``."""
+    sandbox: SandboxMode | None = None
+    """The walls' mode (``sandbox``); None: not set here (``workspace-write``)."""
+    network: Network | None = None
+    """What the walls let reach the network; None: not set here (``False``)."""
+    writable: tuple[Path, ...] = ()
+    """The caches programs may write besides the root (the config file's ``writable``)."""
+    hidden: tuple[Path, ...] = ()
+    """What programs may not even read (the secrets, the config file's ``hidden``)."""
+    unconfined_servers: tuple[str, ...] = ()
+    """The user's own MCP servers that run without walls (the config file's
+    ``unconfinedMcp``)."""
+    seen: Walls | None = field(default=None, compare=False)
+    """The walls as a session at its root has them, shown by the read-back (``walls``)."""
     task: TaskPolicy | None = None
     """The ``task`` tool's switch and limit; None: not set here (off, when nothing sets it)."""
 
@@ -194,6 +213,30 @@ class Policy:
     @property
     def effective_approval(self) -> Approval:
         return self.approval or "ask"
+
+    @property
+    def effective_sandbox(self) -> SandboxMode:
+        return self.sandbox or DEFAULT_MODE
+
+    @property
+    def effective_network(self) -> Network:
+        return False if self.network is None else self.network
+
+    def walls(
+        self, root: Path, private: tuple[Path, ...] = (), quarantine: Path | None = None
+    ) -> Walls:
+        """The walls of the programs a session at ``root`` starts; ``private``: the
+        daemon's own folders (its store), hidden too; ``quarantine``: where a protected
+        path a program created is moved."""
+        return Walls(
+            self.effective_sandbox,
+            self.effective_network,
+            root,
+            self.writable,
+            self.hidden + private,
+            unconfined_servers=frozenset(self.unconfined_servers),
+            quarantine=quarantine,
+        )
 
     def check(self, action: Action) -> Verdict:
         what = _describe(action)
@@ -231,6 +274,13 @@ class Policy:
         layer_name, rule = allowing[0]
         if action.kind == "read":
             return Verdict("allow", layer_name, rule, f"{what} is allowed.")
+        if action.escalate:
+            return Verdict(
+                "ask",
+                layer_name,
+                rule,
+                f"{what} outside the walls needs a person's approval, every time.",
+            )
         approval = self.effective_approval
         protected = _protected(action)
         if protected is not None:
@@ -267,13 +317,24 @@ class Policy:
                 "never",
                 f"{what} is refused: this session is read-only (approval 'never').",
             )
-        if approval == "ask":
+        if approval == "auto" and self._walled(action):
+            return Verdict("allow", layer_name, rule, f"{what} is allowed inside the walls.")
+        if approval in ("ask", "auto"):
             if self.granted(action):
                 return Verdict(
                     "allow", GRANT_LAYER, action.target, f"{what} is allowed for this session."
                 )
             return Verdict("ask", layer_name, rule, f"{what} needs the user's approval.")
         return Verdict("allow", layer_name, rule, f"{what} is allowed.")
+
+    def _walled(self, action: Action) -> bool:
+        """Whether the walls hold what ``action`` does, so that approval ``auto`` need not
+        ask: a command (not an MCP tool's call, whose server may be the user's own,
+        unconfined, or remote) while the walls are up; a write while they let the root be
+        written."""
+        if action.kind == "exec":
+            return self.effective_sandbox != "off" and not action.target.startswith("mcp:")
+        return self.effective_sandbox == "workspace-write"
 
     def may_read(self, target: str) -> bool:
         """Whether reading the root-relative path ``target`` is allowed; for
@@ -296,13 +357,21 @@ class Policy:
             self.grants | above.grants,
             self.session_grants | above.session_grants,
             self.project_grants | above.project_grants,
-            above.task or self.task,
+            above.sandbox or self.sandbox,
+            self.network if above.network is None else above.network,
+            self.writable + above.writable,
+            self.hidden + above.hidden,
+            self.unconfined_servers + above.unconfined_servers,
+            task=above.task or self.task,
         )
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
             "layers": [layer.to_wire() for layer in self.layers],
             "approval": self.effective_approval,
+            "sandbox": self.effective_sandbox,
+            "network": network_wire(self.effective_network),
+            **({} if self.seen is None else {"walls": self.seen.to_wire()}),
             "grants": [
                 {"kind": g.kind, "target": g.target, "scope": scope}
                 for g, scope in sorted(
@@ -331,6 +400,8 @@ class Policy:
             tuple(layer.layer(narrows=narrows) for layer in spec.layers),
             spec.approval,
             frozenset(Action(g.kind, g.target) for g in grants),
+            sandbox=spec.sandbox,
+            network=None if spec.network is None else network_of(spec.network),
             task=None if spec.task is None else spec.task.policy(narrows=narrows),
         )
 
@@ -425,7 +496,23 @@ def _layers() -> Any:
 
 
 def _approval() -> Any:
-    return attrs.field(default=None, metadata={"must": "be one of 'all', 'ask' or 'never'"})
+    return attrs.field(default=None, metadata={"must": "be one of 'all', 'auto', 'ask' or 'never'"})
+
+
+def _sandbox() -> Any:
+    return attrs.field(
+        default=None, metadata={"must": "be one of 'workspace-write', 'read-only' or 'off'"}
+    )
+
+
+def _valid_network(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    problem = None if value is None else network_problem(value)
+    if problem is not None:
+        raise Invalid.of(attribute, problem)
+
+
+def _network() -> Any:
+    return attrs.field(default=None, validator=_valid_network)
 
 
 def _most_concurrent(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
@@ -469,6 +556,8 @@ class PolicySpec:
     grants: tuple[GrantSpec, ...] = attrs.field(
         default=(), metadata={"must": "be a list of {kind, target} objects"}
     )
+    sandbox: SandboxMode | None = _sandbox()
+    network: Any = _network()
     task: TaskSpec | None = _task()
 
 
@@ -479,6 +568,8 @@ class ProjectPolicy:
 
     layers: tuple[LayerSpec, ...] = _layers()
     approval: Approval | None = _approval()
+    sandbox: SandboxMode | None = _sandbox()
+    network: Any = _network()
     task: TaskSpec | None = _task()
 
 

@@ -11,8 +11,10 @@
    someone else's repository, so it may add deny rules and tighten approval but never
    loosen anything: its layers ``narrow`` (an action its allow rules of that kind do not
    match is refused, and what they match still needs an allow from another source), and
-   a looser approval is ignored, with a warning in the log. Other top-level keys are left
-   for other settings.
+   a looser approval is ignored, with a warning in the log. The same holds for the walls:
+   its ``sandbox`` counts only if stricter (``off`` < ``workspace-write`` < ``read-only``),
+   its ``network`` only narrows (``false``, or the part of the allowed list it names).
+   Other top-level keys are left for other settings.
 3. The ``policy`` given in ``session/open``: the caller's, on top of everything. Its
    approval, if it sets one, is the session's (the user, through the editor, may loosen).
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from ..convert import structure
 from ..errors import InvalidParams
+from ..sandbox.walls import narrower_network, stricter_mode
 from .layers import STRICTNESS, Layer, Policy, PolicySpec, ProjectPolicy
 
 log = logging.getLogger(__name__)
@@ -70,12 +73,38 @@ def load_policy(
                 default.effective_approval,
             )
             project = replace(project, approval=None)
+        project = _only_stricter(root, project, default)
         policy = policy.stacked(replace(project, task=None))
     if requested is not None:
         policy = policy.stacked(Policy.of(requested))
     if project is not None and project.task is not None:
         policy = replace(policy, task=policy.effective_task.narrowed(project.task))
     return policy
+
+
+def _only_stricter(root: Path, project: Policy, default: Policy) -> Policy:
+    """``project`` with its walls no looser than ``default``'s: a stricter ``sandbox`` and
+    a narrower ``network`` are kept, a looser one is ignored with a warning in the log."""
+    sandbox = stricter_mode(default.effective_sandbox, project.sandbox)
+    network = narrower_network(default.effective_network, project.network)
+    for key, asked, base, kept in (
+        ("sandbox", project.sandbox, default.effective_sandbox, sandbox),
+        ("network", project.network, default.effective_network, network),
+    ):
+        if asked is not None and kept != asked:
+            log.warning(
+                "%s asks for %s %r; a project file may only tighten %r, so it is %r",
+                root / PROJECT_FILE,
+                key,
+                asked,
+                base,
+                kept,
+            )
+    return replace(
+        project,
+        sandbox=None if project.sandbox is None else sandbox,
+        network=None if project.network is None else network,
+    )
 
 
 def read_project_policy(root: Path) -> Policy | None:

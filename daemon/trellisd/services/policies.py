@@ -5,28 +5,38 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InvalidParams, NotFound
 from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
 from ..records import Session
+from ..sandbox.walls import Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
+
+QUARANTINE = "quarantine"
+"""The folder of the store's folder where protected paths a program created are moved."""
 
 
 def load(root: Path, requested: PolicySpec | None, default: Policy = DEFAULT_POLICY) -> Policy:
     """The default layers (the config file's, else the built-in one) apply unless the
     session names its own layers."""
     if requested is not None and requested.layers:
-        return load_policy(root, requested, default=Policy(approval=default.approval))
+        return load_policy(root, requested, default=replace(default, layers=()))
     return load_policy(root, requested, default=default)
 
 
 class Policies:
     def __init__(
-        self, store: AsyncStore, default: Callable[[], Policy] = lambda: DEFAULT_POLICY
+        self,
+        store: AsyncStore,
+        default: Callable[[], Policy] = lambda: DEFAULT_POLICY,
+        private: tuple[Path, ...] = (),
     ) -> None:
         self.store, self.default = store, default
+        self.private = private
+        """The daemon's own folders (its store, its config): hidden from every program."""
         self._by_session: dict[str, Policy] = {}
         self._roots: dict[str, str] = {}
         self._own: dict[str, frozenset[Action]] = {}
@@ -63,6 +73,12 @@ class Policies:
         return self._by_session[session_id].with_kept(
             self._own.get(session_id, frozenset()), self._project.get(root, frozenset())
         )
+
+    async def walls(self, session: Session) -> Walls:
+        """The walls of the programs the session starts."""
+        policy = await self.of(session)
+        quarantine = self.private[0] / QUARANTINE if self.private else None
+        return policy.walls(Path(session.root), self.private, quarantine)
 
     def check(self, session_id: str, action: Action) -> Verdict:
         return self._composed(session_id).check(action)

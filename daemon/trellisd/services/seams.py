@@ -11,10 +11,11 @@ from typing import Any, Protocol
 from ..agent.steering import Steer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..records import Step, ToolCall, TurnRef, TurnResult
+from ..sandbox.walls import Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 from ..tools.verify import run_check
-from ..vocabulary import CallStatus, Decision, EventKind
+from ..vocabulary import ApprovalKind, CallStatus, Decision, EventKind
 from .policies import Policies
 from .queue import Queued
 
@@ -75,9 +76,11 @@ class Gate:
         notifier: Notifier,
         ref: TurnRef,
         preview: Callable[[ToolCall], Awaitable[str | None]] | None = None,
+        walls: Walls | None = None,
     ) -> None:
         self.store, self.policies, self.notifier, self.ref = store, policies, notifier, ref
         self.preview = preview
+        self.walls = walls
 
     async def _refusal(
         self,
@@ -104,39 +107,60 @@ class Gate:
             await self._refusal(call, action, step, verdict.layer, verdict.rule, verdict.reason)
             return f"refused by the session's policy: {verdict.reason}"
         if verdict.ruling == "ask":
-            summary = summary_line(f"{call.name} wants to {action.kind} {action.target}")
-            request = {"tool": call.name, "arguments": call.arguments, "summary": summary}
-            diff = (
-                None if self.preview is None or action.kind != "write" else await self.preview(call)
+            refused = await self._ask(call, action, step)
+            if refused is not None:
+                return refused
+        if action.kind == "exec" and call.name == "run_command" and self.walls is not None:
+            walls = self.walls.unconfined() if action.escalate else self.walls
+            detail = {"tool": call.name, "command": action.target, "sandbox": walls.record()}
+            await self.store.runs.add_event(self.ref.run_id, EventKind.SANDBOX, step, detail)
+        return None
+
+    async def _ask(self, call: ToolCall, action: Action, step: int) -> str | None:
+        """Ask the editor; the refusal to give the model, or None when allowed. An
+        escalation (a command outside the walls) is asked as ``kind: "escalate"`` with the
+        model's reason, and an "allow always" answer to it allows this once: no grant."""
+        request: dict[str, Any] = {"tool": call.name, "arguments": call.arguments}
+        if action.escalate:
+            reason = str(call.arguments.get("reason") or "")
+            request["kind"] = ApprovalKind.ESCALATE.value
+            request["command"] = action.target
+            request["reason"] = reason
+            request["summary"] = summary_line(
+                f"{call.name} asks to run {action.target} OUTSIDE the walls: {reason}"
             )
-            if diff is not None:
-                request["diff"] = diff
-            if action.target.startswith("mcp:"):  # an MCP tool's call: say which
-                server, _, tool = action.target.removeprefix("mcp:").partition("/")
-                request["mcp"] = {"server": server, "tool": tool}
-            decision = await self.notifier.ask_approval(self.ref, request)
-            await self.store.runs.add_event(
-                self.ref.run_id,
-                EventKind.APPROVAL,
-                step,
-                {
-                    "tool": call.name,
-                    "action": {"kind": action.kind, "target": action.target},
-                    "decision": decision.value,
-                },
+        else:
+            request["kind"] = ApprovalKind.TOOL.value
+            request["summary"] = summary_line(f"{call.name} wants to {action.kind} {action.target}")
+        diff = None if self.preview is None or action.kind != "write" else await self.preview(call)
+        if diff is not None:
+            request["diff"] = diff
+        if action.target.startswith("mcp:"):  # an MCP tool's call: say which
+            server, _, tool = action.target.removeprefix("mcp:").partition("/")
+            request["mcp"] = {"server": server, "tool": tool}
+        decision = await self.notifier.ask_approval(self.ref, request)
+        detail: dict[str, Any] = {
+            "tool": call.name,
+            "action": {"kind": action.kind, "target": action.target},
+            "decision": decision.value,
+        }
+        if action.escalate:
+            detail["kind"] = ApprovalKind.ESCALATE.value
+            detail["reason"] = request["reason"]
+        await self.store.runs.add_event(self.ref.run_id, EventKind.APPROVAL, step, detail)
+        allowed = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT)
+        if decision in allowed[1:] and not action.escalate:
+            await self.policies.grant(
+                self.ref.session_id, action, decision == Decision.ALLOW_ALWAYS_PROJECT
             )
-            if decision in (Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT):
-                await self.policies.grant(
-                    session_id, action, decision == Decision.ALLOW_ALWAYS_PROJECT
-                )
-            elif decision != Decision.ALLOW:
-                await self._refusal(
-                    call, action, step, "approval", decision.value, "the user did not approve it"
-                )
-                return (
-                    f"refused: the user did not approve this {action.kind} ({decision.value});"
-                    " do not try it again this way"
-                )
+        elif decision not in allowed:
+            await self._refusal(
+                call, action, step, "approval", decision.value, "the user did not approve it"
+            )
+            return (
+                f"refused: the user did not approve this {action.kind} ({decision.value});"
+                " do not try it again this way"
+            )
         return None
 
 
@@ -151,28 +175,30 @@ class Check:
         argv: list[str],
         expect_exit: int,
         settle: Callable[[], Awaitable[None]] | None = None,
+        walls: Walls | None = None,
     ) -> None:
         self.store, self.ref, self.root = store, ref, root
         self.argv, self.expect_exit = argv, expect_exit
         self.settle = settle  # what the last command changed is recorded before the check runs
+        self.walls = walls
 
     async def run(self, step: int) -> str | None:
         if self.settle is not None:
             await self.settle()
-        result = await run_check(self.argv, self.expect_exit, self.root, CHECK_TIMEOUT_SECONDS)
-        output = result.output[-CHECK_OUTPUT_CHARS:]
-        await self.store.runs.add_event(
-            self.ref.run_id,
-            EventKind.CHECK,
-            step,
-            {
-                "argv": self.argv,
-                "expectExit": self.expect_exit,
-                "exitCode": result.exit_code,
-                "passed": result.passed,
-                "output": output,
-            },
+        result = await run_check(
+            self.argv, self.expect_exit, self.root, CHECK_TIMEOUT_SECONDS, self.walls
         )
+        output = result.output[-CHECK_OUTPUT_CHARS:]
+        detail = {
+            "argv": self.argv,
+            "expectExit": self.expect_exit,
+            "exitCode": result.exit_code,
+            "passed": result.passed,
+            "output": output,
+        }
+        if self.walls is not None:
+            detail["sandbox"] = self.walls.record()
+        await self.store.runs.add_event(self.ref.run_id, EventKind.CHECK, step, detail)
         if result.passed:
             return None
         return (

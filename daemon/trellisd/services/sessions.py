@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import Conflict, InvalidParams, NotFound
@@ -103,7 +103,10 @@ class SessionService:
         return session
 
     async def policy(self, session_id: str) -> Policy:
-        return await self.policies.of(await self.store.sessions.get(session_id))
+        """The session's policy, with the walls its programs run in, for the read-back."""
+        session = await self.store.sessions.get(session_id)
+        policy = await self.policies.of(session)
+        return replace(policy, seen=await self.policies.walls(session))
 
     async def revoke(self, session_id: str, action: Action, scope: str | None) -> Policy:
         """Take back a remembered approval; the session's policy after it."""

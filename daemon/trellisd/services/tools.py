@@ -34,7 +34,7 @@ class ToolService:
         approved waits for a turn to ask)."""
         session = await self.store.sessions.get(session_id)
         policy = await self.policies.of(session)
-        servers = await self.mcp.of(session_id, session.root)
+        servers = await self.mcp.of(session_id, session.root, await self.policies.walls(session))
         found = await servers.tools()
         context = ToolContext(Path(session.root))
         tools = [_builtin(t.name, t.description, policy) for t in default_tools()]

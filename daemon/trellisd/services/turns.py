@@ -498,7 +498,8 @@ class TurnService:
         project's server not yet approved is asked about first."""
         if self.mcp is None:
             return []
-        servers = await self.mcp.of(session.session_id, session.root)
+        walls = await self.policies.walls(session)
+        servers = await self.mcp.of(session.session_id, session.root, walls)
         if not servers.servers:
             return []
 
@@ -551,17 +552,19 @@ class TurnService:
         if ledger is not None:
             provider = Budgeted(provider, ledger)
         policy = await self.policies.of(session)
+        walls = await self.policies.walls(session)
         root, ref = Path(session.root), running.ref
         context = ToolContext(
             root,
             may_read=policy.may_read,
             editor=self.editor_files(ref),
             killed=running.had_to_kill,
+            walls=walls,
         )
         watch = None if self.changes is None else self.changes.watch(ref, context)
         settle = None if watch is None else watch.settle
         verify = start.verify
-        check = None if verify is None else Check(self.store, ref, root, *verify, settle)
+        check = None if verify is None else Check(self.store, ref, root, *verify, settle, walls)
         recorder = Recorder(self.store, ref.run_id)
         path = list(start.path)
         keeper = await keeper_for(
@@ -589,6 +592,7 @@ class TurnService:
                 self.notifier,
                 ref,
                 lambda call: approval_diff(call, context),
+                walls,
             ),
             watch=watch,
             check=check,

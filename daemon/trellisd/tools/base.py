@@ -23,7 +23,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from ..sandbox.walls import Walls
 
 ActionKind = Literal["read", "write", "exec"]
 
@@ -39,6 +42,9 @@ class Action:
 
     kind: ActionKind
     target: str
+    escalate: bool = False
+    """A command asked to run outside the walls: a person is always asked, and no grant
+    covers it."""
 
 
 class EditorFiles(Protocol):
@@ -65,6 +71,7 @@ class ToolContext:
     the editor to show live; None when no one watches.
     ``killed`` is told (the tool's name and the program's argv) when a cancel had to kill a
     running program: it did not end when asked, and what it left needs a person's decision.
+    ``walls``: what confines the programs a tool starts.
     """
 
     root: Path
@@ -72,6 +79,8 @@ class ToolContext:
     editor: EditorFiles | None = None
     output: Callable[[bytes], None] | None = None
     killed: Callable[[str, tuple[str, ...]], None] | None = None
+    walls: Walls | None = None
+    """The walls the programs a tool starts run in (``sandbox``); None: none."""
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.

@@ -16,8 +16,12 @@ stop (SIGTERM to its group) and gives it ``CANCEL_GRACE_SECONDS`` to end; a prog
 running then is killed mid-run, and the context's ``killed`` is told (``ToolContext``): what
 it left behind needs a person to look at it. A background ``sleep 301 &``
 does not outlive the call. Only a process that both leaves the session and clears its
-environment escapes. The program itself is not confined to the root: it can do whatever
-the user running the daemon can, which is why the policy asks before a command runs.
+environment escapes, and inside the walls not even that: they die with bwrap.
+
+The program runs inside the session's walls (``sandbox``): it may write the root (less its
+protected paths), a ``/tmp`` of its own and the named caches, cannot read the secrets, and
+reaches the network only as the policy says. If the walls cannot be built it does not run.
+A command the model asked to escalate runs without them, once a person has approved it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from ..convert import Invalid
+from ..sandbox.bwrap import Launch, WallsUnavailable, confine
+from ..sandbox.walls import Walls
 from . import arguments as args
 from .base import Action, ToolContext, ToolFailure
 from .environment import child_environment
@@ -61,6 +68,10 @@ class Execution:
     timed_out: bool
     dropped: int
     """How many bytes of output were dropped from the middle."""
+    swept: tuple[str, ...] = ()
+    """The protected paths the program created, taken away after it ended (``sandbox``)."""
+    moved_to: Path | None = None
+    """Where they were moved; None: removed."""
 
 
 class _Capture:
@@ -118,20 +129,40 @@ async def execute(
     timeout: float,
     listener: Callable[[bytes], None] | None = None,
     killed: Callable[[], None] | None = None,
+    walls: Walls | None = None,
 ) -> Execution:
-    """Run ``argv`` in ``cwd``, kill its process group after ``timeout`` seconds; when
-    cancelled, ask it to stop (SIGTERM) and kill it after ``CANCEL_GRACE_SECONDS``, telling
-    ``killed`` if it had to. ``listener`` is given the output as it comes. Raises
-    ``ToolFailure`` when the program cannot be started."""
+    """Run ``argv`` in ``cwd`` inside ``walls`` (None: unconfined), kill everything it
+    started after ``timeout`` seconds; when cancelled, ask it to stop (SIGTERM) and kill it
+    after ``CANCEL_GRACE_SECONDS``, telling ``killed`` if it had to. ``listener`` is given
+    the output as it comes. Raises ``ToolFailure`` when the program cannot be started,
+    inside its walls or at all."""
+    env = {**child_environment(), RUN_MARK: secrets.token_hex(8)}
+    try:
+        async with confine(walls or Walls("off", True, cwd), argv, cwd, env) as launch:
+            execution = await _execute(launch, argv, cwd, timeout, listener, killed)
+            swept = tuple(launch.sweep())
+            return replace(execution, swept=swept, moved_to=launch.moved_to)
+    except WallsUnavailable as exc:
+        raise ToolFailure(str(exc)) from None
+
+
+async def _execute(
+    launch: Launch,
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    listener: Callable[[bytes], None] | None,
+    killed: Callable[[], None] | None,
+) -> Execution:
     capture = _Capture(MAX_OUTPUT_BYTES)
     loop = asyncio.get_running_loop()
-    mark = secrets.token_hex(8)
+    mark = launch.env[RUN_MARK]
     starting = asyncio.ensure_future(
         loop.subprocess_exec(
             lambda: _Collector(capture, listener),
-            *argv,
+            *launch.argv,
             cwd=cwd,
-            env={**child_environment(), RUN_MARK: mark},
+            env=launch.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -165,7 +196,8 @@ async def execute(
         exit_code = None if timed_out else transport.get_returncode()
         return Execution(exit_code, capture.text(), timed_out, capture.dropped)
     except asyncio.CancelledError:
-        if not await _stops_when_asked(group, collector.exited) and killed is not None:
+        walled = launch.walls.confined
+        if not await _stops_when_asked(group, mark, walled, collector.exited) and killed:
             killed()
         kill_everything(group, mark)
         with contextlib.suppress(asyncio.CancelledError):
@@ -184,13 +216,22 @@ def _unstarted(argv: list[str], exc: OSError) -> ToolFailure:
     return ToolFailure(f"{argv[0]} could not be started: {exc.strerror or exc}")
 
 
-async def _stops_when_asked(group: int, exited: asyncio.Event) -> bool:
-    """SIGTERM to the process group, then up to ``CANCEL_GRACE_SECONDS`` for the program to
-    end (a cancel that comes meanwhile cuts the wait short); whether it ended."""
+async def _stops_when_asked(group: int, mark: str, walled: bool, exited: asyncio.Event) -> bool:
+    """SIGTERM to the process group (inside walls: to every process of the call but bwrap,
+    which would end the walls and all in them at once), then up to
+    ``CANCEL_GRACE_SECONDS`` for the program to end (a cancel that comes meanwhile cuts the
+    wait short); whether it ended."""
     if exited.is_set():
         return True
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGTERM)
+    if walled:
+        needle = f"{RUN_MARK}={mark}".encode()
+        for pid in _processes():
+            if _belongs(pid, -1, needle) and _name(pid) != "bwrap":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
     try:
         return await asyncio.shield(_happens(exited, CANCEL_GRACE_SECONDS))
     except asyncio.CancelledError:
@@ -231,6 +272,14 @@ def _processes() -> list[int]:
     return [int(n) for n in names if n.isdigit() and int(n) != me]
 
 
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _belongs(pid: int, leader: int, needle: bytes) -> bool:
     """Whether ``pid`` runs in ``leader``'s session or group or carries the mark; a zombie
     (already dead, waiting for its parent) does not count."""
@@ -258,7 +307,15 @@ def format_execution(command: str, execution: Execution, timeout: float) -> str:
     else:
         status = f"exit code {execution.exit_code}"
     output = execution.output if execution.output else "(no output)"
-    return f"$ {command}\n{status}\n{output}"
+    text = f"$ {command}\n{status}\n{output}"
+    if execution.swept:
+        names = ", ".join(execution.swept)
+        where = "removed" if execution.moved_to is None else f"moved to {execution.moved_to}"
+        text = (
+            f"refused: the command created protected paths ({names}); they were {where}, as"
+            f" the walls keep them read-only\n{text}"
+        )
+    return text
 
 
 def _signal_name(number: int) -> str:
@@ -273,6 +330,12 @@ class RunCommandArguments:
     argv: tuple[str, ...] = args.strings()
     cwd: str | None = args.optional_text()  # the root when left out
     timeout: float | None = args.seconds(MAX_TIMEOUT)
+    escalate: bool = attrs.field(default=False, metadata={"must": "be true or false"})
+    reason: str | None = args.optional_text()
+
+    def __attrs_post_init__(self) -> None:
+        if self.escalate and not self.reason:
+            raise Invalid("must say why the command needs to run outside the walls", "reason")
 
     @property
     def seconds(self) -> float:
@@ -286,7 +349,10 @@ class RunCommand:
         "arguments as a list of strings (for pipes or redirections, run ['sh', '-c', '...']). "
         "stdout and stderr come back together with the exit code; a long output is cut in "
         f"the middle. Optional cwd is a folder relative to the root; optional timeout is in "
-        f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})."
+        f"seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g}). The program runs "
+        "inside walls: it may write only the root and a /tmp of its own, secrets are hidden, "
+        "and the network may be cut. If a command truly needs to run outside them, set "
+        "escalate to true and say why in reason: a person is always asked."
     )
     parameters: dict[str, Any] = {
         "type": "object",
@@ -294,27 +360,39 @@ class RunCommand:
             "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1},
             "cwd": {"type": "string", "description": "a folder relative to the root"},
             "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+            "escalate": {
+                "type": "boolean",
+                "description": "run outside the walls; a person must approve",
+            },
+            "reason": {"type": "string", "description": "why escalate is needed"},
         },
         "required": ["argv"],
     }
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
         given, _ = self._arguments(arguments, context)
-        return Action("exec", shlex.join(given.argv))
+        return Action("exec", shlex.join(given.argv), escalate=given.escalate)
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         given, cwd = self._arguments(arguments, context)
         if not cwd.is_dir():
             raise ToolFailure(f"cwd {given.cwd} is not a folder")
         killed = context.killed
+        walls = context.walls
+        if walls is not None and given.escalate:  # the gate asked a person first
+            walls = walls.unconfined()
         execution = await execute(
             list(given.argv),
             cwd,
             given.seconds,
             context.output,
             None if killed is None else lambda: killed(self.name, given.argv),
+            walls,
         )
-        return format_execution(shlex.join(given.argv), execution, given.seconds)
+        text = format_execution(shlex.join(given.argv), execution, given.seconds)
+        if execution.swept:
+            raise ToolFailure(text)
+        return text
 
     def _arguments(
         self, arguments: dict[str, Any], context: ToolContext

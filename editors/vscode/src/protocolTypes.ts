@@ -138,7 +138,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -284,7 +284,7 @@ export type Merged = {
   checkoutUpdated: boolean;
 };
 
-/** A stack of named layers of glob rules and an approval mode. A deny in any layer beats an allow; with no matching allow an action is refused. */
+/** A stack of named layers of glob rules, an approval mode and the walls of the session's programs. A deny in any layer beats an allow; with no matching allow an action is refused. */
 export type Policy = {
   layers?: {
     name: string;
@@ -295,7 +295,7 @@ export type Policy = {
     denyWrite?: string[];
     denyExec?: string[];
   }[];
-  approval?: "all" | "ask" | "never" | null;
+  approval?: ApprovalMode | null;
   grants?: {
     kind: "read" | "write" | "exec";
     /** Where the grant is kept: policy (session/open's policy), session (an allowAlways answer, kept with the session in the store), project (an allowAlwaysProject answer, kept for every session over the same root in the user's store). */
@@ -309,6 +309,12 @@ export type Policy = {
     /** How many children of one turn run at once; the others wait their turn. */
     maxConcurrent?: number | null;
   };
+  /** A project's .trellisd.toml may only make it stricter (off < workspace-write < read-only). */
+  sandbox?: SandboxMode | null;
+  /** A project's .trellisd.toml may only narrow it. */
+  network?: Network | null;
+  /** session/policy's read-back only. */
+  walls?: Walls;
 };
 
 /** session/open's provider: a ProviderChoice in which a key set to null counts as left out. */
@@ -409,6 +415,8 @@ export type McpServerState = {
   commandLine?: string;
   url?: string;
   error?: string;
+  /** A stdio server started inside the walls: the walls it runs in. Left out for a server outside them (a URL, or the user's own named in the config file's unconfinedMcp). */
+  sandbox?: Sandbox;
 };
 
 export type CallStatus = "proposed" | "running" | "done" | "refused" | "failed" | "cancelled";
@@ -461,6 +469,40 @@ export type TurnRecovery = {
   argv: string[];
 };
 
+/** When the user is asked before a write or a command: all (never asked), auto (what the walls hold runs without asking; protected paths, MCP tool calls and escalations still ask), ask, never (the session is read-only). */
+export type ApprovalMode = "all" | "auto" | "ask" | "never";
+
+/** The walls around the programs a session starts (run_command, a turn's check, MCP stdio servers): workspace-write (the root, a private /tmp and the named caches may be written; protected paths stay read-only), read-only (only the private /tmp), off (no walls). See sandbox.md. */
+export type SandboxMode = "workspace-write" | "read-only" | "off";
+
+/** What a confined program may reach: false (a loopback of its own only), true (the host's network), or a list of host:port it may reach through a proxy. */
+export type Network = boolean | string[];
+
+/** What session/requestApproval asks: tool (a call the policy says to ask about), escalate (a command that asks to run outside the walls: always asked, whatever the approval mode and grants; allowAlways allows it once and keeps no grant). */
+export type ApprovalKind = "tool" | "escalate";
+
+/** The walls a command ran in, as a sandbox event and a check event record them. */
+export type Sandbox = {
+  mode: SandboxMode;
+  network: Network;
+};
+
+/** The walls of a session's programs as session/policy shows them. */
+export type Walls = {
+  mode: SandboxMode;
+  network: Network;
+  /** Where programs may write: the root, the named caches and the private /tmp (none under off). */
+  writable: string[];
+  /** What programs may not even read. */
+  hidden: string[];
+  /** Root-relative paths that stay read-only under workspace-write. */
+  protected: string[];
+  /** The size of the private /tmp. */
+  tempBytes: number;
+  /** How many processes a program may run at once. */
+  processes: number;
+};
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -487,6 +529,10 @@ export interface Requests {
         contextWindow?: number | null;
         /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
         compactAt?: number | null;
+        /** The window's default walls, over the config file's (sandbox.md); session/open's policy may still set its own. */
+        sandbox?: SandboxMode | null;
+        /** The window's default network for walled programs, over the config file's. */
+        network?: Network | null;
       } | null;
     };
     result: {
@@ -972,6 +1018,11 @@ export interface ClientRequests {
         source?: "project";
         start?: string;
       };
+      kind?: ApprovalKind;
+      /** kind escalate: the command line that asks to run outside the walls. */
+      command?: string;
+      /** kind escalate: why the model says the command needs to. */
+      reason?: string;
     };
     result: {
       decision: "allow" | "allowAlways" | "allowAlwaysProject" | "deny";

@@ -55,6 +55,8 @@ def test_by_default_reads_run_and_writes_and_commands_ask(tmp_path: Path) -> Non
         ],
         "approval": "ask",
         "grants": [],
+        "sandbox": "workspace-write",
+        "network": False,
     }
     assert policy.check(Action("read", "any/where.txt")).ruling == "allow"
     assert policy.check(WRITE).ruling == "ask"
@@ -117,7 +119,7 @@ def test_a_daemon_default_can_be_given(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("approval = ", "is not valid TOML"),
-        ('approval = "maybe"', ": approval must be one of 'all', 'ask' or 'never'"),
+        ('approval = "maybe"', ": approval must be one of 'all', 'auto', 'ask' or 'never'"),
         ("layers = 3", ": layers must be a list of layers"),
         (
             '[[layers]]\nname = "a"\n[[layers]]\nname = "b"\ndenyWrite = "x"',

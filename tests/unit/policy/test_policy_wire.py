@@ -23,6 +23,8 @@ WIRE: dict[str, Any] = {
     ],
     "approval": "all",
     "grants": [{"kind": "exec", "target": "make test", "scope": "policy"}],
+    "sandbox": "read-only",
+    "network": ["pypi.org:443"],
 }
 
 
@@ -41,6 +43,8 @@ def test_from_wire_reads_every_field() -> None:
         ),
         "all",
         frozenset({Action("exec", "make test")}),
+        sandbox="read-only",
+        network=("pypi.org:443",),
     )
 
 
@@ -69,6 +73,8 @@ def test_everything_but_a_layer_name_may_be_left_out() -> None:
         "layers": [],
         "approval": "never",
         "grants": [],
+        "sandbox": "workspace-write",
+        "network": False,
     }
 
 
@@ -93,7 +99,10 @@ def test_everything_but_a_layer_name_may_be_left_out() -> None:
             "policy.layers[0].allowRead must be a list of strings",
         ),
         ({"layers": [{"name": "a", "allowExecute": []}]}, "policy.layers[0].allowExecute is not"),
-        ({"approval": "sometimes"}, "policy.approval must be one of 'all', 'ask' or 'never'"),
+        (
+            {"approval": "sometimes"},
+            "policy.approval must be one of 'all', 'auto', 'ask' or 'never'",
+        ),
         ({"aproval": "all"}, "policy.aproval is not a policy field"),
         ({"grants": [{"kind": "delete", "target": "x"}]}, "policy.grants[0].kind must be one of"),
         ({"grants": [{"kind": "exec"}]}, "policy.grants[0].target must be a non-empty string"),
