@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import secrets
 import shutil
@@ -46,8 +45,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from . import network
 from .limits import Bound, process_bound
 from .walls import PROTECTED, Walls
 
@@ -232,18 +231,6 @@ def _missing(walls: Walls) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _network() -> Any:
-    """The network proxy's module (``trellisd.sandbox.network``); ``WallsUnavailable``
-    when this build lacks it."""
-    try:
-        return importlib.import_module(f"{__package__}.network")
-    except ImportError as exc:
-        raise WallsUnavailable(
-            "network allow-lists need trellisd.sandbox.network, which this build lacks;"
-            " set policy.network to false or true"
-        ) from exc
-
-
 @contextlib.asynccontextmanager
 async def confine(
     walls: Walls, argv: Sequence[str], cwd: Path, env: dict[str, str]
@@ -268,7 +255,6 @@ async def confine(
             gate_folder = None
             inner: list[str] = list(bound.inner) if bound is not None else []
             if isinstance(walls.network, tuple):
-                network = _network()
                 gate_folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
                 gate = await stack.enter_async_context(
                     network.NetworkGate(walls.network, gate_folder)

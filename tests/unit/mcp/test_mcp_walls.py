@@ -40,7 +40,7 @@ async def test_only_the_users_own_server_may_opt_out_of_the_walls(
         [Configured(spec, source)],
         AllApproved(),
         30.0,
-        walls,  # type: ignore[arg-type]
+        walls=walls,
     )
     try:
         assert await servers.tools()
@@ -54,7 +54,9 @@ async def test_only_the_users_own_server_may_opt_out_of_the_walls(
 async def test_a_server_not_named_runs_inside_the_walls(tmp_path: Path) -> None:
     spec = McpServerSpec(name="other", command=sys.executable, args=(SERVER, "stdio"))
     walls = Walls("read-only", False, tmp_path, unconfined_servers=frozenset({"t"}))
-    servers = SessionServers(tmp_path, [Configured(spec, "config")], AllApproved(), 30.0, walls)
+    servers = SessionServers(
+        tmp_path, [Configured(spec, "config")], AllApproved(), 30.0, walls=walls
+    )
     try:
         assert await servers.tools()
         assert servers.detail()[0]["sandbox"] == {"mode": "read-only", "network": False}

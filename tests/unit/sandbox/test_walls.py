@@ -9,7 +9,7 @@ host's, which would hide a fake home under ``/tmp`` whatever the walls say of se
 
 from __future__ import annotations
 
-import importlib.util
+import asyncio
 import os
 import secrets
 import shutil
@@ -299,12 +299,43 @@ async def test_without_bwrap_nothing_runs_and_the_error_says_how_to_choose_off(
     assert not (place.root / "ran.txt").exists()
 
 
-async def test_a_network_list_without_the_proxy_fails_clearly_and_runs_nothing(
-    place: Place,
-) -> None:
-    if importlib.util.find_spec("trellisd.sandbox.network") is not None:
-        pytest.skip("this build has the network proxy; its own tests cover allow-lists")
-    walls = replace(place.walls, network=("pypi.org:443",))
-    with pytest.raises(ToolFailure, match="network allow-lists need trellisd.sandbox.network"):
-        await place.run("echo ran > ran.txt", walls)
-    assert not (place.root / "ran.txt").exists()
+async def test_a_network_list_lets_the_program_reach_only_what_it_names(place: Place) -> None:
+    greeted: list[int] = []
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        greeted.append(writer.get_extra_info("sockname")[1])
+        writer.write(b"hello from the host")
+        await writer.drain()
+        writer.close()
+
+    listed = await asyncio.start_server(greet, "127.0.0.1", 0)
+    other = await asyncio.start_server(greet, "127.0.0.1", 0)
+    listed_port = listed.sockets[0].getsockname()[1]
+    other_port = other.sockets[0].getsockname()[1]
+    probe = textwrap.dedent(
+        f"""
+        import os, socket
+        host, port = os.environ["HTTPS_PROXY"].removeprefix("http://").rsplit(":", 1)
+        for target in ({listed_port}, {other_port}):
+            tunnel = socket.create_connection((host, int(port)))
+            tunnel.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\n\\r\\n" % target)
+            answer = b""
+            while b"\\r\\n\\r\\n" not in answer:
+                answer += tunnel.recv(1024)
+            head, _, rest = answer.partition(b"\\r\\n\\r\\n")
+            status = head.split()[1].decode()
+            while status == "200" and len(rest) < len(b"hello from the host"):
+                rest += tunnel.recv(1024)
+            print(target, status, rest.decode())
+        """
+    )
+    walls = replace(place.walls, network=(f"127.0.0.1:{listed_port}",))
+    try:
+        done = await execute([sys.executable, "-c", probe], place.root, 60, walls=walls)
+    finally:
+        listed.close()
+        other.close()
+    assert done.exit_code == 0, done.output
+    assert f"{listed_port} 200 hello from the host" in done.output
+    assert f"{other_port} 403" in done.output
+    assert greeted == [listed_port]  # the gate never connected to what the list leaves out
