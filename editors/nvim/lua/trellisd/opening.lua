@@ -214,6 +214,7 @@ function M.pick_from_list(params, prompt, kind, cb, first)
         end
         return
       end
+      list = format.nest(list)
       local titles = {}
       for _, x in ipairs(list) do
         titles[x.sessionId] = compat.value(x.title) or ""
