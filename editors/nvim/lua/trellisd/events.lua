@@ -2,8 +2,8 @@
 -- the reply's tokens, each step (a tool's call and result), the tool calls as they run and
 -- their output, the usage, steers delivered, prompts queued and dequeued, a followed turn's
 -- end, and the daemon's messages. What a child session (a `task` call's) says goes to
--- trellisd.children first, drawn under its parent. M.wire hands these (and the approval questions of
--- trellisd.approvals) to trellisd.daemon.
+-- trellisd.children first, drawn under its parent. M.wire hands these (and the approval
+-- questions of trellisd.approvals) to trellisd.daemon.
 
 local approvals = require("trellisd.approvals")
 local children = require("trellisd.children")

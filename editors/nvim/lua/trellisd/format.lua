@@ -421,7 +421,8 @@ function M.session_item(session, now, home, titles)
   if parent ~= nil then
     local title = titles and titles[parent]
     parts[1] = "↳ " .. parts[1]
-    parts[#parts + 1] = title and ("child of “" .. M.one_line(title, 40) .. "”") or "a child session"
+    parts[#parts + 1] = title and ("child of “" .. M.one_line(title, 40) .. "”")
+      or "a child session"
   end
   local mark = M.worktree(session)
   if mark then
