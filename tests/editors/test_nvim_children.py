@@ -23,6 +23,9 @@ TASKS: dict[str, Any] = {"task": {"enabled": True}}
 # The line of progress each child has in its parent's buffer (virtual text at its line).
 PROGRESS = """
 local c = require("trellisd").current()
+if not c or not c.buf then
+  return {}
+end
 local ns = vim.api.nvim_create_namespace("trellisd.children")
 local out = {}
 for _, m in ipairs(vim.api.nvim_buf_get_extmarks(c.buf, ns, 0, -1, { details = true })) do
@@ -123,3 +126,30 @@ def test_a_childs_approval_names_the_child(start: Start, tmp_path: Path) -> None
     assert "> approval asked by the child session “write the notes” of “take notes”: " in text
     assert "> child session “write the notes” finished" in text
     assert (tmp_path / "project" / "notes.txt").read_text() == "hi\n"
+
+
+def test_cancelling_the_parent_ends_its_child_cancelled(
+    start: Start,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    never = tmp_path / "never"  # the child's model waits for it, and it is never made
+    script = [
+        {"tool": "task", "arguments": {"prompt": "wait a while"}},
+        {"text": "Still waiting for it", "holdAfter": 2, "holdFile": str(never)},
+    ]
+    ed = start(script=script, setup={"policy": TASKS})
+    ed.command("TrellisChildren")
+    ed.wait_note("there is no conversation to list the child sessions of")
+    ed.command("Trellis start a slow helper")
+    ed.wait_for(lambda: any("Still waiting" in p for p in progress(ed)), "the child's progress")
+    ed.command("TrellisChildren")  # listed while it runs; nothing is picked
+    items = ed.wait_for(
+        lambda: (a := ed.asked()) and a[-1].get("kind") == "trellisd.session" and a[-1]["items"],
+        "the children to be listed",
+    )
+    assert len(items) == 1 and items[0].startswith("↳ wait a while")
+    ed.command("TrellisCancel")
+    ed.wait_idle()
+    text = ed.wait_text("> child session “wait a while” cancelled")
+    assert "*cancelled" in text
+    assert progress(ed) == ["⋯ cancelled"]

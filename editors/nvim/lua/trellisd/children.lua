@@ -302,7 +302,9 @@ function M.pick()
     "trellisd.session",
     function(choice)
       opening.reopen(choice.sessionId, sessions.show)
-    end
+    end,
+    nil,
+    "this conversation has no child sessions: the model starts them with the task tool"
   )
 end
 
