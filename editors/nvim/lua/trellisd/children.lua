@@ -74,6 +74,11 @@ local function match_call(run, title)
   return free
 end
 
+-- The child's name in a line: its title, or (before it has one) its prompt.
+local function name(child)
+  return "“" .. format.one_line(child.title ~= "" and child.title or child.prompt, 60) .. "”"
+end
+
 -- Show the child's line of progress: "⋯ <the end of what it streamed>", or its outcome.
 local function paint_progress(child)
   local state = sessions.open[child.parent]
@@ -85,8 +90,9 @@ local function paint_progress(child)
     return
   end
   local text = format.one_line(child.text, 1000)
-  if #text > PROGRESS then
-    text = "…" .. text:sub(-PROGRESS)
+  local chars = vim.fn.strchars(text)
+  if chars > PROGRESS then
+    text = "…" .. vim.fn.strcharpart(text, chars - PROGRESS)
   end
   vim.api.nvim_buf_set_extmark(state.view.buf, NS, pos[1], 0, {
     id = child.mark,
@@ -99,9 +105,7 @@ end
 local function started(parent_state, child)
   local view = parent_state.view
   view:block({
-    "> child session “"
-      .. format.one_line(child.title ~= "" and child.title or child.prompt, 60)
-      .. "” running (:TrellisChildren opens it)",
+    "> child session " .. name(child) .. " running (:TrellisChildren opens it)",
   })
   if view:valid() then
     local last = vim.api.nvim_buf_line_count(view.buf) - 1
@@ -130,9 +134,9 @@ local function apply(child, method, p)
       reply = child.text
     end
     local lines = {
-      "> child session “"
-        .. format.one_line(child.title ~= "" and child.title or child.prompt, 60)
-        .. "” "
+      "> child session "
+        .. name(child)
+        .. " "
         .. child.outcome
         .. (compat.value(p.error) and (": " .. format.one_line(p.error, 200)) or ""),
     }
@@ -268,15 +272,13 @@ function M.asker(id)
     return nil
   end
   local parent = sessions.open[child.parent]
-  local name = child.title ~= "" and child.title or child.prompt
   -- the parent's title, or (untitled while its first turn runs) that turn's prompt
   local of = parent and parent.title or ""
   if of == "" and parent and parent.running then
     of = parent.running.prompt or ""
   end
-  return "child session “"
-    .. format.one_line(name, 60)
-    .. "”"
+  return "child session "
+    .. name(child)
     .. (of ~= "" and (" of “" .. format.one_line(of, 40) .. "”") or "")
 end
 
