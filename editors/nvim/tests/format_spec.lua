@@ -183,3 +183,38 @@ test("a refused restore says which paths are shared and which a person changed",
   )
   eq("changed since the agent wrote them: a.txt", format.restore_conflict({ paths = { "a.txt" } }))
 end)
+
+test("a child session is listed right under its parent, marked and naming it", function()
+  local now = format.parse_time("2026-12-02T18:15:00Z")
+  local function summary(id, title, parent)
+    return {
+      sessionId = id,
+      title = title,
+      root = "/srv/x",
+      turns = 1,
+      updatedAt = "2026-12-02T18:15:00Z",
+      parentSessionId = parent or vim.NIL,
+    }
+  end
+  -- newest first: the children ran after their parent's turn began, an orphan's parent is gone
+  local list = {
+    summary("s-4", "count b", "s-1"),
+    summary("s-3", "count a", "s-1"),
+    summary("s-2", "other"),
+    summary("s-1", "count files"),
+    summary("s-9", "lost", "s-0"),
+  }
+  local ids = vim.tbl_map(function(s)
+    return s.sessionId
+  end, format.nest(list))
+  eq({ "s-2", "s-1", "s-4", "s-3", "s-9" }, ids)
+  eq(
+    "↳ count a · /srv/x · 1 turn · just now · child of “count files”",
+    format.session_item(list[2], now, "/home/me", { ["s-1"] = "count files" })
+  )
+  eq("↳ lost · /srv/x · 1 turn · just now · a child session", format.session_item(list[5], now))
+  eq(
+    "a child session, started by a task call of another session",
+    format.lineage({ parentSessionId = "s-1" })
+  )
+end)

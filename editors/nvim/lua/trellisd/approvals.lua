@@ -1,8 +1,10 @@
 -- The daemon asks before a tool runs (session/requestApproval): the question is said in the
 -- conversation and asked with vim.ui.select (allow once, always for the session or the
 -- project, deny), beside a diff of what a write would change. A question answered in
--- another window, or no longer waited for, is withdrawn and its picker closed.
+-- another window, or no longer waited for, is withdrawn and its picker closed. A child
+-- session's question (a `task` call's) names the child and is said in its parent's view.
 
+local children = require("trellisd.children")
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
 local sessions = require("trellisd.sessions")
@@ -65,7 +67,21 @@ end
 ---@param reply fun(result: {decision: trellisd.Decision})
 ---@param request {withdrawn?: boolean, on_withdraw?: fun()} the question, as the connection keeps it
 function M.request_approval(p, reply, request)
-  local state = sessions.open[p.sessionId]
+  children.after(p.sessionId, function()
+    M.ask(p, reply, request)
+  end)
+end
+
+--- Ask the question of session/requestApproval, once it is known whose session asks.
+---@param p trellisd.ApprovalRequest
+---@param reply fun(result: {decision: trellisd.Decision})
+---@param request {withdrawn?: boolean, on_withdraw?: fun()}
+function M.ask(p, reply, request)
+  if request.withdrawn then
+    return
+  end
+  local asker = children.asker(p.sessionId)
+  local state = sessions.open[p.sessionId] or children.parent_state(p.sessionId)
   local run = state and state.running
   local tool = tostring(compat.value(p.tool) or "?")
   local args = format.arguments(p.arguments, 100)
@@ -79,6 +95,9 @@ function M.request_approval(p, reply, request)
   end
   if state then
     local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
+    if asker and sessions.open[p.sessionId] == nil then
+      lines[1] = "> approval asked by the " .. asker .. ": " .. format.call(tool, p.arguments, 100)
+    end
     if mcp_line then
       table.insert(lines, "> " .. format.one_line(mcp_line, 300))
     end
@@ -101,6 +120,9 @@ function M.request_approval(p, reply, request)
   end
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
+  end
+  if asker then
+    prompt = "the " .. asker .. prompt:sub(#"trellisd" + 1)
   end
   local diff_win = show_diff(compat.value(p.diff))
   -- A question another window answered first (or the turn stopped waiting for) is closed:

@@ -1,10 +1,12 @@
 -- What the daemon sends about the sessions open here, painted into their conversations:
 -- the reply's tokens, each step (a tool's call and result), the tool calls as they run and
 -- their output, the usage, steers delivered, prompts queued and dequeued, a followed turn's
--- end, and the daemon's messages. M.wire hands these (and the approval questions of
--- trellisd.approvals) to trellisd.daemon.
+-- end, and the daemon's messages. What a child session (a `task` call's) says goes to
+-- trellisd.children first, drawn under its parent. M.wire hands these (and the approval
+-- questions of trellisd.approvals) to trellisd.daemon.
 
 local approvals = require("trellisd.approvals")
+local children = require("trellisd.children")
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
 local follow = require("trellisd.follow")
@@ -201,10 +203,34 @@ notifications["window/logMessage"] = function(p)
   daemon.log("[daemon] " .. tostring(p.message))
 end
 
+-- The notifications a child session's turn sends to the windows following its parent.
+local CHILD_METHODS = {
+  "session/token",
+  "session/step",
+  "session/toolCall",
+  "session/toolOutput",
+  "session/usage",
+  "session/turnEnded",
+}
+
 --- Hand the daemon's notifications and requests to these handlers, and redraw the
---- statuslines when the daemon exits.
+--- statuslines when the daemon exits. A child session's notifications are drawn under its
+--- parent, and as the session's own only when it is open here.
 function M.wire()
-  daemon.handlers.notifications = M.notifications
+  local wired = {}
+  for method, handler in pairs(M.notifications) do
+    wired[method] = handler
+  end
+  for _, method in ipairs(CHILD_METHODS) do
+    local handler = M.notifications[method]
+    wired[method] = function(p)
+      if type(p) == "table" and children.route(method, p) then
+        return
+      end
+      handler(p)
+    end
+  end
+  daemon.handlers.notifications = wired
   daemon.handlers.requests = approvals.requests
   daemon.handlers.on_exit = ui.redraw_status
 end

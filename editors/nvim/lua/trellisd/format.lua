@@ -417,6 +417,13 @@ function M.session_item(session, now, home, titles)
   elseif compat.value(session.importedFrom) ~= nil then
     parts[#parts + 1] = "imported"
   end
+  local parent = compat.value(session.parentSessionId)
+  if parent ~= nil then
+    local title = titles and titles[parent]
+    parts[1] = "↳ " .. parts[1]
+    parts[#parts + 1] = title and ("child of “" .. M.one_line(title, 40) .. "”")
+      or "a child session"
+  end
   local mark = M.worktree(session)
   if mark then
     parts[#parts + 1] = mark
@@ -428,6 +435,38 @@ function M.session_item(session, now, home, titles)
     text = text .. " — " .. M.one_line((snippet:gsub("%s+", " ")), 80)
   end
   return text
+end
+
+--- The sessions of a list with each child session (parentSessionId) moved right under its
+--- parent when the parent is listed, in the order they were listed.
+---@param list trellisd.SessionSummary[]
+---@return trellisd.SessionSummary[]
+function M.nest(list)
+  local listed, under = {}, {}
+  for _, s in ipairs(list) do
+    listed[s.sessionId] = true
+  end
+  for _, s in ipairs(list) do
+    local parent = compat.value(s.parentSessionId)
+    if parent ~= nil and listed[parent] then
+      under[parent] = under[parent] or {}
+      table.insert(under[parent], s)
+    end
+  end
+  local out = {}
+  local function add(s)
+    out[#out + 1] = s
+    for _, c in ipairs(under[s.sessionId] or {}) do
+      add(c)
+    end
+  end
+  for _, s in ipairs(list) do
+    local parent = compat.value(s.parentSessionId)
+    if parent == nil or not listed[parent] then
+      add(s)
+    end
+  end
+  return out
 end
 
 -- Where a session came from, in words, or nil: "forked from “fix the parser” at turn 3".
@@ -469,6 +508,9 @@ function M.lineage(session, origin)
   end
   if imported_copy(session) then
     parts[#parts + 1] = "imported as a copy"
+  end
+  if compat.value(session.parentSessionId) ~= nil then
+    parts[#parts + 1] = "a child session, started by a task call of another session"
   end
   return #parts > 0 and table.concat(parts, " · ") or nil
 end

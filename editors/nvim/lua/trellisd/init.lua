@@ -69,6 +69,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisChildren",
+    0,
+    "Open one of the child sessions the conversation's task calls started",
+    function()
+      M.children()
+    end,
+  },
+  {
     "TrellisSteer",
     "?",
     "Steer the running turn",
@@ -371,6 +379,10 @@ end
 
 function M.grants()
   feature("grants").grants()
+end
+
+function M.children()
+  feature("children").pick()
 end
 
 --- :TrellisExport [path]

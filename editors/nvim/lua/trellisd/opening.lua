@@ -198,7 +198,8 @@ end
 ---@param kind string vim.ui.select's kind
 ---@param cb fun(session: trellisd.SessionSummary)
 ---@param first? trellisd.Id a session to put first (marked as open)
-function M.pick_from_list(params, prompt, kind, cb, first)
+---@param empty? string what to say when the list is empty
+function M.pick_from_list(params, prompt, kind, cb, first, empty)
   M.with_daemon(function()
     daemon.request("session/list", params, function(err, result)
       if err then
@@ -207,13 +208,16 @@ function M.pick_from_list(params, prompt, kind, cb, first)
       end
       local list = result.sessions or {}
       if #list == 0 then
-        if params.query then
+        if empty then
+          ui.notify(empty)
+        elseif params.query then
           ui.notify("no session matches “" .. params.query .. "”")
         else
           ui.notify("there are no sessions yet: :Trellis starts one")
         end
         return
       end
+      list = format.nest(list)
       local titles = {}
       for _, x in ipairs(list) do
         titles[x.sessionId] = compat.value(x.title) or ""

@@ -37,6 +37,7 @@
 ---@field updatedAt trellisd.Timestamp
 ---@field provider table
 ---@field forkedFrom? trellisd.ForkedFrom|nil
+---@field parentSessionId? trellisd.Id|nil the session whose `task` call started this child session
 ---@field instructions? string|nil
 ---@field headHash? string|nil
 ---@field importedFrom? table
@@ -229,6 +230,7 @@
 ---@field retry? fun() sends the prompt again (after a takeover)
 ---@field started? boolean a queued prompt whose turn started
 ---@field queueId? trellisd.Id
+---@field tasks? trellisd.TaskCall[] the turn's `task` calls, in order (trellisd.children)
 
 ---@class trellisd.State a session open in this editor
 ---@field id trellisd.Id
