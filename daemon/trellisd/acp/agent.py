@@ -30,6 +30,7 @@ from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
 from ..policy import Approval, PolicySpec
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
+from ..sandbox.walls import SandboxMode
 from ..services import Services
 from ..services.recovery import refuse_undecided
 from ..services.running import RunningTurn, Snapshot
@@ -42,13 +43,33 @@ from .rpc import Connection, RpcError
 log = logging.getLogger(__name__)
 
 LIST_LIMIT = 50
-MODES: dict[str, tuple[Approval, str, str]] = {
-    "ask": ("ask", "Ask", "Ask before every write and command"),
-    "auto": ("all", "Auto", "Write files and run commands the policy allows without asking"),
-    "read-only": ("never", "Read-only", "Read and search only; writes and commands are refused"),
+MODES: dict[str, tuple[Approval, SandboxMode | None, str, str]] = {
+    "ask": ("ask", None, "Ask", "Ask before every write and command"),
+    "auto": (
+        "auto",
+        "workspace-write",
+        "Auto",
+        "Inside the walls, write files and run commands the policy allows without asking;"
+        " protected paths and commands outside the walls still ask",
+    ),
+    "read-only": (
+        "never",
+        "read-only",
+        "Read-only",
+        "Read and search only; writes and commands are refused, and programs run in"
+        " read-only walls",
+    ),
 }
-"""The ACP session modes: trellisd's approval modes (``ask``, ``all``, ``never``)."""
-MODE_OF: dict[str, str] = {approval: mode for mode, (approval, _, _) in MODES.items()}
+"""The ACP session modes: trellisd's approval modes and the walls that go with them (``ask``:
+the session's own walls; ``auto``: approval ``auto`` inside ``workspace-write`` walls;
+``read-only``: approval ``never`` inside ``read-only`` walls)."""
+
+
+def mode_of(approval: Approval) -> str:
+    """The ACP mode a session's approval shows as (``all``, set natively, as ``auto``)."""
+    return {"ask": "ask", "never": "read-only"}.get(approval, "auto")
+
+
 MODEL_OPTION = "model"
 AFTER_A_KILL = (
     "look at what it left, then open the session in a trellisd editor (VS Code or Neovim) to"
@@ -201,7 +222,7 @@ class TrellisAgent:
             modes = ", ".join(MODES)
             raise InvalidParams(f"unknown mode {mode_id!r}; modes: {modes}", field="modeId")
         session = await self._opened(session_id)
-        await self._set_approval(session, MODES[mode_id][0])
+        await self._set_mode(session, mode_id)
         await self.app.choices.choose_mode(session_id, mode_id)
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
@@ -343,8 +364,9 @@ class TrellisAgent:
         chosen = await self.app.choices.of(session.session_id)
         if chosen.mode in MODES:
             policy = await self.app.sessions.policies.of(session)
-            if policy.approval != MODES[chosen.mode][0]:
-                await self._set_approval(session, MODES[chosen.mode][0])
+            approval, sandbox, _, _ = MODES[chosen.mode]
+            if policy.approval != approval or sandbox not in (None, policy.sandbox):
+                await self._set_mode(session, chosen.mode)
         if join:
             self.on_follow(session.session_id)
         if specs:
@@ -403,13 +425,15 @@ class TrellisAgent:
             out.append((call.step, 1, updates.in_flight(live.ref.run_id, call, output, diff)))
         return [update for _, _, update in sorted(out, key=lambda o: (o[0], o[1]))]
 
-    async def _set_approval(self, session: Session, approval: Approval) -> None:
-        """The session's policy as it would be opened with ``approval``, keeping the grants
-        given so far. As ``session/open``'s ``policy.approval``, it is the user's choice over
-        the project file's; the project's deny rules still hold."""
+    async def _set_mode(self, session: Session, mode: str) -> None:
+        """The session's policy as it would be opened with the approval and the walls of
+        ``mode``, keeping the grants given so far. As ``session/open``'s ``policy``, it is
+        the user's choice over the project file's; the project's deny rules still hold, and
+        a project file's stricter walls still win."""
+        approval, sandbox, _, _ = MODES[mode]
         policies = self.app.sessions.policies
         current = await policies.of(session)
-        spec = attrs.evolve(session.policy or PolicySpec(), approval=approval)
+        spec = attrs.evolve(session.policy or PolicySpec(), approval=approval, sandbox=sandbox)
         fresh = await asyncio.to_thread(policies.load, Path(session.root), spec)
         await policies.remember(session, dataclasses.replace(fresh, grants=current.grants))
 
@@ -417,10 +441,10 @@ class TrellisAgent:
         """The session's ``modes`` (the approval modes) and ``configOptions`` (the model)."""
         policy = await self.app.sessions.policies.of(session)
         modes = wire.SessionModeState(
-            MODE_OF[policy.effective_approval],
+            mode_of(policy.effective_approval),
             tuple(
                 wire.SessionMode(mode, name, description)
-                for mode, (_, name, description) in MODES.items()
+                for mode, (_, _, name, description) in MODES.items()
             ),
         )
         chosen = (await self.app.choices.of(session.session_id)).model

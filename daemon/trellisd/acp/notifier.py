@@ -31,7 +31,7 @@ from ..services.choices import ChoiceService
 from ..services.queue import Queued
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
-from ..vocabulary import CallStatus, Decision
+from ..vocabulary import ApprovalKind, CallStatus, Decision
 from . import updates, wire
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,12 @@ OPTIONS = (
 """The four ACP answers: ``allow`` and ``allowAlways`` are trellisd's decisions (the second
 leaves a grant); ``deny`` is ``deny``; ``denyAlways`` is ``deny``, and the same request is
 denied without asking from then on, kept with the session in the store (``acp_choices``)."""
+ONCE_OPTIONS = (
+    wire.PermissionOption("allow", "Allow once, outside the walls", "allow_once"),
+    wire.PermissionOption("deny", "Reject", "reject_once"),
+)
+"""An escalation's answers (a command that asks to run outside the walls): a person decides
+each time, so nothing is offered for always."""
 
 DECISIONS = {
     "allow": Decision.ALLOW,
@@ -291,7 +297,9 @@ class AcpNotifier:
         if self.peer is None:
             return Decision.TIMEOUT
         tool_call = wire.PermissionToolCall(ident, summary, updates.KINDS.get(call.name, "other"))
-        asking = wire.RequestPermission(turn.session_id, tool_call, OPTIONS)
+        escalation = request.get("kind") == ApprovalKind.ESCALATE.value
+        options = ONCE_OPTIONS if escalation else OPTIONS  # a way out is asked each time
+        asking = wire.RequestPermission(turn.session_id, tool_call, options)
         asked = self.peer.request("session/request_permission", unstructure(asking))
         try:
             answer = await asyncio.wait_for(asked, self.approval_timeout)

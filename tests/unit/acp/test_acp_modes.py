@@ -1,0 +1,112 @@
+"""The ACP modes carry the walls: ``auto`` is approval ``auto`` inside ``workspace-write``
+walls, ``read-only`` approval ``never`` inside ``read-only`` walls, ``ask`` the session's own;
+an escalation is asked with no "always" answer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.fixtures.fake_services import Model
+from trellisd import services
+from trellisd.acp.agent import TrellisAgent
+from trellisd.acp.notifier import AcpNotifier
+from trellisd.config import ProviderSettings
+from trellisd.records import TurnRef
+from trellisd.vocabulary import Decision
+
+
+@pytest_asyncio.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[TrellisAgent]:
+    holder: list[services.Services] = []
+    notifier = AcpNotifier(lambda: holder[0].changes)
+    app = await services.start(
+        tmp_path / "store.db", ProviderSettings(name="openai"), notifier, lambda s: Model()
+    )
+    holder.append(app)
+    yield TrellisAgent(app, notifier)
+    await app.close()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    folder = tmp_path / "root"
+    folder.mkdir()
+    return str(folder)
+
+
+async def walls_of(agent: TrellisAgent, session_id: str) -> tuple[str, str]:
+    session = await agent.app.sessions.get(session_id)
+    policy = await agent.app.sessions.policies.of(session)
+    return policy.effective_approval, policy.effective_sandbox
+
+
+@pytest.mark.parametrize(
+    ("mode", "approval", "sandbox"),
+    [
+        ("auto", "auto", "workspace-write"),
+        ("read-only", "never", "read-only"),
+        ("ask", "ask", "workspace-write"),
+    ],
+)
+async def test_a_mode_sets_the_approval_and_the_walls(
+    agent: TrellisAgent, root: str, mode: str, approval: str, sandbox: str
+) -> None:
+    await agent.dispatch("initialize", {"protocolVersion": 1}, False)
+    sid = (await agent.dispatch("session/new", {"cwd": root, "mcpServers": []}, False))["sessionId"]
+    await agent.dispatch("session/set_mode", {"sessionId": sid, "modeId": "read-only"}, False)
+    await agent.dispatch("session/set_mode", {"sessionId": sid, "modeId": mode}, False)
+
+    assert await walls_of(agent, sid) == (approval, sandbox)
+    state = await agent.dispatch(
+        "session/resume", {"sessionId": sid, "cwd": root, "mcpServers": []}, False
+    )
+    assert state["modes"]["currentModeId"] == mode
+
+
+class Peer:
+    """The ACP client's side of ``session/request_permission``: what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    def request(self, method: str, params: Any) -> asyncio.Future[Any]:
+        self.asked.append(params)
+        answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answered.set_result({"outcome": {"outcome": "selected", "optionId": "allow"}})
+        return answered
+
+
+async def test_an_escalation_is_asked_with_no_always_answer(tmp_path: Path) -> None:
+    notifier = AcpNotifier(lambda: None)
+    peer = Peer()
+    notifier.peer = peer
+    ref = TurnRef("s-1", "t-1", "r-1")
+    notifier.follow("s-1", str(tmp_path))
+    escalation = {
+        "tool": "run_command",
+        "arguments": {"argv": ["curl", "https://pypi.org"], "escalate": True, "reason": "fetch"},
+        "kind": "escalate",
+        "command": "curl https://pypi.org",
+        "reason": "fetch",
+        "summary": "run_command asks to run curl https://pypi.org OUTSIDE the walls: fetch",
+    }
+    ordinary = {**escalation, "kind": "tool", "summary": "run_command wants to exec ls"}
+
+    assert await notifier.ask_approval(ref, escalation) == Decision.ALLOW
+    assert await notifier.ask_approval(ref, ordinary) == Decision.ALLOW
+
+    once, usual = (asked["options"] for asked in peer.asked)
+    assert [o["kind"] for o in once] == ["allow_once", "reject_once"]
+    assert [o["kind"] for o in usual] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    assert "OUTSIDE the walls: fetch" in peer.asked[0]["toolCall"]["title"]
