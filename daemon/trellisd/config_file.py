@@ -20,6 +20,7 @@ user's own defaults, with the same camelCase keys as the wire::
     writable = ["~/.cache/pip"]       # caches programs may write besides the root
     hidden = ["~/work/secrets"]       # more that programs may not even read
     unconfinedMcp = ["files"]         # your own MCP servers that run without walls
+    task = { enabled = true, maxConcurrent = 2 }  # the task tool: child sessions
 
     [[layers]]                        # the default policy layers (replace the built-in one)
     name = "mine"
@@ -81,10 +82,12 @@ from .policy.layers import (
     LayerSpec,
     Policy,
     PolicySpec,
+    TaskSpec,
     _approval,
     _layers,
     _network,
     _sandbox,
+    _task,
 )
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
@@ -192,6 +195,7 @@ class ConfigFile:
     unconfined_mcp: tuple[str, ...] = attrs.field(
         default=(), metadata={"must": "be a list of MCP server names"}
     )
+    task: TaskSpec | None = _task()
     pass_env: tuple[str, ...] = attrs.field(default=(), metadata={"must": "be a list of names"})
     prices: dict[str, Any] = attrs.field(factory=dict)
     mcp: tuple[McpServerSpec, ...] = attrs.field(
@@ -372,6 +376,7 @@ class Settings:
             ("writable", ", ".join(map(str, self.policy.writable)) or "(none)"),
             ("hidden", ", ".join(map(str, self.policy.hidden)) or "(none)"),
             ("unconfinedMcp", ", ".join(self.policy.unconfined_servers) or "(none)"),
+            ("task", _task_row(self.policy)),
             ("passEnv", ", ".join(self.pass_env) or "(none)"),
             ("prices", ", ".join(sorted(self.prices)) or "(built-in only)"),
             ("mcp", ", ".join(s.name for s in self.mcp_servers) or "(none)"),
@@ -425,6 +430,9 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         policy = dataclasses.replace(policy, approval=parsed.approval)
         sources["approval"] = where
     policy = _walls(policy, parsed, env, path, where, sources)
+    if parsed.task is not None:  # the default policy's task tool: off unless it says so
+        policy = dataclasses.replace(policy, task=parsed.task.policy())
+        sources["task"] = where
     pass_env: tuple[str, ...] = parsed.pass_env
     if parsed.pass_env:
         sources["passEnv"] = where
@@ -475,6 +483,11 @@ def _walls(
         hidden=(*secret_paths(home, parsed.hidden), path.parent),
         unconfined_servers=parsed.unconfined_mcp,
     )
+
+
+def _task_row(policy: Policy) -> str:
+    task = policy.effective_task
+    return f"on, {task.max_concurrent} at once" if task.enabled else "off"
 
 
 def _expanded(home: Path, given: str) -> Path:

@@ -249,3 +249,14 @@ def test_pass_env_comes_from_the_file_unless_the_environment_names_it(tmp_path: 
     )
     assert over.pass_env == ("GH_TOKEN",)
     assert {k: src for k, _, src in over.describe()}["passEnv"] == "environment TRELLISD_PASS_ENV"
+
+
+def test_the_task_tool_is_turned_on_by_the_file_and_off_without_it(tmp_path: Path) -> None:
+    settings = load_settings(env_with(tmp_path, "task = { enabled = true, maxConcurrent = 3 }\n"))
+    task = settings.policy.effective_task
+    assert (task.enabled, task.max_concurrent) == (True, 3)
+    row = {key: (value, source) for key, value, source in settings.describe()}["task"]
+    assert row == ("on, 3 at once", f"config file {tmp_path}/config/trellisd/config.toml")
+    assert not load_settings(env_with(tmp_path, 'model = "m"\n')).policy.effective_task.enabled
+    with pytest.raises(ConfigError, match="maxConcurrent must be an integer from 1 to 16"):
+        load_settings(env_with(tmp_path, "task = { enabled = true, maxConcurrent = 99 }\n"))

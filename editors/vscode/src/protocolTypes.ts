@@ -302,7 +302,7 @@ export type Policy = {
     scope?: "policy" | "session" | "project";
     target: string;
   }[];
-  /** The task tool (a child session): off unless the daemon's default or session/open's policy turns it on; a project's .trellisd.toml may only turn it off or lower maxConcurrent. Left out of session/policy's answer when no source sets it (off). */
+  /** The task tool (a child session): off unless the config file's task or session/open's policy turns it on; a project's .trellisd.toml may only turn it off or lower maxConcurrent. Left out of session/policy's answer when no source sets it (off). */
   task?: {
     /** Whether the model is offered the task tool. */
     enabled?: boolean;
