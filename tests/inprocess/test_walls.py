@@ -11,10 +11,16 @@ from typing import Any
 import pytest
 from pygls.exceptions import JsonRpcException
 
-from tests.e2e.conftest import Daemon, DaemonFactory
-from tests.e2e.test_mcp import ALLOW_MCP, stdio
-from tests.e2e.test_policy_tools import answer_approvals, events
-from tests.e2e.test_sessions import open_session, turn
+from tests.fixtures.driver import (
+    ALLOW_MCP,
+    Daemon,
+    DaemonFactory,
+    answer_approvals,
+    events,
+    open_session,
+    stdio,
+    turn,
+)
 from tests.fixtures.model_server import ModelServer
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
