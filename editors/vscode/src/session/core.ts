@@ -112,6 +112,9 @@ export interface SessionLinks {
   resume(turnId: string): Promise<TurnResult | undefined>;
   /** Sessions: make this daemon the session's writer. */
   takeover(): Promise<Session>;
+  /** Children: the child of the running turn that asks an approval (its name, and the turn
+   * drawn under its task call); undefined when the open session asks. */
+  childAsking(p: { sessionId: string; turnId: string; runId: string }): Promise<{ name: string; turn: TranscriptTurn; redraw(): void } | undefined>;
 }
 
 export class SessionCore {
