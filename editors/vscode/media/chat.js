@@ -49,7 +49,20 @@
     }
     el.dataset.outcome = view.outcome;
     /** @type {HTMLElement} */ (el.querySelector('.prompt')).innerHTML = view.prompt;
-    /** @type {HTMLElement} */ (el.querySelector('.reply')).innerHTML = view.body;
+    const reply = /** @type {HTMLElement} */ (el.querySelector('.reply'));
+    // a child session folded or unfolded by the user stays so as it streams on
+    /** @type {Map<string, boolean>} */
+    const folded = new Map();
+    for (const child of reply.querySelectorAll('details[data-child-session]')) {
+      folded.set(/** @type {HTMLElement} */ (child).dataset.childSession || '', /** @type {HTMLDetailsElement} */ (child).open);
+    }
+    reply.innerHTML = view.body;
+    for (const child of reply.querySelectorAll('details[data-child-session]')) {
+      const open = folded.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
+      if (open !== undefined) {
+        /** @type {HTMLDetailsElement} */ (child).open = open;
+      }
+    }
     /** @type {HTMLElement} */ (el.querySelector('.footer')).innerHTML = view.footer;
     if (stick) {
       toBottom();
@@ -197,6 +210,14 @@
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
   byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
   byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));
+  // a child session's "open" link (under the task call that started it)
+  turns.addEventListener('click', (event) => {
+    const link = /** @type {HTMLElement | null} */ (event.target instanceof Element ? event.target.closest('[data-open-session]') : null);
+    if (link) {
+      event.preventDefault();
+      vscode.postMessage({ type: 'openSession', sessionId: link.dataset.openSession });
+    }
+  });
   earlier.addEventListener('click', () => {
     earlier.disabled = true;
     vscode.postMessage({ type: 'earlier' });

@@ -7,6 +7,7 @@
 
 import * as vscode from 'vscode';
 
+import { childCommands, registerChildren } from './children';
 import { DaemonClient } from './client';
 import { ChatViewProvider } from './chatView';
 import { daemonCommand, initializationOptions, readSettings } from './config';
@@ -58,6 +59,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const starting = sessionStart(ext);
   const send = sender(ext, starting);
+  const children = childCommands(ext);
   const tree = new TurnTreeProvider(controller, (error) => log.warn(`the turn tree: ${messageOf(error)}`));
   const chat = new ChatViewProvider(context.extensionUri, controller, {
     send: act('send', send),
@@ -67,6 +69,7 @@ export function activate(context: vscode.ExtensionContext): void {
     start: act('start a session', starting.start),
     reopen: act('reopen a session', starting.reopen),
     earlier: act('load earlier turns', () => controller.loadEarlier()),
+    openSession: act('open a child session', children.open),
     showLog,
   });
 
@@ -87,6 +90,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerTurnCommands(ext),
     ...registerDaemonCommands(ext, () => tree.refresh()),
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
+    ...registerChildren(ext, children),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

@@ -68,6 +68,8 @@ export type FromWebview =
   | { type: 'start' }
   | { type: 'reopen' }
   | { type: 'earlier' }
+  /** A child session's "open" link under the task call that started it. */
+  | { type: 'openSession'; sessionId: string }
   | { type: 'showLog' };
 
 export interface ChatSink {
