@@ -10,7 +10,7 @@ import * as vscode from 'vscode';
 import { childCommands, registerChildren } from './children';
 import { DaemonClient } from './client';
 import { ChatViewProvider } from './chatView';
-import { daemonCommand, initializationOptions, readSettings } from './config';
+import { daemonCommand, initializationOptions, readSettings, sessionPolicy } from './config';
 import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
 import { acting, Extension } from './features';
@@ -45,6 +45,7 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const controller = new SessionController(client, log, showLog);
   controller.mcpServers = () => settings().mcpServers;
+  controller.openPolicy = () => sessionPolicy(settings());
   const ext: Extension = {
     context,
     daemon: client,

@@ -19,6 +19,7 @@ import {
   Grant,
   McpServer,
   Merged,
+  Policy,
   RecoverResult,
   RecoveryDecision,
   Restored,
@@ -165,6 +166,16 @@ export class SessionController {
 
   set mcpServers(servers: () => McpServer[]) {
     this.core.mcpServers = servers;
+  }
+
+  /** session/open's policy for the sessions started from now on (the task tool, from the
+   * settings); undefined: the daemon's. */
+  get openPolicy(): () => Policy | undefined {
+    return this.core.openPolicy;
+  }
+
+  set openPolicy(policy: () => Policy | undefined) {
+    this.core.openPolicy = policy;
   }
 
   /** With it on, a prompt from the input box goes with the active editor's file. */

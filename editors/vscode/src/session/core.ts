@@ -19,6 +19,7 @@ import {
   McpServer,
   Method,
   PendingRecovery,
+  Policy,
   RunningTurn,
   Session,
   Spent,
@@ -146,6 +147,8 @@ export class SessionCore {
   /** The MCP servers of the user's settings: given to a session again when it is reopened
    * (a daemon started since it was opened has only the config file's and the project's). */
   mcpServers: () => McpServer[] = () => [];
+  /** session/open's policy for new sessions (the task tool turned on): from the user's settings. */
+  openPolicy: () => Policy | undefined = () => undefined;
   /** Wired by SessionController once every feature is made. */
   links!: SessionLinks;
 

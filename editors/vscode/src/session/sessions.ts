@@ -22,8 +22,10 @@ export class Sessions {
     core.links.leaveFollowed();
     core.refuseIfRunning('start another session');
     await core.client.start();
+    const policy = core.openPolicy();
     const session = await core.client.request(Method.open, {
       root,
+      ...(policy ? { policy } : {}),
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
       ...(worktree ? { worktree } : {}),
