@@ -7,11 +7,11 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 
 import { childCommands, registerChildren, underParents } from '../src/children';
 import { DEFAULT_SETTINGS, sessionPolicy } from '../src/config';
-import { acting, Extension } from '../src/features';
+import type { Extension } from '../src/features';
 import type { SessionSummary } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
-import { RecordingView, stripTags, TestDaemon, waitFor } from './daemon';
+import { features, RecordingView, stripTags, TestDaemon, waitFor } from './daemon';
 import { QuickPickItem, stub } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -25,15 +25,7 @@ function controller(view = new RecordingView()): { c: SessionController; view: R
 }
 
 function extension(c: SessionController): Extension {
-  const ext = {
-    controller: c,
-    daemon: c.client,
-    log: daemon.log,
-    settings: () => DEFAULT_SETTINGS,
-    showLog: () => undefined,
-    act: acting(daemon.log, () => undefined),
-    focusChat: async () => undefined,
-  } as unknown as Extension;
+  const ext = features(c, daemon.log);
   registerChildren(ext, childCommands(ext));
   return ext;
 }
@@ -47,11 +39,6 @@ function ownText(body: string): string {
 function childText(body: string): string {
   const found = /<details class="child[\s\S]*?<\/details>/.exec(body);
   return found ? stripTags(found[0]) : '';
-}
-
-function lastHeader(v: RecordingView) {
-  const headers = v.messages.flatMap((m) => (m.type === 'reset' ? [m.session] : m.type === 'session' ? [m.session] : []));
-  return headers.at(-1);
 }
 
 beforeEach(() => {
@@ -124,8 +111,8 @@ describe('child sessions (the task tool), against the daemon', () => {
     assert.equal(c.session?.parentSessionId, parent.sessionId);
     assert.deepEqual(view.prompts, ['count the files']);
     assert.match(stripTags(view.last!.body), /There are two files in the folder\./);
-    await waitFor('the header to name the parent', () => lastHeader(view)?.lineage?.includes('how many files?'));
-    assert.match(lastHeader(view)!.lineage!, /^child session of “how many files\?”/);
+    await waitFor('the header to name the parent', () => view.header?.lineage?.includes('how many files?'));
+    assert.match(view.header!.lineage!, /^child session of “how many files\?”/);
 
     // and back to the parent, then the child again from its link
     await c.reopenSession(parent.sessionId);
