@@ -33,6 +33,9 @@
     el.scrollTop = el.scrollHeight;
   }
 
+  /** Child sessions the user folded (false) or unfolded (true), by session id. @type {Map<string, boolean>} */
+  const childFolds = new Map();
+
   /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view @param {Element | null} [before] */
   function drawTurn(view, before) {
     const stick = !before && nearBottom();
@@ -50,15 +53,10 @@
     el.dataset.outcome = view.outcome;
     /** @type {HTMLElement} */ (el.querySelector('.prompt')).innerHTML = view.prompt;
     const reply = /** @type {HTMLElement} */ (el.querySelector('.reply'));
-    // a child session folded or unfolded by the user stays so as it streams on
-    /** @type {Map<string, boolean>} */
-    const folded = new Map();
-    for (const child of reply.querySelectorAll('details[data-child-session]')) {
-      folded.set(/** @type {HTMLElement} */ (child).dataset.childSession || '', /** @type {HTMLDetailsElement} */ (child).open);
-    }
     reply.innerHTML = view.body;
+    // a child session the user folded or unfolded stays so as it streams on and ends
     for (const child of reply.querySelectorAll('details[data-child-session]')) {
-      const open = folded.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
+      const open = childFolds.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
       if (open !== undefined) {
         /** @type {HTMLDetailsElement} */ (child).open = open;
       }
@@ -216,6 +214,12 @@
     if (link) {
       event.preventDefault();
       vscode.postMessage({ type: 'openSession', sessionId: link.dataset.openSession });
+      return;
+    }
+    const summary = event.target instanceof Element ? event.target.closest('summary') : null;
+    const child = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-child-session]'));
+    if (child && child.firstElementChild === summary) {
+      childFolds.set(child.dataset.childSession || '', !child.open); // the click toggles it next
     }
   });
   earlier.addEventListener('click', () => {
