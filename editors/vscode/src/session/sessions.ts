@@ -32,7 +32,8 @@ export class Sessions {
     });
     this.adopt(session, []);
     const where = session.worktree ? ` in the worktree ${session.worktree.path} (${session.worktree.branch})` : '';
-    core.log.info(`session ${session.sessionId} opened over ${session.root}${where}`);
+    const task = policy?.task?.enabled ? ' with the task tool' : '';
+    core.log.info(`session ${session.sessionId} opened over ${session.root}${where}${task}`);
     return session;
   }
 
