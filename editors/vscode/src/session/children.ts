@@ -47,6 +47,11 @@ export class Children {
     if (!live || !parentId) {
       return undefined;
     }
+    for (const [id, earlier] of this.children) {
+      if (earlier.parent !== live.turn && earlier.run.turn.outcome !== 'running') {
+        this.children.delete(id); // a child of a turn that has ended: nothing more comes of it
+      }
+    }
     const turn: TranscriptTurn = { key: p.sessionId, turnId: p.turnId, prompt: '', blocks: [], outcome: 'running' };
     const child: Child = { run: { sessionId: p.sessionId, turn }, parent: live.turn, described: Promise.resolve() };
     this.children.set(p.sessionId, child);
