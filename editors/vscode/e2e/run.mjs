@@ -192,6 +192,12 @@ const lines = [
   // a session in a worktree of its own: writes a file there, which a merge brings into the checkout
   { text: 'Writing it in the worktree. ', tool: 'write_file', arguments: { path: 'feature.txt', content: 'made in a worktree\n' } },
   { text: 'The feature is in `feature.txt`.' },
+  // a parent whose task call starts a child session: the child writes (asked, naming the
+  // child), then streams its reply, held after "Listing done:" until the test has seen it
+  { tool: 'task', arguments: { prompt: 'write the list' } },
+  { text: 'Writing it. ', tool: 'write_file', arguments: { path: 'list.txt', content: 'one\n' } },
+  { text: 'Listing done: one item in list.txt.', holdAfter: 2, holdFile: hold('child-text') },
+  { text: 'The helper wrote list.txt.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -201,6 +207,7 @@ const settings = {
   'trellisd.args': daemonArgs,
   'trellisd.db': path.join(tmp, 'store', 'trellisd.db'),
   'trellisd.provider': 'scripted',
+  'trellisd.task.enabled': true,
   'telemetry.telemetryLevel': 'off',
   'workbench.startupEditor': 'none',
   'workbench.tips.enabled': false,
@@ -901,6 +908,46 @@ try {
     await chat.locator('#session-worktree').waitFor({ state: 'hidden' });
   });
 
+  await check('children: a task call shows its child under it as it streams, asks its approval naming it; the child is listed under its parent and opens', async () => {
+    await palette('trellisd: Start Session');
+    await chat.locator('#session-title', { hasText: 'New session' }).waitFor({ timeout: 60_000 });
+    await waitForLog(extensionLog, /session s-\S+ opened over .* with the task tool/);
+    await send('Have a helper write the list');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'child session “write the list” asks: allow write_file?' }).waitFor({ timeout: 60_000 });
+    await pick.locator('.monaco-list-row', { hasText: 'Allow once' }).click();
+    const turn = chat.locator('section.turn', { hasText: 'Have a helper write the list' });
+    const child = turn.locator('details.child');
+    await child.locator('.child-name', { hasText: 'child session “write the list”' }).waitFor({ timeout: 60_000 });
+    await child.locator('.child-body .text', { hasText: 'Listing done:' }).waitFor({ timeout: 60_000 });
+    await child.locator('.child-state', { hasText: 'running' }).waitFor();
+    await child.locator('.approval', { hasText: 'allowed once' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'child-running.png') });
+    release('child-text');
+    await child.locator('.child-state', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.reply > .text', { hasText: 'The helper wrote list.txt.' }).waitFor();
+    if ((await turn.locator('.reply > .text', { hasText: 'Listing done' }).count()) !== 0) {
+      throw new Error("the child's text was drawn as the parent's");
+    }
+    if (fs.readFileSync(path.join(project, 'list.txt'), 'utf8') !== 'one\n') {
+      throw new Error('the child did not write list.txt');
+    }
+    await child.locator('a.child-open').click();
+    await header('#session-lineage', 'child session of “Have a helper write the list”');
+    await chat.locator('section.turn', { hasText: 'write the list' }).locator('.turn-footer', { hasText: /^finished/ }).waitFor();
+    await palette('trellisd: Reopen Session…');
+    const rows = pick.locator('.monaco-list-row');
+    await rows.filter({ hasText: '↳ write the list' }).filter({ hasText: 'child of “Have a helper write the list”' }).waitFor({ timeout: 60_000 });
+    const labels = await rows.allTextContents();
+    const parentAt = labels.findIndex((l) => l.startsWith('Have a helper write the list'));
+    if (parentAt < 0 || !labels[parentAt + 1]?.startsWith('↳ write the list')) {
+      throw new Error(`the child is not listed under its parent: ${labels.join(' | ')}`);
+    }
+    await page.screenshot({ path: path.join(artifacts, 'child-listed.png') });
+    await page.keyboard.press('Escape');
+  });
+
   exitCode = 0;
 } catch (error) {
   if (context) {
@@ -941,7 +988,7 @@ try {
   }
   // The shared daemon outlives the windows: stop it, and wait until it has exited (after its
   // turns, which a failed check may have left held).
-  for (const name of ['first-reply', 'steer-queued', 'reloaded', 'command-may-end']) {
+  for (const name of ['first-reply', 'steer-queued', 'reloaded', 'command-may-end', 'child-text']) {
     release(name);
   }
   try {

@@ -33,6 +33,9 @@
     el.scrollTop = el.scrollHeight;
   }
 
+  /** Child sessions the user folded (false) or unfolded (true), by session id. @type {Map<string, boolean>} */
+  const childFolds = new Map();
+
   /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view @param {Element | null} [before] */
   function drawTurn(view, before) {
     const stick = !before && nearBottom();
@@ -49,7 +52,15 @@
     }
     el.dataset.outcome = view.outcome;
     /** @type {HTMLElement} */ (el.querySelector('.prompt')).innerHTML = view.prompt;
-    /** @type {HTMLElement} */ (el.querySelector('.reply')).innerHTML = view.body;
+    const reply = /** @type {HTMLElement} */ (el.querySelector('.reply'));
+    reply.innerHTML = view.body;
+    // a child session the user folded or unfolded stays so as it streams on and ends
+    for (const child of reply.querySelectorAll('details[data-child-session]')) {
+      const open = childFolds.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
+      if (open !== undefined) {
+        /** @type {HTMLDetailsElement} */ (child).open = open;
+      }
+    }
     /** @type {HTMLElement} */ (el.querySelector('.footer')).innerHTML = view.footer;
     if (stick) {
       toBottom();
@@ -197,6 +208,20 @@
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
   byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
   byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));
+  // a child session's "open" link (under the task call that started it)
+  turns.addEventListener('click', (event) => {
+    const link = /** @type {HTMLElement | null} */ (event.target instanceof Element ? event.target.closest('[data-open-session]') : null);
+    if (link) {
+      event.preventDefault();
+      vscode.postMessage({ type: 'openSession', sessionId: link.dataset.openSession });
+      return;
+    }
+    const summary = event.target instanceof Element ? event.target.closest('summary') : null;
+    const child = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-child-session]'));
+    if (child && child.firstElementChild === summary) {
+      childFolds.set(child.dataset.childSession || '', !child.open); // the click toggles it next
+    }
+  });
   earlier.addEventListener('click', () => {
     earlier.disabled = true;
     vscode.postMessage({ type: 'earlier' });

@@ -30,7 +30,11 @@ export function approvalItems(params: ApprovalParams): ApprovalItem[] {
   ];
 }
 
-export function approvalTitle(params: ApprovalParams): string {
+/** The question's title; `asker` names the child session that asks (the task tool's), if one does. */
+export function approvalTitle(params: ApprovalParams, asker?: string): string {
+  if (asker) {
+    return `trellisd: ${asker} asks: ${approvalTitle(params).replace(/^trellisd: /, '')}`;
+  }
   const mcp = params.mcp;
   if (mcp?.start) {
     return `trellisd: start MCP server ${mcp.server} from the project's .trellisd.toml? ${mcp.start}`;
@@ -51,9 +55,9 @@ export function argumentsLine(args: Record<string, unknown>, limit = 300): strin
   return text.length > limit ? `${text.slice(0, limit)}…` : text;
 }
 
-export function askApproval(params: ApprovalParams, token: vscodeapi.CancellationToken): Promise<ApprovalDecision> {
+export function askApproval(params: ApprovalParams, token: vscodeapi.CancellationToken, asker?: string): Promise<ApprovalDecision> {
   const pick = vscodeapi.createQuickPick<ApprovalItem>();
-  pick.title = approvalTitle(params);
+  pick.title = approvalTitle(params, asker);
   pick.placeholder = `${params.tool} ${argumentsLine(params.arguments)}`;
   pick.items = approvalItems(params);
   pick.ignoreFocusOut = true;

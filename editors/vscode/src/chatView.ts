@@ -13,6 +13,7 @@ export interface ChatActions {
   start(): void;
   reopen(): void;
   earlier(): void;
+  openSession(sessionId: string): void;
   showLog(): void;
 }
 
@@ -76,6 +77,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
         break;
       case 'earlier':
         this.actions.earlier();
+        break;
+      case 'openSession':
+        this.actions.openSession(String(message.sessionId ?? ''));
         break;
       case 'showLog':
         this.actions.showLog();

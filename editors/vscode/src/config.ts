@@ -7,7 +7,7 @@ import * as os from 'os';
 import * as path from 'path';
 
 import type { DaemonCommand } from './client';
-import type { InitializationOptions, McpServer } from './protocol';
+import type { InitializationOptions, McpServer, Policy } from './protocol';
 
 export interface Settings {
   command: string;
@@ -18,6 +18,8 @@ export interface Settings {
   baseUrl: string;
   /** session/open's mcpServers for new sessions. */
   mcpServers: McpServer[];
+  /** session/open's policy `task` for new sessions: the task tool, which starts child sessions. */
+  task: { enabled: boolean; maxConcurrent: number };
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -28,7 +30,14 @@ export const DEFAULT_SETTINGS: Settings = {
   model: '',
   baseUrl: '',
   mcpServers: [],
+  task: { enabled: false, maxConcurrent: 2 },
 };
+
+/** session/open's policy for a new session: the task tool turned on when the settings say so;
+ * undefined leaves the daemon's policy as it is. */
+export function sessionPolicy(settings: Settings): Policy | undefined {
+  return settings.task.enabled ? { task: { enabled: true, maxConcurrent: settings.task.maxConcurrent } } : undefined;
+}
 
 /** ~ and ~/x become the home folder; anything else is kept as written. */
 export function expandHome(value: string): string {
@@ -77,6 +86,7 @@ export function readSettings(get: (key: string) => unknown): Settings {
   };
   const args = get('args');
   const servers = get('mcpServers');
+  const atOnce = get('task.maxConcurrent');
   return {
     command: text('command'),
     args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [],
@@ -87,5 +97,12 @@ export function readSettings(get: (key: string) => unknown): Settings {
     mcpServers: Array.isArray(servers)
       ? servers.filter((s): s is McpServer => typeof s === 'object' && s !== null && typeof s.name === 'string')
       : [],
+    task: {
+      enabled: get('task.enabled') === true,
+      maxConcurrent:
+        typeof atOnce === 'number' && Number.isInteger(atOnce) && atOnce >= 1 && atOnce <= 16
+          ? atOnce
+          : DEFAULT_SETTINGS.task.maxConcurrent,
+    },
   };
 }

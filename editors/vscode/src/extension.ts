@@ -7,9 +7,10 @@
 
 import * as vscode from 'vscode';
 
+import { childCommands, registerChildren } from './children';
 import { DaemonClient } from './client';
 import { ChatViewProvider } from './chatView';
-import { daemonCommand, initializationOptions, readSettings } from './config';
+import { daemonCommand, initializationOptions, readSettings, sessionPolicy } from './config';
 import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
 import { acting, Extension } from './features';
@@ -44,6 +45,7 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const controller = new SessionController(client, log, showLog);
   controller.mcpServers = () => settings().mcpServers;
+  controller.openPolicy = () => sessionPolicy(settings());
   const ext: Extension = {
     context,
     daemon: client,
@@ -58,6 +60,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   const starting = sessionStart(ext);
   const send = sender(ext, starting);
+  const children = childCommands(ext);
   const tree = new TurnTreeProvider(controller, (error) => log.warn(`the turn tree: ${messageOf(error)}`));
   const chat = new ChatViewProvider(context.extensionUri, controller, {
     send: act('send', send),
@@ -67,6 +70,7 @@ export function activate(context: vscode.ExtensionContext): void {
     start: act('start a session', starting.start),
     reopen: act('reopen a session', starting.reopen),
     earlier: act('load earlier turns', () => controller.loadEarlier()),
+    openSession: act('open a child session', children.open),
     showLog,
   });
 
@@ -87,6 +91,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerTurnCommands(ext),
     ...registerDaemonCommands(ext, () => tree.refresh()),
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
+    ...registerChildren(ext, children),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

@@ -23,13 +23,17 @@ const MAX_PAGES = 20;
 
 /**
  * The lineage in words. `origin` is what the lookup found of a fork's origin; without it (not
- * looked up yet) a fork is only said to be a fork. A copy imported with new ids says so, after
+ * looked up yet) a fork is only said to be a fork. A child session (the task tool's) names its
+ * parent by `parentTitle` once that is looked up. A copy imported with new ids says so, after
  * its fork lineage when it is a fork too (the copy keeps the origin it was forked from).
  */
-export function lineageText(session: Session, origin?: Origin): string | undefined {
+export function lineageText(session: Session, origin?: Origin, parentTitle?: string): string | undefined {
   // every imported session names its source; one imported as it was keeps its id
   const copy = session.importedFrom && session.importedFrom.sessionId !== session.sessionId;
-  const parts = [forkText(session.forkedFrom, origin), copy ? 'imported as a copy' : undefined];
+  const child = session.parentSessionId
+    ? `child session of ${parentTitle?.trim() ? `“${parentTitle.trim()}”` : 'another session'} (its task call started it)`
+    : undefined;
+  const parts = [child, forkText(session.forkedFrom, origin), copy ? 'imported as a copy' : undefined];
   const text = parts.filter(Boolean).join(' · ');
   return text || undefined;
 }

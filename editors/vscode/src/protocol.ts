@@ -123,6 +123,7 @@ export type {
   McpServerState,
   Merged,
   Outcome,
+  Policy,
   ProviderChoice,
   Queued,
   Restored,

@@ -19,6 +19,7 @@ import {
   Grant,
   McpServer,
   Merged,
+  Policy,
   RecoverResult,
   RecoveryDecision,
   Restored,
@@ -35,6 +36,7 @@ import {
 import { PromptQueue } from './queue';
 import { Approvals } from './session/approvals';
 import { ChangeSets } from './session/changeSets';
+import { Children } from './session/children';
 import { ChatSink, Listener, NO_VIEW, SessionCore } from './session/core';
 import { Following } from './session/following';
 import { Paging } from './session/paging';
@@ -78,6 +80,7 @@ export class SessionController {
     const turns = (this.turns = new Turns(core));
     const steering = (this.steering = new Steering(core));
     const stream = new Stream(core);
+    const children = new Children(core);
     const following = (this.following = new Following(core));
     const approvals = (this.approvals = new Approvals(core));
     this.changeSets = new ChangeSets(core);
@@ -98,17 +101,19 @@ export class SessionController {
       turn: (prompt) => turns.turn(prompt),
       resume: (turnId) => turns.resume(turnId),
       takeover: () => sessions.takeover(),
+      childAsking: (p) => children.asking(p),
     };
     this.handlers = {
-      token: (p) => stream.onToken(p),
-      step: (p) => stream.onStep(p),
+      // a child's (the task tool's) are drawn under the task call that started it
+      token: (p) => children.onToken(p) || stream.onToken(p),
+      step: (p) => children.onStep(p) || stream.onStep(p),
       steered: (p) => steering.onSteered(p),
-      toolCall: (p) => stream.onToolCall(p),
-      toolOutput: (p) => stream.onToolOutput(p),
+      toolCall: (p) => children.onToolCall(p) || stream.onToolCall(p),
+      toolOutput: (p) => children.onToolOutput(p) || stream.onToolOutput(p),
       usage: (p) => spending.onUsage(p),
       queued: (p) => queueing.onQueued(p),
       dequeued: (p) => queueing.onDequeued(p),
-      turnEnded: (p) => following.onTurnEnded(p),
+      turnEnded: (p) => children.onTurnEnded(p) || following.onTurnEnded(p),
       requestApproval: (p, token): Promise<ApprovalResult> => approvals.onApproval(p, token),
     };
     client.setHandlers(this.handlers);
@@ -161,6 +166,16 @@ export class SessionController {
 
   set mcpServers(servers: () => McpServer[]) {
     this.core.mcpServers = servers;
+  }
+
+  /** session/open's policy for the sessions started from now on (the task tool, from the
+   * settings); undefined: the daemon's. */
+  get openPolicy(): () => Policy | undefined {
+    return this.core.openPolicy;
+  }
+
+  set openPolicy(policy: () => Policy | undefined) {
+    this.core.openPolicy = policy;
   }
 
   /** With it on, a prompt from the input box goes with the active editor's file. */

@@ -1,5 +1,6 @@
 /** The quick pick of sessions to reopen: title, folder (and, for a session in a worktree of its
- * own, its branch and base), turns and when last used, newest first. */
+ * own, its branch and base; for a child session, its parent), turns and when last used, newest
+ * first. */
 
 import * as path from 'path';
 import type { QuickPickItem } from 'vscode';
@@ -41,7 +42,7 @@ export function lastUsed(iso: string, now: Date = new Date()): string {
 export function sessionItems(sessions: SessionSummary[], now: Date = new Date()): SessionItem[] {
   const titles = new Map(sessions.map((s) => [s.sessionId, s.title.trim() || '(untitled session)']));
   return sessions.map((s) => ({
-    label: s.title.trim() || '(untitled session)',
+    label: `${s.parentSessionId ? '↳ ' : ''}${s.title.trim() || '(untitled session)'}`,
     description: [path.basename(s.root) || s.root, s.worktree ? worktreeText(s.worktree) : '', lineageNote(s, titles)]
       .filter(Boolean)
       .join(' · '),
@@ -50,10 +51,15 @@ export function sessionItems(sessions: SessionSummary[], now: Date = new Date())
   }));
 }
 
-/** "forked from “title”" for a fork (the origin's title when the list holds it), and "imported"
- * for a copy imported with new ids (both for an imported copy of a fork). */
+/** "forked from “title”" for a fork (the origin's title when the list holds it), "imported" for a
+ * copy imported with new ids (both for an imported copy of a fork), and "child of “title”" for a
+ * session a task call started. */
 function lineageNote(session: SessionSummary, titles: Map<string, string>): string {
   const notes: string[] = [];
+  if (session.parentSessionId) {
+    const parent = titles.get(session.parentSessionId);
+    notes.push(parent ? `$(type-hierarchy-sub) child of “${parent}”` : '$(type-hierarchy-sub) a child session');
+  }
   if (session.forkedFrom) {
     const origin = titles.get(session.forkedFrom.sessionId);
     notes.push(origin ? `$(repo-forked) forked from “${origin}”` : '$(repo-forked) a fork');

@@ -1,5 +1,6 @@
 /** Starting a session over a workspace folder, and reopening one from the list. */
 
+import { underParents } from './children';
 import type { Extension } from './features';
 import { SessionItem, sessionItems } from './sessionPicker';
 import * as vscodeapi from './vscodeapi';
@@ -42,9 +43,9 @@ export function sessionStart({ controller, settings, focusChat }: Extension): Se
       void vscodeapi.showInformationMessage('trellisd has no sessions yet: start one first.');
       return;
     }
-    const picked = await vscodeapi.showQuickPick<SessionItem>(sessionItems(sessions), {
+    const picked = await vscodeapi.showQuickPick<SessionItem>(sessionItems(underParents(sessions)), {
       title: 'trellisd: reopen a session',
-      placeHolder: 'newest first',
+      placeHolder: 'newest first, child sessions under their parent',
       matchOnDescription: true,
       matchOnDetail: true,
     });

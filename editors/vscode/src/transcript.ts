@@ -20,6 +20,8 @@ export type Block =
       callId?: string;
       status?: CallStatus;
       output?: string;
+      /** A `task` call's child session, once it started: drawn under the call. */
+      child?: ChildRun;
     }
   | { kind: 'steer'; clientMsgId: string; text: string; state: SteerState; step?: number; note?: string }
   | {
@@ -42,6 +44,38 @@ export interface TranscriptTurn {
   cost?: number | null;
   model?: string | null;
   error?: string;
+}
+
+/** A child session a `task` call started, as the parent's view shows it: its turn (its text,
+ * tool calls and approvals as they stream, its outcome when it ends) and how to open it. */
+export interface ChildRun {
+  sessionId: string;
+  /** The child's one turn; its prompt is the task call's until the daemon says it. */
+  turn: TranscriptTurn;
+}
+
+/** "“count the files”", or the start of the child's id while its prompt is not known. */
+export function childName(child: ChildRun): string {
+  const prompt = child.turn.prompt.replace(/\s+/g, ' ').trim();
+  if (!prompt) {
+    return `child session ${child.sessionId.slice(0, 8)}`;
+  }
+  return `child session “${prompt.length > 60 ? `${prompt.slice(0, 60)}…` : prompt}”`;
+}
+
+/** The child under its task call: a line saying where it stands, with a link that opens it,
+ * and what it streamed, folded (open while it runs). */
+export function childHtml(child: ChildRun): string {
+  const turn = child.turn;
+  const state = turn.outcome === 'running' ? 'running…' : footerText(turn);
+  const error = turn.error ? `<div class="turn-error">${escapeHtml(turn.error)}</div>` : '';
+  return (
+    `<details class="child child-${escapeHtml(turn.outcome)}" data-child-session="${escapeHtml(child.sessionId)}"${turn.outcome === 'running' ? ' open' : ''}>` +
+    `<summary><span class="child-name">${escapeHtml(childName(child))}</span>` +
+    ` <span class="child-state">${escapeHtml(state)}</span>` +
+    ` <a href="#" class="child-open" data-open-session="${escapeHtml(child.sessionId)}">open</a></summary>` +
+    `<div class="child-body">${bodyHtml(turn)}${error}</div></details>`
+  );
 }
 
 export function fromHistory(turn: Turn): TranscriptTurn {
@@ -313,6 +347,7 @@ export function blockHtml(block: Block): string {
         status +
         (result ? ` <span class="tool-result">→ ${escapeHtml(result)}</span>` : '') +
         output +
+        (block.child ? childHtml(block.child) : '') +
         '</div>'
       );
     }

@@ -9,7 +9,9 @@ import * as os from 'os';
 import * as path from 'path';
 
 import { ClientOptions, DaemonClient, Log } from '../src/client';
-import type { ChatSink, ToWebview } from '../src/session';
+import { DEFAULT_SETTINGS } from '../src/config';
+import { acting, Extension } from '../src/features';
+import type { ChatSink, SessionController, ToWebview } from '../src/session';
 import type { TurnView } from '../src/transcript';
 
 export function testCommand(): { command: string; args: string[] } {
@@ -205,6 +207,12 @@ export class RecordingView implements ChatSink {
     this.turns.set(turn.key, turn);
   }
 
+  /** The session header drawn last (null: no session). */
+  get header() {
+    const headers = this.messages.flatMap((m) => (m.type === 'reset' ? [m.session] : m.type === 'session' ? [m.session] : []));
+    return headers.at(-1);
+  }
+
   get last(): TurnView | undefined {
     return this.turns.get(this.order[this.order.length - 1]);
   }
@@ -216,6 +224,20 @@ export class RecordingView implements ChatSink {
   get prompts(): string[] {
     return this.order.map((k) => this.turns.get(k)!.prompt);
   }
+}
+
+/** What activate hands each feature, over one controller and no window: the default settings,
+ * commands that show their failure as in VS Code, the chat focused by doing nothing. */
+export function features(c: SessionController, log: Log): Extension {
+  return {
+    controller: c,
+    daemon: c.client,
+    log,
+    settings: () => DEFAULT_SETTINGS,
+    showLog: () => undefined,
+    act: acting(log, () => undefined),
+    focusChat: async () => undefined,
+  } as unknown as Extension;
 }
 
 export async function waitFor<T>(

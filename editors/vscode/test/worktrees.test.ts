@@ -6,13 +6,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 
-import { acting, Extension } from '../src/features';
+import type { Extension } from '../src/features';
 import { contentProvider } from '../src/proposed';
 import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { registerTurnCommands } from '../src/turnCommands';
 import { registerWorktrees, worktreeCommands } from '../src/worktrees';
-import { RecordingView, TestDaemon, waitFor } from './daemon';
+import { features, RecordingView, TestDaemon, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -36,15 +36,7 @@ function controller(view = new RecordingView()): { c: SessionController; view: R
 
 /** The extension's features over one controller, their commands registered in the stand-in. */
 function extension(c: SessionController): Extension {
-  const ext = {
-    controller: c,
-    daemon: c.client,
-    log: daemon.log,
-    settings: () => ({ mcpServers: [] }),
-    showLog: () => undefined,
-    act: acting(daemon.log, () => undefined),
-    focusChat: async () => undefined,
-  } as unknown as Extension;
+  const ext = features(c, daemon.log);
   registerWorktrees(ext, worktreeCommands(ext, async () => daemon.root));
   registerTurnCommands(ext);
   return ext;

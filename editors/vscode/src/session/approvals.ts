@@ -18,6 +18,7 @@ export class Approvals {
   async onApproval(p: ApprovalParams, token: vscodeapi.CancellationToken): Promise<ApprovalResult> {
     const { core } = this;
     const live = core.liveFor(p);
+    const child = live ? undefined : await core.links.childAsking(p);
     const block: Extract<Block, { kind: 'approval' }> = {
       kind: 'approval',
       tool: p.tool,
@@ -25,22 +26,23 @@ export class Approvals {
       arguments: p.arguments ?? {},
       decision: 'pending',
     };
-    if (live) {
-      addBlock(live.turn, block);
-      core.coalescer.mark(live.turn.key);
+    const redraw = () => (child ? child.redraw() : live && core.coalescer.mark(live.turn.key));
+    const turn = child?.turn ?? live?.turn;
+    if (turn) {
+      addBlock(turn, block);
+      redraw();
       core.coalescer.flush();
     }
     const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
-    core.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
+    const asker = child ? `${child.name} asks: ` : '';
+    core.log.info(`approval asked: ${asker}${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
     if (p.diff && core.session) {
       showProposed(core.session.root, p.diff).catch((e) => core.log.info(`could not show the diff: ${e}`));
     }
-    const decision = await askApproval(p, token);
+    const decision = await askApproval(p, token, child?.name);
     // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
     block.decision = token.isCancellationRequested ? 'withdrawn' : decision;
-    if (live) {
-      core.coalescer.mark(live.turn.key);
-    }
+    redraw();
     core.log.info(`approval ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
     return { decision };
   }

@@ -19,6 +19,7 @@ import {
   McpServer,
   Method,
   PendingRecovery,
+  Policy,
   RunningTurn,
   Session,
   Spent,
@@ -68,6 +69,8 @@ export type FromWebview =
   | { type: 'start' }
   | { type: 'reopen' }
   | { type: 'earlier' }
+  /** A child session's "open" link under the task call that started it. */
+  | { type: 'openSession'; sessionId: string }
   | { type: 'showLog' };
 
 export interface ChatSink {
@@ -112,6 +115,9 @@ export interface SessionLinks {
   resume(turnId: string): Promise<TurnResult | undefined>;
   /** Sessions: make this daemon the session's writer. */
   takeover(): Promise<Session>;
+  /** Children: the child of the running turn that asks an approval (its name, and the turn
+   * drawn under its task call); undefined when the open session asks. */
+  childAsking(p: { sessionId: string; turnId: string; runId: string }): Promise<{ name: string; turn: TranscriptTurn; redraw(): void } | undefined>;
 }
 
 export class SessionCore {
@@ -141,6 +147,8 @@ export class SessionCore {
   /** The MCP servers of the user's settings: given to a session again when it is reopened
    * (a daemon started since it was opened has only the config file's and the project's). */
   mcpServers: () => McpServer[] = () => [];
+  /** session/open's policy for new sessions (the task tool turned on): from the user's settings. */
+  openPolicy: () => Policy | undefined = () => undefined;
   /** Wired by SessionController once every feature is made. */
   links!: SessionLinks;
 

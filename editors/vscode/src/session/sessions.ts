@@ -8,6 +8,7 @@ import { pickStep } from '../forkStep';
 import { findOrigin, lineageText } from '../lineage';
 import { messageOf, TrellisError } from '../errors';
 import { HISTORY_PAGE } from '../paging';
+import { sessionTitles } from '../sharing';
 import { ExportResult, McpServer, Method, Session, SessionSummary, SessionTools, Turn } from '../protocol';
 import type { SessionCore } from './core';
 
@@ -21,15 +22,18 @@ export class Sessions {
     core.links.leaveFollowed();
     core.refuseIfRunning('start another session');
     await core.client.start();
+    const policy = core.openPolicy();
     const session = await core.client.request(Method.open, {
       root,
+      ...(policy ? { policy } : {}),
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
       ...(worktree ? { worktree } : {}),
     });
     this.adopt(session, []);
     const where = session.worktree ? ` in the worktree ${session.worktree.path} (${session.worktree.branch})` : '';
-    core.log.info(`session ${session.sessionId} opened over ${session.root}${where}`);
+    const task = policy?.task?.enabled ? ' with the task tool' : '';
+    core.log.info(`session ${session.sessionId} opened over ${session.root}${where}${task}`);
     return session;
   }
 
@@ -78,13 +82,15 @@ export class Sessions {
   /** Look the session's origin up and show its lineage in the header. */
   private async describeLineage(session: Session): Promise<void> {
     const { core } = this;
-    if (!session.forkedFrom) {
+    const parentId = session.parentSessionId;
+    if (!session.forkedFrom && !parentId) {
       return;
     }
     try {
-      const origin = await findOrigin(core.client, session.forkedFrom);
+      const origin = session.forkedFrom ? await findOrigin(core.client, session.forkedFrom) : undefined;
+      const parent = parentId ? (await sessionTitles(core.client, [parentId])).get(parentId) : undefined;
       if (core.session?.sessionId === session.sessionId) {
-        core.lineage = lineageText(session, origin);
+        core.lineage = lineageText(session, origin, parent);
         core.postHeader(core.session);
         core.log.info(`session ${session.sessionId}: ${core.lineage}`);
         core.fireSession();

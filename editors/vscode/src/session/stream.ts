@@ -7,8 +7,22 @@
 
 import { argumentsLine } from '../approval';
 import { StepParams, TokenParams, ToolCallParams, ToolOutputParams, TurnRef } from '../protocol';
-import { addBlock, appendText, callChanged, callEnded, callPrinted } from '../transcript';
+import { addBlock, appendText, callChanged, callEnded, callPrinted, TranscriptTurn } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
+
+/** A committed step drawn into `turn`: its tool call's result on the call's block (a block
+ * added when the call was not drawn live); false when the step has no tool call. */
+export function drawStep(turn: TranscriptTurn, p: StepParams): boolean {
+  if (!p.toolCall) {
+    return false;
+  }
+  // a tool that ran, or one cancelled while it ran or waited for approval
+  const result = p.result ?? (p.decision === 'cancelled' ? 'cancelled' : null);
+  if (!callEnded(turn, p.toolCall.id, result)) {
+    addBlock(turn, { kind: 'tool', step: p.step, name: p.toolCall.name, arguments: p.toolCall.arguments ?? {}, result });
+  }
+  return true;
+}
 
 export class Stream {
   constructor(private readonly core: SessionCore) {}
@@ -40,18 +54,7 @@ export class Stream {
     if (!live) {
       return;
     }
-    if (p.toolCall) {
-      // a tool that ran, or one cancelled while it ran or waited for approval
-      const result = p.result ?? (p.decision === 'cancelled' ? 'cancelled' : null);
-      if (!callEnded(live.turn, p.toolCall.id, result)) {
-        addBlock(live.turn, {
-          kind: 'tool',
-          step: p.step,
-          name: p.toolCall.name,
-          arguments: p.toolCall.arguments ?? {},
-          result,
-        });
-      }
+    if (p.toolCall && drawStep(live.turn, p)) {
       core.log.info(`step ${p.step}: ${p.toolCall.name} ${argumentsLine(p.toolCall.arguments ?? {})} -> ${excerpt(p.result ?? '')}`);
       core.coalescer.mark(live.turn.key);
     }
