@@ -20,7 +20,10 @@ to put back. What these walls are, against bubblewrap's:
   protected path the program changed or removed is moved to the quarantine and its copy put
   back, as one it created is taken away; the call is reported as refused. While the program
   runs, a changed hook is there for a ``git`` started outside the walls to run;
-- no pid, mount or network namespace: the program sees the user's other processes, the
+- the program has no capability, root's neither (``landlock.drop_capabilities``), and the
+  daemon is non-dumpable: its ``/proc/<pid>/environ`` and memory are out of reach;
+- no pid, mount or network namespace: the program sees the user's other processes and
+  their command lines, the
   host's ``/tmp`` and ``/run`` (and can ``connect`` to a socket there), and the private
   temporary folder's size is not bounded; the process bound (``limits``) counts, for a user
   other than root, every process of that user, not the program's only.
@@ -37,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .landlock import abi_version, landlock_prefix
+from .landlock import abi_version, keep_environment_private, landlock_prefix
 from .walls import PROTECTED, Walls
 
 NETWORK_ABI = 4
@@ -72,7 +75,9 @@ def _real(path: Path) -> Path:
 
 def landlock_argv(walls: Walls, temp: Path, linked: Sequence[Path] = ()) -> list[str]:
     """The prefix that runs a program inside ``walls`` built with Landlock; ``temp`` is the
-    call's private temporary folder, ``linked`` the git folders of a linked worktree."""
+    call's private temporary folder, ``linked`` the git folders of a linked worktree. The
+    daemon makes itself non-dumpable first: the program sees its process."""
+    keep_environment_private()
     writable: list[Path] = [temp]
     if walls.mode == "workspace-write":
         writable += [_real(walls.root), *linked]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -222,3 +223,18 @@ async def test_the_doctor_says_landlock_builds_the_walls_without_bwrap() -> None
     assert default_ok
     assert any(line.startswith("no  bubblewrap") for line in lines)
     assert any("walls built with: Landlock" in line and "loopback" in line for line in lines)
+
+
+async def test_no_capability_is_left_and_the_daemons_environment_is_out_of_reach(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRELLISD_TEST_CANARY", canary := secrets.token_hex(8))
+    ran = await place.run(
+        f"grep -E '^Cap(Eff|Prm|Amb|Bnd):' /proc/self/status; cat /proc/{os.getpid()}/environ"
+    )
+    assert canary not in ran.output
+    assert "Permission denied" in ran.output, ran.output
+    capabilities = dict(line.split(":\t") for line in ran.output.splitlines()[:4])
+    assert capabilities["CapEff"] == capabilities["CapPrm"] == capabilities["CapAmb"] == "0" * 16
+    if os.geteuid() == 0:
+        assert capabilities["CapBnd"] == "0" * 16
