@@ -52,7 +52,7 @@ from typing import Any, Literal
 from . import network
 from .landlock_walls import Snapshot, available, landlock_argv, private_temp
 from .limits import Bound, process_bound
-from .walls import PROTECTED, Walls
+from .walls import PROTECTED, Walls, hidden_around
 
 Via = Literal["bubblewrap", "landlock"]
 
@@ -226,22 +226,13 @@ def bwrap_argv(
 
 def _hide(secret: Path, shown: list[Path]) -> list[str]:
     """The mounts that hide ``secret``: an empty read-only folder over a folder,
-    ``/dev/null`` over a file. A folder that holds the root or a cache (a store folder with
-    the root in it) is hidden entry by entry, but for the way to what is shown."""
-    if not any(_within(place, secret) for place in shown):
-        if secret.is_dir():
-            return ["--tmpfs", str(secret), "--remount-ro", str(secret)]
-        return ["--ro-bind", "/dev/null", str(secret)]
-    if any(secret == place for place in shown) or not secret.is_dir():
-        return []
-    try:
-        entries = sorted(secret.iterdir())
-    except OSError:
-        return []
+    ``/dev/null`` over a file; around what is shown (``walls.hidden_around``)."""
     out: list[str] = []
-    for entry in entries:
-        if not entry.is_symlink():
-            out += _hide(entry, shown)
+    for path in hidden_around(secret, shown):
+        if path.is_dir():
+            out += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            out += ["--ro-bind", "/dev/null", str(path)]
     return out
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .landlock import abi_version, keep_environment_private, landlock_prefix
-from .walls import PROTECTED, Walls
+from .walls import PROTECTED, Walls, hidden_around
 
 NETWORK_ABI = 4
 """The Landlock ABI that can deny TCP bind and connect."""
@@ -78,11 +78,13 @@ def landlock_argv(walls: Walls, temp: Path, linked: Sequence[Path] = ()) -> list
     call's private temporary folder, ``linked`` the git folders of a linked worktree. The
     daemon makes itself non-dumpable first: the program sees its process."""
     keep_environment_private()
-    writable: list[Path] = [temp]
-    if walls.mode == "workspace-write":
-        writable += [_real(walls.root), *linked]
-        writable += [_real(cache) for cache in walls.writable if os.path.isdir(cache)]
-    hidden = [_real(path) for path in walls.hidden if os.path.lexists(path)]
+    caches = [_real(cache) for cache in walls.writable if os.path.isdir(cache)]
+    shown = [_real(walls.root), *linked, *caches]
+    writable = [temp, *shown] if walls.mode == "workspace-write" else [temp]
+    hidden: list[Path] = []
+    for secret in walls.hidden:
+        if os.path.lexists(secret):
+            hidden += hidden_around(_real(secret), shown)
     return landlock_prefix(hidden, writable, walls.network is True)
 
 

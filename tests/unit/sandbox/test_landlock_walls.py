@@ -238,3 +238,17 @@ async def test_no_capability_is_left_and_the_daemons_environment_is_out_of_reach
     assert capabilities["CapEff"] == capabilities["CapPrm"] == capabilities["CapAmb"] == "0" * 16
     if os.geteuid() == 0:
         assert capabilities["CapBnd"] == "0" * 16
+
+
+async def test_a_root_inside_a_hidden_folder_is_writable_and_the_rest_stays_hidden(
+    place: Place,
+) -> None:
+    store = place.base / "store"
+    (store / "worktrees" / "w").mkdir(parents=True)
+    (store / "trellisd.db").write_text("the store")
+    inner = replace(place.walls, root=store / "worktrees" / "w", hidden=(store,))
+    ran = await replace(place, root=inner.root, walls=inner).run(
+        "echo made > made.txt && cat ../../trellisd.db; echo end"
+    )
+    assert (inner.root / "made.txt").read_text() == "made\n"
+    assert "the store" not in ran.output and "Permission denied" in ran.output, ran.output
