@@ -267,17 +267,10 @@ async def confine(
     if not walls.confined:
         yield Launch(list(argv), env, walls)
         return
-    bwrap = find()
-    problem = NO_BWRAP if bwrap is None else await bwrap_problem(bwrap)
-    if problem is not None:
-        fallback = available(walls)
-        if fallback is not None:
-            raise WallsUnavailable(
-                f"the command was not run: {problem}, and {fallback}; {HOW_TO_TURN_OFF}"
-            )
+    bwrap = await _builder(walls, find)
     bound = await asyncio.to_thread(process_bound, walls.processes)
     try:
-        if bwrap is not None and problem is None:
+        if bwrap is not None:
             async with _bubblewrapped(walls, bwrap, argv, cwd, env, bound) as launch:
                 yield launch
         else:
@@ -286,6 +279,29 @@ async def confine(
     finally:
         if bound is not None:
             bound.release()
+
+
+async def _builder(walls: Walls, find: Callable[[], str | None]) -> str | None:
+    """bwrap's path when it builds ``walls`` here; None when Landlock does instead.
+    ``WallsUnavailable`` when neither can."""
+    bwrap = find()
+    problem = NO_BWRAP if bwrap is None else await bwrap_problem(bwrap)
+    if problem is None:
+        return bwrap
+    fallback = available(walls)
+    if fallback is not None:
+        raise WallsUnavailable(
+            f"the command was not run: {problem}, and {fallback}; {HOW_TO_TURN_OFF}"
+        )
+    return None
+
+
+async def builder(walls: Walls, find: Callable[[], str | None] = find_bwrap) -> Via | None:
+    """What would build ``walls`` here, without building them (for a record made before a
+    program starts); None for ``off``. ``WallsUnavailable`` when nothing can."""
+    if not walls.confined:
+        return None
+    return "bubblewrap" if await _builder(walls, find) is not None else "landlock"
 
 
 @contextlib.asynccontextmanager

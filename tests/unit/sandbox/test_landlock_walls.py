@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from trellisd.sandbox.bwrap import WallsUnavailable, confine
+from trellisd.sandbox.bwrap import WallsUnavailable, builder, confine
 from trellisd.sandbox.doctor import examine
 from trellisd.sandbox.landlock import abi_version
 from trellisd.sandbox.walls import Walls, secret_paths
@@ -252,3 +252,12 @@ async def test_a_root_inside_a_hidden_folder_is_writable_and_the_rest_stays_hidd
     )
     assert (inner.root / "made.txt").read_text() == "made\n"
     assert "the store" not in ran.output and "Permission denied" in ran.output, ran.output
+
+
+async def test_what_builds_the_walls_is_known_before_a_program_starts(place: Place) -> None:
+    assert await builder(place.walls, no_bwrap) == "landlock"
+    assert await builder(replace(place.walls, mode="off"), no_bwrap) is None
+    with pytest.raises(WallsUnavailable):
+        await builder(replace(place.walls, network=("pypi.org:443",)), no_bwrap)
+    ran = await place.run("true")
+    assert ran.record == {**place.walls.record(), "via": "landlock"}
