@@ -5,8 +5,9 @@ turn's check, an MCP stdio server.
 and how a project may only make them stricter; ``bwrap`` builds them with bubblewrap and
 sweeps what a program left on a protected path; ``limits`` bounds the processes a program
 may run; ``doctor`` says what works on this machine; ``network`` is the proxy that lets only
-a listed ``host:port`` through, ``relay`` its end inside the walls, and ``landlock`` the
-fallback where user namespaces are off.
+a listed ``host:port`` through, ``relay`` its end inside the walls, ``landlock`` the
+runner of the fallback where user namespaces are off, and ``landlock_walls`` what those
+weaker walls are made of.
 
 This package imports nothing: ``relay`` and ``landlock`` run as programs of their own
 (``python -m``), the second before its walls are up, so importing the package must cost

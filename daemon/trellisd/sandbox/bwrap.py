@@ -1,8 +1,10 @@
 """Building the walls on Linux with bubblewrap (``bwrap``), and the sweep after a program.
 
-``confine`` gives the argv that runs a program inside ``Walls``: a user namespace
-(``--unshare-user``, with no further user namespaces inside) whose process has no
-capability, its own process ids (``--unshare-pid``, a new ``/proc``: the daemon and every
+``confine`` gives the argv that runs a program inside ``Walls``; where bubblewrap cannot
+build them (not installed, user namespaces off) it builds Landlock's weaker walls instead
+(``landlock_walls``), and where neither can, the program does not run. With bubblewrap:
+a user namespace (``--unshare-user``, with no further user namespaces inside) whose process
+has no capability, its own process ids (``--unshare-pid``, a new ``/proc``: the daemon and every
 other process of the host are out of sight, their ``/proc/<pid>/environ`` too), its own
 IPC and host name, its own network unless the network is ``True`` (``--unshare-net``: a
 loopback of its own), a new session (``--new-session``, so it cannot type into the
@@ -42,13 +44,17 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from . import network
+from .landlock_walls import Snapshot, available, landlock_argv, private_temp
 from .limits import Bound, process_bound
-from .walls import PROTECTED, Walls
+from .walls import PROTECTED, Walls, hidden_around
+
+Via = Literal["bubblewrap", "landlock"]
 
 INSIDE_TEMP = "/tmp"
 GATE_FOLDER = "/run/trellisd-network"
@@ -118,16 +124,32 @@ class Launch:
     swept: list[str] = field(default_factory=list)
     moved_to: Path | None = None
     """Where ``sweep`` moved what it took away; None: removed."""
+    via: Via | None = None
+    """What built the walls; None: there are none (``off``)."""
+    snapshot: Snapshot | None = None
+    """Copies of the protected paths that exist, where the walls could not keep them
+    read-only (Landlock): ``sweep`` puts back what the program changed."""
+
+    def record(self) -> dict[str, Any]:
+        """What a step's record says of the walls the program ran in, and what built them."""
+        if self.via is None:
+            return self.walls.record()
+        return {**self.walls.record(), "via": self.via}
 
     def sweep(self) -> list[str]:
         """Take away the protected paths the program created (they were missing before it
-        ran): moved into the walls' ``quarantine`` folder when there is one (nothing is
-        lost, should someone else have made one meanwhile), else removed. Their
-        root-relative names. Call once every process of the call is dead."""
+        ran), and, where the walls could not keep them read-only, put back those it changed
+        or removed: what is taken away is moved into the walls' ``quarantine`` folder when
+        there is one (nothing is lost, should someone else have made one meanwhile), else
+        removed. Their names (root-relative in the root). Call once every process of the
+        call is dead."""
         root = self.walls.root
         into = self.walls.quarantine
         if into is not None:
             into = into / f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(4)}"
+        if self.snapshot is not None:
+            self.swept.extend(self.snapshot.restore(into))
+            self.snapshot = None
         for name in self.missing:
             path = root / name
             if not _exists(path):
@@ -204,22 +226,13 @@ def bwrap_argv(
 
 def _hide(secret: Path, shown: list[Path]) -> list[str]:
     """The mounts that hide ``secret``: an empty read-only folder over a folder,
-    ``/dev/null`` over a file. A folder that holds the root or a cache (a store folder with
-    the root in it) is hidden entry by entry, but for the way to what is shown."""
-    if not any(_within(place, secret) for place in shown):
-        if secret.is_dir():
-            return ["--tmpfs", str(secret), "--remount-ro", str(secret)]
-        return ["--ro-bind", "/dev/null", str(secret)]
-    if any(secret == place for place in shown) or not secret.is_dir():
-        return []
-    try:
-        entries = sorted(secret.iterdir())
-    except OSError:
-        return []
+    ``/dev/null`` over a file; around what is shown (``walls.hidden_around``)."""
     out: list[str] = []
-    for entry in entries:
-        if not entry.is_symlink():
-            out += _hide(entry, shown)
+    for path in hidden_around(secret, shown):
+        if path.is_dir():
+            out += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            out += ["--ro-bind", "/dev/null", str(path)]
     return out
 
 
@@ -231,43 +244,111 @@ def _missing(walls: Walls) -> tuple[str, ...]:
     return tuple(names)
 
 
+NO_BWRAP = (
+    "bubblewrap (bwrap) is not installed, so no walls can be built (Debian: apt-get install"
+    " bubblewrap)"
+)
+
+
 @contextlib.asynccontextmanager
 async def confine(
-    walls: Walls, argv: Sequence[str], cwd: Path, env: dict[str, str]
+    walls: Walls,
+    argv: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    find: Callable[[], str | None] = find_bwrap,
 ) -> AsyncIterator[Launch]:
-    """The launch of ``argv`` in ``cwd`` inside ``walls``; on leaving, the network proxy and
-    the process bound are released. Raises ``WallsUnavailable`` when the walls cannot be
-    built (never runs a program unconfined in a confined mode)."""
+    """The launch of ``argv`` in ``cwd`` inside ``walls``: built with bubblewrap (``find``
+    finds it), else, where bubblewrap cannot build them, with Landlock (``landlock_walls``
+    says how they are weaker). On leaving, the network proxy, the private temporary folder
+    and the process bound are released. Raises ``WallsUnavailable`` when neither can build
+    the walls (never runs a program unconfined in a confined mode)."""
     if not walls.confined:
         yield Launch(list(argv), env, walls)
         return
-    bwrap = find_bwrap()
-    if bwrap is None:
-        raise WallsUnavailable(
-            "the command was not run: bubblewrap (bwrap) is not installed, so no walls can"
-            f" be built (Debian: apt-get install bubblewrap); {HOW_TO_TURN_OFF}"
-        )
-    await ready(bwrap)
+    bwrap = await _builder(walls, find)
     bound = await asyncio.to_thread(process_bound, walls.processes)
-    inside_env = {**env, "TMPDIR": INSIDE_TEMP}
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            gate_folder = None
-            inner: list[str] = list(bound.inner) if bound is not None else []
-            if isinstance(walls.network, tuple):
-                gate_folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-                gate = await stack.enter_async_context(
-                    network.NetworkGate(walls.network, gate_folder)
-                )
-                inside = f"{GATE_FOLDER}/{Path(gate.socket_path).name}"
-                inner += network.relay_prefix(inside, RELAY_PORT)
-                inside_env.update(network.proxy_env(RELAY_PORT))
-            prefix = list(bound.outer) if bound is not None else []
-            full = prefix + bwrap_argv(walls, bwrap, cwd, gate_folder=gate_folder)
-            yield Launch(full + inner + list(argv), inside_env, walls, _missing(walls), bound)
+        if bwrap is not None:
+            async with _bubblewrapped(walls, bwrap, argv, cwd, env, bound) as launch:
+                yield launch
+        else:
+            async with _landlocked(walls, argv, env, bound) as launch:
+                yield launch
     finally:
         if bound is not None:
             bound.release()
+
+
+async def _builder(walls: Walls, find: Callable[[], str | None]) -> str | None:
+    """bwrap's path when it builds ``walls`` here; None when Landlock does instead.
+    ``WallsUnavailable`` when neither can."""
+    bwrap = find()
+    problem = NO_BWRAP if bwrap is None else await bwrap_problem(bwrap)
+    if problem is None:
+        return bwrap
+    fallback = available(walls)
+    if fallback is not None:
+        raise WallsUnavailable(
+            f"the command was not run: {problem}, and {fallback}; {HOW_TO_TURN_OFF}"
+        )
+    return None
+
+
+async def builder(walls: Walls, find: Callable[[], str | None] = find_bwrap) -> Via | None:
+    """What would build ``walls`` here, without building them (for a record made before a
+    program starts); None for ``off``. ``WallsUnavailable`` when nothing can."""
+    if not walls.confined:
+        return None
+    return "bubblewrap" if await _builder(walls, find) is not None else "landlock"
+
+
+@contextlib.asynccontextmanager
+async def _bubblewrapped(
+    walls: Walls,
+    bwrap: str,
+    argv: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    bound: Bound | None,
+) -> AsyncIterator[Launch]:
+    inside_env = {**env, "TMPDIR": INSIDE_TEMP}
+    async with contextlib.AsyncExitStack() as stack:
+        gate_folder = None
+        inner: list[str] = list(bound.inner) if bound is not None else []
+        if isinstance(walls.network, tuple):
+            gate_folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            gate = await stack.enter_async_context(network.NetworkGate(walls.network, gate_folder))
+            inside = f"{GATE_FOLDER}/{Path(gate.socket_path).name}"
+            inner += network.relay_prefix(inside, RELAY_PORT)
+            inside_env.update(network.proxy_env(RELAY_PORT))
+        prefix = list(bound.outer) if bound is not None else []
+        full = prefix + bwrap_argv(walls, bwrap, cwd, gate_folder=gate_folder)
+        yield Launch(
+            full + inner + list(argv), inside_env, walls, _missing(walls), bound, via="bubblewrap"
+        )
+
+
+@contextlib.asynccontextmanager
+async def _landlocked(
+    walls: Walls, argv: Sequence[str], env: dict[str, str], bound: Bound | None
+) -> AsyncIterator[Launch]:
+    writes = walls.mode == "workspace-write"
+    linked = linked_git_folders(_real(walls.root)) if writes else ()
+    with private_temp() as temp:
+        snapshot = await asyncio.to_thread(Snapshot.take, walls, linked) if writes else None
+        try:
+            outer = list(bound.outer) if bound is not None else []
+            inner = list(bound.inner) if bound is not None else []
+            full = outer + landlock_argv(walls, temp, linked) + inner + list(argv)
+            inside_env = {**env, "TMPDIR": str(temp)}
+            yield Launch(
+                full, inside_env, walls, _missing(walls), bound, via="landlock", snapshot=snapshot
+            )
+        finally:
+            if snapshot is not None:
+                snapshot.drop()
 
 
 _ready: set[str] = set()
@@ -275,20 +356,21 @@ _options: dict[str, str] = {}
 """bwrap's ``--help`` by its path: which options this build of it knows."""
 
 
-async def ready(bwrap: str) -> None:
-    """Whether ``bwrap`` can build a wall here (a user namespace, a pid namespace, a
-    network namespace): tried once, then remembered; ``WallsUnavailable`` says why not."""
+async def bwrap_problem(bwrap: str) -> str | None:
+    """Why ``bwrap`` cannot build a wall here (a user namespace, a pid namespace, a network
+    namespace), or None: tried until it can, then remembered."""
     if bwrap in _ready:
-        return
+        return None
     problem = await probe(bwrap)
     if problem is not None:
-        raise WallsUnavailable(f"the command was not run: {problem}; {HOW_TO_TURN_OFF}")
+        return problem
     helping = await asyncio.create_subprocess_exec(
         bwrap, "--help", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     said, _ = await helping.communicate()
     _options[bwrap] = said.decode("utf-8", "replace")
     _ready.add(bwrap)
+    return None
 
 
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net")

@@ -2,8 +2,9 @@
 
     python -m trellisd.sandbox.landlock --write DIR... --hide PATH... [--no-network] -- argv...
 
-restricts itself with the kernel's Landlock and then becomes ``argv`` (``execvp``); the
-program and everything it starts keep the restriction. Inside:
+restricts itself with the kernel's Landlock, gives up every capability (root's too) and
+then becomes ``argv`` (``execvp``); the program and everything it starts keep the
+restriction and get no capability back. Inside:
 
 - everything is readable and executable, except the hidden paths and all below them;
 - only the ``--write`` folders (and the terminal and ``/dev/null``-like devices) are
@@ -22,10 +23,11 @@ program is not found. The program is never started without its walls.
 
 What Landlock cannot do that bubblewrap does:
 
-- No pid namespace: the program sees the user's other processes (``ps``). It cannot ptrace
-  them or open their ``/proc/<pid>/mem`` (Landlock's ptrace scoping), nor signal them (ABI
-  6), but it can read their ``/proc/<pid>/environ`` and ``maps``: a process with secrets in
-  its environment must make itself non-dumpable (``PR_SET_DUMPABLE`` 0) to keep them.
+- No pid namespace: the program sees the user's other processes (``ps``, their command
+  lines). It cannot ptrace them or open their ``/proc/<pid>/mem`` or ``environ``
+  (Landlock's ptrace scoping, which ``CAP_SYS_PTRACE`` would get past: hence no
+  capability), nor signal them (ABI 6). A process with secrets in its environment makes
+  itself non-dumpable too (``keep_environment_private``), as the daemon does.
 - No network namespace: ``--no-network`` denies every TCP bind and connect, the loopback's
   too (a test suite's local server cannot listen), and leaves UDP (DNS among it) and
   pathname unix sockets open. An allowed list of hosts cannot be built (Landlock's network
@@ -68,6 +70,11 @@ USAGE = (
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _MACHINES = ("x86_64", "aarch64")
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
+_CAP_LAST_CAP = "/proc/sys/kernel/cap_last_cap"
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 
@@ -130,6 +137,18 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 _LIBC: list[ctypes.CDLL] = []
@@ -248,6 +267,36 @@ def restrict(hidden: Sequence[StrPath], writable: Sequence[StrPath], network: bo
         os.close(ruleset)
 
 
+def drop_capabilities() -> None:
+    """Give up every capability, for good: the ambient ones, the bounding set (where this
+    process may: root's), then the effective, permitted and inheritable ones. With
+    ``no_new_privs`` set, a program started after this gets none back, root's neither: a
+    root inside Landlock's walls must not load a kernel module, open a raw socket or read
+    another process's memory. :class:`LandlockError` when they cannot be given up."""
+    libc = _libc()
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # none before Linux 4.3
+    try:
+        with open(_CAP_LAST_CAP) as said:
+            last = int(said.read())
+    except (OSError, ValueError):
+        last = 63
+    for capability in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # refused without CAP_SETPCAP
+    header = _CapHeader(version=_CAPABILITY_VERSION_3, pid=0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        errno = ctypes.get_errno()
+        raise LandlockError(f"cannot give up its capabilities: {os.strerror(errno)}")
+
+
+def keep_environment_private() -> None:
+    """Make this process non-dumpable: a program in Landlock's walls, which sees this
+    process (there is no pid namespace), cannot read its ``/proc/<pid>/environ`` or memory
+    (that needs ``CAP_SYS_PTRACE``, which the program does not have). Also means no core
+    dump of this process, and a debugger must be root to attach."""
+    _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 def _add_rule(ruleset: int, path: str, access: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -312,6 +361,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         restrict(hidden, writable, network)
+        drop_capabilities()
     except LandlockError as error:
         print(f"trellisd landlock: {error}", file=sys.stderr)
         return 126

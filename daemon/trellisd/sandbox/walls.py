@@ -180,3 +180,27 @@ def secret_paths(home: Path, extra: Sequence[str | Path] = ()) -> tuple[Path, ..
         text = str(item)
         found.append(home / text[2:] if text.startswith("~/") else Path(text))
     return tuple(found)
+
+
+def hidden_around(secret: Path, shown: Sequence[Path]) -> list[Path]:
+    """What to hide so that ``secret`` is hidden but what is ``shown`` (the root, a cache)
+    is not: ``secret`` itself, or, when it holds something shown (a store folder with the
+    root in it), its entries but for the way to what is shown, in turn. Links are passed
+    over (what they lead to has rules of its own). Real paths in, real paths out."""
+
+    def within(path: Path, folder: Path) -> bool:
+        return path == folder or folder in path.parents
+
+    if not any(within(place, secret) for place in shown):
+        return [secret]
+    if any(secret == place for place in shown) or not secret.is_dir():
+        return []
+    try:
+        entries = sorted(secret.iterdir())
+    except OSError:
+        return []
+    found: list[Path] = []
+    for entry in entries:
+        if not entry.is_symlink():
+            found += hidden_around(entry, shown)
+    return found

@@ -485,6 +485,8 @@ export type ApprovalKind = "tool" | "escalate";
 export type Sandbox = {
   mode: SandboxMode;
   network: Network;
+  /** What built the walls: bubblewrap, or Landlock where bubblewrap cannot build them (weaker walls; see sandbox.md). Optional; never there for mode off. */
+  via?: "bubblewrap" | "landlock";
 };
 
 /** The walls of a session's programs as session/policy shows them. */

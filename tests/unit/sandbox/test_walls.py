@@ -293,8 +293,9 @@ async def test_without_bwrap_nothing_runs_and_the_error_says_how_to_choose_off(
     place: Place, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(place.base))
+    walls = replace(place.walls, network=("pypi.org:443",))  # nor can Landlock build these
     with pytest.raises(ToolFailure) as caught:
-        await execute(["/bin/sh", "-c", "echo ran > ran.txt"], place.root, 60, walls=place.walls)
+        await execute(["/bin/sh", "-c", "echo ran > ran.txt"], place.root, 60, walls=walls)
     assert "bwrap" in str(caught.value) and '"off"' in str(caught.value)
     assert not (place.root / "ran.txt").exists()
 
