@@ -108,9 +108,9 @@ config file with a mistake is named, with its line and key, and the exit status 
 DOCTOR_DESCRIPTION = """\
 Say what of the walls around the programs the model runs works on this machine, and why not:
 bubblewrap, user, pid and network namespaces, each mode's walls built for real, how a fork
-bomb is bounded, the Landlock ABI. The exit status is 0 when the default walls
-(workspace-write, no network) can be built, 1 when they cannot (commands would then not run
-unless policy.sandbox is "off").
+bomb is bounded, the Landlock ABI, and what builds the walls here (bubblewrap, else Landlock's
+weaker walls). The exit status is 0 when the default walls (workspace-write, no network) can be
+built, 1 when they cannot (commands would then not run unless policy.sandbox is "off").
 """
 
 EXPORT_DESCRIPTION = """\

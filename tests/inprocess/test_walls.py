@@ -56,7 +56,11 @@ async def test_an_allowed_command_still_cannot_write_outside_the_root(
     assert (workspace / "in.txt").read_text() == "in\n"
     assert not outside.exists(), said  # it wrote the walls' own /tmp, if anything
     [event] = await events(daemon, result["runId"], "sandbox")
-    assert event["detail"]["sandbox"] == {"mode": "workspace-write", "network": False}
+    assert event["detail"]["sandbox"] == {
+        "mode": "workspace-write",
+        "network": False,
+        "via": "bubblewrap",
+    }
     assert event["step"] == 1
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from ..agent.steering import Steer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..records import Step, ToolCall, TurnRef, TurnResult
+from ..sandbox.bwrap import WallsUnavailable, builder
 from ..sandbox.walls import Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
@@ -112,7 +113,8 @@ class Gate:
                 return refused
         if action.kind == "exec" and call.name == "run_command" and self.walls is not None:
             walls = self.walls.unconfined() if action.escalate else self.walls
-            detail = {"tool": call.name, "command": action.target, "sandbox": walls.record()}
+            sandbox = await recorded(walls)
+            detail = {"tool": call.name, "command": action.target, "sandbox": sandbox}
             await self.store.runs.add_event(self.ref.run_id, EventKind.SANDBOX, step, detail)
         return None
 
@@ -197,7 +199,7 @@ class Check:
             "output": output,
         }
         if self.walls is not None:
-            detail["sandbox"] = self.walls.record()
+            detail["sandbox"] = await recorded(self.walls)
         await self.store.runs.add_event(self.ref.run_id, EventKind.CHECK, step, detail)
         if result.passed:
             return None
@@ -205,6 +207,17 @@ class Check:
             f"The check {shlex.join(self.argv)} failed (exit {result.exit_code}, expected"
             f" {self.expect_exit}):\n{output}\nFix the problem and try again."
         )
+
+
+async def recorded(walls: Walls) -> dict[str, Any]:
+    """What a step's record says of the walls a program is about to run in: the mode, the
+    network and what builds them (``via``: bubblewrap, or Landlock where it cannot); left
+    without ``via`` when nothing can build them (the program will not run, saying why)."""
+    try:
+        via = await builder(walls)
+    except WallsUnavailable:
+        via = None
+    return walls.record() if via is None else {**walls.record(), "via": via}
 
 
 class Recorder:
