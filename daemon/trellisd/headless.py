@@ -175,6 +175,11 @@ class Unattended:
             shown = summary_line(f"{call.name} {arguments}", TOOL_LINE_CHARS)
             self.say(f"[{'tool' if status == CallStatus.RUNNING else 'refused'}] {shown}")
 
+    def child_started(
+        self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
+    ) -> None:
+        self.say(f"[child] session {child_session_id} started by {call.name}")
+
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         summary = summary_line(str(request.get("summary", "")), TOOL_LINE_CHARS)
         if self.approval == "all":

@@ -200,6 +200,12 @@ class FanOut:
         for window in self.hub.followers(turn.session_id):
             window.notifier.tool_call(turn, step, call, status)
 
+    def child_started(
+        self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
+    ) -> None:
+        for window in self.hub.followers(turn.session_id):
+            window.notifier.child_started(turn, step, call, child_session_id)
+
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         running = self._running(turn.session_id)
         if running is not None:

@@ -520,6 +520,14 @@ class _WindowNotifier:
             "session/toolCall", wire.tool_call(turn, step, call, status.value)
         )
 
+    def child_started(
+        self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
+    ) -> None:
+        started = wire.tool_call(turn, step, call, CallStatus.RUNNING.value)
+        self.window.protocol.notify(
+            "session/toolCall", {**started, "childSessionId": child_session_id}
+        )
+
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         self.window.protocol.notify("session/toolOutput", wire.tool_output(turn, step, call, text))
 

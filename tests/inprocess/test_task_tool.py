@@ -93,9 +93,25 @@ async def test_a_child_runs_its_prompt_and_its_reply_is_the_calls_result(
     mine = await daemon.call("session/list", {"parentSessionId": child["sessionId"]})
     assert mine["sessions"] == []
     assert await outcomes(daemon, child) == ["finished"]
-    # The window following the parent was told of the child's turn as it ran.
+    # The window following the parent was told of the child's turn as it ran, and first
+    # which call of the parent started it.
     told = [t for t in daemon.tokens if t["sessionId"] == child["sessionId"]]
     assert "".join(t["text"] for t in told) == "There are two files."
+    sent = [m for m in daemon.protocol.received if "method" in m]
+    linked = [
+        n for n, m in enumerate(sent) if m["params"].get("childSessionId") == child["sessionId"]
+    ]
+    (link,) = linked
+    started = sent[link]["params"]
+    assert (started["sessionId"], started["tool"], started["status"]) == (
+        parent["sessionId"],
+        "task",
+        "running",
+    )
+    first_of_child = next(
+        n for n, m in enumerate(sent) if m["params"].get("sessionId") == child["sessionId"]
+    )
+    assert link < first_of_child
     # The parent's result went back to the model as the tool's answer.
     assert model.requests[2]["messages"][-1]["content"] == "There are two files."
 

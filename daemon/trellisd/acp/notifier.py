@@ -245,6 +245,11 @@ class AcpNotifier:
             followed.output.pop(ident, None)
             self.send(turn.session_id, updates.tool_call_update(ident, status="failed"))
 
+    def child_started(
+        self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
+    ) -> None:
+        """ACP has no place for a child session: its reply becomes the call's content."""
+
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         """A running command's output so far, as the call's content (ACP replaces it)."""
         followed = self.follow(turn.session_id, "")

@@ -42,6 +42,8 @@ class ToolActivity(Protocol):
 
     def output(self, step: int, call: ToolCall, text: str) -> None: ...
 
+    def child(self, step: int, call: ToolCall, session_id: str) -> None: ...
+
 
 class Quiet:
     """Tells no one: a turn run with no editor to watch its calls."""
@@ -50,6 +52,9 @@ class Quiet:
         pass
 
     def output(self, step: int, call: ToolCall, text: str) -> None:
+        pass
+
+    def child(self, step: int, call: ToolCall, session_id: str) -> None:
         pass
 
 
@@ -116,7 +121,11 @@ def running(
     activity.call(step, call, CallStatus.RUNNING)
     feed = OutputFeed(lambda text: activity.output(step, call, text))
     try:
-        yield dataclasses.replace(context, output=feed.add)
+        yield dataclasses.replace(
+            context,
+            output=feed.add,
+            child=lambda session_id: activity.child(step, call, session_id),
+        )
     finally:
         feed.close()
 

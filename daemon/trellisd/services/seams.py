@@ -36,6 +36,14 @@ class Notifier(Protocol):
     def tool_call(self, turn: TurnRef, step: int, call: ToolCall, status: CallStatus) -> None: ...
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None: ...
+
+    def child_started(
+        self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
+    ) -> None:
+        """A ``task`` call started the child session ``child_session_id`` (after ``forked``
+        made the parent's followers follow it, before its turn's first notification)."""
+        ...
+
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After a step: the context's size and window, the tokens and cost so far."""
         ...
@@ -260,3 +268,6 @@ class Activity:
 
     def output(self, step: int, call: ToolCall, text: str) -> None:
         self.notifier.tool_output(self.ref, step, call, text)
+
+    def child(self, step: int, call: ToolCall, session_id: str) -> None:
+        self.notifier.child_started(self.ref, step, call, session_id)

@@ -22,6 +22,7 @@ the same path (each records ``cancelled``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,7 +75,9 @@ class ChildSessions:
     def tool_names(self) -> tuple[str, ...]:
         return self._tools
 
-    async def run(self, request: TaskRequest) -> str:
+    async def run(self, request: TaskRequest, started: Callable[[str], None] | None = None) -> str:
+        """Run ``request`` as a child session once a slot is free; ``started`` is told its
+        id as soon as its followers follow it, before its turn says anything."""
         async with self._slots:
             parent = self.parent
             child = await self.store.sessions.create(
@@ -86,6 +89,8 @@ class ChildSessions:
                 parent_session_id=parent.session_id,
             )
             self.notifier.forked(parent.session_id, child.session_id)
+            if started is not None:
+                started(child.session_id)
             tools = self._tools if request.tools is None else request.tools
             within = Within(parent.session_id, self.ledger, tools)
             running = asyncio.ensure_future(self.turns.child_turn(child, request, within))

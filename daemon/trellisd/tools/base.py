@@ -81,6 +81,9 @@ class ToolContext:
     killed: Callable[[str, tuple[str, ...]], None] | None = None
     walls: Walls | None = None
     """The walls the programs a tool starts run in (``sandbox``); None: none."""
+    child: Callable[[str], None] | None = None
+    """Told the id of the child session a ``task`` call started, for the editor to show it
+    under the call; None when no one watches."""
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.

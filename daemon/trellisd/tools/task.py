@@ -10,6 +10,7 @@ limit wait their turn.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,8 +41,9 @@ class Children(Protocol):
         """The tools the parent's turn has, which a child's ``tools`` may choose among."""
         ...
 
-    async def run(self, request: TaskRequest) -> str:
-        """Run a child turn to its end; its reply, or a ``ToolFailure`` saying how it ended."""
+    async def run(self, request: TaskRequest, started: Callable[[str], None] | None = None) -> str:
+        """Run a child turn to its end; its reply, or a ``ToolFailure`` saying how it ended.
+        ``started`` is told the child session's id as soon as it exists."""
         ...
 
 
@@ -108,4 +110,4 @@ class Task:
         return Action("read", ".")
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        return await self.children.run(self.request(arguments))
+        return await self.children.run(self.request(arguments), context.child)

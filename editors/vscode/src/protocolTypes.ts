@@ -1073,6 +1073,8 @@ export interface Notifications {
       tool: string;
       arguments: Record<string, unknown>;
       status: CallStatus;
+      /** On a task call's running notification sent when its child session starts: the child, whose notifications (with its own sessionId) follow this one. */
+      childSessionId?: Id;
     };
   };
   'session/toolOutput': {
