@@ -284,8 +284,8 @@ function View:insert_under_reply_heading(texts)
 end
 
 -- The title, the folder and id, a worktree session's branch and base ("⎇ trellisd/x → main"),
--- the walls its programs run in ("walls: workspace-write · network off"), and where the
--- session came from when it was forked (lineage: "forked from “…” at turn 3", or nil).
+-- where the session came from when it was forked (lineage: "forked from “…” at turn 3", or
+-- nil), the usage, and the walls its programs run in ("walls: workspace-write · network off").
 ---@param session trellisd.Session
 ---@param lineage? string
 ---@param usage? trellisd.Usage
@@ -300,14 +300,14 @@ function View.header(session, lineage, usage, walls)
   if mark then
     lines[#lines + 1] = mark
   end
-  if walls then
-    lines[#lines + 1] = walls
-  end
   if lineage then
     lines[#lines + 1] = lineage
   end
   if usage then
     lines[#lines + 1] = format.usage_line(usage)
+  end
+  if walls then
+    lines[#lines + 1] = walls
   end
   return lines
 end
