@@ -3,12 +3,15 @@
 -- project, deny), beside a diff of what a write would change. A question answered in
 -- another window, or no longer waited for, is withdrawn and its picker closed. A child
 -- session's question (a `task` call's) names the child and is said in its parent's view.
+-- An escalation (a command asking to run outside the walls) is asked as trellisd.walls
+-- words it: louder, allowed once or denied.
 
 local children = require("trellisd.children")
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
+local walls = require("trellisd.walls")
 
 local M = {}
 
@@ -26,7 +29,6 @@ local DECISIONS = {
   },
   { label = "Deny", decision = "deny", said = "denied" },
 }
-local DENY = #DECISIONS
 
 --- A floating window beside the approval question showing what a write would change
 --- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
@@ -62,6 +64,46 @@ local function close_diff(win)
   end
 end
 
+--- The question of an ordinary approval: the lines the conversation records, the prompt,
+--- the choices (once, always for the session or the project, deny) and vim.ui.select's kind.
+---@param p trellisd.ApprovalRequest
+---@param asker? string who asks, for a child session ("child session “…” of “…”")
+---@param in_parent boolean the question is said in the parent's conversation
+---@return {lines: string[], prompt: string, choices: table[], kind: string, warning?: string}
+function M.question(p, asker, in_parent)
+  local tool = tostring(compat.value(p.tool) or "?")
+  local args = format.arguments(p.arguments, 100)
+  local summary = compat.value(p.summary)
+  local mcp = compat.value(p.mcp)
+  local mcp_line = nil
+  if type(mcp) == "table" and mcp.start then
+    mcp_line = "start MCP server " .. tostring(mcp.server) .. ": " .. tostring(mcp.start)
+  elseif type(mcp) == "table" then
+    mcp_line = "MCP server " .. tostring(mcp.server) .. ", tool " .. tostring(mcp.tool)
+  end
+  local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
+  if asker and in_parent then
+    lines[1] = "> approval asked by the " .. asker .. ": " .. format.call(tool, p.arguments, 100)
+  end
+  if mcp_line then
+    table.insert(lines, "> " .. format.one_line(mcp_line, 300))
+  end
+  if summary and summary ~= "" then
+    vim.list_extend(lines, format.quote("> ", summary))
+  end
+  local prompt = "trellisd asks to run " .. tool .. " " .. args
+  if mcp_line then
+    prompt = "trellisd asks to " .. (mcp.start and "" or "call ") .. mcp_line .. " " .. args
+  end
+  if summary and summary ~= "" then
+    prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
+  end
+  if asker then
+    prompt = "the " .. asker .. prompt:sub(#"trellisd" + 1)
+  end
+  return { lines = lines, prompt = prompt, choices = DECISIONS, kind = "trellisd.approval" }
+end
+
 --- session/requestApproval: ask the user; reply({decision}) with the answer.
 ---@param p trellisd.ApprovalRequest
 ---@param reply fun(result: {decision: trellisd.Decision})
@@ -83,46 +125,21 @@ function M.ask(p, reply, request)
   local asker = children.asker(p.sessionId)
   local state = sessions.open[p.sessionId] or children.parent_state(p.sessionId)
   local run = state and state.running
-  local tool = tostring(compat.value(p.tool) or "?")
-  local args = format.arguments(p.arguments, 100)
-  local summary = compat.value(p.summary)
-  local mcp = compat.value(p.mcp)
-  local mcp_line = nil
-  if type(mcp) == "table" and mcp.start then
-    mcp_line = "start MCP server " .. tostring(mcp.server) .. ": " .. tostring(mcp.start)
-  elseif type(mcp) == "table" then
-    mcp_line = "MCP server " .. tostring(mcp.server) .. ", tool " .. tostring(mcp.tool)
-  end
+  local question = compat.value(p.kind) == "escalate" and walls.escalation(p, asker)
+    or M.question(p, asker, state ~= nil and sessions.open[p.sessionId] == nil)
   if state then
-    local lines = { "> approval asked: " .. format.call(tool, p.arguments, 100) }
-    if asker and sessions.open[p.sessionId] == nil then
-      lines[1] = "> approval asked by the " .. asker .. ": " .. format.call(tool, p.arguments, 100)
-    end
-    if mcp_line then
-      table.insert(lines, "> " .. format.one_line(mcp_line, 300))
-    end
-    if summary and summary ~= "" then
-      vim.list_extend(lines, format.quote("> ", summary))
-    end
-    state.view:block(lines)
+    state.view:block(question.lines)
+  end
+  if question.warning then
+    ui.warn(question.warning)
   end
   if run then
     run.approval = true
   end
   ui.redraw_status()
   local labels = {}
-  for i, d in ipairs(DECISIONS) do
+  for i, d in ipairs(question.choices) do
     labels[i] = d.label
-  end
-  local prompt = "trellisd asks to run " .. tool .. " " .. args
-  if mcp_line then
-    prompt = "trellisd asks to " .. (mcp.start and "" or "call ") .. mcp_line .. " " .. args
-  end
-  if summary and summary ~= "" then
-    prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
-  end
-  if asker then
-    prompt = "the " .. asker .. prompt:sub(#"trellisd" + 1)
   end
   local diff_win = show_diff(compat.value(p.diff))
   -- A question another window answered first (or the turn stopped waiting for) is closed:
@@ -143,12 +160,12 @@ function M.ask(p, reply, request)
     end
     ui.redraw_status()
   end
-  ui.select(labels, { prompt = prompt, kind = "trellisd.approval" }, function(_, index)
+  ui.select(labels, { prompt = question.prompt, kind = question.kind }, function(_, index)
     close_diff(diff_win)
     if request.withdrawn then
       return
     end
-    local choice = DECISIONS[index] or DECISIONS[DENY]
+    local choice = question.choices[index] or question.choices[#question.choices]
     reply({ decision = choice.decision })
     if run then
       run.approval = false

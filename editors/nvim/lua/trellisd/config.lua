@@ -18,6 +18,12 @@ local function defaults()
     -- The policy new sessions are opened with (session/open's policy), e.g.
     -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
     policy = nil,
+    -- The walls every program of a new session runs in (the policy's sandbox and network):
+    -- "workspace-write" | "read-only" | "off", and false (its own loopback only) | true |
+    -- { "pypi.org:443", ... }; nil: the daemon's default (workspace-write, false) and the
+    -- project's .trellisd.toml. They win over policy.sandbox and policy.network.
+    sandbox = nil,
+    network = nil,
     -- MCP servers sessions are opened and reopened with (mcpServers), e.g.
     -- { { name = "fs", command = "npx", args = { "-y", "@modelcontextprotocol/server-filesystem", "." } } }
     -- or { { name = "web", url = "http://127.0.0.1:8000/mcp" } }; nil: the project's only.
@@ -54,6 +60,24 @@ function M.command()
     cmd[#cmd + 1] = vim.fn.expand(o.db)
   end
   return cmd
+end
+
+--- session/open's policy: `policy` with `sandbox` and `network` laid over it; nil when none
+--- is set.
+---@return table|nil
+function M.policy()
+  local o = M.options
+  if o.sandbox == nil and o.network == nil then
+    return o.policy
+  end
+  local policy = vim.deepcopy(o.policy or {})
+  if o.sandbox ~= nil then
+    policy.sandbox = o.sandbox
+  end
+  if o.network ~= nil then
+    policy.network = o.network
+  end
+  return policy
 end
 
 -- initialize's initializationOptions: only what the user set.

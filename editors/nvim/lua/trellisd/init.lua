@@ -181,6 +181,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisWalls",
+    0,
+    "Show the walls the conversation's programs run in: mode, network, writable and hidden paths",
+    function()
+      M.walls()
+    end,
+  },
+  {
     "TrellisExport",
     "?",
     "Export the conversation to a file",
@@ -379,6 +387,10 @@ end
 
 function M.grants()
   feature("grants").grants()
+end
+
+function M.walls()
+  feature("walls").show()
 end
 
 function M.children()

@@ -1,7 +1,8 @@
 -- Opening sessions: a new one over the current folder (session/open), the one a prompt goes
 -- to, one picked from the list or a search (session/list), and reopening one
 -- (session/reopen), which draws its history and follows a turn still running. A daemon
--- started again after an exit reopens the current session first.
+-- started again after an exit reopens the current session first. Either way the walls its
+-- programs run in are read for its header (trellisd.walls).
 
 local compat = require("trellisd.compat")
 local config = require("trellisd.config")
@@ -12,6 +13,7 @@ local paging = require("trellisd.paging")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
 local View = require("trellisd.view")
+local walls = require("trellisd.walls")
 
 local M = {}
 
@@ -49,6 +51,7 @@ function M.reopen(id, cb)
     elseif last and last.outcome == "paused" and not state.running then
       ui.notify("the last turn is paused: :TrellisResume continues it")
     end
+    walls.load(state)
     if compat.value(result.integrity) == "broken" then
       state.view:block({ "*the session's log is broken: its store was changed by hand*" })
       ui.error("the session's log is broken: rows of it were changed outside trellisd")
@@ -91,8 +94,9 @@ function M.open_session(title, cb, failed, extra)
   if title and title ~= "" then
     params.title = title
   end
-  if config.options.policy ~= nil then
-    params.policy = config.options.policy
+  local policy = config.policy()
+  if policy ~= nil then
+    params.policy = policy
   end
   if config.options.mcp_servers ~= nil then
     params.mcpServers = config.options.mcp_servers
@@ -107,6 +111,7 @@ function M.open_session(title, cb, failed, extra)
     end
     local state = sessions.adopt(session)
     sessions.render(state, {})
+    walls.load(state)
     cb(state)
   end)
 end

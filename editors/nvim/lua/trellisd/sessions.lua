@@ -100,11 +100,17 @@ function M.ask_restore(err, leave, on_overwrite)
   return true
 end
 
---- Paint the buffer's header again (the title, where a fork came from, the usage).
+--- Paint the buffer's header again (the title, where a fork came from, the usage, the
+--- walls). The turns are not touched: their drawing with every step's text still comes.
 ---@param state trellisd.State
 function M.paint_header(state)
   if state.view and state.view:valid() then
-    state.view:set_header(View.header(state.session, state.lineage, state.usage))
+    local painted = state.painted
+    local untouched = painted and painted.view == state.view and painted.writes == state.view.writes
+    state.view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
+    if untouched then
+      painted.writes = state.view.writes
+    end
   end
 end
 
@@ -157,8 +163,8 @@ function M.render(state, turns, live)
     View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil)
   )
   state.view.header_count = #View.header(state.session, state.lineage)
-  if state.usage then
-    state.view:set_header(View.header(state.session, state.lineage, state.usage))
+  if state.usage or state.walls then
+    state.view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
   end
   local painted = { writes = state.view.writes, view = state.view }
   state.painted = painted
@@ -177,8 +183,8 @@ function M.render(state, turns, live)
     if state.painted == painted and untouched and not state.running then
       view:render(View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil))
       view.header_count = #View.header(state.session, state.lineage)
-      if state.usage then
-        view:set_header(View.header(state.session, state.lineage, state.usage))
+      if state.usage or state.walls then
+        view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
       end
       painted.writes = view.writes
     end

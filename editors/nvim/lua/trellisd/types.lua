@@ -199,6 +199,18 @@
 ---@field summary? string
 ---@field diff? string a unified diff of what a write would change
 ---@field mcp? {server: string, tool?: string, start?: string}
+---@field kind? "tool"|"escalate" escalate: a command asks to run outside the walls
+---@field command? string an escalation's command line
+---@field reason? string why the model says the escalation is needed
+
+---@class trellisd.Walls the walls of a session's programs (session/policy's walls)
+---@field mode "workspace-write"|"read-only"|"off"
+---@field network boolean|string[] false: its own loopback only; a list: those host:port
+---@field writable string[]
+---@field hidden string[] what programs may not even read
+---@field protected string[] root-relative paths read-only under workspace-write
+---@field tempBytes integer the private /tmp's size
+---@field processes integer how many processes a program may run at once
 
 ---@class trellisd.ContextEntry what the editor attaches to a prompt (session/turn's context)
 ---@field kind "file"|"selection"
@@ -247,5 +259,6 @@
 ---@field step_mode? boolean
 ---@field budget? trellisd.Budget
 ---@field spent? trellisd.Spent
+---@field walls? string the walls its programs run in, as the header says it (trellisd.walls)
 
 return {}

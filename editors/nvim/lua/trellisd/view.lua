@@ -284,13 +284,14 @@ function View:insert_under_reply_heading(texts)
 end
 
 -- The title, the folder and id, a worktree session's branch and base ("⎇ trellisd/x → main"),
--- and where the session came from when it was forked (lineage: "forked from “…” at turn 3",
--- or nil).
+-- where the session came from when it was forked (lineage: "forked from “…” at turn 3", or
+-- nil), the usage, and the walls its programs run in ("walls: workspace-write · network off").
 ---@param session trellisd.Session
 ---@param lineage? string
 ---@param usage? trellisd.Usage
+---@param walls? string the walls' line (trellisd.walls)
 ---@return string[]
-function View.header(session, lineage, usage)
+function View.header(session, lineage, usage, walls)
   local lines = {
     "# " .. format.title(session),
     format.folder(session.root) .. " · " .. tostring(session.sessionId),
@@ -304,6 +305,9 @@ function View.header(session, lineage, usage)
   end
   if usage then
     lines[#lines + 1] = format.usage_line(usage)
+  end
+  if walls then
+    lines[#lines + 1] = walls
   end
   return lines
 end
