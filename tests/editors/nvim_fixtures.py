@@ -16,9 +16,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,6 +289,18 @@ def stop_shared_daemon(pid: int, timeout: float = 30.0) -> None:
     if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
         raise AssertionError(f"the shared daemon (pid {pid}) did not exit on SIGTERM")
+
+
+@contextmanager
+def reachable_from_the_walls() -> Iterator[Path]:
+    """A folder a command the model runs can see, removed at the end: the walls give each
+    program a /tmp of its own, so a file the test hands a command (a FIFO it waits on) must
+    live elsewhere."""
+    folder = Path(tempfile.mkdtemp(prefix="trellisd-test-", dir="/var/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_script(path: Path, lines: list[dict[str, Any]]) -> Path:

@@ -633,9 +633,13 @@ def test_a_second_editor_follows_and_cancels_the_first_ones_running_turn(
 
 
 def test_a_second_editor_opening_mid_command_shows_the_call_and_its_output_so_far(
-    start: Start, tmp_path: Path
+    start: Start,
 ) -> None:
-    go = tmp_path / "go"
+    with fx.reachable_from_the_walls() as folder:
+        shown_mid_command(start, folder / "go")
+
+
+def shown_mid_command(start: Start, go: Path) -> None:
     waits = (
         "import os, sys, time; print('halfway there', flush=True)\n"
         "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 try:
+    from . import nvim_fixtures as fx
     from .test_nvim import Start, nvim_bin, start  # noqa: F401 (fixtures)
 except ImportError:  # tests/editors is not a package
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nvim_fixtures as fx  # type: ignore[no-redef]
     from test_nvim import Start, nvim_bin, start  # type: ignore[no-redef]  # noqa: F401
 
 pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
@@ -27,9 +29,12 @@ WAITS = (
 
 def test_a_tool_call_and_its_output_are_drawn_as_they_happen(
     start: Start,  # noqa: F811
-    tmp_path: Path,
 ) -> None:
-    fifo = tmp_path / "go"
+    with fx.reachable_from_the_walls() as folder:
+        drawn_as_they_happen(start, folder / "go")
+
+
+def drawn_as_they_happen(start: Start, fifo: Path) -> None:
     os.mkfifo(fifo)
     argv = [sys.executable, "-c", WAITS, str(fifo)]
     ed = start(script=[{"tool": "run_command", "arguments": {"argv": argv}}, {"text": "Ran."}])
