@@ -8,6 +8,8 @@ import * as path from 'path';
 
 import type { DaemonCommand } from './client';
 import type { InitializationOptions, McpServer } from './protocol';
+import type { ApprovalMode, Network, SandboxMode } from './protocolTypes';
+import { APPROVAL_MODES, readNetwork, SANDBOX_MODES } from './walls';
 
 export interface Settings {
   command: string;
@@ -18,6 +20,11 @@ export interface Settings {
   baseUrl: string;
   /** session/open's mcpServers for new sessions. */
   mcpServers: McpServer[];
+  /** session/open's policy for new sessions: the approval mode, the walls' mode and what walled
+   * programs may reach; '' and null: the daemon's default. */
+  approval: ApprovalMode | '';
+  sandbox: SandboxMode | '';
+  network: Network | null;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -28,6 +35,9 @@ export const DEFAULT_SETTINGS: Settings = {
   model: '',
   baseUrl: '',
   mcpServers: [],
+  approval: '',
+  sandbox: '',
+  network: null,
 };
 
 /** ~ and ~/x become the home folder; anything else is kept as written. */
@@ -77,6 +87,10 @@ export function readSettings(get: (key: string) => unknown): Settings {
   };
   const args = get('args');
   const servers = get('mcpServers');
+  const oneOf = <T extends string>(key: keyof Settings, values: readonly T[]): T | '' => {
+    const value = get(key);
+    return values.includes(value as T) ? (value as T) : '';
+  };
   return {
     command: text('command'),
     args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [],
@@ -87,5 +101,8 @@ export function readSettings(get: (key: string) => unknown): Settings {
     mcpServers: Array.isArray(servers)
       ? servers.filter((s): s is McpServer => typeof s === 'object' && s !== null && typeof s.name === 'string')
       : [],
+    approval: oneOf('approval', APPROVAL_MODES),
+    sandbox: oneOf('sandbox', SANDBOX_MODES),
+    network: readNetwork(get('network')),
   };
 }

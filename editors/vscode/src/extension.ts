@@ -22,6 +22,7 @@ import { registerSpending } from './spending';
 import { registerTurnCommands } from './turnCommands';
 import { TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
+import { openPolicy, registerWalls } from './walls';
 import { registerWorktrees, worktreeCommands } from './worktrees';
 
 /** The session this workspace has open, reopened when the window is reloaded. */
@@ -44,6 +45,7 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const controller = new SessionController(client, log, showLog);
   controller.mcpServers = () => settings().mcpServers;
+  controller.openPolicy = () => openPolicy(settings());
   const ext: Extension = {
     context,
     daemon: client,
@@ -87,6 +89,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerTurnCommands(ext),
     ...registerDaemonCommands(ext, () => tree.refresh()),
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
+    ...registerWalls(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

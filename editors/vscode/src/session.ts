@@ -32,6 +32,7 @@ import {
   UsageParams,
   Worktree,
 } from './protocol';
+import type { Policy, Walls } from './protocolTypes';
 import { PromptQueue } from './queue';
 import { Approvals } from './session/approvals';
 import { ChangeSets } from './session/changeSets';
@@ -46,6 +47,7 @@ import { Spending } from './session/spending';
 import { Steering } from './session/steering';
 import { Stream } from './session/stream';
 import { Turns } from './session/turns';
+import { SessionWalls } from './session/walls';
 import { Worktrees } from './session/worktrees';
 
 export type { ChatSink, FromWebview, SessionHeader, ToWebview } from './session/core';
@@ -63,6 +65,7 @@ export class SessionController {
   private readonly queueing: Queueing;
   private readonly spending: Spending;
   private readonly worktrees: Worktrees;
+  private readonly sessionWalls: SessionWalls;
 
   readonly handlers: DaemonHandlers;
 
@@ -86,6 +89,7 @@ export class SessionController {
     const queueing = (this.queueing = new Queueing(core));
     const spending = (this.spending = new Spending(core));
     this.worktrees = new Worktrees(core);
+    this.sessionWalls = new SessionWalls(core);
     core.links = {
       follow: (running) => following.follow(running),
       checkFollowed: (live) => following.checkFollowed(live),
@@ -161,6 +165,15 @@ export class SessionController {
 
   set mcpServers(servers: () => McpServer[]) {
     this.core.mcpServers = servers;
+  }
+
+  /** session/open's policy for new sessions (the walls, network and approval settings). */
+  get openPolicy(): () => Policy | undefined {
+    return this.core.openPolicy;
+  }
+
+  set openPolicy(policy: () => Policy | undefined) {
+    this.core.openPolicy = policy;
   }
 
   /** With it on, a prompt from the input box goes with the active editor's file. */
@@ -360,6 +373,12 @@ export class SessionController {
   /** Discard the session's worktree once `confirm` says yes; undefined when it said no. */
   discardWorktree(confirm?: (worktree: Worktree) => Promise<boolean>): Promise<Session | undefined> {
     return this.worktrees.discard(confirm);
+  }
+
+  // the walls of the session's programs (walls.ts)
+
+  walls(): Promise<Walls> {
+    return this.sessionWalls.current();
   }
 
   // the queue (queue.ts) and spending (spending.ts)

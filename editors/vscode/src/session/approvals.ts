@@ -9,6 +9,7 @@ import { ApprovalParams, ApprovalResult, Grant, Method, RevocableGrant } from '.
 import { showProposed } from '../proposed';
 import { addBlock, Block } from '../transcript';
 import * as vscodeapi from '../vscodeapi';
+import { escalationCommand, isEscalation } from '../walls';
 import type { SessionCore } from './core';
 
 export class Approvals {
@@ -24,6 +25,7 @@ export class Approvals {
       summary: p.summary,
       arguments: p.arguments ?? {},
       decision: 'pending',
+      ...(isEscalation(p) ? { escalate: { command: escalationCommand(p), reason: p.reason ?? '' } } : {}),
     };
     if (live) {
       addBlock(live.turn, block);
@@ -31,7 +33,8 @@ export class Approvals {
       core.coalescer.flush();
     }
     const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
-    core.log.info(`approval asked: ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
+    const asked = block.escalate ? `escalation asked (outside the walls): ${block.escalate.command} because: ${block.escalate.reason}` : 'approval asked:';
+    core.log.info(`${asked} ${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
     if (p.diff && core.session) {
       showProposed(core.session.root, p.diff).catch((e) => core.log.info(`could not show the diff: ${e}`));
     }
@@ -41,7 +44,7 @@ export class Approvals {
     if (live) {
       core.coalescer.mark(live.turn.key);
     }
-    core.log.info(`approval ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
+    core.log.info(`${block.escalate ? 'escalation' : 'approval'} ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
     return { decision };
   }
 

@@ -21,11 +21,13 @@ export class Sessions {
     core.links.leaveFollowed();
     core.refuseIfRunning('start another session');
     await core.client.start();
+    const policy = core.openPolicy();
     const session = await core.client.request(Method.open, {
       root,
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
       ...(worktree ? { worktree } : {}),
+      ...(policy ? { policy } : {}),
     });
     this.adopt(session, []);
     const where = session.worktree ? ` in the worktree ${session.worktree.path} (${session.worktree.branch})` : '';
