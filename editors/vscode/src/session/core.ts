@@ -149,6 +149,8 @@ export class SessionCore {
   openPolicy: () => Policy | undefined = () => undefined;
   /** The open session's walls as the header shows them (session/walls.ts). */
   walls?: { sessionId: string; text: string; detail: string };
+  /** The open session's walls being read: what the session does next waits for it. */
+  wallsRead: Promise<unknown> = Promise.resolve();
   /** Wired by SessionController once every feature is made. */
   links!: SessionLinks;
 
@@ -182,6 +184,7 @@ export class SessionCore {
 
   /** After the daemon was restarted, reopen the session in the new daemon (once). */
   async ensureAttached(): Promise<void> {
+    await this.wallsRead;
     await this.client.start();
     const session = this.session;
     if (!session || this.attached === this.client.generation) {

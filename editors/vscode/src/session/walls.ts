@@ -12,10 +12,19 @@ import type { SessionCore } from './core';
 const UNWALLED: Walls = { mode: 'off', network: true, writable: [], hidden: [], protected: [], tempBytes: 0, processes: 0 };
 
 export class SessionWalls {
+  /** The session whose walls were read last, or are being read. */
+  private reading?: string;
+
   constructor(private readonly core: SessionCore) {
+    // read once a session is opened, reopened, forked or imported (a session's walls are its
+    // own: a restarted daemon or a renamed session keeps them)
     core.sessionListeners.add((session) => {
-      if (session) {
-        void this.refresh().catch((error) => core.log.warn(`the walls of session ${session.sessionId}: ${messageOf(error)}`));
+      if (session && session.sessionId !== this.reading) {
+        this.reading = session.sessionId;
+        core.wallsRead = this.refresh().catch((error) => {
+          this.reading = undefined;
+          core.log.warn(`the walls of session ${session.sessionId}: ${messageOf(error)}`);
+        });
       }
     });
   }
