@@ -192,6 +192,13 @@ const lines = [
   // a session in a worktree of its own: writes a file there, which a merge brings into the checkout
   { text: 'Writing it in the worktree. ', tool: 'write_file', arguments: { path: 'feature.txt', content: 'made in a worktree\n' } },
   { text: 'The feature is in `feature.txt`.' },
+  // a command that asks to run outside the walls, allowed once
+  {
+    text: 'It has to write outside the folder. ',
+    tool: 'run_command',
+    arguments: { argv: ['sh', '-c', `echo out > ${path.join(tmp, 'outside.txt')}`], escalate: true, reason: 'the shared cache lives outside the project' },
+  },
+  { text: 'The cache is written.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -376,6 +383,16 @@ try {
       throw new Error(`the header shows ${root}`);
     }
     await waitForLog(extensionLog, /session s-\S+ opened over .*project/);
+  });
+
+  await check("the header shows the session's walls, and what they hold in its tooltip", async () => {
+    const walls = chat.locator('#session-walls', { hasText: 'walls: workspace-write · network off' });
+    await walls.waitFor();
+    const detail = (await walls.getAttribute('title')) ?? '';
+    if (!/^protected \(read-only in the root\): .*\.git\/hooks/m.test(detail)) {
+      throw new Error(`the walls' tooltip says ${JSON.stringify(detail)}`);
+    }
+    await waitForLog(extensionLog, /session s-\S+: walls: workspace-write · network off/);
   });
 
   await check('a prompt streams its reply into the chat view, rendered as Markdown', async () => {
@@ -899,6 +916,33 @@ try {
     await dialog.locator('.monaco-button', { hasText: 'Discard' }).click();
     await page.locator('.notification-toast', { hasText: 'the branch trellisd/e2e-feature were discarded' }).waitFor();
     await chat.locator('#session-worktree').waitFor({ state: 'hidden' });
+  });
+
+  await check('an escalation is asked apart: "run OUTSIDE the walls?", the reason, no "always"; allowed once, it runs outside', async () => {
+    await palette('trellisd: Start Session');
+    await chat.locator('#session-walls', { hasText: 'walls: workspace-write · network off' }).waitFor();
+    await send('Write the shared cache');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'run OUTSIDE the walls? sh -c' }).waitFor({ timeout: 60_000 });
+    const placeholder = (await pick.locator('input.input').getAttribute('placeholder')) ?? '';
+    if (placeholder !== "The model's reason: the shared cache lives outside the project") {
+      throw new Error(`the escalation's placeholder says ${JSON.stringify(placeholder)}`);
+    }
+    const rows = await pick.locator('.monaco-list-row').allTextContents();
+    if (rows.length !== 2 || rows.some((row) => /always/i.test(row))) {
+      throw new Error(`the escalation offers ${JSON.stringify(rows)}`);
+    }
+    await chat.locator('.approval.escalation', { hasText: 'waiting for your answer' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'escalation.png') });
+    await pick.locator('.monaco-list-row', { hasText: 'Run outside the walls, once' }).click();
+    const turn = chat.locator('section.turn', { hasText: 'Write the shared cache' });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.approval.escalation', { hasText: 'allowed once: it ran outside the walls' }).waitFor();
+    await turn.locator('.escalation-reason', { hasText: 'because: the shared cache lives outside the project' }).waitFor();
+    if (fs.readFileSync(path.join(tmp, 'outside.txt'), 'utf8') !== 'out\n') {
+      throw new Error('the escalated command did not write outside the walls');
+    }
+    await waitForLog(extensionLog, /escalation answered: allow for run_command/);
   });
 
   exitCode = 0;
