@@ -10,11 +10,15 @@ import { acting, Extension } from '../src/features';
 import { SessionController } from '../src/session';
 import type { SessionHeader } from '../src/session';
 import * as vscodeapi from '../src/vscodeapi';
-import { openPolicy, registerWalls } from '../src/walls';
+import { APPROVAL_MODES, networkText, openPolicy, readNetwork, registerWalls, SANDBOX_MODES, wallsDetail, wallsText } from '../src/walls';
 import { RecordingView, stripTags, TestDaemon, waitFor } from './daemon';
 import { QuickPick, QuickPickItem, stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
+
+const EXTENSION = path.join(__dirname, '..', '..');
+const schema = JSON.parse(fs.readFileSync(path.join(EXTENSION, '..', '..', 'protocol', 'schema.json'), 'utf8'));
+const manifest = JSON.parse(fs.readFileSync(path.join(EXTENSION, 'package.json'), 'utf8'));
 
 /** A controller whose new sessions get the settings' policy, as the extension makes it. */
 function controller(): { c: SessionController; view: RecordingView } {
@@ -139,5 +143,34 @@ describe('the walls of a session, against the daemon', () => {
     const again = stripTags(view.last!.body);
     assert.match(again, /⚠ escalation: run OUTSIDE the walls denied/);
     assert.match(again, /refused: the user did not approve/);
+  });
+});
+
+describe('the walls in words, and their settings', () => {
+  test('the modes are the schema\'s, and the settings offer them (and the daemon\'s default)', () => {
+    assert.deepEqual([...SANDBOX_MODES], schema.$defs.SandboxMode.enum);
+    assert.deepEqual([...APPROVAL_MODES], schema.$defs.ApprovalMode.enum);
+    const settings = manifest.contributes.configuration.properties;
+    assert.deepEqual(settings['trellisd.sandbox'].enum, ['', ...SANDBOX_MODES]);
+    assert.deepEqual(settings['trellisd.approval'].enum, ['', ...APPROVAL_MODES]);
+    assert.ok(manifest.contributes.commands.some((c: { command: string }) => c.command === 'trellisd.showWalls'));
+  });
+
+  test('one line for the header, whatever the network', () => {
+    assert.equal(wallsText({ mode: 'read-only', network: ['pypi.org:443'] }), 'walls: read-only · network pypi.org:443');
+    assert.equal(networkText(['a:1', 'b:2', 'c:3', 'd:4']), 'network a:1, b:2 +2 more');
+    assert.equal(wallsText({ mode: 'off', network: true }), 'walls: off · programs run unconfined');
+    const off = { mode: 'off' as const, network: true, writable: [], hidden: [], protected: [], tempBytes: 0, processes: 0 };
+    assert.deepEqual(wallsDetail(off), ['mode: off: programs run with everything you may do, unconfined']);
+  });
+
+  test('settings become session/open\'s policy only where set', () => {
+    assert.equal(openPolicy({ approval: '', sandbox: '', network: null }), undefined);
+    assert.deepEqual(openPolicy({ approval: 'auto', sandbox: 'off', network: false }), { approval: 'auto', sandbox: 'off', network: false });
+    assert.deepEqual(readNetwork([' pypi.org:443 ', 7, '']), ['pypi.org:443']);
+    assert.equal(readNetwork('yes'), null);
+    const values: Record<string, unknown> = { sandbox: 'walls-down', approval: 'auto', network: true };
+    const read = readSettings((key) => values[key]);
+    assert.deepEqual([read.sandbox, read.approval, read.network], ['', 'auto', true], 'a mode the schema does not know is left to the daemon');
   });
 });
