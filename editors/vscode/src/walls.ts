@@ -75,10 +75,10 @@ export function wallsDetail(walls: Walls): string[] {
 
 /** The walls as a list to read: the mode, then each path with what the walls do to it. */
 export function wallsItems(walls: Walls): QuickPickItem[] {
-  const items: QuickPickItem[] = [{ label: `$(shield) ${wallsText(walls)}`, detail: wallsDetail(walls)[1] }];
   if (walls.mode === 'off') {
     return [{ label: `$(warning) ${wallsText(walls)}`, detail: wallsDetail(walls)[0] }];
   }
+  const items: QuickPickItem[] = [{ label: `$(shield) ${wallsText(walls)}`, detail: wallsDetail(walls)[1] }];
   const row = (icon: string, what: string) => (path: string) => ({ label: `${icon} ${path}`, description: what });
   items.push(
     ...walls.writable.map(row('$(edit)', 'writable')),
