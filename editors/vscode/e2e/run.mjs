@@ -155,7 +155,11 @@ const WAITS =
   " const t = setInterval(() => { if (fs.existsSync(process.argv[1])) { clearInterval(t); console.log('all done'); } }, 20);";
 const holds = path.join(tmp, 'holds');
 fs.mkdirSync(holds);
-const hold = (name) => path.join(holds, name);
+// A command runs inside the walls, where /tmp is a private one: what it waits for is made where
+// it can see it (read-only), outside /tmp.
+const wallsSee = fs.mkdtempSync(path.join(fs.existsSync('/var/tmp') ? '/var/tmp' : os.homedir(), 'trellisd-vscode-e2e-'));
+const commandHolds = new Set(['command-may-end']);
+const hold = (name) => path.join(commandHolds.has(name) ? wallsSee : holds, name);
 const release = (name) => fs.writeFileSync(hold(name), '');
 const lines = [
   // turn 1: held after "Hello from **trellisd**. ", so that its partial reply can be seen
@@ -198,6 +202,13 @@ const lines = [
   { text: 'Writing it. ', tool: 'write_file', arguments: { path: 'list.txt', content: 'one\n' } },
   { text: 'Listing done: one item in list.txt.', holdAfter: 2, holdFile: hold('child-text') },
   { text: 'The helper wrote list.txt.' },
+  // a command that asks to run outside the walls, allowed once
+  {
+    text: 'It has to write outside the folder. ',
+    tool: 'run_command',
+    arguments: { argv: ['sh', '-c', `echo out > ${path.join(tmp, 'outside.txt')}`], escalate: true, reason: 'the shared cache lives outside the project' },
+  },
+  { text: 'The cache is written.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -383,6 +394,16 @@ try {
       throw new Error(`the header shows ${root}`);
     }
     await waitForLog(extensionLog, /session s-\S+ opened over .*project/);
+  });
+
+  await check("the header shows the session's walls, and what they hold in its tooltip", async () => {
+    const walls = chat.locator('#session-walls', { hasText: 'walls: workspace-write · network off' });
+    await walls.waitFor();
+    const detail = (await walls.getAttribute('title')) ?? '';
+    if (!/^protected \(read-only in the root\): .*\.git\/hooks/m.test(detail)) {
+      throw new Error(`the walls' tooltip says ${JSON.stringify(detail)}`);
+    }
+    await waitForLog(extensionLog, /session s-\S+: walls: workspace-write · network off/);
   });
 
   await check('a prompt streams its reply into the chat view, rendered as Markdown', async () => {
@@ -948,6 +969,33 @@ try {
     await page.keyboard.press('Escape');
   });
 
+  await check('an escalation is asked apart: "run OUTSIDE the walls?", the reason, no "always"; allowed once, it runs outside', async () => {
+    await palette('trellisd: Start Session');
+    await chat.locator('#session-walls', { hasText: 'walls: workspace-write · network off' }).waitFor();
+    await send('Write the shared cache');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'run OUTSIDE the walls? sh -c' }).waitFor({ timeout: 60_000 });
+    const placeholder = (await pick.locator('input.input').getAttribute('placeholder')) ?? '';
+    if (placeholder !== "The model's reason: the shared cache lives outside the project") {
+      throw new Error(`the escalation's placeholder says ${JSON.stringify(placeholder)}`);
+    }
+    const rows = await pick.locator('.monaco-list-row').allTextContents();
+    if (rows.length !== 2 || rows.some((row) => /always/i.test(row))) {
+      throw new Error(`the escalation offers ${JSON.stringify(rows)}`);
+    }
+    await chat.locator('.approval.escalation', { hasText: 'waiting for your answer' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'escalation.png') });
+    await pick.locator('.monaco-list-row', { hasText: 'Run outside the walls, once' }).click();
+    const turn = chat.locator('section.turn', { hasText: 'Write the shared cache' });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.approval.escalation', { hasText: 'allowed once: it ran outside the walls' }).waitFor();
+    await turn.locator('.escalation-reason', { hasText: 'because: the shared cache lives outside the project' }).waitFor();
+    if (fs.readFileSync(path.join(tmp, 'outside.txt'), 'utf8') !== 'out\n') {
+      throw new Error('the escalated command did not write outside the walls');
+    }
+    await waitForLog(extensionLog, /escalation answered: allow for run_command/);
+  });
+
   exitCode = 0;
 } catch (error) {
   if (context) {
@@ -998,6 +1046,7 @@ try {
     exitCode = 1;
   }
   fs.rmSync(runtime, { recursive: true, force: true });
+  fs.rmSync(wallsSee, { recursive: true, force: true });
   if (!process.env.E2E_KEEP && exitCode === 0) {
     fs.rmSync(tmp, { recursive: true, force: true });
   } else {

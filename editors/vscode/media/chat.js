@@ -78,7 +78,7 @@
       : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
   }
 
-  /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string} | null} session */
+  /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string, walls?: string, wallsDetail?: string} | null} session */
   function setSession(session) {
     empty.hidden = !!session;
     header.hidden = !session;
@@ -91,6 +91,11 @@
     const worktree = byId('session-worktree');
     worktree.textContent = session?.worktree ?? '';
     worktree.hidden = !session?.worktree;
+    const walls = byId('session-walls');
+    walls.textContent = session?.walls ?? '';
+    walls.title = session?.wallsDetail ?? '';
+    walls.hidden = !session?.walls;
+    walls.classList.toggle('walls-off', !!session?.walls?.startsWith('walls: off'));
   }
 
   /** @param {'info' | 'error'} level @param {string} text */

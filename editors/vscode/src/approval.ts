@@ -8,6 +8,7 @@ import type { QuickPickItem } from 'vscode';
 
 import type { ApprovalDecision, ApprovalParams } from './protocol';
 import * as vscodeapi from './vscodeapi';
+import { escalationItems, escalationPlaceholder, escalationTitle, isEscalation } from './walls';
 
 export interface ApprovalItem extends QuickPickItem {
   decision: ApprovalDecision;
@@ -57,9 +58,11 @@ export function argumentsLine(args: Record<string, unknown>, limit = 300): strin
 
 export function askApproval(params: ApprovalParams, token: vscodeapi.CancellationToken, asker?: string): Promise<ApprovalDecision> {
   const pick = vscodeapi.createQuickPick<ApprovalItem>();
-  pick.title = approvalTitle(params, asker);
-  pick.placeholder = `${params.tool} ${argumentsLine(params.arguments)}`;
-  pick.items = approvalItems(params);
+  // a command asking to run outside the walls is asked apart: louder, and never "always"
+  const escalation = isEscalation(params);
+  pick.title = escalation ? escalationTitle(params) : approvalTitle(params, asker);
+  pick.placeholder = escalation ? escalationPlaceholder(params) : `${params.tool} ${argumentsLine(params.arguments)}`;
+  pick.items = escalation ? escalationItems(params) : approvalItems(params);
   pick.ignoreFocusOut = true;
   pick.matchOnDescription = true;
   return new Promise<ApprovalDecision>((resolve) => {

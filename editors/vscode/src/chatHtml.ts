@@ -45,6 +45,7 @@ export function chatHtml(page: ChatPage): string {
   <div id="session-root"></div>
   <div id="session-lineage" hidden></div>
   <div id="session-worktree" hidden></div>
+  <div id="session-walls" hidden></div>
   <div id="session-spend" hidden></div>
 </header>
 <div id="empty">

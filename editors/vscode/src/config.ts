@@ -8,6 +8,8 @@ import * as path from 'path';
 
 import type { DaemonCommand } from './client';
 import type { InitializationOptions, McpServer, Policy } from './protocol';
+import type { ApprovalMode, Network, SandboxMode } from './protocolTypes';
+import { APPROVAL_MODES, readNetwork, SANDBOX_MODES } from './walls';
 
 export interface Settings {
   command: string;
@@ -20,6 +22,11 @@ export interface Settings {
   mcpServers: McpServer[];
   /** session/open's policy `task` for new sessions: the task tool, which starts child sessions. */
   task: { enabled: boolean; maxConcurrent: number };
+  /** session/open's policy for new sessions: the approval mode, the walls' mode and what walled
+   * programs may reach; '' and null: the daemon's default. */
+  approval: ApprovalMode | '';
+  sandbox: SandboxMode | '';
+  network: Network | null;
 }
 
 export const DEFAULT_SETTINGS: Settings = {
@@ -31,6 +38,9 @@ export const DEFAULT_SETTINGS: Settings = {
   baseUrl: '',
   mcpServers: [],
   task: { enabled: false, maxConcurrent: 2 },
+  approval: '',
+  sandbox: '',
+  network: null,
 };
 
 /** session/open's policy for a new session: the task tool turned on when the settings say so;
@@ -87,6 +97,10 @@ export function readSettings(get: (key: string) => unknown): Settings {
   const args = get('args');
   const servers = get('mcpServers');
   const atOnce = get('task.maxConcurrent');
+  const oneOf = <T extends string>(key: keyof Settings, values: readonly T[]): T | '' => {
+    const value = get(key);
+    return values.includes(value as T) ? (value as T) : '';
+  };
   return {
     command: text('command'),
     args: Array.isArray(args) ? args.filter((a): a is string => typeof a === 'string') : [],
@@ -104,5 +118,8 @@ export function readSettings(get: (key: string) => unknown): Settings {
           ? atOnce
           : DEFAULT_SETTINGS.task.maxConcurrent,
     },
+    approval: oneOf('approval', APPROVAL_MODES),
+    sandbox: oneOf('sandbox', SANDBOX_MODES),
+    network: readNetwork(get('network')),
   };
 }

@@ -23,6 +23,7 @@ import { registerSpending } from './spending';
 import { registerTurnCommands } from './turnCommands';
 import { TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
+import { openPolicy, registerWalls } from './walls';
 import { registerWorktrees, worktreeCommands } from './worktrees';
 
 /** The session this workspace has open, reopened when the window is reloaded. */
@@ -45,7 +46,11 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const controller = new SessionController(client, log, showLog);
   controller.mcpServers = () => settings().mcpServers;
-  controller.openPolicy = () => sessionPolicy(settings());
+  controller.openPolicy = () => {
+    const walls = openPolicy(settings());
+    const task = sessionPolicy(settings());
+    return walls || task ? { ...walls, ...task } : undefined;
+  };
   const ext: Extension = {
     context,
     daemon: client,
@@ -92,6 +97,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerDaemonCommands(ext, () => tree.refresh()),
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
     ...registerChildren(ext, children),
+    ...registerWalls(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

@@ -33,6 +33,7 @@ import {
   UsageParams,
   Worktree,
 } from './protocol';
+import type { Walls } from './protocolTypes';
 import { PromptQueue } from './queue';
 import { Approvals } from './session/approvals';
 import { ChangeSets } from './session/changeSets';
@@ -48,6 +49,7 @@ import { Spending } from './session/spending';
 import { Steering } from './session/steering';
 import { Stream } from './session/stream';
 import { Turns } from './session/turns';
+import { SessionWalls } from './session/walls';
 import { Worktrees } from './session/worktrees';
 
 export type { ChatSink, FromWebview, SessionHeader, ToWebview } from './session/core';
@@ -65,6 +67,7 @@ export class SessionController {
   private readonly queueing: Queueing;
   private readonly spending: Spending;
   private readonly worktrees: Worktrees;
+  private readonly sessionWalls: SessionWalls;
 
   readonly handlers: DaemonHandlers;
 
@@ -89,6 +92,7 @@ export class SessionController {
     const queueing = (this.queueing = new Queueing(core));
     const spending = (this.spending = new Spending(core));
     this.worktrees = new Worktrees(core);
+    this.sessionWalls = new SessionWalls(core);
     core.links = {
       follow: (running) => following.follow(running),
       checkFollowed: (live) => following.checkFollowed(live),
@@ -168,8 +172,8 @@ export class SessionController {
     this.core.mcpServers = servers;
   }
 
-  /** session/open's policy for the sessions started from now on (the task tool, from the
-   * settings); undefined: the daemon's. */
+  /** session/open's policy for the sessions started from now on (the walls, network and
+   * approval settings, and the task tool); undefined: the daemon's. */
   get openPolicy(): () => Policy | undefined {
     return this.core.openPolicy;
   }
@@ -375,6 +379,12 @@ export class SessionController {
   /** Discard the session's worktree once `confirm` says yes; undefined when it said no. */
   discardWorktree(confirm?: (worktree: Worktree) => Promise<boolean>): Promise<Session | undefined> {
     return this.worktrees.discard(confirm);
+  }
+
+  // the walls of the session's programs (walls.ts)
+
+  walls(): Promise<Walls> {
+    return this.sessionWalls.current();
   }
 
   // the queue (queue.ts) and spending (spending.ts)

@@ -30,6 +30,8 @@ export type Block =
       summary: string;
       arguments: Record<string, unknown>;
       decision: ApprovalDecision | 'pending' | 'withdrawn';
+      /** A command that asked to run outside the walls, and the model's reason. */
+      escalate?: { command: string; reason: string };
     }
   | { kind: 'notice'; level: 'info' | 'error'; text: string };
 
@@ -364,6 +366,9 @@ export function blockHtml(block: Block): string {
       );
     }
     case 'approval':
+      if (block.escalate) {
+        return escalationHtml(block, block.escalate);
+      }
       return (
         `<div class="approval approval-${block.decision}">` +
         `<div class="approval-head"><span class="approval-tool">${escapeHtml(block.tool)}</span>` +
@@ -374,6 +379,20 @@ export function blockHtml(block: Block): string {
     case 'notice':
       return `<div class="notice notice-${block.level}">${escapeHtml(block.text)}</div>`;
   }
+}
+
+/** An escalation: drawn apart from an ordinary approval, with the command and the reason. */
+function escalationHtml(block: Extract<Block, { kind: 'approval' }>, escalate: { command: string; reason: string }): string {
+  const decision = block.decision === 'allow' || block.decision === 'allowAlways' || block.decision === 'allowAlwaysProject'
+    ? 'allowed once: it ran outside the walls'
+    : DECISIONS[block.decision];
+  return (
+    `<div class="approval escalation approval-${block.decision}">` +
+    `<div class="approval-head"><span class="escalation-label">⚠ escalation: run OUTSIDE the walls</span>` +
+    ` <span class="approval-decision">${escapeHtml(decision)}</span></div>` +
+    `<pre class="escalation-command">${escapeHtml(escalate.command)}</pre>` +
+    `<div class="escalation-reason">because: ${escapeHtml(escalate.reason || '(no reason given)')}</div></div>`
+  );
 }
 
 export function bodyHtml(turn: TranscriptTurn): string {

@@ -9,6 +9,7 @@ import { ApprovalParams, ApprovalResult, Grant, Method, RevocableGrant } from '.
 import { showProposed } from '../proposed';
 import { addBlock, Block } from '../transcript';
 import * as vscodeapi from '../vscodeapi';
+import { escalationCommand, isEscalation } from '../walls';
 import type { SessionCore } from './core';
 
 export class Approvals {
@@ -25,6 +26,7 @@ export class Approvals {
       summary: p.summary,
       arguments: p.arguments ?? {},
       decision: 'pending',
+      ...(isEscalation(p) ? { escalate: { command: escalationCommand(p), reason: p.reason ?? '' } } : {}),
     };
     const redraw = () => (child ? child.redraw() : live && core.coalescer.mark(live.turn.key));
     const turn = child?.turn ?? live?.turn;
@@ -35,7 +37,8 @@ export class Approvals {
     }
     const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
     const asker = child ? `${child.name} asks: ` : '';
-    core.log.info(`approval asked: ${asker}${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
+    const asked = block.escalate ? `escalation asked (outside the walls): ${block.escalate.command} because: ${block.escalate.reason}` : 'approval asked:';
+    core.log.info(`${asked} ${asker}${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
     if (p.diff && core.session) {
       showProposed(core.session.root, p.diff).catch((e) => core.log.info(`could not show the diff: ${e}`));
     }
@@ -43,7 +46,7 @@ export class Approvals {
     // Withdrawn by the daemon: the turn was cancelled, or the answer came too late.
     block.decision = token.isCancellationRequested ? 'withdrawn' : decision;
     redraw();
-    core.log.info(`approval ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
+    core.log.info(`${block.escalate ? 'escalation' : 'approval'} ${block.decision === 'withdrawn' ? 'withdrawn by trellisd' : `answered: ${decision}`} for ${p.tool}`);
     return { decision };
   }
 

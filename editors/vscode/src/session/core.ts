@@ -42,6 +42,10 @@ export interface SessionHeader {
   lineage?: string;
   /** The session's own worktree ("⎇ trellisd/fix-login → main"), when it works in one. */
   worktree?: string;
+  /** The walls of the session's programs in a line ("walls: workspace-write · network off"),
+   * and what they hold, a line each, once session/policy answered. */
+  walls?: string;
+  wallsDetail?: string;
 }
 
 /** Messages to the chat webview. */
@@ -147,8 +151,12 @@ export class SessionCore {
   /** The MCP servers of the user's settings: given to a session again when it is reopened
    * (a daemon started since it was opened has only the config file's and the project's). */
   mcpServers: () => McpServer[] = () => [];
-  /** session/open's policy for new sessions (the task tool turned on): from the user's settings. */
+  /** session/open's policy for new sessions, from the user's settings (the walls, the approval mode and the task tool; none: the daemon's). */
   openPolicy: () => Policy | undefined = () => undefined;
+  /** The open session's walls as the header shows them (session/walls.ts). */
+  walls?: { sessionId: string; text: string; detail: string };
+  /** The open session's walls being read: what the session does next waits for it. */
+  wallsRead: Promise<unknown> = Promise.resolve();
   /** Wired by SessionController once every feature is made. */
   links!: SessionLinks;
 
@@ -182,6 +190,7 @@ export class SessionCore {
 
   /** After the daemon was restarted, reopen the session in the new daemon (once). */
   async ensureAttached(): Promise<void> {
+    await this.wallsRead;
     await this.client.start();
     const session = this.session;
     if (!session || this.attached === this.client.generation) {
@@ -255,7 +264,7 @@ export class SessionCore {
     this.view.post({ type: 'earlier', more: !!this.historyCursor });
     this.view.post({
       type: 'reset',
-      session: session ? header(session, this.lineage) : null,
+      session: session ? header(session, this.lineage, this.walls) : null,
       turns: this.transcript.map(turnView),
       running: this.isRunning,
     });
@@ -263,7 +272,7 @@ export class SessionCore {
 
   /** The session's title and lineage, drawn again. */
   postHeader(session: Session): void {
-    this.view.post({ type: 'session', session: header(session, this.lineage) });
+    this.view.post({ type: 'session', session: header(session, this.lineage, this.walls) });
   }
 
   postQueue(): void {
@@ -327,13 +336,14 @@ export class SessionCore {
   }
 }
 
-function header(session: Session, lineage?: string): SessionHeader {
+function header(session: Session, lineage?: string, walls?: SessionCore['walls']): SessionHeader {
   return {
     sessionId: session.sessionId,
     title: session.title,
     root: session.root,
     ...(lineage ? { lineage } : {}),
     ...(session.worktree ? { worktree: worktreeText(session.worktree) } : {}),
+    ...(walls?.sessionId === session.sessionId ? { walls: walls.text, wallsDetail: walls.detail } : {}),
   };
 }
 

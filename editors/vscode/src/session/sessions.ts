@@ -29,6 +29,7 @@ export class Sessions {
       ...(title ? { title } : {}),
       ...(mcpServers.length ? { mcpServers } : {}),
       ...(worktree ? { worktree } : {}),
+      ...(policy ? { policy } : {}),
     });
     this.adopt(session, []);
     const where = session.worktree ? ` in the worktree ${session.worktree.path} (${session.worktree.branch})` : '';
