@@ -46,8 +46,12 @@ class Policies:
         return load(root, requested, self.default())
 
     async def remember(self, session: Session, policy: Policy) -> None:
+        """Hold ``policy`` as the session's, with the grants the store keeps for it; all of
+        it set at once, after the read, so that a request served meanwhile never finds the
+        policy without its root and grants."""
+        own, project = await self.store.grants.of(session.session_id, session.root)
         self._by_session[session.session_id] = policy
-        await self._kept(session)
+        self._kept(session, own, project)
 
     def forget(self, session_id: str) -> None:
         """The session was closed or deleted: read its policy afresh if it is used again."""
@@ -55,8 +59,7 @@ class Policies:
         self._own.pop(session_id, None)
         self._roots.pop(session_id, None)
 
-    async def _kept(self, session: Session) -> None:
-        own, project = await self.store.grants.of(session.session_id, session.root)
+    def _kept(self, session: Session, own: frozenset[Action], project: frozenset[Action]) -> None:
         self._roots[session.session_id] = session.root
         self._own[session.session_id] = own
         self._project[session.root] = project
@@ -108,5 +111,6 @@ class Policies:
                 f"session {session.session_id} has no grant to {action.kind} {action.target}",
                 sessionId=session.session_id,
             )
-        await self._kept(session)
+        own, project = await self.store.grants.of(session.session_id, session.root)
+        self._kept(session, own, project)
         return self._composed(session.session_id)

@@ -3,6 +3,7 @@ again by the next daemon, revoked one at a time; and the config file's default p
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,17 @@ async def test_sessions_stack_on_the_config_files_default_policy(
         assert (await app.sessions.policy(other)).effective_approval == "ask"
     finally:
         await app.close()
+
+
+async def test_a_policy_asked_for_while_it_is_first_read_is_answered_whole(
+    app: Services, root: Path
+) -> None:
+    opened = await app.sessions.open(str(root), None, None, None)
+    app.sessions.policies.forget(opened.session_id)  # read afresh, as after a reopen
+    first = asyncio.ensure_future(app.sessions.policies.of(opened))
+    meanwhile = []
+    while not first.done():  # asked again at every turn of the loop while the first reads
+        meanwhile.append(asyncio.ensure_future(app.sessions.policies.of(opened)))
+        await asyncio.sleep(0)
+    answers = await asyncio.gather(first, *meanwhile)
+    assert len(meanwhile) > 1 and all(a == answers[0] for a in answers)
