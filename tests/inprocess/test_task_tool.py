@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fixtures.driver import (
+    OPEN,
     Daemon,
     DaemonFactory,
     answer_approvals,
@@ -17,6 +18,7 @@ from tests.fixtures.driver import (
     turn,
     write,
 )
+from tests.fixtures.git_repo import make_repo
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import until
 
@@ -132,6 +134,45 @@ async def test_a_childs_write_is_asked_of_the_window_following_its_parent(
     assert result["outcome"] == "finished"
     assert [a["sessionId"] for a in asked] == [child["sessionId"]]
     assert (workspace / "notes.txt").read_text() == "from the child\n"
+
+
+async def test_a_child_may_work_on_a_branch_of_its_own_in_a_worktree(
+    daemon: Daemon, model: ModelServer, tmp_path: Path
+) -> None:
+    checkout = make_repo(tmp_path / "checkout", {"README.md": "hello\n"})
+    model.reply(tool_calls=[task("write the notes", worktree="notes")])
+    model.reply(tool_calls=[write("notes.txt", "from the child\n")])
+    model.reply("Written on my branch.")
+    model.reply("The helper wrote the notes on trellisd/notes.")
+    parent = await open_session(
+        daemon, checkout, policy={**TASKS, "approval": "all", "layers": OPEN["layers"]}
+    )
+
+    result = await turn(daemon, parent, "have the notes written apart")
+
+    assert result["outcome"] == "finished"
+    [child] = await children(daemon, parent)
+    worktree = child["worktree"]
+    assert (worktree["branch"], worktree["base"]) == ("trellisd/notes", "main")
+    assert (Path(worktree["path"]) / "notes.txt").read_text() == "from the child\n"
+    assert not (checkout / "notes.txt").exists()  # the parent's folder is left as it was
+    merged = await daemon.call("session/worktree/merge", {"sessionId": child["sessionId"]})
+    assert "notes.txt" in merged["paths"]
+    assert (checkout / "notes.txt").read_text() == "from the child\n"
+
+
+async def test_a_worktree_the_child_cannot_have_is_a_tool_error_the_model_sees(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    model.reply(tool_calls=[task("write the notes", worktree=True)])
+    model.reply("No branch for the helper here.")
+    parent = await open_session(daemon, workspace, policy=TASKS)  # not a git work tree
+
+    result = await turn(daemon, parent, "have the notes written apart")
+
+    [answer] = await tool_results(daemon, result["runId"])
+    assert answer.startswith("error: no worktree for the child: ")
+    assert await children(daemon, parent) == []
 
 
 async def test_a_child_that_fails_is_a_tool_error_the_model_sees(

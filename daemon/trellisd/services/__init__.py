@@ -95,6 +95,7 @@ class Services:
             self.changes,
             self.mcp,
             daemon.max_steps,
+            self.sessions.worktrees,
         )
         self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)

@@ -24,15 +24,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from ..agent.budget import Ledger
+from ..errors import TrellisError
 from ..records import Session, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import ToolFailure
 from ..tools.task import TaskRequest
 from ..vocabulary import Outcome
 from .seams import Notifier
+from .worktrees import WorktreeService
 
 ANSWERED = (Outcome.FINISHED, Outcome.SUCCESS)
 
@@ -67,10 +70,12 @@ class ChildSessions:
         ledger: Ledger | None,
         tools: tuple[str, ...],
         limit: int,
+        worktrees: WorktreeService | None = None,
     ) -> None:
         self.turns, self.store, self.notifier = turns, store, notifier
         self.parent, self.ledger, self._tools = parent, ledger, tools
         self._slots = asyncio.Semaphore(limit)
+        self.worktrees = worktrees
 
     def tool_names(self) -> tuple[str, ...]:
         return self._tools
@@ -79,20 +84,12 @@ class ChildSessions:
         """Run ``request`` as a child session once a slot is free; ``started`` is told its
         id as soon as its followers follow it, before its turn says anything."""
         async with self._slots:
-            parent = self.parent
-            child = await self.store.sessions.create(
-                parent.root,
-                "",
-                parent.provider,
-                parent.policy,
-                parent.instructions,
-                parent_session_id=parent.session_id,
-            )
-            self.notifier.forked(parent.session_id, child.session_id)
+            child = await self._child(request)
+            self.notifier.forked(self.parent.session_id, child.session_id)
             if started is not None:
                 started(child.session_id)
             tools = self._tools if request.tools is None else request.tools
-            within = Within(parent.session_id, self.ledger, tools)
+            within = Within(self.parent.session_id, self.ledger, tools)
             running = asyncio.ensure_future(self.turns.child_turn(child, request, within))
             try:
                 result = await running
@@ -101,6 +98,39 @@ class ChildSessions:
                     running.cancel()
                     await asyncio.wait([running])
         return answer(child.session_id, result)
+
+    async def _child(self, request: TaskRequest) -> Session:
+        """The child's session: over the parent's root, or over the same folder of a git
+        worktree of its own (``request.worktree``), made as ``session/open`` makes one."""
+        parent = self.parent
+        if request.worktree is None:
+            return await self.store.sessions.create(
+                parent.root,
+                "",
+                parent.provider,
+                parent.policy,
+                parent.instructions,
+                parent_session_id=parent.session_id,
+            )
+        if self.worktrees is None:
+            raise ToolFailure("a child in a worktree of its own is not offered here")
+        try:
+            made = await self.worktrees.make(Path(parent.root), request.worktree)
+        except TrellisError as exc:
+            raise ToolFailure(f"no worktree for the child: {exc.message}") from None
+        try:
+            return await self.store.sessions.create(
+                str(made.root),
+                "",
+                parent.provider,
+                parent.policy,
+                parent.instructions,
+                made.worktree.path,
+                parent_session_id=parent.session_id,
+            )
+        except BaseException:
+            await self.worktrees.undo(made.worktree)
+            raise
 
 
 def answer(session_id: str, result: TurnResult) -> str:

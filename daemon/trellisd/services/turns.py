@@ -58,6 +58,7 @@ from .seams import Activity, Check, Gate, Notifier, Recorder
 from .settings import Defaults
 from .tasks import ChildSessions, Within
 from .titles import title_of
+from .worktrees import WorktreeService
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,10 @@ class TurnService:
         changes: ChangeService | None = None,
         mcp: McpServers | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
+        worktrees: WorktreeService | None = None,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
+        self.worktrees = worktrees  # a task's child in a worktree of its own
         self.max_steps = max_steps  # of a turn that names none (``TRELLISD_MAX_STEPS``)
         self.changes, self.mcp = changes, mcp
         self.policies, self.notifier = policies, notifier
@@ -535,7 +538,14 @@ class TurnService:
         if task.enabled:
             names = tuple(t.name for t in tools)
             children = ChildSessions(
-                self, self.store, self.notifier, session, ledger, names, task.max_concurrent
+                self,
+                self.store,
+                self.notifier,
+                session,
+                ledger,
+                names,
+                task.max_concurrent,
+                self.worktrees,
             )
             tools.append(Task(children))
         return tools

@@ -32,6 +32,9 @@ class TaskRequest:
     max_steps: int | None = None
     budget_usd: float | None = None
     tools: tuple[str, ...] | None = None
+    worktree: bool | str | None = None
+    """A git worktree of its own (True, or its name): the child works on a branch of its
+    own instead of in the parent's folder."""
 
 
 class Children(Protocol):
@@ -45,6 +48,11 @@ class Children(Protocol):
         """Run a child turn to its end; its reply, or a ``ToolFailure`` saying how it ended.
         ``started`` is told the child session's id as soon as it exists."""
         ...
+
+
+def _worktree(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, bool) and not (isinstance(value, str) and value):
+        raise Invalid.of(attribute, "must be true, false or a name")
 
 
 def _positive(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
@@ -62,6 +70,7 @@ class TaskArguments:
     tools: tuple[str, ...] | None = attrs.field(
         default=None, metadata={"must": "be a list of tool names"}
     )
+    worktree: Any = attrs.field(default=None, validator=_worktree)
 
 
 class Task:
@@ -84,6 +93,11 @@ class Task:
                 "items": {"type": "string"},
                 "description": "the names of the tools it may use, among yours; all by default",
             },
+            "worktree": {
+                "type": ["boolean", "string"],
+                "description": "true (or a name): the child works in a git worktree of its own,"
+                " on a branch trellisd/<name>, instead of in your folder",
+            },
         },
         "required": ["prompt"],
     }
@@ -102,7 +116,8 @@ class Task:
                     f"tools names {', '.join(map(repr, unknown))}, which you do not have;"
                     f" choose among {', '.join(known)}"
                 )
-        return TaskRequest(given.prompt, given.max_steps, given.budget_usd, given.tools)
+        worktree = given.worktree or None  # false: none
+        return TaskRequest(given.prompt, given.max_steps, given.budget_usd, given.tools, worktree)
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
         """A child reads the root at least; what it does beyond is judged call by call."""
