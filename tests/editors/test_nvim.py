@@ -22,6 +22,8 @@ from typing import Any
 import apsw
 import pytest
 
+from tests.fixtures.reachable import reachable
+
 try:
     from . import nvim_fixtures as fx
 except ImportError:  # tests/editors is not a package
@@ -871,7 +873,7 @@ def test_a_session_whose_store_was_changed_by_hand_says_so(start: Start, tmp_pat
     assert "*the session's log is broken" in ed.wait_text("### You\nalpha question")
 
 
-MCP_SERVER = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py")
+MCP_SERVER = str(reachable(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py"))
 
 
 def test_an_mcp_tool_is_approved_naming_its_server_and_listed_in_the_tools_view(

@@ -27,6 +27,7 @@ from tests.fixtures.driver import (
 )
 from tests.fixtures.driver import MCP_SERVER as SERVER
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.reachable import reachable
 from tests.fixtures.waits import alive, eventually
 
 FILESYSTEM = (
@@ -270,7 +271,8 @@ async def test_an_http_answer_past_the_limit_fails_its_call_and_the_server_serve
 async def test_the_npm_filesystem_server(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
-    servers = [{"name": "fs", "command": "node", "args": [str(FILESYSTEM), str(workspace)]}]
+    server = reachable(FILESYSTEM, tree=FILESYSTEM.parents[4])  # with its node_modules
+    servers = [{"name": "fs", "command": "node", "args": [str(server), str(workspace)]}]
     session = await open_session(daemon, workspace, mcpServers=servers, policy=ALLOW_MCP)
     path = str(workspace / "README.md")
     said, _ = await one_call(daemon, model, session, call("mcp__fs__read_text_file", path=path))

@@ -42,6 +42,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -168,6 +169,24 @@ class Launch:
         return self.swept
 
 
+def daemon_program_folders() -> list[Path]:
+    """The daemon's own Python and package, where the private ``/tmp`` or ``/run`` of the
+    walls would hide them (a virtual environment or a checkout under ``/tmp``), shown again
+    read-only: the relay runs inside the walls with the daemon's interpreter, and so does a
+    command that names it. Only these folders, never what a call names: a folder under
+    ``/tmp`` may hold another program's socket (a terminal multiplexer's, an agent's)."""
+    import trellisd  # the package's own folder, wherever it is installed
+
+    hidden = (Path(INSIDE_TEMP), Path("/run"))
+    package = Path(trellisd.__file__).resolve().parents[1]
+    kept: set[Path] = set()
+    for folder in (Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), package):
+        real = _real(folder)
+        if real.is_dir() and any(real == h or h in real.parents for h in hidden):
+            kept.add(real)
+    return sorted(kept)
+
+
 def bwrap_argv(
     walls: Walls,
     bwrap: str,
@@ -192,6 +211,8 @@ def bwrap_argv(
     if "--size" in _options.get(bwrap, ""):  # bubblewrap 0.5 and later
         out += ["--size", str(walls.temp_bytes)]
     out += ["--tmpfs", INSIDE_TEMP]
+    for own in daemon_program_folders():
+        out += ["--ro-bind", str(own), str(own)]
     writes = walls.mode == "workspace-write"
     bind = "--bind" if writes else "--ro-bind"
     out += [bind, str(root), str(root)]

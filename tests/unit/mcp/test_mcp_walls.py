@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.reachable import reachable
 from trellisd.mcp.servers import SessionServers
 from trellisd.mcp.spec import Configured, McpServerSpec
 from trellisd.sandbox.walls import Walls
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
 
-SERVER = str(Path(__file__).parents[2] / "fixtures" / "mcp_server.py")
+SERVER = str(reachable(Path(__file__).parents[2] / "fixtures" / "mcp_server.py"))
 
 
 class AllApproved:
