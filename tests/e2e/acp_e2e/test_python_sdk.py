@@ -14,6 +14,7 @@ from acp import RequestError, schema, text_block
 
 from tests.e2e.acp_e2e.conftest import AgentFactory
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.reachable import reachable
 
 
 async def test_initialize_says_what_trellisd_speaks(spawn_acp: AgentFactory) -> None:
@@ -344,7 +345,7 @@ async def test_a_new_session_starts_in_ask_unless_the_project_is_stricter(
 async def test_an_mcp_server_from_session_new_gives_the_model_its_tools(
     spawn_acp: AgentFactory, model: ModelServer, workspace: Path
 ) -> None:
-    server = str(Path(__file__).parents[2] / "fixtures" / "mcp_server.py")
+    server = str(reachable(Path(__file__).parents[2] / "fixtures" / "mcp_server.py"))
     agent = await spawn_acp()
     stdio = schema.McpServerStdio(
         name="t",
