@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import network
-from .landlock_walls import Snapshot, available, landlock_argv, private_temp
+from .landlock_walls import ProtectedCopies, available, landlock_argv, private_temp
 from .limits import Bound, process_bound
 from .walls import PROTECTED, Walls, hidden_around
 
@@ -127,7 +127,7 @@ class Launch:
     """Where ``sweep`` moved what it took away; None: removed."""
     via: Via | None = None
     """What built the walls; None: there are none (``off``)."""
-    snapshot: Snapshot | None = None
+    snapshot: ProtectedCopies | None = None
     """Copies of the protected paths that exist, where the walls could not keep them
     read-only (Landlock): ``sweep`` puts back what the program changed."""
 
@@ -358,7 +358,7 @@ async def _landlocked(
     writes = walls.mode == "workspace-write"
     linked = linked_git_folders(_real(walls.root)) if writes else ()
     with private_temp() as temp:
-        snapshot = await asyncio.to_thread(Snapshot.take, walls, linked) if writes else None
+        snapshot = await asyncio.to_thread(ProtectedCopies.take, walls, linked) if writes else None
         try:
             outer = list(bound.outer) if bound is not None else []
             inner = list(bound.inner) if bound is not None else []

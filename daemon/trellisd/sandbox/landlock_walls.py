@@ -3,7 +3,7 @@ user namespaces off): weaker walls, never none.
 
 ``landlock_argv`` gives the argv prefix that runs a program under ``landlock``'s runner
 (``python -m trellisd.sandbox.landlock``), which restricts itself and then becomes the
-program. ``Snapshot`` keeps a copy of the protected paths that exist, for ``Launch.sweep``
+program. ``ProtectedCopies`` keeps a copy of the protected paths that exist, for ``Launch.sweep``
 to put back. What these walls are, against bubblewrap's:
 
 - the hidden paths are unreadable (there, but unreadable; not empty);
@@ -113,7 +113,7 @@ def _same(one: Path, other: Path) -> bool:
 
 
 @dataclass
-class Snapshot:
+class ProtectedCopies:
     """Copies of the protected paths that exist (``name`` for the report, the path, its
     copy), kept in ``folder`` until ``restore``."""
 
@@ -121,7 +121,7 @@ class Snapshot:
     kept: list[tuple[str, Path, Path]]
 
     @classmethod
-    def take(cls, walls: Walls, linked: Sequence[Path]) -> Snapshot:
+    def take(cls, walls: Walls, linked: Sequence[Path]) -> ProtectedCopies:
         root = _real(walls.root)
         paths = [(name, root / name) for name in PROTECTED]
         for folder in linked:

@@ -9,7 +9,7 @@ import * as path from 'path';
 import type { DaemonCommand } from './client';
 import type { InitializationOptions, McpServer, Policy } from './protocol';
 import type { ApprovalMode, Network, SandboxMode } from './protocolTypes';
-import { APPROVAL_MODES, readNetwork, SANDBOX_MODES } from './walls';
+import { APPROVAL_MODES, openPolicy, readNetwork, SANDBOX_MODES } from './walls';
 
 export interface Settings {
   command: string;
@@ -45,6 +45,14 @@ export const DEFAULT_SETTINGS: Settings = {
 
 /** session/open's policy for a new session: the task tool turned on when the settings say so;
  * undefined leaves the daemon's policy as it is. */
+/** session/open's policy for new sessions from every setting that makes one: the walls, the
+ * network and the approval mode (`walls.openPolicy`), and the task tool (`sessionPolicy`). */
+export function newSessionPolicy(settings: Settings): Policy | undefined {
+  const walls = openPolicy(settings);
+  const task = sessionPolicy(settings);
+  return walls || task ? { ...walls, ...task } : undefined;
+}
+
 export function sessionPolicy(settings: Settings): Policy | undefined {
   return settings.task.enabled ? { task: { enabled: true, maxConcurrent: settings.task.maxConcurrent } } : undefined;
 }

@@ -10,7 +10,7 @@ import * as vscode from 'vscode';
 import { childCommands, registerChildren } from './children';
 import { DaemonClient } from './client';
 import { ChatViewProvider } from './chatView';
-import { daemonCommand, initializationOptions, readSettings, sessionPolicy } from './config';
+import { daemonCommand, initializationOptions, newSessionPolicy, readSettings } from './config';
 import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
 import { acting, Extension } from './features';
@@ -23,7 +23,7 @@ import { registerSpending } from './spending';
 import { registerTurnCommands } from './turnCommands';
 import { TurnTreeProvider } from './turnTree';
 import * as vscodeapi from './vscodeapi';
-import { openPolicy, registerWalls } from './walls';
+import { registerWalls } from './walls';
 import { registerWorktrees, worktreeCommands } from './worktrees';
 
 /** The session this workspace has open, reopened when the window is reloaded. */
@@ -46,11 +46,7 @@ export function activate(context: vscode.ExtensionContext): void {
   });
   const controller = new SessionController(client, log, showLog);
   controller.mcpServers = () => settings().mcpServers;
-  controller.openPolicy = () => {
-    const walls = openPolicy(settings());
-    const task = sessionPolicy(settings());
-    return walls || task ? { ...walls, ...task } : undefined;
-  };
+  controller.openPolicy = () => newSessionPolicy(settings());
   const ext: Extension = {
     context,
     daemon: client,
