@@ -14,6 +14,25 @@ import { acting, Extension } from '../src/features';
 import type { ChatSink, SessionController, ToWebview } from '../src/session';
 import type { TurnView } from '../src/transcript';
 
+/** The repository's MCP server fixture, where a program inside the walls can read it: the
+ * walls give every program a /tmp (and /run) of its own, so a checkout under /tmp would hide
+ * it; then a copy under /var/tmp, made once. */
+export function mcpServerFixture(): string {
+  const file = path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py');
+  const real = fs.realpathSync(file);
+  if (!['/tmp/', '/run/'].some((hidden) => real.startsWith(hidden))) {
+    return file;
+  }
+  if (!fixtureCopy) {
+    const folder = fs.mkdtempSync('/var/tmp/trellisd-fixtures-');
+    fixtureCopy = path.join(folder, 'mcp_server.py');
+    fs.copyFileSync(real, fixtureCopy);
+    process.on('exit', () => fs.rmSync(folder, { recursive: true, force: true }));
+  }
+  return fixtureCopy;
+}
+let fixtureCopy: string | undefined;
+
 export function testCommand(): { command: string; args: string[] } {
   const words = (process.env.TRELLISD_TEST_CMD || 'python3 -m trellisd').trim().split(/\s+/);
   return { command: words[0], args: words.slice(1) };

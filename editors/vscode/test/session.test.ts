@@ -10,7 +10,7 @@ import { SessionController } from '../src/session';
 import { sessionItems } from '../src/sessionPicker';
 import { toolItems } from '../src/toolsView';
 import { buildTurnTree, TurnNode } from '../src/turnTree';
-import { RecordingView, ScriptLine, stripTags, TestDaemon, testCommand, waitFor } from './daemon';
+import { mcpServerFixture, RecordingView, ScriptLine, stripTags, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -289,8 +289,7 @@ describe('steering, cancelling, approving', () => {
   }
 
   test('an MCP tool call is approved naming its server and tool; the tools view lists it with the policy', async () => {
-    const path = await import('node:path');
-    const server = path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py');
+    const server = mcpServerFixture();
     const c = controller([{ tool: 'mcp__t__echo', arguments: { text: 'from the server' } }, { text: 'Done.' }]);
     stub.onQuickPick = (pick) => setTimeout(() => pick.accept('Allow once'), 50);
     await c.openSession(daemon.root, undefined, [{ name: 't', command: testCommand().command, args: [server] }]);

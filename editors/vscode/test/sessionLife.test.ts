@@ -9,7 +9,7 @@ import { DaemonError } from '../src/errors';
 import type { Turn } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { SessionCommands } from '../src/sessionCommands';
-import { RecordingView, TestDaemon, testCommand, waitFor } from './daemon';
+import { mcpServerFixture, RecordingView, TestDaemon, testCommand, waitFor } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 let daemon: TestDaemon;
@@ -167,7 +167,7 @@ describe("a session's life, against the daemon", () => {
     const c = controller();
     const session = await c.openSession(daemon.root);
     const { command } = testCommand();
-    const server = { name: 'proj', command, args: [path.resolve(__dirname, '../../../../tests/fixtures/mcp_server.py'), 'stdio'] };
+    const server = { name: 'proj', command, args: [mcpServerFixture(), 'stdio'] };
     c.mcpServers = () => [server];
     await c.reopenSession(session.sessionId);
     const client = c.client;
