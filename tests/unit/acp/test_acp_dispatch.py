@@ -4,39 +4,13 @@ agent does not know (``_meta`` among them) is ignored, and each answer is ACP's 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from tests import acp_schema
-from tests.fixtures.fake_services import Model
-from trellisd import services
 from trellisd.acp.agent import METHODS, TrellisAgent
-from trellisd.acp.notifier import AcpNotifier
 from trellisd.acp.rpc import RpcError
-from trellisd.config import ProviderSettings
-
-
-@pytest_asyncio.fixture
-async def agent(tmp_path: Path) -> AsyncIterator[TrellisAgent]:
-    holder: list[services.Services] = []
-    notifier = AcpNotifier(lambda: holder[0].changes)
-    app = await services.start(
-        tmp_path / "store.db", ProviderSettings(name="openai"), notifier, lambda s: Model()
-    )
-    holder.append(app)
-    yield TrellisAgent(app, notifier)
-    await app.close()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> str:
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return str(folder)
 
 
 async def answer(agent: TrellisAgent, ident: int, method: str, params: Any) -> Any:

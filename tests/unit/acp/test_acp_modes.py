@@ -5,39 +5,15 @@ an escalation is asked with no "always" answer."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from tests.fixtures.fake_services import Model
-from trellisd import services
 from trellisd.acp.agent import TrellisAgent
 from trellisd.acp.notifier import AcpNotifier
-from trellisd.config import ProviderSettings
 from trellisd.records import TurnRef
 from trellisd.vocabulary import Decision
-
-
-@pytest_asyncio.fixture
-async def agent(tmp_path: Path) -> AsyncIterator[TrellisAgent]:
-    holder: list[services.Services] = []
-    notifier = AcpNotifier(lambda: holder[0].changes)
-    app = await services.start(
-        tmp_path / "store.db", ProviderSettings(name="openai"), notifier, lambda s: Model()
-    )
-    holder.append(app)
-    yield TrellisAgent(app, notifier)
-    await app.close()
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> str:
-    folder = tmp_path / "root"
-    folder.mkdir()
-    return str(folder)
 
 
 async def walls_of(agent: TrellisAgent, session_id: str) -> tuple[str, str]:
