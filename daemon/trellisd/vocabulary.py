@@ -1,11 +1,11 @@
 """The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
 a run's events, the kinds of a session's feed entries, a tool call's statuses, the user's
-decisions on an approval, what an approval asks, the walls' modes, the approval modes, and
-the error codes.
+decisions on an approval, what an approval asks, the walls' modes, the approval modes, where
+a plan's entries stand, and the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
 ``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision``, ``ApprovalKind``,
-``SandboxMode``, ``ApprovalMode`` and ``Error.code``); ``python -m
+``SandboxMode``, ``ApprovalMode``, ``PlanStatus`` and ``Error.code``); ``python -m
 trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
 the Lua copies against these.
 """
@@ -65,6 +65,8 @@ class EventKind(StrEnum):
     COMPACTION = "compaction"  # a step compacted the branch
     CACHE = "cache"  # a model call read part of its input from the provider's cache
     SANDBOX = "sandbox"  # the walls a command ran in
+    PLAN = "plan"  # the model's update_plan call replaced the turn's plan
+    PLAN_APPROVED = "plan-approved"  # session/plan/approve: the plan this turn carries out
 
 
 class Decision(StrEnum):
@@ -73,6 +75,8 @@ class Decision(StrEnum):
     ALLOW = "allow"
     ALLOW_ALWAYS = "allowAlways"
     ALLOW_ALWAYS_PROJECT = "allowAlwaysProject"
+    ALLOW_RULE = "allowRule"
+    ALLOW_RULE_PROJECT = "allowRuleProject"
     DENY = "deny"
     TIMEOUT = "timeout"
 
@@ -98,8 +102,18 @@ class ApprovalMode(StrEnum):
 
     ALL = "all"
     AUTO = "auto"
+    ACCEPT_EDITS = "acceptEdits"
     ASK = "ask"
+    PLAN = "plan"
     NEVER = "never"
+
+
+class PlanStatus(StrEnum):
+    """Where an entry of a turn's plan stands (``update_plan``)."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
 
 
 class CallStatus(StrEnum):
@@ -137,7 +151,14 @@ def stored(word: type[W], value: str) -> W:
         return later
 
 
-ANSWERS = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT, Decision.DENY)
+ANSWERS = (
+    Decision.ALLOW,
+    Decision.ALLOW_ALWAYS,
+    Decision.ALLOW_ALWAYS_PROJECT,
+    Decision.ALLOW_RULE,
+    Decision.ALLOW_RULE_PROJECT,
+    Decision.DENY,
+)
 """The decisions an editor may send; ``timeout`` is the daemon's own."""
 
 
@@ -170,6 +191,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["ApprovalKind"]["enum"] = [k.value for k in ApprovalKind]
     defs["SandboxMode"]["enum"] = [m.value for m in SandboxMode]
     defs["ApprovalMode"]["enum"] = [a.value for a in ApprovalMode]
+    defs["PlanStatus"]["enum"] = [p.value for p in PlanStatus]
     answer = schema["clientRequests"]["session/requestApproval"]["result"]
     answer["properties"]["decision"]["enum"] = [d.value for d in ANSWERS]
     defs["Error"]["properties"]["code"]["enum"] = [c.value for c in ErrorCode]

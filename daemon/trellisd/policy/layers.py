@@ -12,12 +12,14 @@
 5. a write to a protected path (``PROTECTED_PATHS``: ``.trellisd.toml``, ``.git``, the
    editors' settings, ...) is refused unless a matching allow rule names it explicitly,
    and then always asks, whatever the approval and the grants (``never`` still refuses);
-6. approval ``never`` refuses writes and commands (the session is read-only);
+6. approval ``never`` refuses writes and commands (the session is read-only), and so does
+   ``plan``, ahead of every other step: its refusal names the mode (``MODE_LAYER``);
 7. approval ``auto`` allows what the walls hold (``sandbox``): a command while the walls are
    up, a write while they let the root be written (``workspace-write``); an MCP tool's call,
    and anything when the walls are ``off``, is treated as under ``ask``;
-8. approval ``ask`` asks the user before a write or a command, unless the session holds a
-   grant for exactly that action; reads never ask;
+8. approval ``acceptEdits`` allows a write; approval ``ask`` (and ``auto`` and ``acceptEdits``
+   for what they do not allow) asks the user before a write or a command, unless the session
+   holds a grant for exactly that action; reads never ask;
 9. otherwise it is allowed.
 
 A grant is what the user's "allow always" answer leaves behind: the action's kind and its
@@ -30,7 +32,7 @@ the ``session/policy`` read-back::
 
     {"layers": [{"name": "...", "allowRead": [...], "allowWrite": [...], "allowExec": [...],
                  "denyRead": [...], "denyWrite": [...], "denyExec": [...]}],
-     "approval": "all" | "auto" | "ask" | "never",
+     "approval": "all" | "auto" | "acceptEdits" | "ask" | "plan" | "never",
      "grants": [{"kind": "write" | "exec", "target": "..."}],
      "sandbox": "workspace-write" | "read-only" | "off",
      "network": false | true | ["host:port", ...],
@@ -71,11 +73,20 @@ from ..tools.base import Action, ActionKind
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
 
-Approval = Literal["all", "auto", "ask", "never"]
+Approval = Literal["all", "auto", "acceptEdits", "ask", "plan", "never"]
 Ruling = Literal["allow", "ask", "refuse"]
 
-STRICTNESS: dict[Approval, int] = {"all": 0, "auto": 1, "ask": 2, "never": 3}
+STRICTNESS: dict[Approval, int] = {
+    "all": 0,
+    "auto": 1,
+    "acceptEdits": 2,
+    "ask": 3,
+    "plan": 4,
+    "never": 5,
+}
 APPROVAL_LAYER = "approval"
+MODE_LAYER = "mode"
+"""The ``layer`` of a refusal the approval mode made (``plan``), its ``rule`` the mode."""
 GRANT_LAYER = "grant"
 GrantScope = Literal["policy", "session", "project"]
 GRANT_SCOPES: tuple[GrantScope, ...] = ("policy", "session", "project")
@@ -240,6 +251,16 @@ class Policy:
 
     def check(self, action: Action) -> Verdict:
         what = _describe(action)
+        approval = self.effective_approval
+        if approval == "plan" and action.kind != "read":
+            return Verdict(
+                "refuse",
+                MODE_LAYER,
+                "plan",
+                f"{what} is refused: the session is in plan mode, where only reading,"
+                " searching and update_plan run. Lay out the work with update_plan; the user"
+                " runs the plan when they approve it.",
+            )
         for layer in reversed(self.layers):
             rule = layer.denies(action)
             if rule is not None:
@@ -281,7 +302,6 @@ class Policy:
                 rule,
                 f"{what} outside the walls needs a person's approval, every time.",
             )
-        approval = self.effective_approval
         protected = _protected(action)
         if protected is not None:
             naming = next(
@@ -319,7 +339,9 @@ class Policy:
             )
         if approval == "auto" and self._walled(action):
             return Verdict("allow", layer_name, rule, f"{what} is allowed inside the walls.")
-        if approval in ("ask", "auto"):
+        if approval == "acceptEdits" and action.kind == "write":
+            return Verdict("allow", layer_name, rule, f"{what} is allowed: edits are accepted.")
+        if approval in ("ask", "auto", "acceptEdits"):
             if self.granted(action):
                 return Verdict(
                     "allow", GRANT_LAYER, action.target, f"{what} is allowed for this session."
@@ -496,7 +518,10 @@ def _layers() -> Any:
 
 
 def _approval() -> Any:
-    return attrs.field(default=None, metadata={"must": "be one of 'all', 'auto', 'ask' or 'never'"})
+    return attrs.field(
+        default=None,
+        metadata={"must": "be one of 'all', 'auto', 'acceptEdits', 'ask', 'plan' or 'never'"},
+    )
 
 
 def _sandbox() -> Any:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
+from ..policy.layers import MODE_LAYER
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..sandbox.bwrap import WallsUnavailable, builder
 from ..sandbox.walls import Walls
@@ -107,6 +108,8 @@ class Gate:
             "rule": rule,
             "reason": reason,
         }
+        if layer == MODE_LAYER:  # the approval mode refused it (``plan``)
+            detail["mode"] = rule
         await self.store.runs.add_event(self.ref.run_id, EventKind.REFUSAL, step, detail)
 
     async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:

@@ -46,7 +46,8 @@ class ToolService:
 
 def _builtin(name: str, description: str, policy: Policy) -> dict[str, Any]:
     kind = KINDS.get(name, "exec")
-    ruling = "refuse" if kind != "read" and policy.effective_approval == "never" else "depends"
+    refusing = policy.effective_approval in ("never", "plan")
+    ruling = "refuse" if kind != "read" and refusing else "depends"
     return {
         "name": name,
         "description": description,

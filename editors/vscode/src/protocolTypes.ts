@@ -76,6 +76,12 @@ export type Turn = {
   cost: number | null;
   /** Only when the turn's cancel had to kill a running program: the session waits for session/recover. */
   recovery?: TurnRecovery;
+  /** The turn's last plan (its last update_plan call); left out when it made none. */
+  plan?: Plan;
+  /** session/plan/approve: the turn whose plan this turn carries out. */
+  followsPlan?: {
+    turnId: Id;
+  };
 };
 
 export type TurnResult = {
@@ -112,7 +118,7 @@ export type ToolCall = {
 export type StepKind = "reply" | "tool" | "error" | "cancelled" | "compaction";
 
 /** The user's decision on a session/requestApproval (the editor answers allow, allowAlways or deny); timeout: no answer came in time. Approval events carry it. */
-export type Decision = "allow" | "allowAlways" | "allowAlwaysProject" | "deny" | "timeout";
+export type Decision = "allow" | "allowAlways" | "allowAlwaysProject" | "allowRule" | "allowRuleProject" | "deny" | "timeout";
 
 export type StepFields = {
   step: number;
@@ -138,7 +144,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -297,10 +303,12 @@ export type Policy = {
   }[];
   approval?: ApprovalMode | null;
   grants?: {
-    kind: "read" | "write" | "exec";
-    /** Where the grant is kept: policy (session/open's policy), session (an allowAlways answer, kept with the session in the store), project (an allowAlwaysProject answer, kept for every session over the same root in the user's store). */
+    kind: "read" | "write" | "exec" | "rule";
+    /** Where the grant is kept: policy (session/open's policy), session (an allowAlways or allowRule answer, kept with the session in the store), project (an allowAlwaysProject or allowRuleProject answer, kept for every session over the same root in the user's store). */
     scope?: "policy" | "session" | "project";
     target: string;
+    /** kind rule: the argv prefix pattern the grant allows (a last word ** stands for any further arguments); its target is the pattern as a JSON array. */
+    rule?: string[];
   }[];
   /** The task tool (a child session): off unless the config file's task or session/open's policy turns it on; a project's .trellisd.toml may only turn it off or lower maxConcurrent. Left out of session/policy's answer when no source sets it (off). */
   task?: {
@@ -469,8 +477,8 @@ export type TurnRecovery = {
   argv: string[];
 };
 
-/** When the user is asked before a write or a command: all (never asked), auto (what the walls hold runs without asking; protected paths, MCP tool calls and escalations still ask), ask, never (the session is read-only). */
-export type ApprovalMode = "all" | "auto" | "ask" | "never";
+/** When the user is asked before a write or a command: all (never asked), auto (what the walls hold runs without asking; protected paths, MCP tool calls and escalations still ask), acceptEdits (writes inside the root that the layers allow run without asking; protected paths, commands and MCP tool calls ask), ask, plan (read, search and update_plan only: every write, command and MCP tool call is refused, attributed to the mode), never (the session is read-only). */
+export type ApprovalMode = "all" | "auto" | "acceptEdits" | "ask" | "plan" | "never";
 
 /** The walls around the programs a session starts (run_command, a turn's check, MCP stdio servers): workspace-write (the root, a private /tmp and the named caches may be written; protected paths stay read-only), read-only (only the private /tmp), off (no walls). See sandbox.md. */
 export type SandboxMode = "workspace-write" | "read-only" | "off";
@@ -503,6 +511,24 @@ export type Walls = {
   tempBytes: number;
   /** How many processes a program may run at once. */
   processes: number;
+};
+
+/** Where an entry of a plan stands. */
+export type PlanStatus = "pending" | "in_progress" | "completed";
+
+export type PlanEntry = {
+  /** What the step of the plan does, in a line. */
+  content: string;
+  status: PlanStatus;
+  /** Left out when the model gave none. */
+  priority?: "high" | "medium" | "low";
+};
+
+/** A turn's plan as its last update_plan call left it. */
+export type Plan = {
+  /** The step whose update_plan call made it. */
+  step: number;
+  entries: PlanEntry[];
 };
 
 /** The requests the editor sends, each bound to its params and result. */
@@ -948,7 +974,8 @@ export interface Requests {
     params: {
       sessionId: Id;
       grant: {
-        kind: "read" | "write" | "exec";
+        kind: "read" | "write" | "exec" | "rule";
+        /** As session/policy lists it (for a rule, the pattern as a JSON array). */
         target: string;
         /** Which grant to take back; left out: both. */
         scope?: "session" | "project" | null;
@@ -1001,6 +1028,33 @@ export interface Requests {
     };
     result: BudgetStatus;
   };
+  'session/mode': {
+    params: {
+      sessionId: Id;
+      /** The session's approval mode from its next tool call on, kept with the session (it holds after a restart and in every window). auto brings workspace-write walls and never read-only walls; the others keep the session's own. */
+      approval: ApprovalMode;
+    };
+    result: Policy;
+  };
+  'session/plan/approve': {
+    params: {
+      sessionId: Id;
+      /** A turn of the session that made a plan (Turn.plan). */
+      turnId: Id;
+      /** The approval mode the plan runs under, set for the session as session/mode does; left out: the session's, or ask when the session is in plan mode. plan is refused. */
+      approval?: ApprovalMode | null;
+      /** This turn only: run argv in the session root whenever the model stops calling tools; a pass ends the turn success, a fail goes back to the model; at maxSteps the outcome is failure. */
+      verify?: {
+        argv: string[];
+        expectExit?: number | null;
+      } | null;
+      /** This turn only: at most this many steps, then the outcome is exhausted. */
+      maxSteps?: number | null;
+      /** This turn only: what its model calls may spend (the session's budget holds too). */
+      budget?: Budget | null;
+    };
+    result: TurnResult;
+  };
 }
 
 /** The requests the daemon sends the editor, each bound to its params and result. */
@@ -1025,9 +1079,11 @@ export interface ClientRequests {
       command?: string;
       /** kind escalate: why the model says the command needs to. */
       reason?: string;
+      /** run_command only: the argv prefix pattern that allowRule or allowRuleProject would save (the program and its fixed leading words, then **); left out when none can be proposed (a program that runs other programs or code given to it) and for an escalation. */
+      proposedRule?: string[];
     };
     result: {
-      decision: "allow" | "allowAlways" | "allowAlwaysProject" | "deny";
+      decision: "allow" | "allowAlways" | "allowAlwaysProject" | "allowRule" | "allowRuleProject" | "deny";
     };
   };
 }
@@ -1136,6 +1192,14 @@ export interface Notifications {
       queueId: Id;
       /** started: its turn runs now; dropped: session/unqueue (or the daemon exited); cancelled: its request was cancelled. */
       reason: "started" | "dropped" | "cancelled";
+    };
+  };
+  'session/plan': {
+    params: TurnRef & {
+      /** The step whose update_plan call made it. */
+      step: number;
+      /** The whole plan: each call replaces the one before. */
+      entries: PlanEntry[];
     };
   };
 }

@@ -119,7 +119,10 @@ def test_a_daemon_default_can_be_given(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("approval = ", "is not valid TOML"),
-        ('approval = "maybe"', ": approval must be one of 'all', 'auto', 'ask' or 'never'"),
+        (
+            'approval = "maybe"',
+            ": approval must be one of 'all', 'auto', 'acceptEdits', 'ask', 'plan' or 'never'",
+        ),
         ("layers = 3", ": layers must be a list of layers"),
         (
             '[[layers]]\nname = "a"\n[[layers]]\nname = "b"\ndenyWrite = "x"',

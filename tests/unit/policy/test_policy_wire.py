@@ -101,7 +101,7 @@ def test_everything_but_a_layer_name_may_be_left_out() -> None:
         ({"layers": [{"name": "a", "allowExecute": []}]}, "policy.layers[0].allowExecute is not"),
         (
             {"approval": "sometimes"},
-            "policy.approval must be one of 'all', 'auto', 'ask' or 'never'",
+            "policy.approval must be one of 'all', 'auto', 'acceptEdits', 'ask', 'plan' or 'never'",
         ),
         ({"aproval": "all"}, "policy.aproval is not a policy field"),
         ({"grants": [{"kind": "delete", "target": "x"}]}, "policy.grants[0].kind must be one of"),
