@@ -25,7 +25,8 @@ from ..config import ProviderSettings
 from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..mcp import McpServers
-from ..policy import Policy
+from ..plans import Plan
+from ..policy import Policy, PolicySpec
 from ..pricing import cost
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
@@ -67,6 +68,14 @@ RESUMABLE = (Outcome.PAUSED, Outcome.INTERRUPTED, Outcome.ERROR)
 
 
 @dataclass(frozen=True)
+class FollowedPlan:
+    """The plan a turn carries out (``session/plan/approve``) and the turn that made it."""
+
+    turn_id: str
+    plan: Plan
+
+
+@dataclass(frozen=True)
 class _Start:
     """Where a turn starts: its session, its run, the model and what the model sees first."""
 
@@ -85,6 +94,7 @@ class _Start:
     path: tuple[Turn, ...] = ()  # the turns before it, sent after the system (``keeper_for``)
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
     within: Within | None = None  # a child's turn: its parent's ledger, the tools it may use
+    follows: FollowedPlan | None = None  # the plan it carries out
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,8 @@ class TurnRequest:
     after every step; ``expect_head``: the head the turn must follow (``StaleHead``
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
-    may spend; ``within``: a child session's turn (``services.tasks``)."""
+    may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
+    it carries out (``services.plans``)."""
 
     session_id: str
     prompt: str
@@ -109,6 +120,7 @@ class TurnRequest:
     context: tuple[ContextEntry, ...] = ()
     budget: Budget | None = None
     within: Within | None = None
+    follows: FollowedPlan | None = None
 
 
 class TurnService:
@@ -187,6 +199,7 @@ class TurnService:
                 path=tuple(path),
                 budget=request.budget,
                 within=request.within,
+                follows=request.follows,
             )
         )
 
@@ -204,6 +217,10 @@ class TurnService:
                 within=within,
             )
         )
+
+    async def child_policy(self, parent: Session) -> PolicySpec | None:
+        """What a child of ``parent`` is opened with: its policy, in the mode the user set."""
+        return await self.policies.spec(parent)
 
     async def _attach(self, session: Session, context: tuple[ContextEntry, ...]) -> list[Attached]:
         """The editor context, checked and read under the session's policy."""
@@ -427,6 +444,13 @@ class TurnService:
                 await self.store.runs.add_event(
                     ref.run_id, EventKind.CONTEXT, 1, {"entries": entries}
                 )
+            if start.follows is not None:
+                followed = start.follows
+                detail = {
+                    "turnId": followed.turn_id,
+                    "entries": [e.to_wire() for e in followed.plan.entries],
+                }
+                await self.store.runs.add_event(ref.run_id, EventKind.PLAN_APPROVED, None, detail)
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
@@ -612,7 +636,7 @@ class TurnService:
             inbox=running.inbox,
             first_step=start.first_step,
             pause=running.pausing,
-            activity=Activity(self.notifier, ref),
+            activity=Activity(self.notifier, ref, self.store),
             keeper=keeper,
         )
         try:
