@@ -52,6 +52,7 @@ async def test_plan_mode_plans_refuses_changes_and_the_approved_plan_runs_in_a_n
     planned = await turn(daemon, session, "plan the notes")
     assert planned["outcome"] == "finished"
     assert not (workspace / "notes.md").exists() and asked == []  # refused, never asked
+    assert model.requests[0]["messages"][-1]["content"].startswith("<mode>The session is in plan")
 
     told = followed(daemon, "session/plan")
     assert [(p["turnId"], p["step"], p["entries"]) for p in told] == [(planned["turnId"], 1, PLAN)]

@@ -65,6 +65,12 @@ log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 2.0
 RESUMABLE = (Outcome.PAUSED, Outcome.INTERRUPTED, Outcome.ERROR)
+PLAN_MODE_NOTE = (
+    "<mode>The session is in plan mode: read and search as you need, and lay out the work"
+    " with update_plan. Every write, edit, command and MCP tool is refused in this mode;"
+    " end with the plan, which the user runs when they approve it.</mode>\n\n"
+)
+"""What the model is told before a prompt given in plan mode."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,8 @@ class TurnService:
             return await self._in_fork(request)
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
+        if (await self.policies.of(session)).effective_approval == "plan":
+            framed = PLAN_MODE_NOTE + framed
         messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
         return await self._run(
             _Start(
