@@ -27,7 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..tools.base import Action
+
 Rule = tuple[str, ...]
+Grant = Action | Rule
+"""What an "allow always" answer leaves: an exact action (its kind and target), or a rule."""
+GrantKind = Literal["read", "write", "exec", "rule"]
 ANY = "**"
 """A rule's last word that stands for any further arguments, zero or more."""
 
@@ -545,3 +550,37 @@ def rule_of(target: str) -> Rule | None:
     if not all(isinstance(word, str) and word for word in value) or value[0] == ANY:
         return None
     return tuple(value)
+
+
+def grant_of(kind: str, target: str) -> Grant | None:
+    """A grant as the store and the wire name it: a rule (kind ``rule``, its JSON target),
+    else an exact action; None for a rule whose target is not one."""
+    if kind == "rule":
+        return rule_of(target)
+    return Action("write" if kind == "write" else "exec" if kind == "exec" else "read", target)
+
+
+def grant_key(grant: Grant) -> tuple[GrantKind, str]:
+    """A grant's kind and target, as the store keeps it and the wire lists it."""
+    if isinstance(grant, Action):
+        return grant.kind, grant.target
+    return "rule", rule_target(grant)
+
+
+def grant_wire(grant: Grant) -> dict[str, object]:
+    """A grant as ``session/policy`` lists it (without its scope)."""
+    kind, target = grant_key(grant)
+    return (
+        {"kind": kind, "target": target}
+        if isinstance(grant, Action)
+        else {
+            "kind": kind,
+            "target": target,
+            "rule": list(grant),
+        }
+    )
+
+
+def described(grant: Grant) -> str:
+    """A grant in words, for a message: ``exec make test``, ``rule ["pytest","**"]``."""
+    return " ".join(grant_key(grant))
