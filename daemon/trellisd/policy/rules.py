@@ -145,7 +145,7 @@ RUNNERS: tuple[Runner, ...] = (
         "python",
         (),
         "-m",
-        "runs the module named, unless it is one of the known tools (`KNOWN_MODULES`)",
+        "runs the module named, unless it is one of the known tools",
         "first",
         KNOWN_MODULES,
     ),
