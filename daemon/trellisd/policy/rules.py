@@ -77,7 +77,7 @@ class Runner:
 def _is_option(arg: str, option: str) -> bool:
     """Whether ``arg`` gives ``option``: as written; a long one (``--exec``, go's and find's
     ``-toolexec``) with one dash or two and maybe ``=value``; a short one (``-c``) with its
-    value attached or in a cluster of short options (``-Bc``, ``-xcmd``)."""
+    value attached (``-xmake``) or in a cluster of short options (``-Bc``)."""
     if arg == option:
         return True
     if not arg.startswith("-") or not option.startswith("-"):
@@ -85,7 +85,10 @@ def _is_option(arg: str, option: str) -> bool:
     if len(option) > 2:
         word = option.lstrip("-")
         return arg.lstrip("-") == word or arg.lstrip("-").startswith(word + "=")
-    return not arg.startswith("--") and option[1] in arg[1:]
+    if arg.startswith(option):
+        return True  # its value attached: ``-xmake``
+    cluster = arg[1:]  # short options together, ``-Bc``: letters only (not ``-DFOO_BAR=1``)
+    return not arg.startswith("--") and cluster.isalpha() and option[1] in cluster
 
 
 KNOWN_MODULES = frozenset(
@@ -101,16 +104,13 @@ KNOWN_MODULES = frozenset(
         "pylint",
         "pip",
         "venv",
-        "coverage",
         "build",
         "twine",
-        "tox",
         "nox",
         "json.tool",
         "compileall",
         "py_compile",
         "pyright",
-        "pydoc",
     }
 )
 """``python -m`` modules that run the project's own tests, checks or builds, given a rule."""
@@ -274,6 +274,97 @@ RUNNERS: tuple[Runner, ...] = (
     Runner("mawk", (), None, "its program runs commands (system(), pipes)"),
     Runner("nawk", (), None, "its program runs commands (system(), pipes)"),
     Runner("sed", (), None, "its script's e command runs commands"),
+    *(
+        Runner(name, (), None, "runs the commands given in its script or on its command line")
+        for name in ("ed", "ex", "vi", "vim", "nvim", "emacs", "dc", "m4", "gnuplot")
+    ),
+    *(
+        Runner(name, (), None, "its commands run a shell command (.shell, \\!, system)")
+        for name in ("sqlite3", "psql", "mysql")
+    ),
+    *(
+        Runner(name, (), None, "a pager: runs a command given (!, -P, LESSOPEN)")
+        for name in ("less", "more", "man")
+    ),
+    Runner("R", (), "-e", INTERPRETER, "first"),
+    Runner("julia", (), "-e", INTERPRETER, "first"),
+    Runner("luajit", (), "-e", INTERPRETER, "first"),
+    Runner("osascript", (), "-e", INTERPRETER, "first"),
+    Runner("bun", ("exec",), None, "runs the shell script given"),
+    Runner("bun", ("create",), None, FETCHES),
+    Runner("deno", ("repl",), None, INTERPRETER),
+    Runner("deno", ("x",), None, FETCHES),
+    Runner("yarn", ("node",), None, "runs node with the arguments given (-e)"),
+    Runner("npm", (), "--script-shell", "runs the scripts with the program given"),
+    Runner("npm", ("config",), None, "sets configuration (script-shell) that runs a program"),
+    Runner("npm", ("set",), None, "sets configuration (script-shell) that runs a program"),
+    Runner("pnpm", ("config",), None, "sets configuration that runs a program"),
+    Runner("yarn", ("config",), None, "sets configuration that runs a program"),
+    Runner("git", ("clone",), "--template", "copies hooks from the folder given, which run"),
+    Runner("git", ("init",), "--template", "copies hooks from the folder given, which run"),
+    Runner("git", ("send-email",), None, "runs the programs given (--smtp-server, --to-cmd)"),
+    Runner("coverage", ("run",), None, "runs the script or module given"),
+    Runner("rustup", ("run",), None, WRAPPER),
+    Runner("rustc", (), "-C", "sets the linker (and other programs) it runs"),
+    *(Runner(cc, (), "-wrapper", WRAPPER) for cc in ("gcc", "cc", "c++")),
+    Runner("cmake", (), "-E", "runs the commands given (env, chdir, ...)"),
+    Runner("cmake", (), "-P", "runs the script given"),
+    Runner("mvn", (), "-D", "a property given may name a program to run (exec.executable)"),
+    Runner("gradle", (), "-I", "runs the init script given"),
+    Runner("gradle", (), "--init-script", "runs the init script given"),
+    Runner("just", (), "VAR=value", "a variable given may change any recipe's commands"),
+    Runner("just", (), "--shell", "runs the recipes with the program given"),
+    Runner("just", (), "--command", WRAPPER),
+    Runner("tar", (), "--to-command", WRAPPER),
+    Runner("tar", (), "-I", WRAPPER),
+    Runner("tar", (), "--use-compress-program", WRAPPER),
+    Runner("tar", (), "--checkpoint-action", "its exec= action runs the command given"),
+    Runner("tar", (), "-F", "runs the volume script given"),
+    Runner("tar", (), "--info-script", "runs the volume script given"),
+    Runner("tar", (), "--new-volume-script", "runs the volume script given"),
+    Runner("zip", (), "-TT", "runs the test command given"),
+    Runner("zip", (), "--unzip-command", "runs the test command given"),
+    Runner("rsync", (), "-e", "runs the remote shell given"),
+    Runner("rsync", (), "--rsh", "runs the remote shell given"),
+    Runner("rsync", (), "--rsync-path", "runs the program given on the other side"),
+    Runner("scp", (), None, "runs the programs given (-S, -o ProxyCommand)"),
+    Runner("sftp", (), None, "runs the programs given (-S, -o ProxyCommand)"),
+    *(
+        Runner(name, (), None, "runs the command given on a connection (-e, -c, exec:)")
+        for name in ("nc", "ncat", "netcat", "socat")
+    ),
+    *(
+        Runner(name, (), None, "runs the commands given later (scheduled)")
+        for name in ("at", "batch", "crontab")
+    ),
+    *(
+        Runner(name, (), None, WRAPPER)
+        for name in (
+            "systemd-run",
+            "runuser",
+            "sg",
+            "setpriv",
+            "capsh",
+            "prlimit",
+            "numactl",
+            "firejail",
+            "bwrap",
+            "proot",
+            "fakeroot",
+            "faketime",
+            "torsocks",
+            "proxychains",
+            "dbus-run-session",
+            "dbus-launch",
+            "ssh-agent",
+            "xvfb-run",
+            "hyperfine",
+            "entr",
+            "perf",
+            "rr",
+            "catchsegv",
+        )
+    ),
 )
 """Commands for which no rule is proposed, with why; ``protocol/plans.md`` lists them."""
 
@@ -291,6 +382,8 @@ INTERPRETERS = frozenset(
         "tclsh",
         "julia",
         "bun",
+        "R",
+        "java",
     }
 )
 """Programs whose first argument is the script they run (or an option): a rule fixes the
@@ -333,11 +426,16 @@ SUBCOMMANDS = frozenset(
         "zig",
         "flutter",
         "dart",
-        "just",
         "pipx",
+        "coverage",
     }
 )
 """Programs whose first word chooses what they do: a rule fixes it (``git status``)."""
+
+TARGETED = frozenset({"make", "just"})
+"""Programs whose words are targets (recipes) or variables: a rule fixes every word, with no
+``**`` (a further word may be a target the person never saw, or a variable that replaces a
+recipe's commands)."""
 
 BUN_SUBCOMMANDS = frozenset({"run", "test", "install", "add", "build", "remove", "update"})
 """``bun``'s own subcommands; any other first word is the script it runs."""
@@ -379,6 +477,7 @@ SCRIPTED = frozenset(
         ("yarn", "run"),
         ("bun", "run"),
         ("deno", "run"),
+        ("dotnet", "exec"),
     }
 )
 """Subcommands whose next word is the script they run (``npm run test``): fixed too."""
@@ -408,6 +507,13 @@ INSTALLERS = frozenset(
         ("bun", "add"),
         ("bun", "install"),
         ("pip", "install"),
+        ("pip", "wheel"),
+        ("deno", "install"),
+        ("bundle", "add"),
+        ("composer", "require"),
+        ("cargo", "add"),
+        ("go", "get"),
+        ("dotnet", "add"),
         ("uv", "add"),
         ("uv", "pip", "install"),
         ("poetry", "add"),
@@ -428,9 +534,14 @@ def program_name(word: str) -> str:
     """A program's name as the tables know it: no folder, no version (``/usr/bin/python3.12``
     is ``python``, ``nodejs`` is ``node``)."""
     base = word.rsplit("/", 1)[-1]
-    found = _VERSIONED.fullmatch(base)
+    found = None if base in _NAMED else _VERSIONED.fullmatch(base)  # ``m4`` is no ``m``
     name = base if found is None else found["name"]
-    return "node" if name == "nodejs" else name
+    return ALIASES.get(name, name)
+
+
+ALIASES = {"nodejs": "node", "gradlew": "gradle", "mvnw": "mvn", "g++": "c++"}
+"""Other names of the same program, and the project's wrappers that run it (``./gradlew``)."""
+_NAMED = frozenset(r.program for r in RUNNERS) | INTERPRETERS | SUBCOMMANDS | TARGETED
 
 
 def runner(argv: Sequence[str]) -> Runner | None:
@@ -438,12 +549,9 @@ def runner(argv: Sequence[str]) -> Runner | None:
     if not argv:
         return None
     name, args = program_name(argv[0]), argv[1:]
-    if name == "make" and any(_assigns(arg) for arg in args):
-        return MAKE_VARIABLE
+    if name in TARGETED and any(_assigns(arg) for arg in args):
+        return next(r for r in RUNNERS if r.program == name and r.option == "VAR=value")
     return next((r for r in RUNNERS if r.matches(name, args)), None)
-
-
-MAKE_VARIABLE = next(r for r in RUNNERS if r.program == "make" and r.option == "VAR=value")
 
 
 def _assigns(arg: str) -> bool:
@@ -470,7 +578,7 @@ def proposed_rule(argv: Sequence[str]) -> Rule | None:
 
 
 def _proposed(program: str, name: str, args: list[str]) -> Rule | None:
-    if name == "make":
+    if name in TARGETED:
         if not args or any(_option(a) for a in args):
             return None  # the default target, or options among the targets
         return (program, *args)
@@ -491,6 +599,9 @@ def _script(program: str, name: str, args: list[str]) -> Rule | None:
     if name in ("python", "pypy") and args[0] == "-m":
         if len(args) < 2 or args[1] not in KNOWN_MODULES:
             return None
+        if args[1] in SUBCOMMANDS:  # ``python -m pip install``: as ``pip install``
+            inner = proposed_rule(args[1:])
+            return None if inner is None else (program, "-m", *inner)
         return (program, "-m", args[1], ANY)
     if _option(args[0]):
         return None

@@ -38,7 +38,7 @@ def test_the_page_lists_every_command_that_gets_no_rule_with_why() -> None:
 
 
 def test_the_page_names_the_known_python_modules() -> None:
-    text = " ".join(_section("## Rules"))
+    text = re.sub(r"\s+", " ", " ".join(_section("## Rules")))
     named = re.search(r"one of the known tools: (.*?)\. Anything else", text)
     assert named is not None
     assert set(re.findall(r"`([^`]+)`", named[1])) == KNOWN_MODULES
