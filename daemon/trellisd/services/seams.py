@@ -166,13 +166,13 @@ class Gate:
         if action.escalate:
             detail["kind"] = ApprovalKind.ESCALATE.value
             detail["reason"] = request["reason"]
-        saves_rule = decision in RULE_DECISIONS and rule is not None
-        if saves_rule:
-            detail["rule"] = request["proposedRule"]
+        saved = rule if decision in RULE_DECISIONS else None
+        if saved is not None:
+            detail["rule"] = list(saved)
         await self.store.runs.add_event(self.ref.run_id, EventKind.APPROVAL, step, detail)
         if decision in ALWAYS_DECISIONS and not action.escalate:
             project = decision in (Decision.ALLOW_ALWAYS_PROJECT, Decision.ALLOW_RULE_PROJECT)
-            grant: Grant = rule if saves_rule and rule is not None else action
+            grant: Grant = action if saved is None else saved
             await self.policies.grant(self.ref.session_id, grant, project)
         elif decision not in ALLOWED_DECISIONS:
             await self._refusal(
