@@ -1,6 +1,6 @@
 """A project's MCP server starts on any allow answer to its approval (the rule answers
-included: a server's start proposes no rule, so they allow it as "always" does) and is
-declined on any other."""
+included: a server's start proposes no rule, so they allow it as "always" does), which the
+store keeps for the root; any other answer declines it."""
 
 from __future__ import annotations
 
@@ -14,20 +14,10 @@ import pytest
 from trellisd.convert import structure
 from trellisd.mcp.servers import SessionServers
 from trellisd.mcp.spec import Configured, McpServerSpec
+from trellisd.services import Services
 from trellisd.vocabulary import Decision
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
-
-
-class Remembered:
-    def __init__(self) -> None:
-        self.kept: set[tuple[str, str]] = set()
-
-    async def approved(self, root: str, command_line: str) -> bool:
-        return (root, command_line) in self.kept
-
-    async def approve(self, root: str, command_line: str) -> None:
-        self.kept.add((root, command_line))
 
 
 @pytest.mark.parametrize(
@@ -43,24 +33,27 @@ class Remembered:
     ],
 )
 async def test_a_project_server_starts_on_any_allow_answer(
-    tmp_path: Path, decision: Decision, state: str
+    app: Services, root: Path, decision: Decision, state: str
 ) -> None:
-    script = tmp_path / "server.py"
-    script.write_text(FIXTURE.read_text())
+    (root / "server.py").write_text(FIXTURE.read_text())
     raw = {"name": "proj", "command": sys.executable, "args": ["server.py", "stdio"]}
     entry = structure(raw, McpServerSpec, "mcpServers[0]")
-    approvals = Remembered()
     asked: list[dict[str, Any]] = []
 
     async def answer(request: dict[str, Any]) -> Decision:
         asked.append(request)
         return decision
 
-    servers = SessionServers(tmp_path, [Configured(entry, "project")], approvals, 5.0)
-    try:
-        await servers.tools(answer)
-        assert servers.detail()[0]["state"] == state
-    finally:
-        await asyncio.wait_for(servers.close(), 5)
+    async def started(ask: Any) -> str:
+        configured = [Configured(entry, "project")]
+        servers = SessionServers(root, configured, app.store.mcp_approvals, 5.0)
+        try:
+            await servers.tools(ask)
+            return str(servers.detail()[0]["state"])
+        finally:
+            await asyncio.wait_for(servers.close(), 5)
+
+    assert await started(answer) == state
     assert len(asked) == 1 and "proposedRule" not in asked[0]
-    assert bool(approvals.kept) == (state == "running")
+    kept = "running" if state == "running" else "awaiting approval"
+    assert await started(None) == kept  # approved for the root: it starts unasked
