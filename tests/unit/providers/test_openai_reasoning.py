@@ -22,6 +22,7 @@ from openai.types.completion_usage import CompletionTokensDetails
 
 from tests.fixtures.provider_servers import Response, ScriptServer, collect, opened, sse
 from tests.fixtures.sdk_params import as_sent
+from tests.fixtures.thoughts import reasoned
 from trellisd.providers.base import (
     Image,
     Message,
@@ -90,14 +91,6 @@ def reply(*deltas: ChoiceDelta, finish: str = "stop", reasoning: int | None = 90
     return Response(chunks=chunks)
 
 
-def thoughts_of(events: list[object]) -> str:
-    return "".join(e.text for e in events if isinstance(e, ThoughtDelta))
-
-
-def reasoning_of(events: list[object]) -> list[Reasoning]:
-    return [e.reasoning for e in events if isinstance(e, ReasoningDone)]
-
-
 async def test_reasoning_content_streams_as_thoughts_and_ends_whole_before_the_stop(
     server: ScriptServer,
 ) -> None:
@@ -145,8 +138,10 @@ async def test_openrouter_reasoning_sent_in_two_fields_is_shown_once(
         provider(server, "openrouter").stream(ModelRequest([Message("user", "q")]))
     )
 
-    assert thoughts_of(events) == "Plan: answer. Done."
-    assert reasoning_of(events) == [Reasoning("openrouter", "Plan: answer. Done.", ())]
+    assert reasoned(events) == (
+        "Plan: answer. Done.",
+        [Reasoning("openrouter", "Plan: answer. Done.", ())],
+    )
 
 
 async def test_a_thinking_turn_with_a_tool_call_sends_no_reasoning_back(
@@ -169,7 +164,7 @@ async def test_a_thinking_turn_with_a_tool_call_sends_no_reasoning_back(
     first = [Message("user", "what does a.py do?")]
 
     events = await collect(provider(server).stream(ModelRequest(first, effort="high")))
-    (reasoning,) = reasoning_of(events)
+    (reasoning,) = reasoned(events)[1]
     (requested,) = [e.call for e in events if isinstance(e, ToolCallRequested)]
     history = [
         *first,
@@ -246,7 +241,7 @@ async def test_without_images_reasoning_or_effort_the_request_is_as_before(
 
     events = await collect(provider(server).stream(ModelRequest(history, temperature=0.3)))
 
-    assert not thoughts_of(events) and not reasoning_of(events)
+    assert reasoned(events) == ("", [])
     assert Usage(30, 120, None, None) in events
     assert as_sent(CompletionCreateParamsStreaming, server.requests[0].body) == {
         "model": "deepseek-reasoner",
@@ -272,4 +267,4 @@ async def test_reasoning_without_end_is_stopped_at_the_step_limit(server: Script
         ):
             events.append(event)
 
-    assert len(thoughts_of(events)) <= 1024
+    assert len(reasoned(events)[0]) <= 1024
