@@ -15,7 +15,9 @@ turn that used tools (another provider's reasoning is dropped).
 Token figures: Anthropic's ``input_tokens`` leaves out the tokens read from and written to the
 prompt cache. ``Usage.input`` here counts all of them (``input_tokens`` +
 ``cache_read_input_tokens`` + ``cache_creation_input_tokens``) and ``Usage.cached`` is
-``cache_read_input_tokens``, so the figures mean the same as on the OpenAI wire.
+``cache_read_input_tokens``, so the figures mean the same as on the OpenAI wire. Anthropic
+counts the thinking inside ``output_tokens`` and reports no figure of its own for it, so
+``Usage.reasoning`` stays None.
 """
 
 from __future__ import annotations
