@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,17 +44,14 @@ from .base import (
     says_too_long,
 )
 from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
-from .http import Endpoint, HttpSettings
+from .http import Endpoint, EventObjects, HttpSettings
 from .models import stated_window
 from .sse import ServerSentEvent
-
-log = logging.getLogger(__name__)
 
 NAME = "openai-responses"
 INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
 # The codes of a failed response that another attempt may not meet.
 RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "overloaded"})
-MALFORMED_LOGGED = 3  # malformed events of one response logged; the others are skipped quietly
 
 
 def to_responses_input(
@@ -188,7 +184,7 @@ class ResponsesDecoder:
         self.reasoned = False
         self.usage: Usage | None = None
         self.reason: str | None = None
-        self.malformed = 0
+        self.objects = EventObjects(http)
 
     @property
     def done(self) -> bool:
@@ -199,31 +195,14 @@ class ResponsesDecoder:
         return self.reason is not None
 
     def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]:
-        if not sse.data.strip():
-            return []
-        try:
-            data = json.loads(sse.data)
-        except ValueError:
-            self._skip("a malformed event", sse.data)
-            return []
-        if not isinstance(data, dict):
-            self._skip("an event that is not an object", sse.data)
+        data = self.objects.read(sse)
+        if data is None:
             return []
         kind = data.get("type")
-        if not isinstance(kind, str):
-            kind = sse.event
-        handler = _HANDLERS.get(kind)
+        handler = _HANDLERS.get(kind if isinstance(kind, str) else sse.event)
         if handler is None:
             return []  # the many events that repeat what the others say
         return handler(self, data)
-
-    def _skip(self, what: str, data: str) -> None:
-        """Log the first few events skipped; a stream of them costs no log line each."""
-        self.malformed += 1
-        if self.malformed <= MALFORMED_LOGGED:
-            log.warning(
-                "skipping %s from %s: %s", what, self.http.base_url, self.http.redact(data[:200])
-            )
 
     def _text(self, data: dict[str, Any]) -> list[ProviderEvent]:
         delta = data.get("delta")
