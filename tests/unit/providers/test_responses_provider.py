@@ -235,6 +235,52 @@ async def test_a_reasoning_item_without_encrypted_content_is_summarized_but_not_
     assert reasoning_of(events) == [Reasoning("openai-responses", "Brief.", ())]
 
 
+async def test_two_reasoning_items_are_one_summary_in_paragraphs(server: ResponsesServer) -> None:
+    answer = Reply().reasoning(["First ", "look."]).reasoning(["Then", " act."], item_id="rs_2")
+    server.queue(Response(chunks=answer.text(["ok"]).completed().chunks()))
+
+    events = await collect(provider(server).stream(ask()))
+
+    assert thoughts_of(events) == "First look.\n\nThen act."
+    (reasoning,) = reasoning_of(events)
+    assert reasoning.text == "First look.\n\nThen act."
+    assert [item["id"] for item in reasoning.items] == ["rs_1", "rs_2"]
+
+
+async def test_a_summary_that_comes_only_with_its_item_is_still_shown(
+    server: ResponsesServer,
+) -> None:
+    answer = Reply().reasoning(["Quietly ", "decided."], streamed=False).text(["ok"])
+    server.queue(Response(chunks=answer.completed().chunks()))
+
+    events = await collect(provider(server).stream(ask()))
+
+    assert thoughts_of(events) == "Quietly decided."
+    assert reasoning_of(events)[0].text == "Quietly decided."
+
+
+def test_a_later_system_message_stays_in_its_place_and_the_first_are_instructions() -> None:
+    http = HttpSettings(base_url="https://api.openai.com/v1", model="gpt-5", api_key=None)
+    history = [
+        Message("system", "be brief"),
+        Message("system", "use tools"),
+        Message("user", "hi"),
+        Message("system", "the earlier turns, summarized"),
+        Message("user", "again"),
+    ]
+
+    body = ResponsesProvider(http).body(ModelRequest(history, temperature=0.3))
+
+    assert body["instructions"] == "be brief\n\nuse tools"
+    assert body["input"][1] == {
+        "type": "message",
+        "role": "system",
+        "content": "the earlier turns, summarized",
+    }
+    assert body["temperature"] == 0.3 and "reasoning" not in body and "include" not in body
+    assert invalid_body(body) is None
+
+
 async def test_images_go_as_input_image_data_urls_after_the_text(server: ResponsesServer) -> None:
     server.queue(Response(chunks=reply(["A red dot."])))
     shown = Message("user", "what is this?", images=(Image("image/png", PIXEL),))
@@ -271,6 +317,19 @@ async def test_the_output_token_limit_ends_the_call_with_length(server: Response
     assert text_of(events) == "Once upon"
     assert events[-1] == Stop("length")
     assert server.requests[0].body["max_output_tokens"] == 64
+
+
+@pytest.mark.parametrize(
+    ("why", "stop"), [("max_output_tokens", "length"), ("content_filter", "content_filter")]
+)
+async def test_an_incomplete_response_says_why_it_stopped(
+    server: ResponsesServer, why: str, stop: str
+) -> None:
+    server.queue(Response(chunks=Reply().text(["Once"]).incomplete(why).chunks()))
+
+    events = await collect(provider(server).stream(ask()))
+
+    assert events[-2:] == [Usage(None, None), Stop(stop)]
 
 
 async def test_a_429_is_retried_after_the_wait_it_asks_for(server: ResponsesServer) -> None:
