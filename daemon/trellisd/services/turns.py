@@ -17,7 +17,7 @@ from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
 from ..agent.budget import Budgeted, Ledger
-from ..agent.context import conversation, opening, replay
+from ..agent.context import Sent, conversation, opening, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
@@ -29,7 +29,7 @@ from ..plans import Plan
 from ..policy import Policy, PolicySpec
 from ..pricing import cost
 from ..providers import close_provider, make_provider
-from ..providers.base import Provider, ProviderError
+from ..providers.base import Image, Provider, ProviderError
 from ..records import (
     ANY_HEAD,
     Budget,
@@ -52,6 +52,7 @@ from .attach import attach
 from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import ContextWindows, UsageSink, keeper_for, spent
+from .images import GivenImage, ImageInput, Images, check, refuse_model
 from .policies import Policies
 from .recovery import refuse_undecided
 from .running import Running, RunningTurn
@@ -95,6 +96,8 @@ class _Start:
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
     within: Within | None = None  # a child's turn: its parent's ledger, the tools it may use
     follows: FollowedPlan | None = None  # the plan it carries out
+    images: tuple[GivenImage, ...] = ()  # the images given with the prompt, to keep
+    sent: Sent | None = None  # the path's images sent again, by SHA-256
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class TurnRequest:
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
     may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
-    it carries out (``services.plans``)."""
+    it carries out (``services.plans``); ``images``: the images given with the prompt."""
 
     session_id: str
     prompt: str
@@ -121,6 +124,7 @@ class TurnRequest:
     budget: Budget | None = None
     within: Within | None = None
     follows: FollowedPlan | None = None
+    images: tuple[ImageInput, ...] = ()
 
 
 class TurnService:
@@ -148,6 +152,7 @@ class TurnService:
         self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
         self.context_windows = ContextWindows()
         self.budgets = BudgetService(store)
+        self.images = Images(store)
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -170,7 +175,11 @@ class TurnService:
         refuse_undecided(session)
         attached = await self._attach(session, request.context)
         settings = self.defaults.for_session(session.provider).merged(request.choice, "turn")
+        refuse_model(settings.effective_model, len(request.images))
+        given = await self._images(session, request.images)
         path = await self.store.sessions.history(session_id)
+        own = sum(g.ref.bytes for g in given)
+        sent = await self.images.of_path(session_id, path, own)
         told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
         try:
@@ -183,7 +192,8 @@ class TurnService:
             return await self._in_fork(request)
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
-        messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
+        images = [g.image() for g in given]
+        messages = conversation(session.root, [], framed, told.text, images)  # path: the keeper's
         return await self._run(
             _Start(
                 session,
@@ -200,6 +210,8 @@ class TurnService:
                 budget=request.budget,
                 within=request.within,
                 follows=request.follows,
+                images=tuple(given),
+                sent=sent,
             )
         )
 
@@ -229,6 +241,14 @@ class TurnService:
         policy = await self.policies.of(session)
         tools = ToolContext(Path(session.root), may_read=policy.may_read)
         return await attach(context, tools, policy.check)
+
+    async def _images(self, session: Session, inputs: tuple[ImageInput, ...]) -> list[GivenImage]:
+        """The prompt's images, read and checked under the session's policy."""
+        if not inputs:
+            return []
+        policy = await self.policies.of(session)
+        tools = ToolContext(Path(session.root), may_read=policy.may_read)
+        return await check(inputs, tools, policy.check)
 
     async def _instructions(self, session: Session) -> Instructions:
         """The session's standing instructions with the root's AGENTS.md, read now."""
@@ -298,7 +318,10 @@ class TurnService:
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
         prompt = opening(steps) or turn.prompt  # the first call's prompt holds the editor context
-        messages = conversation(session.root, [], prompt, told.text) + replay(steps)
+        own = [(await self.images.fetch(session_id, r.sha256))[1] for r in turn.images]
+        images = [Image(r.mime_type, data) for r, data in zip(turn.images, own, strict=True)]
+        sent = await self.images.of_path(session_id, path, sum(len(d) for d in own))
+        messages = conversation(session.root, [], prompt, told.text, images) + replay(steps)
         return await self._run(
             _Start(
                 session,
@@ -311,6 +334,7 @@ class TurnService:
                 step_mode=step_mode,
                 held=held,
                 path=tuple(path),
+                sent=sent,
             )
         )
 
@@ -439,6 +463,7 @@ class TurnService:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
             await self.store.runs.add_event(ref.run_id, EventKind.MODEL, None, model)
+            await self.images.keep(ref.run_id, list(start.images))
             if start.attached:
                 entries = [a.detail() for a in start.attached]
                 await self.store.runs.add_event(
@@ -611,6 +636,7 @@ class TurnService:
             path,
             [ref.run_id],
             session.pinned,
+            start.sent,
         )
         messages = keeper.head() + start.messages[1:]
         spend = await spent(self.store, ref.session_id, ref.turn_id)
