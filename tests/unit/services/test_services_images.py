@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import zlib
 from pathlib import Path
 
@@ -195,3 +196,53 @@ async def test_verify_finds_an_altered_or_missing_image_and_deleting_keeps_a_sha
     con.execute("DELETE FROM blob WHERE sha256 = ?", (sha,))
     missing = await app.sessions.verify(second)
     assert not missing.ok and missing.reason == f"the bytes of image {sha} are missing"
+
+
+async def test_a_fork_and_a_file_carry_the_images_byte_for_byte(
+    app: Services, model: Model, root: Path, tmp_path: Path
+) -> None:
+    big = PNG + bytes(range(256)) * (5 * 1024 * 4)  # 5 MiB and a little
+    session = await opened(app, root)
+    one = (ImageInput(data=b64(big), mime_type="image/png"),)
+    result = await app.turns.turn(TurnRequest(session, "look", images=one))
+    sha = hashlib.sha256(big).hexdigest()
+
+    fork = await app.store.sessions.fork(session, result.turn_id)
+    assert [i.sha256 for i in (await app.store.sessions.history(fork.session_id))[0].images] == [
+        sha
+    ]
+    assert (await app.turns.images.fetch(fork.session_id, sha))[1] == big
+
+    path = str(tmp_path / "out.trellisd")
+    await app.archive.export(session, path)
+    header = (tmp_path / "out.trellisd").read_bytes().split(b"\n", 1)[0]
+    assert b'"version":5' in header
+    imported = await app.archive.import_(path, str(root), True)
+    turns = await app.store.sessions.history(imported.session_id)
+    assert [(i.sha256, i.bytes) for i in turns[0].images] == [(sha, len(big))]
+    assert (await app.turns.images.fetch(imported.session_id, sha))[1] == big
+    assert (await app.sessions.verify(imported.session_id)).ok
+    # The turn after it sends the imported image again with its prompt.
+    await app.turns.turn(TurnRequest(imported.session_id, "and now?"))
+    users = [m for m in model.requests[-1].messages if m.role == "user"]
+    assert users[0].images == (Image("image/png", big),)
+
+
+async def test_a_file_whose_image_bytes_were_changed_is_refused(
+    app: Services, root: Path, tmp_path: Path
+) -> None:
+    session = await opened(app, root)
+    one = (ImageInput(data=b64(PNG), mime_type="image/png"),)
+    await app.turns.turn(TurnRequest(session, "look", images=one))
+    path = tmp_path / "out.trellisd"
+    await app.archive.export(session, str(path))
+    lines = path.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b'{"type":"blob"'))
+    packed = base64.b64encode(zlib.compress(JPEG)).decode()
+    lines[at] = lines[at].replace(lines[at].split(b'"data":"')[1].split(b'"')[0], packed.encode())
+    body = b"\n".join(lines[:-2]) + b"\n"
+    end = {"type": "end", "records": len(lines) - 2, "sha256": hashlib.sha256(body).hexdigest()}
+    path.write_bytes(body + json.dumps(end).encode() + b"\n")
+
+    with pytest.raises(InvalidParams, match="does not match its SHA-256 and size"):
+        await app.archive.import_(str(path), str(root), True)
