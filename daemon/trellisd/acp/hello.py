@@ -16,7 +16,8 @@ PROTOCOL_VERSION = 1
 
 def capabilities() -> wire.InitializeResult:
     """``initialize``'s result: ACP v1, loading sessions, listing, resuming and forking them,
-    images and embedded context in prompts, MCP servers over stdio and streamable HTTP, no sign-in."""
+    images and embedded context in prompts, MCP servers over stdio and streamable HTTP, no
+    sign-in."""
     return wire.InitializeResult(
         protocol_version=PROTOCOL_VERSION,
         agent_capabilities=wire.AgentCapabilities(
