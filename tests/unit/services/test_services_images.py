@@ -17,10 +17,11 @@ from tests.fixtures.fake_services import Model
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.policy import LayerSpec, PolicySpec
 from trellisd.providers.base import Image
-from trellisd.records import ProviderChoice
+from trellisd.records import ProviderChoice, ToolCall
 from trellisd.services import Services, images
 from trellisd.services.images import ImageInput, sniff, takes_images
 from trellisd.services.turns import TurnRequest
+from trellisd.vocabulary import Outcome
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + bytes(range(200))
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(100))
@@ -246,3 +247,21 @@ async def test_a_file_whose_image_bytes_were_changed_is_refused(
 
     with pytest.raises(InvalidParams, match="does not match its SHA-256 and size"):
         await app.archive.import_(str(path), str(root), True)
+
+
+async def test_a_resumed_turn_sends_its_own_images_again(
+    app: Services, model: Model, root: Path
+) -> None:
+    session = await opened(app, root)
+    (root / "a.txt").write_text("a\n")
+    model.reply("", ToolCall("c1", "read_file", {"path": "a.txt"}))
+    model.reply("It says a.")
+    one = (ImageInput(data=b64(GIF), mime_type="image/gif"),)
+    paused = await app.turns.turn(TurnRequest(session, "look", step_mode=True, images=one))
+    assert paused.outcome == Outcome.PAUSED
+
+    ended = await app.turns.resume(session, paused.turn_id)
+
+    assert ended.outcome == Outcome.FINISHED
+    first = [m for m in model.requests[-1].messages if m.role == "user"][0]
+    assert (first.content, first.images) == ("look", (Image("image/gif", GIF),))
