@@ -19,7 +19,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 async def test_an_image_block_is_the_turns_image_and_a_load_replays_it(
     spawn_acp: AgentFactory, model: ModelServer, workspace: Path
 ) -> None:
-    agent = await spawn_acp()
+    agent = await spawn_acp(initialize=False)
     caps = (await agent.initialize()).agent_capabilities
     assert caps is not None and caps.prompt_capabilities is not None
     assert caps.prompt_capabilities.image
