@@ -236,10 +236,25 @@ class Images:
         """An image a turn of the session carried, with its bytes (``session/image``)."""
         return await self.store.sessions.image(session_id, sha256)
 
-    async def of_path(self, session_id: str, path: list[Turn], own: int = 0) -> Mapping[str, Image]:
-        """The path's images sent again (``replayed``), by SHA-256, after the turn's ``own``
-        bytes; one whose bytes are missing from the store is left out (its placeholder goes)."""
-        chosen = replayed(path, max(REPLAY_IMAGE_BYTES - own, -1))
+    async def of_path(
+        self, session_id: str, path: list[Turn], model: str | None, own: int = 0
+    ) -> Mapping[str, Image]:
+        """The path's images sent again (``replayed``) to ``model``, by SHA-256, after the
+        turn's ``own`` bytes: none to a model known not to take images."""
+        if not takes_images(model):
+            return {}
+        return await self._bytes(session_id, replayed(path, max(REPLAY_IMAGE_BYTES - own, -1)))
+
+    async def of_turn(self, session_id: str, turn: Turn, model: str | None) -> Mapping[str, Image]:
+        """A turn's own images, all of them, for its resumed request: none to a model known
+        not to take images."""
+        if not takes_images(model):
+            return {}
+        return await self._bytes(session_id, {r.sha256 for r in turn.images})
+
+    async def _bytes(self, session_id: str, chosen: set[str]) -> Mapping[str, Image]:
+        """The images ``chosen``, by SHA-256; one whose bytes are missing from the store is
+        left out (its placeholder goes)."""
         found: dict[str, Image] = {}
         for sha256 in sorted(chosen):
             try:

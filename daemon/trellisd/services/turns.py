@@ -17,7 +17,7 @@ from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
 from ..agent.budget import Budgeted, Ledger
-from ..agent.context import Sent, conversation, opening, replay
+from ..agent.context import Sent, conversation, opening, prompt_message, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
@@ -29,7 +29,7 @@ from ..plans import Plan
 from ..policy import Policy, PolicySpec
 from ..pricing import cost
 from ..providers import close_provider, make_provider
-from ..providers.base import Image, Provider, ProviderError
+from ..providers.base import Provider, ProviderError
 from ..records import (
     ANY_HEAD,
     Budget,
@@ -179,7 +179,7 @@ class TurnService:
         given = await self._images(session, request.images)
         path = await self.store.sessions.history(session_id)
         own = sum(g.ref.bytes for g in given)
-        sent = await self.images.of_path(session_id, path, own)
+        sent = await self.images.of_path(session_id, path, settings.effective_model, own)
         told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
         try:
@@ -318,10 +318,13 @@ class TurnService:
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
         prompt = opening(steps) or turn.prompt  # the first call's prompt holds the editor context
-        own = [(await self.images.fetch(session_id, r.sha256))[1] for r in turn.images]
-        images = [Image(r.mime_type, data) for r, data in zip(turn.images, own, strict=True)]
-        sent = await self.images.of_path(session_id, path, sum(len(d) for d in own))
-        messages = conversation(session.root, [], prompt, told.text, images) + replay(steps)
+        model = settings.effective_model
+        own = await self.images.of_turn(session_id, turn, model)
+        sent = await self.images.of_path(
+            session_id, path, model, sum(len(i.data) for i in own.values())
+        )
+        system = conversation(session.root, [], prompt, told.text)[0]
+        messages = [system, prompt_message(prompt, turn.images, own), *replay(steps)]
         return await self._run(
             _Start(
                 session,

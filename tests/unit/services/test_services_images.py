@@ -16,7 +16,7 @@ import pytest
 from tests.fixtures.fake_services import Model
 from trellisd.errors import InvalidParams, NotFound
 from trellisd.policy import LayerSpec, PolicySpec
-from trellisd.providers.base import Image
+from trellisd.providers.base import Image, Message
 from trellisd.records import ProviderChoice, ToolCall
 from trellisd.services import Services, images
 from trellisd.services.images import ImageInput, sniff, takes_images
@@ -35,6 +35,19 @@ def b64(data: bytes) -> str:
 
 async def opened(app: Services, root: Path, policy: PolicySpec | None = None) -> str:
     return (await app.sessions.open(str(root), None, None, policy)).session_id
+
+
+async def looked(app: Services, root: Path) -> str:
+    """A new session whose one turn carried ``PNG``."""
+    session = await opened(app, root)
+    one = (ImageInput(data=b64(PNG), mime_type="image/png"),)
+    await app.turns.turn(TurnRequest(session, "look", images=one))
+    return session
+
+
+def users(model: Model) -> list[Message]:
+    """The user messages of the model's last request."""
+    return [m for m in model.requests[-1].messages if m.role == "user"]
 
 
 def test_the_bytes_magic_names_the_type() -> None:
@@ -101,15 +114,15 @@ async def test_earlier_images_go_again_with_their_prompts_within_the_bound(
         TurnRequest(session, "three", images=(ImageInput(None, b64(WEBP), "image/webp"),))
     )
 
-    users = [m for m in model.requests[-1].messages if m.role == "user"]
+    sent = users(model)
     png = hashlib.sha256(PNG).hexdigest()
-    assert users[0].images == ()
+    assert sent[0].images == ()
     assert (
-        users[0].content
+        sent[0].content
         == f"one\n\n[image {png[:12]} (image/png, {len(PNG)} bytes): not sent again]"
     )
-    assert (users[1].content, users[1].images) == ("two", (Image("image/gif", GIF),))
-    assert (users[2].content, users[2].images) == ("three", (Image("image/webp", WEBP),))
+    assert (sent[1].content, sent[1].images) == ("two", (Image("image/gif", GIF),))
+    assert (sent[2].content, sent[2].images) == ("three", (Image("image/webp", WEBP),))
 
 
 @pytest.mark.parametrize(
@@ -165,11 +178,8 @@ async def test_more_than_sixteen_images_or_a_text_only_model_are_refused(
 
 
 async def test_an_image_of_another_session_is_not_given(app: Services, root: Path) -> None:
-    mine = await opened(app, root)
+    await looked(app, root)
     other = await opened(app, root)
-    await app.turns.turn(
-        TurnRequest(mine, "look", images=(ImageInput(data=b64(PNG), mime_type="image/png"),))
-    )
     sha = hashlib.sha256(PNG).hexdigest()
 
     with pytest.raises(NotFound, match=f"has no image {sha}"):
@@ -179,11 +189,8 @@ async def test_an_image_of_another_session_is_not_given(app: Services, root: Pat
 async def test_verify_finds_an_altered_or_missing_image_and_deleting_keeps_a_shared_one(
     app: Services, root: Path, tmp_path: Path
 ) -> None:
-    first = await opened(app, root)
-    second = await opened(app, root)
-    one = (ImageInput(data=b64(PNG), mime_type="image/png"),)
-    await app.turns.turn(TurnRequest(first, "look", images=one))
-    await app.turns.turn(TurnRequest(second, "look too", images=one))
+    first = await looked(app, root)
+    second = await looked(app, root)
     sha = hashlib.sha256(PNG).hexdigest()
 
     await app.sessions.delete(first)
@@ -225,16 +232,13 @@ async def test_a_fork_and_a_file_carry_the_images_byte_for_byte(
     assert (await app.sessions.verify(imported.session_id)).ok
     # The turn after it sends the imported image again with its prompt.
     await app.turns.turn(TurnRequest(imported.session_id, "and now?"))
-    users = [m for m in model.requests[-1].messages if m.role == "user"]
-    assert users[0].images == (Image("image/png", big),)
+    assert users(model)[0].images == (Image("image/png", big),)
 
 
 async def test_a_file_whose_image_bytes_were_changed_is_refused(
     app: Services, root: Path, tmp_path: Path
 ) -> None:
-    session = await opened(app, root)
-    one = (ImageInput(data=b64(PNG), mime_type="image/png"),)
-    await app.turns.turn(TurnRequest(session, "look", images=one))
+    session = await looked(app, root)
     path = tmp_path / "out.trellisd"
     await app.archive.export(session, str(path))
     lines = path.read_bytes().split(b"\n")
@@ -265,3 +269,20 @@ async def test_a_resumed_turn_sends_its_own_images_again(
     assert ended.outcome == Outcome.FINISHED
     first = [m for m in model.requests[-1].messages if m.role == "user"][0]
     assert (first.content, first.images) == ("look", (Image("image/gif", GIF),))
+
+
+async def test_a_model_that_takes_no_images_gets_earlier_ones_as_placeholders(
+    app: Services, model: Model, root: Path
+) -> None:
+    session = await looked(app, root)
+
+    await app.turns.turn(
+        TurnRequest(session, "now think", ProviderChoice(model="deepseek-reasoner"))
+    )
+
+    first = users(model)[0]
+    png = hashlib.sha256(PNG).hexdigest()
+    assert first.images == ()
+    assert first.content.endswith(
+        f"[image {png[:12]} (image/png, {len(PNG)} bytes): not sent again]"
+    )
