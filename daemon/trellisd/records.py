@@ -194,6 +194,16 @@ class Exported:
 
 
 @dataclass(frozen=True)
+class ImageRef:
+    """An image a turn's prompt carried, as the store keeps it: its bytes are the blob
+    named ``sha256`` (``session/image`` gives them)."""
+
+    sha256: str
+    mime_type: str
+    bytes: int
+
+
+@dataclass(frozen=True)
 class Turn:
     turn_id: str
     session_id: str
@@ -210,6 +220,7 @@ class Turn:
     cost: float | None = None  # USD, the sum of its steps' as the store priced them
     plan: Plan | None = None  # its last ``update_plan`` call's plan
     follows_plan: str | None = None  # the turn whose plan it carries out (plan/approve)
+    images: tuple[ImageRef, ...] = ()  # the images its prompt carried
 
 
 @dataclass(frozen=True)

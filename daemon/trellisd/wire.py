@@ -8,8 +8,10 @@ typed requests.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
+import re
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -29,6 +31,7 @@ from .records import (
     Exported,
     FeedEntry,
     FileChange,
+    ImageRef,
     ProviderChoice,
     Recovery,
     Restored,
@@ -43,6 +46,7 @@ from .records import (
     TurnRef,
     TurnResult,
 )
+from .services.images import ImageInput
 from .services.queue import Queued
 from .services.running import LiveCall
 from .services.worktrees import Merged
@@ -65,6 +69,7 @@ def _worktree_choice(value: Any, _: Any) -> bool | str | None:
 
 converter.register_structure_hook_func(lambda t: t == WorktreeChoice, _worktree_choice)
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 LIST_LIMIT = 50
 EVENTS_LIMIT = 200
 MAX_STEPS = 10_000
@@ -222,6 +227,7 @@ class SessionTurn:
     context: tuple[ContextEntry, ...] | None = None
     budget: Budget | None = None  # what this turn may spend
     queue: bool | None = None  # while another turn runs: wait for it, in line
+    images: tuple[ImageInput, ...] | None = None  # checked and read by ``services.images``
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -232,6 +238,18 @@ class SessionTurn:
     def choice(self) -> ProviderChoice:
         """What this turn alone overrides of the session's model choice."""
         return ProviderChoice(model=self.model, temperature=self.temperature)
+
+
+@attrs.frozen
+class SessionImage:
+    """``session/image``: the bytes of an image a turn of the session carried."""
+
+    session_id: str
+    sha256: str
+
+    def __attrs_post_init__(self) -> None:
+        if not _SHA256.fullmatch(self.sha256):
+            raise InvalidParams("sha256 must be 64 lowercase hex digits", field="sha256")
 
 
 @attrs.frozen
@@ -502,6 +520,8 @@ def turn(value: Turn) -> dict[str, Any]:
     out: dict[str, Any] = to_wire(dataclasses.replace(value, plan=None))
     if out["error"] is None:
         del out["error"]
+    if not value.images:
+        del out["images"]
     _recovery(out, value.recovery)
     del out["plan"], out["followsPlan"]
     if value.plan is not None:
@@ -509,6 +529,12 @@ def turn(value: Turn) -> dict[str, Any]:
     if value.follows_plan is not None:
         out["followsPlan"] = {"turnId": value.follows_plan}
     return out
+
+
+def image(session_id: str, ref: ImageRef, data: bytes) -> dict[str, Any]:
+    """``session/image``'s answer: the image's record and its bytes in base64."""
+    encoded = base64.b64encode(data).decode("ascii")
+    return {"sessionId": session_id, **to_wire(ref), "data": encoded}
 
 
 def turns(values: list[Turn], cursor: str | None = None) -> dict[str, Any]:

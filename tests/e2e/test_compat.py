@@ -4,6 +4,7 @@ version that wrote the store; outside it the store is refused and left untouched
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import subprocess
@@ -172,3 +173,28 @@ async def test_a_build_before_the_stores_level_is_refused_the_store_untouched(
         refused.value.message
     )
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+@pytest.mark.parametrize("older_reader", ["one schema older", "eight schemas older"])
+async def test_an_older_build_reads_and_verifies_a_store_with_images(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path, older_reader: str
+) -> None:
+    writer = await spawn()
+    opened = await writer.call("session/open", {"root": str(workspace), "title": "pictured"})
+    image = {"data": base64.b64encode(PNG).decode(), "mimeType": "image/png"}
+    await writer.call(
+        "session/turn", {"sessionId": opened["sessionId"], "prompt": "look", "images": [image]}
+    )
+    await writer.client.shutdown_session()
+    older = await spawn(env=older_build(OLDER_READERS[older_reader], tmp_path / "older"))
+    ask = older.protocol.send_request_async
+
+    history = await ask("session/history", {"sessionId": opened["sessionId"]})
+    verdict = await ask("session/verify", {"sessionId": opened["sessionId"]})
+    await older.client.shutdown_session()
+
+    assert [t["prompt"] for t in history["turns"]] == ["look"]
+    assert verdict["ok"] is True

@@ -16,6 +16,7 @@ the client cancelled meanwhile (then it answers ``cancelled``).
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import functools
 import logging
@@ -28,8 +29,9 @@ import attrs
 from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
 from ..policy import Approval
-from ..records import ProviderChoice, Session, ToolCall, TurnRef
+from ..records import ProviderChoice, Session, ToolCall, Turn, TurnRef
 from ..services import Services
+from ..services.images import ImageInput
 from ..services.recovery import refuse_undecided
 from ..services.running import RunningTurn, Snapshot
 from ..services.turns import TurnRequest
@@ -260,12 +262,18 @@ class TrellisAgent:
 
     async def prompt(self, p: wire.Prompt) -> wire.PromptResult:
         session_id, text = p.session_id, wire.prompt_text(p.prompt)
+        images = wire.prompt_images(p.prompt)
         if not text.strip():
             raise InvalidParams("the prompt has no text", field="prompt")
         session = await self._opened(session_id)
         refuse_undecided(session, AFTER_A_KILL)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
+        if images and self._running(session_id) is not None:
+            raise InvalidParams(
+                "images cannot join a running turn as a steer; send them when the turn ends",
+                field="prompt",
+            )
         while (running := self._running(session_id)) is not None:
             delivered = await self._steer(session_id, text)
             if delivered:
@@ -274,7 +282,7 @@ class TrellisAgent:
                 return wire.PromptResult("cancelled")
             if delivered is None:  # the turn is ending: this prompt is the next turn
                 await asyncio.wait([running])
-        return wire.PromptResult(await self._turn(session, text))
+        return wire.PromptResult(await self._turn(session, text, images))
 
     def _running(self, session_id: str) -> asyncio.Future[wire.StopReason] | None:
         """The stop reason of the session's running turn, once it ends: this connection's
@@ -301,7 +309,9 @@ class TrellisAgent:
         log.info("a prompt for session %s came while its turn runs: queued as a steer", session_id)
         return await delivered
 
-    async def _turn(self, session: Session, text: str) -> wire.StopReason:
+    async def _turn(
+        self, session: Session, text: str, images: tuple[ImageInput, ...] = ()
+    ) -> wire.StopReason:
         session_id = session.session_id
         done: asyncio.Future[wire.StopReason] = asyncio.get_running_loop().create_future()
         self._turns[session_id] = done
@@ -311,7 +321,7 @@ class TrellisAgent:
                 self.notifier.send(session_id, updates.info(named.title, named.updated_at))
             chosen = await self.app.choices.of(session_id)
             choice = ProviderChoice(model=chosen.model)
-            result = await self.app.turns.turn(TurnRequest(session_id, text, choice))
+            result = await self.app.turns.turn(TurnRequest(session_id, text, choice, images=images))
             await self._tell_state(await self.app.sessions.get(session_id), None)
             await self.notifier.flush()
             reason = updates.STOP_REASONS.get(result.outcome)
@@ -405,12 +415,26 @@ class TrellisAgent:
         for shown in await self.app.sessions.joined(session.session_id, replay, live, instant):
             turn, steps, edits = shown.turn, shown.steps, shown.edits
             if live is None or turn.turn_id != live.ref.turn_id:
-                out += updates.replayed(turn, steps, edits, root)
+                out += await self._pictured(turn, updates.replayed(turn, steps, edits, root))
                 continue
             done = [s for s in steps if s.step <= live.done]
-            out += updates.replayed(dataclasses.replace(turn, reply=""), done, edits, root)
+            partial = updates.replayed(dataclasses.replace(turn, reply=""), done, edits, root)
+            out += await self._pictured(turn, partial)
             out += await self._in_flight(live, root)
         return out
+
+    async def _pictured(self, turn: Turn, shown: list[updates.Update]) -> list[updates.Update]:
+        """A replayed turn's updates with its images as image blocks of its user message,
+        after the prompt's text (an image whose bytes are gone is left out)."""
+        blocks: list[updates.Update] = []
+        for ref in turn.images:
+            try:
+                _, data = await self.app.turns.images.fetch(turn.session_id, ref.sha256)
+            except NotFound:
+                continue
+            encoded = base64.b64encode(data).decode("ascii")
+            blocks.append(wire.UserMessageChunk(wire.ImageContent(encoded, ref.mime_type)))
+        return shown[:1] + blocks + shown[1:]
 
     async def _in_flight(self, live: Snapshot, root: str) -> list[updates.Update]:
         """The running turn's uncommitted steps at the snapshot: the current step's text so

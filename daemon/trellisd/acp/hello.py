@@ -16,13 +16,14 @@ PROTOCOL_VERSION = 1
 
 def capabilities() -> wire.InitializeResult:
     """``initialize``'s result: ACP v1, loading sessions, listing, resuming and forking them,
-    embedded context in prompts, MCP servers over stdio and streamable HTTP, no sign-in."""
+    images and embedded context in prompts, MCP servers over stdio and streamable HTTP, no
+    sign-in."""
     return wire.InitializeResult(
         protocol_version=PROTOCOL_VERSION,
         agent_capabilities=wire.AgentCapabilities(
             load_session=True,
             prompt_capabilities=wire.PromptCapabilities(
-                image=False, audio=False, embedded_context=True
+                image=True, audio=False, embedded_context=True
             ),
             mcp_capabilities=wire.McpCapabilities(http=True, sse=False, acp=False),
             session_capabilities=wire.SessionCapabilities(

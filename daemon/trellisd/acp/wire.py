@@ -24,6 +24,7 @@ import attrs
 
 from ..convert import Invalid, camel, converter, json_type
 from ..mcp.spec import McpServerSpec
+from ..services.images import ImageInput
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
@@ -159,9 +160,19 @@ tagged(
 )
 
 
+def prompt_images(blocks: Sequence[ContentBlock]) -> tuple[ImageInput, ...]:
+    """The prompt's image blocks as the turn's images, in order (their ``uri`` aside)."""
+    return tuple(
+        ImageInput(data=b.data, mime_type=b.mime_type)
+        for b in blocks
+        if isinstance(b, ImageContent)
+    )
+
+
 def prompt_text(blocks: Sequence[ContentBlock]) -> str:
     """The prompt's text: text blocks as they are, embedded resources as the file's text under
-    its URI, resource links as the URI they name; images and audio are not read."""
+    its URI, resource links as the URI they name; images (``prompt_images``) and audio are
+    not read here."""
     parts = []
     for block in blocks:
         if isinstance(block, TextContent):

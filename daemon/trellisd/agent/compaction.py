@@ -41,7 +41,7 @@ from ..providers.base import (
 )
 from ..records import Step, Tokens, Turn
 from ..vocabulary import EventKind, StepKind
-from .context import Transcripts, turn_messages
+from .context import Sent, Transcripts, turn_messages
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +139,14 @@ class ContextKeeper:
         compact_at: float,
         transcripts: Transcripts | None = None,
         pinned: Collection[str] = (),
+        images: Sent | None = None,
     ) -> None:
         self.provider, self.recorder = provider, recorder
         self.system, self.path, self.summary = system, path, summary
         self.context_window, self.compact_at = context_window, compact_at
         self.transcripts = transcripts  # the path's committed steps, by run
         self.pinned = frozenset(pinned)  # the turns sent verbatim whatever is compacted
+        self.images = images  # the path's images sent again, by SHA-256
         self.context_tokens = 0  # the size of the context, as last reported or estimated
         self._reported: tuple[int, int, int | None] | None = None  # messages, input, output
         self._head = len(self.head())
@@ -165,7 +167,7 @@ class ContextKeeper:
         kept = [t for t in self.path[:start] if t.turn_id in self.pinned]
         last_pin = None
         for turn in kept + self.path[start:]:
-            messages += turn_messages([turn], self.transcripts)
+            messages += turn_messages([turn], self.transcripts, self.images)
             if turn.turn_id in self.pinned:
                 last_pin = len(messages) - 1
         if last_pin is not None:

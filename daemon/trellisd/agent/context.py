@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..providers.base import Message
-from ..records import Step, Tokens, Turn
+from ..providers.base import Image, Message
+from ..records import ImageRef, Step, Tokens, Turn
 from ..vocabulary import StepKind
 from .steering import STEER_NOTE
 
@@ -32,19 +32,26 @@ NO_TOKENS = Tokens(0, 0, 0)  # what the loop records for a model call's second a
 UNFINISHED_CALL = "(no result: the turn was cancelled while this call ran)"
 
 
-def turn_messages(turns: Sequence[Turn], transcripts: Transcripts | None = None) -> list[Message]:
+Sent = Mapping[str, Image]
+"""The earlier turns' images a request carries again, by SHA-256."""
+
+
+def turn_messages(
+    turns: Sequence[Turn], transcripts: Transcripts | None = None, images: Sent | None = None
+) -> list[Message]:
     """The messages that stand for ``turns``: each turn as it happened, from its committed
     steps (its prompt, each steer, each tool call with its result, what the model said), in
     the messages its own requests held; a turn whose steps are not in ``transcripts``: its
-    prompt and its reply."""
+    prompt and its reply. A turn's images go with its prompt when ``images`` holds them, a
+    ``placeholder`` line in their stead when it does not."""
     messages: list[Message] = []
     for turn in turns:
         steps = None if transcripts is None else transcripts.get(turn.run_id)
         if steps is None:
-            messages.append(Message("user", turn.prompt))
+            messages.append(prompt_message(turn.prompt, turn.images, images))
             messages.append(Message("assistant", turn.reply or _no_reply(turn)))
             continue
-        messages.append(Message("user", opening(steps) or turn.prompt))
+        messages.append(prompt_message(opening(steps) or turn.prompt, turn.images, images))
         messages += replay(steps)
         said = [s for s in steps if s.decision != StepKind.COMPACTION]
         if not said or said[-1].decision != StepKind.REPLY:
@@ -56,13 +63,33 @@ def _no_reply(turn: Turn) -> str:
     return f"(no reply: the turn {turn.outcome})"
 
 
+def prompt_message(prompt: str, refs: Sequence[ImageRef], images: Sent | None = None) -> Message:
+    """A turn's prompt as the user's message: with the images of ``refs`` that ``images``
+    holds, and a ``placeholder`` line after the prompt for each it does not."""
+    sent = {} if images is None else images
+    kept = tuple(sent[r.sha256] for r in refs if r.sha256 in sent)
+    left = [placeholder(r) for r in refs if r.sha256 not in sent]
+    content = "\n\n".join([prompt, *left]) if left else prompt
+    return Message("user", content, images=kept)
+
+
+def placeholder(ref: ImageRef) -> str:
+    """What stands for an earlier image a request has no room for."""
+    return f"[image {ref.sha256[:12]} ({ref.mime_type}, {ref.bytes} bytes): not sent again]"
+
+
 def conversation(
-    root: str, path: list[Turn], prompt: str, instructions: str | None = None
+    root: str,
+    path: list[Turn],
+    prompt: str,
+    instructions: str | None = None,
+    images: Sequence[Image] = (),
 ) -> list[Message]:
+    """The system message, ``path``'s turns, then the prompt with the turn's ``images``."""
     return [
         system_message(root, instructions),
         *turn_messages(path),
-        Message("user", prompt),
+        Message("user", prompt, images=tuple(images)),
     ]
 
 

@@ -81,12 +81,17 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
                 p.on_conflict == "fork",
                 context=p.context or (),
                 budget=p.budget,
+                images=p.images or (),
             )
         )
 
     result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))
     _, spent = await app.budgets.status(result.session_id or p.session_id)
     return {**wire.turn_result(result), "spent": wire.spent(spent)}
+
+
+async def session_image(app: Services, p: wire.SessionImage) -> Any:
+    return wire.image(p.session_id, *await app.turns.images.fetch(p.session_id, p.sha256))
 
 
 async def session_mode(app: Services, p: wire.SessionApprovalMode) -> Any:
@@ -227,6 +232,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/pause", wire.SessionRef, session_pause),
     Method("session/takeover", wire.SessionRef, session_takeover, follow="answer"),
     Method("session/verify", wire.SessionRef, session_verify),
+    Method("session/image", wire.SessionImage, session_image),
     Method("session/fork", wire.SessionFork, session_fork, follow="answer"),
     Method("session/recover", wire.SessionRecover, session_recover),
     Method("session/rename", wire.SessionRename, session_rename),

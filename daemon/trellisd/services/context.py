@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..agent.compaction import ContextKeeper, Summary
+from ..agent.context import Sent
 from ..config import ProviderSettings
 from ..context_windows import FALLBACK_CONTEXT_WINDOW, known_context_window
 from ..pricing import cost
@@ -54,10 +55,12 @@ async def keeper_for(
     path: list[Turn],
     run_ids: list[str],
     pinned: Collection[str] = (),
+    images: Sent | None = None,
 ) -> ContextKeeper:
     """The keeper of the context of a turn after ``path``, with the compaction in force
     among the runs of the path (and ``run_ids``, the turn's own), the committed steps of the
-    turns it sends as they happened, and the ``pinned`` turns."""
+    turns it sends as they happened, the ``pinned`` turns, and the path's ``images`` sent
+    again."""
     found = await store.runs.compaction([t.run_id for t in path] + run_ids)
     summary = None if found is None else Summary(*found)
     start = 0 if summary is None else summary.turns
@@ -74,6 +77,7 @@ async def keeper_for(
         settings.compact_at,
         transcripts,
         pinned,
+        images,
     )
 
 

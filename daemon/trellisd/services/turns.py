@@ -17,7 +17,7 @@ from typing import Any
 
 from ..agent.attached import Attached, ContextEntry, frame
 from ..agent.budget import Budgeted, Ledger
-from ..agent.context import conversation, opening, replay
+from ..agent.context import Sent, conversation, opening, prompt_message, replay
 from ..agent.instructions import InstructionFile, Instructions, gather
 from ..agent.loop import TurnEnd, TurnPlan, run_turn
 from ..agent.steering import Steer
@@ -52,6 +52,7 @@ from .attach import attach
 from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import ContextWindows, UsageSink, keeper_for, spent
+from .images import GivenImage, ImageInput, Images, check, refuse_model
 from .policies import Policies
 from .recovery import refuse_undecided
 from .running import Running, RunningTurn
@@ -101,6 +102,8 @@ class _Start:
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
     within: Within | None = None  # a child's turn: its parent's ledger, the tools it may use
     follows: FollowedPlan | None = None  # the plan it carries out
+    images: tuple[GivenImage, ...] = ()  # the images given with the prompt, to keep
+    sent: Sent | None = None  # the path's images sent again, by SHA-256
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class TurnRequest:
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
     may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
-    it carries out (``services.plans``)."""
+    it carries out (``services.plans``); ``images``: the images given with the prompt."""
 
     session_id: str
     prompt: str
@@ -127,6 +130,7 @@ class TurnRequest:
     budget: Budget | None = None
     within: Within | None = None
     follows: FollowedPlan | None = None
+    images: tuple[ImageInput, ...] = ()
 
 
 class TurnService:
@@ -154,6 +158,7 @@ class TurnService:
         self.editor_files: Callable[[TurnRef], EditorFiles | None] = lambda ref: None
         self.context_windows = ContextWindows()
         self.budgets = BudgetService(store)
+        self.images = Images(store)
 
     async def close(self) -> None:
         """Let go of the providers' pooled connections."""
@@ -176,7 +181,11 @@ class TurnService:
         refuse_undecided(session)
         attached = await self._attach(session, request.context)
         settings = self.defaults.for_session(session.provider).merged(request.choice, "turn")
+        refuse_model(settings.effective_model, len(request.images))
+        given = await self._images(session, request.images)
         path = await self.store.sessions.history(session_id)
+        own = sum(g.ref.bytes for g in given)
+        sent = await self.images.of_path(session_id, path, settings.effective_model, own)
         told = await self._instructions(session)
         self.running.refuse(session_id, "start another")
         try:
@@ -191,7 +200,8 @@ class TurnService:
         framed = frame(prompt, attached)
         if (await self.policies.of(session)).effective_approval == "plan":
             framed = PLAN_MODE_NOTE + framed
-        messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
+        images = [g.image() for g in given]
+        messages = conversation(session.root, [], framed, told.text, images)  # path: the keeper's
         return await self._run(
             _Start(
                 session,
@@ -208,6 +218,8 @@ class TurnService:
                 budget=request.budget,
                 within=request.within,
                 follows=request.follows,
+                images=tuple(given),
+                sent=sent,
             )
         )
 
@@ -237,6 +249,14 @@ class TurnService:
         policy = await self.policies.of(session)
         tools = ToolContext(Path(session.root), may_read=policy.may_read)
         return await attach(context, tools, policy.check)
+
+    async def _images(self, session: Session, inputs: tuple[ImageInput, ...]) -> list[GivenImage]:
+        """The prompt's images, read and checked under the session's policy."""
+        if not inputs:
+            return []
+        policy = await self.policies.of(session)
+        tools = ToolContext(Path(session.root), may_read=policy.may_read)
+        return await check(inputs, tools, policy.check)
 
     async def _instructions(self, session: Session) -> Instructions:
         """The session's standing instructions with the root's AGENTS.md, read now."""
@@ -306,7 +326,13 @@ class TurnService:
             return await self._result(ref, TurnEnd(Outcome.FINISHED))
         settings = self.defaults.for_session(session.provider)
         prompt = opening(steps) or turn.prompt  # the first call's prompt holds the editor context
-        messages = conversation(session.root, [], prompt, told.text) + replay(steps)
+        model = settings.effective_model
+        own = await self.images.of_turn(session_id, turn, model)
+        sent = await self.images.of_path(
+            session_id, path, model, sum(len(i.data) for i in own.values())
+        )
+        system = conversation(session.root, [], prompt, told.text)[0]
+        messages = [system, prompt_message(prompt, turn.images, own), *replay(steps)]
         return await self._run(
             _Start(
                 session,
@@ -319,6 +345,7 @@ class TurnService:
                 step_mode=step_mode,
                 held=held,
                 path=tuple(path),
+                sent=sent,
             )
         )
 
@@ -447,6 +474,7 @@ class TurnService:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
             await self.store.runs.add_event(ref.run_id, EventKind.MODEL, None, model)
+            await self.images.keep(ref.run_id, list(start.images))
             if start.attached:
                 entries = [a.detail() for a in start.attached]
                 await self.store.runs.add_event(
@@ -619,6 +647,7 @@ class TurnService:
             path,
             [ref.run_id],
             session.pinned,
+            start.sent,
         )
         messages = keeper.head() + start.messages[1:]
         spend = await spent(self.store, ref.session_id, ref.turn_id)

@@ -12,7 +12,8 @@ A file is UTF-8 JSON lines, each line one object with a ``type``, each ending in
     step     the run's steps, after their run
     event    the run's events, after their run
     change   the changes the run's steps made to files, after its events (version 2)
-    blob     a text content the changes name, once, after the first change naming it
+    blob     a text content the changes name, once, after the first change naming it; an
+             image's bytes, once, after the first ``images`` event naming it (version 5)
     log      each entry of the session's log, in order (``chain.py``), after every row
     end      {"type": "end", "records": N, "sha256": "<hex>"}: the last line
 
@@ -21,8 +22,9 @@ lines they are. A file is version 2 when it holds change sets (``archive_changes
 version 1 reader would take for a log that does not verify; version 3 when it holds ACP
 choices, which an older reader would drop unseen (a rejected request asked again); version 4
 when its log holds ``pin`` or ``unpin`` entries, which an older reader would take for a log
-that does not verify (the pins themselves stay with the store, as a fork's do); version 1
-otherwise. A file holds
+that does not verify (the pins themselves stay with the store, as a fork's do); version 5
+when it holds images, whose blobs an older reader would refuse as named by no change;
+version 1 otherwise. A file holds
 no lease and no pid: a daemon's hold on a session stays with the store it was taken in.
 
 Writing streams the session from one read snapshot; reading checks each line as it comes
@@ -63,8 +65,8 @@ from ..convert import camel, structure, unstructure
 from ..errors import Conflict, InvalidParams
 from ..policy.layers import PolicySpec
 from ..records import Budget, ProviderChoice, Tokens
-from ..vocabulary import Outcome
-from . import archive_choices, chain, costs, feed
+from ..vocabulary import EventKind, Outcome
+from . import archive_choices, chain, costs, feed, images
 from .archive_changes import BlobRecord, ChangeRecord, Contents, Unfit, blob_record, texts
 from .archive_choices import ChoiceRecord, RejectionRecord
 from .db import Database, new_id, now
@@ -84,8 +86,8 @@ def untrusted_provider(provider: ProviderChoice) -> ProviderChoice:
     return attrs.evolve(provider, base_url=None)
 
 
-VERSION = 4
-READS = (1, 2, 3, 4)
+VERSION = 5
+READS = (1, 2, 3, 4, 5)
 """The versions this trellisd reads."""
 WITHOUT_CHANGES = 1
 """The version of a file that holds no change sets: what a version 1 reader reads whole."""
@@ -95,6 +97,8 @@ whole."""
 WITHOUT_PINS = 3
 """The version of a file whose log holds no pin entries: what a version 3 reader reads
 whole."""
+WITHOUT_IMAGES = 4
+"""The version of a file that holds no images: what a version 4 reader reads whole."""
 
 
 @attrs.frozen
@@ -293,6 +297,14 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
     writer = _Writer(out)
     turns = 0
     written: set[str] = set()  # the contents written as blobs
+
+    def once(sha256: str) -> None:
+        """A ``blob`` record of the content, unless one was written."""
+        blob = None if sha256 in written else blob_record(con, sha256)
+        if blob is not None:
+            writer.line(blob)
+            written.add(sha256)
+
     with db.snapshot() as con:
         Sessions._get(con, session_id)
         changed = con.execute(
@@ -305,11 +317,12 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
             "SELECT 1 FROM chain WHERE session_id = ? AND kind IN ('pin', 'unpin') LIMIT 1",
             (session_id,),
         ).fetchone()
+        pictured = bool(images.of_session(con, session_id))
         writer.line(
             {
                 "type": "header",
                 "format": FORMAT,
-                "version": _version(bool(changed), chosen, bool(pinned)),
+                "version": _version(bool(changed), chosen, bool(pinned), pictured),
                 "exportedAt": exported_at,
                 "exportedBy": f"trellisd {__version__}",
             }
@@ -332,15 +345,15 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
                         (run["id"],),
                     ):
                         writer.line(_record(table, row))
+                        if table == "event" and row["kind"] == EventKind.IMAGES:
+                            for ref in images.refs(row["detail"]):
+                                once(ref.sha256)
                 for row in _rows(
                     con, "SELECT * FROM change WHERE run_id = ? ORDER BY id", (run["id"],)
                 ):
                     writer.line(_record("change", row))
                     for sha256 in texts(row):
-                        blob = None if sha256 in written else blob_record(con, sha256)
-                        if blob is not None:
-                            writer.line(blob)
-                            written.add(sha256)
+                        once(sha256)
         for seq, kind, ref, body, digest in con.execute(
             "SELECT seq, kind, ref, body, hash FROM chain WHERE session_id = ? ORDER BY seq",
             (session_id,),
@@ -353,10 +366,12 @@ def write(db: Database, session_id: str, out: IO[bytes], exported_at: str) -> in
     return turns
 
 
-def _version(changed: bool, chosen: bool, pinned: bool = False) -> int:
+def _version(changed: bool, chosen: bool, pinned: bool = False, pictured: bool = False) -> int:
     """The oldest version that reads the file whole."""
-    if pinned:
+    if pictured:
         return VERSION
+    if pinned:
+        return WITHOUT_IMAGES
     return WITHOUT_PINS if chosen else WITHOUT_CHOICES if changed else WITHOUT_CHANGES
 
 
@@ -789,6 +804,11 @@ class _Import:
     def event(self, raw: dict[str, Any]) -> None:
         record: EventRecord = self.lines.structure(raw, EventRecord, "event")
         run_id = self._run_of(record.run_id, f"event {record.seq}")
+        if record.kind == EventKind.IMAGES:
+            try:
+                self.contents.images(record.detail)
+            except Unfit as exc:
+                raise self.refuse(exc.problem, exc.check) from None
         self._unique(
             "event",
             {
@@ -823,7 +843,7 @@ class _Import:
         if missing is not None:
             raise self.lines.refuse(
                 "reference",
-                f"a change names content {missing}, which the file does not hold",
+                f"a change or an image names content {missing}, which the file does not hold",
                 line=self.lines.number,
             )
 

@@ -1,6 +1,7 @@
 """Change sets in session files (``archive``): each run's ``change`` records, and a ``blob``
 record for each text content they name, once per file, right after the first change that
-names it.
+names it; and a ``blob`` record for each image an ``images`` event names, right after the
+first such event (``store.images``).
 
 A ``change`` record is the store's row (``changes``) under its camelCase names; its
 ``changeId`` is the number the log's ``change`` entries name in the store it came from. A
@@ -8,13 +9,15 @@ A ``change`` record is the store's row (``changes``) under its camelCase names; 
 zlib, in base64. Reading checks every content against its SHA-256 and size before it is
 stored, decompressing no more than the size it says (at most ``MAX_STORED_BYTES``), and
 stores it as the store stores any content: once, as a delta against the content before it
-where that is smaller. A file whose changes name a text content it does not hold is refused.
+where that is smaller (an image: whole, checked against its SHA-256 and size). A file whose
+changes or images name a content it does not hold is refused.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 import zlib
 from pathlib import PurePosixPath
@@ -25,8 +28,9 @@ import attrs
 
 from ..changes.content import MAX_STORED_BYTES, Content, Kind
 from ..convert import Invalid
-from . import blobs
+from . import blobs, images
 from .changes import SOURCES
+from .images import IMAGE_TYPES, MAX_IMAGE_BYTES
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _KINDS = tuple(Kind)
@@ -122,6 +126,7 @@ class Contents:
         self.named: dict[str, int] = {}  # a text content named by a change: its size
         self.bases: dict[str, str] = {}  # a content after a change: the content before it
         self.held: set[str] = set()
+        self.pictured: set[str] = set()  # of ``named``, the images' (stored whole, as bytes)
 
     def change(self, record: ChangeRecord) -> None:
         """Note what the change names; ``Unfit`` for sides that do not agree with their kind."""
@@ -138,6 +143,31 @@ class Contents:
                     raise Unfit("record", f"content {content.sha256} is named with two sizes")
         if before.kind == Kind.TEXT and after.kind == Kind.TEXT and after.sha256 is not None:
             self.bases.setdefault(after.sha256, str(before.sha256))
+
+    def images(self, detail: dict[str, Any]) -> None:
+        """Note the images an ``images`` event names; ``Unfit`` for one that is not
+        ``{sha256, mimeType, bytes}`` of an image type, at most ``MAX_IMAGE_BYTES``."""
+        found = detail.get("images")
+        if not isinstance(found, list):
+            raise Unfit("record", "an images event must hold a list of images")
+        for image in found:
+            sha256 = image.get("sha256") if isinstance(image, dict) else None
+            size = image.get("bytes") if isinstance(image, dict) else None
+            if (
+                not isinstance(sha256, str)
+                or not _SHA256.fullmatch(sha256)
+                or type(size) is not int
+                or not 0 < size <= MAX_IMAGE_BYTES
+                or image.get("mimeType") not in IMAGE_TYPES
+            ):
+                raise Unfit(
+                    "record",
+                    "each image of an images event must be {sha256, mimeType, bytes} of a"
+                    " png, jpeg, gif or webp image of at most 20 MiB",
+                )
+            if self.named.setdefault(sha256, size) != size:
+                raise Unfit("record", f"content {sha256} is named with two sizes")
+            self.pictured.add(sha256)
 
     def blob(self, con: apsw.Connection, record: BlobRecord) -> None:
         """Check the content against its digest and size, and store it."""
@@ -160,6 +190,12 @@ class Contents:
             raise damaged from None
         if not inflate.eof or inflate.unconsumed_tail or inflate.unused_data:
             raise damaged
+        if record.sha256 in self.pictured:
+            if hashlib.sha256(data).hexdigest() != record.sha256 or len(data) != size:
+                raise damaged
+            images.put(con, record.sha256, data)
+            self.held.add(record.sha256)
+            return
         content = Content.of(data)
         if content.sha256 != record.sha256 or content.size != size or content.kind != Kind.TEXT:
             raise damaged

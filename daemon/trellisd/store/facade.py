@@ -24,6 +24,7 @@ from ..records import (
     Event,
     ExpectHead,
     FeedEntry,
+    ImageRef,
     ProviderChoice,
     RunSummary,
     Session,
@@ -120,6 +121,9 @@ class AsyncSessions:
     async def turn(self, session_id: str, turn_id: str) -> Turn:
         return await self._run(self._store.sessions.turn, session_id, turn_id)
 
+    async def image(self, session_id: str, sha256: str) -> tuple[ImageRef, bytes]:
+        return await self._run(self._store.sessions.image, session_id, sha256)
+
     async def history(self, session_id: str) -> list[Turn]:
         return await self._run(self._store.sessions.history, session_id)
 
@@ -208,6 +212,9 @@ class AsyncRuns:
         self, run_id: str, kind: EventKind, step: int | None, detail: dict[str, Any]
     ) -> None:
         await self._run(self._store.runs.add_event, run_id, kind, step, detail)
+
+    async def add_images(self, run_id: str, given: list[tuple[ImageRef, bytes]]) -> None:
+        await self._run(self._store.runs.add_images, run_id, given)
 
     async def hold_steer(self, run_id: str, detail: dict[str, str]) -> bool:
         return await self._run(self._store.runs.hold_steer, run_id, detail)

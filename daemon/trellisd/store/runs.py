@@ -9,9 +9,9 @@ from typing import Any
 import apsw
 
 from ..errors import NotFound, NotRunning
-from ..records import ANY_HEAD, Event, ExpectHead, RunSummary, Step, Tokens
+from ..records import ANY_HEAD, Event, ExpectHead, ImageRef, RunSummary, Step, Tokens
 from ..vocabulary import EventKind, FeedKind, Outcome, stored
-from . import chain, costs, feed
+from . import chain, costs, feed, images
 from .db import Database, new_id, now
 from .leases import Leases
 from .rows import EVENT_COLUMNS, STEP_COLUMNS, event_of, step_of
@@ -116,6 +116,17 @@ class Runs:
             session_id = self._session_of(con, run_id)
             self.leases.holds(con, session_id)
             return self._insert_event(con, session_id, run_id, kind, step, detail)
+
+    def add_images(self, run_id: str, given: list[tuple[ImageRef, bytes]]) -> None:
+        """Store the images of the run's prompt, each once by SHA-256, and the ``images``
+        event of its first step naming them, in one transaction."""
+        with self.db.write() as con:
+            session_id = self._session_of(con, run_id)
+            self.leases.holds(con, session_id)
+            for ref, data in given:
+                images.put(con, ref.sha256, data)
+            detail = images.detail(ref for ref, _ in given)
+            self._insert_event(con, session_id, run_id, EventKind.IMAGES, 1, detail)
 
     @staticmethod
     def _insert_event(

@@ -18,6 +18,7 @@ from ..records import (
     ExpectHead,
     FeedEntry,
     ForkedFrom,
+    ImageRef,
     ImportedFrom,
     ProviderChoice,
     Session,
@@ -26,7 +27,7 @@ from ..records import (
     Turn,
 )
 from ..vocabulary import EventKind, Outcome, PlanStatus, stored
-from . import chain, feed, forks, parents, recoveries
+from . import chain, feed, forks, images, parents, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
 from .worktrees import attach, under_root, worktree_of
@@ -58,7 +59,9 @@ _TURN_SELECT = f"""
            (SELECT json_array(e.step, e.detail) FROM event e
             WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN}' ORDER BY e.seq DESC LIMIT 1),
            (SELECT e.detail FROM event e
-            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1)
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1),
+           (SELECT e.detail FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.IMAGES}' LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -140,6 +143,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         cost=row[14],
         plan=plan_of(row[15]),
         follows_plan=None if row[16] is None else json.loads(row[16]).get("turnId"),
+        images=images.refs(row[17]),
     )
 
 
@@ -493,30 +497,56 @@ class Sessions:
             _drop_unused_contents(con)
 
     def verify(self, session_id: str) -> chain.LogVerdict:
-        """Check the session's whole log (``chain.verify``)."""
+        """Check the session's whole log (``chain.verify``), then the bytes of every image
+        its turns carried against the SHA-256 and size their events name."""
         with self.db.read() as con:
             self._get(con, session_id)
-            return chain.verify(con, session_id)
+            verdict = chain.verify(con, session_id)
+            if not verdict.ok:
+                return verdict
+            found = images.damaged(con, session_id)
+        if found is None:
+            return verdict
+        seq, ref, reason = found
+        bad = chain.BadEntry(seq, "event", ref)
+        return dataclasses.replace(verdict, ok=False, first_bad=bad, reason=reason)
+
+    def image(self, session_id: str, sha256: str) -> tuple[ImageRef, bytes]:
+        """An image a turn of the session carried, with its bytes; ``NotFound`` for one no
+        turn of it carried."""
+        with self.db.read() as con:
+            self._get(con, session_id)
+            ref = images.find(con, session_id, sha256)
+            if ref is None:
+                raise NotFound(
+                    f"session {session_id} has no image {sha256}",
+                    sessionId=session_id,
+                    sha256=sha256,
+                )
+            try:
+                return ref, images.get(con, sha256)
+            except KeyError:
+                raise NotFound(
+                    f"the bytes of image {sha256} are missing from the store",
+                    sessionId=session_id,
+                    sha256=sha256,
+                ) from None
 
 
 def _drop_unused_contents(con: apsw.Connection) -> None:
-    """Remove the file contents no change set refers to any more (another session's may
-    still: contents are kept once for all), and the delta bases only they needed."""
+    """Remove the file contents no change set and no image refers to any more (another
+    session's may still: contents are kept once for all), and the delta bases only they
+    needed."""
     while True:
         con.execute(
             "DELETE FROM blob WHERE sha256 NOT IN"
             " (SELECT before_sha256 FROM change WHERE before_sha256 IS NOT NULL"
             "  UNION SELECT after_sha256 FROM change WHERE after_sha256 IS NOT NULL"
-            "  UNION SELECT base FROM blob WHERE base IS NOT NULL)"
+            "  UNION SELECT base FROM blob WHERE base IS NOT NULL"
+            f"  UNION {images.NAMED_BY_IMAGES})"
         )
         if not con.changes():
             return
-
-    def verify(self, session_id: str) -> chain.LogVerdict:
-        """Check the session's whole log (``chain.verify``)."""
-        with self.db.read() as con:
-            self._get(con, session_id)
-            return chain.verify(con, session_id)
 
 
 def expect(session: Session, expect_head: ExpectHead) -> None:

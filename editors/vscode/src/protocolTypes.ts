@@ -82,6 +82,8 @@ export type Turn = {
   followsPlan?: {
     turnId: Id;
   };
+  /** The images the turn's prompt carried, in the order given; left out when it carried none. */
+  images?: ImageRef[];
 };
 
 export type TurnResult = {
@@ -144,7 +146,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -531,6 +533,16 @@ export type Plan = {
   entries: PlanEntry[];
 };
 
+/** An image a turn's prompt carried, kept once by SHA-256 in the store's blobs; session/image gives its bytes. */
+export type ImageRef = {
+  sha256: string;
+  mimeType: ImageType;
+  bytes: number;
+};
+
+/** Judged by the bytes' magic, not by a name or a given type. */
+export type ImageType = "image/png" | "image/jpeg" | "image/gif" | "image/webp";
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -706,6 +718,15 @@ export interface Requests {
       budget?: Budget | null;
       /** true: while another turn of the session runs, wait in its queue (session/queued) and run after it; answers when it has run. Otherwise such a turn is refused (-32020). */
       queue?: boolean | null;
+      /** Images given with the prompt (see Images): each a path under the root, read as read_file reads, or base64 data with its mimeType; png, jpeg, gif or webp, at most 20 MiB each; checked before the turn starts. */
+      images?: {
+        /** Relative to the root, or absolute inside it. */
+        path: string;
+      } | {
+        /** Base64, at most 20 MiB decoded. */
+        data: string;
+        mimeType: ImageType;
+      }[] | null;
     };
     result: TurnResult;
   };
@@ -970,6 +991,21 @@ export interface Requests {
       /** The log's head was checked against one this user's key signed on this machine; false without the key (another machine) or an anchor. */
       anchored: boolean;
     });
+  };
+  'session/image': {
+    params: {
+      sessionId: Id;
+      /** An image a turn of this session carried (Turn.images). */
+      sha256: string;
+    };
+    result: {
+      sessionId: Id;
+      sha256: string;
+      mimeType: ImageType;
+      bytes: number;
+      /** The image's bytes in base64. */
+      data: string;
+    };
   };
   'session/revoke': {
     params: {

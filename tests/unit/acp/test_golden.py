@@ -18,6 +18,7 @@ from trellisd.acp import hello, notifier, updates, wire
 from trellisd.convert import structure, unstructure
 from trellisd.plans import PlanEntry
 from trellisd.records import ToolCall
+from trellisd.services.images import ImageInput
 from trellisd.vocabulary import PlanStatus
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "acp"
@@ -161,6 +162,10 @@ def test_a_prompt_of_every_block_type_is_read_as_its_text() -> None:
     assert text.startswith("Why does this test fail?")
     assert "<context uri='file:///home/me/project/test_app.py'>" in text
     assert "(see file:///home/me/project/app.py)" in text and "iVBOR" not in text
+    # The image block is the turn's image; the embedded PNG resource is not an image block.
+    assert wire.prompt_images(prompt.prompt) == (
+        ImageInput(data="iVBORw0KGgo=", mime_type="image/png"),
+    )
 
 
 def test_the_mcp_servers_of_a_new_session_become_trellisd_servers() -> None:
