@@ -35,6 +35,7 @@ function M.follow(state, history, live)
     if t.turnId == live.turnId then
       run.prompt = t.prompt
       run.model = compat.value(t.model)
+      run.plan = compat.value(t.plan)
       reply = compat.value(t.reply) or ""
       listed = true
     end
@@ -90,6 +91,10 @@ function M.check(state, run)
     for _, t in ipairs(result.turns or {}) do
       if t.turnId == run.turnId and t.outcome ~= "running" then
         state.running = nil
+        local made = compat.value(t.plan) or run.plan
+        if made then
+          state.view:plan_mark(t.turnId, made)
+        end
         state.view:block({ format.footer(t) })
         state.head = compat.value(result.turns[#result.turns].turnId) or state.head
         ui.redraw_status()
