@@ -142,7 +142,7 @@ function M.approve(state, turn_id, mode)
     sessions.show(state)
     turn.start(state, conn, "session/plan/approve", params, heading, function()
       M.approve(state, turn_id, mode)
-    end, "carry out the plan of turn " .. name)
+    end, "Carry out this plan")
     -- the daemon sets the mode for the session as session/mode does
     state.before_plan = nil
     state.mode = mode
