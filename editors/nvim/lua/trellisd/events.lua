@@ -17,6 +17,7 @@ local recovery = require("trellisd.recovery")
 local sessions = require("trellisd.sessions")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
+local walls = require("trellisd.walls")
 
 local M = {}
 
@@ -122,6 +123,7 @@ notifications["session/turnEnded"] = function(p)
   state.view:block({ format.footer(vim.tbl_extend("force", p, { model = run.model })) })
   state.head = p.turnId
   ui.redraw_status()
+  walls.load(state) -- the mode, which another window may have set meanwhile
   local killed = compat.value(p.recovery)
   if type(killed) == "table" then
     sessions.offer_recovery(state, recovery.pending(p, killed))
