@@ -18,7 +18,7 @@ from .agent.attached import ContextEntry
 from .convert import Invalid, camel, converter, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
-from .policy.layers import PolicySpec
+from .policy.layers import Approval, PolicySpec
 from .records import (
     ANY_HEAD,
     Budget,
@@ -232,6 +232,35 @@ class SessionTurn:
     def choice(self) -> ProviderChoice:
         """What this turn alone overrides of the session's model choice."""
         return ProviderChoice(model=self.model, temperature=self.temperature)
+
+
+@attrs.frozen
+class SessionApprovalMode:
+    """``session/mode``: the session's approval mode from its next tool call on."""
+
+    session_id: str
+    approval: Approval = attrs.field(
+        metadata={"must": "be one of 'all', 'auto', 'acceptEdits', 'ask', 'plan' or 'never'"}
+    )
+
+
+@attrs.frozen
+class SessionPlanApprove:
+    """``session/plan/approve``: run a planned turn's plan in a new turn."""
+
+    session_id: str
+    turn_id: str
+    approval: Approval | None = attrs.field(
+        default=None,
+        metadata={"must": "be one of 'all', 'auto', 'acceptEdits', 'ask' or 'never'"},
+    )
+    max_steps: int | None = None
+    verify: Verify | None = None
+    budget: Budget | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _within("maxSteps", self.max_steps, 1, MAX_STEPS)
+        _affordable("budget", self.budget)
 
 
 @attrs.frozen
@@ -458,10 +487,15 @@ def session_summary(value: SessionSummary) -> dict[str, Any]:
 
 
 def turn(value: Turn) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
+    out: dict[str, Any] = to_wire(dataclasses.replace(value, plan=None))
     if out["error"] is None:
         del out["error"]
     _recovery(out, value.recovery)
+    del out["plan"], out["followsPlan"]
+    if value.plan is not None:
+        out["plan"] = value.plan.to_wire()
+    if value.follows_plan is not None:
+        out["followsPlan"] = {"turnId": value.follows_plan}
     return out
 
 

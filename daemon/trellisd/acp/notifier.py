@@ -25,6 +25,7 @@ from ..changes import read_content
 from ..convert import structure, unstructure
 from ..daemon_settings import DEFAULT_APPROVAL_TIMEOUT
 from ..errors import InvalidParams
+from ..plans import PlanEntry
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
 from ..services.choices import ChoiceService
@@ -249,6 +250,9 @@ class AcpNotifier:
         self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
     ) -> None:
         """ACP has no place for a child session: its reply becomes the call's content."""
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        self.send(turn.session_id, updates.plan(entries))
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         """A running command's output so far, as the call's content (ACP replaces it)."""

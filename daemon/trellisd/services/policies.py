@@ -1,5 +1,7 @@
 """Each session's effective policy, with the grants the user gave: those kept with the
-session and those kept for its root (``store.grants``), the same in every window."""
+session and those kept for its root (``store.grants``), and the approval mode the user set
+(``session/mode``, ACP's ``session/set_mode``: kept with the session in the store), the same
+in every window."""
 
 from __future__ import annotations
 
@@ -8,15 +10,36 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import attrs
+
 from ..errors import InvalidParams, NotFound
 from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
+from ..policy.layers import Approval
 from ..records import Session
-from ..sandbox.walls import Walls
+from ..sandbox.walls import SandboxMode, Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 
 QUARANTINE = "quarantine"
 """The folder of the store's folder where protected paths a program created are moved."""
+
+MODE_WALLS: dict[Approval, SandboxMode] = {"auto": "workspace-write", "never": "read-only"}
+"""The walls a mode brings with it; the other modes keep the session's own."""
+KEPT_AS: dict[Approval, str] = {"never": "read-only"}
+"""How the store keeps a mode, where it differs from the approval's name (ACP's mode id)."""
+KEPT: dict[str, Approval] = {
+    **{a: a for a in ("all", "auto", "acceptEdits", "ask", "plan")},
+    "read-only": "never",
+}
+"""The approval a mode kept in the store stands for; a word this build does not know (a
+later build's) is left unread."""
+
+
+def with_mode(spec: PolicySpec | None, approval: Approval) -> PolicySpec:
+    """``session/open``'s policy as it would be with the approval mode ``approval``: its
+    walls too for a mode that brings its own (``MODE_WALLS``)."""
+    spec = spec or PolicySpec()
+    return attrs.evolve(spec, approval=approval, sandbox=MODE_WALLS.get(approval, spec.sandbox))
 
 
 def load(root: Path, requested: PolicySpec | None, default: Policy = DEFAULT_POLICY) -> Policy:
@@ -67,8 +90,26 @@ class Policies:
     async def of(self, session: Session) -> Policy:
         """The session's effective policy, read from its root the first time."""
         if session.session_id not in self._by_session:
-            policy = await asyncio.to_thread(self.load, Path(session.root), session.policy)
+            spec = await self.spec(session)
+            policy = await asyncio.to_thread(self.load, Path(session.root), spec)
             await self.remember(session, policy)
+        return self._composed(session.session_id)
+
+    async def spec(self, session: Session) -> PolicySpec | None:
+        """The session's ``session/open`` policy with the mode the user set since, if any: what
+        a child session it starts is opened with."""
+        kept = KEPT.get((await self.store.acp_choices.of(session.session_id)).mode or "")
+        return session.policy if kept is None else with_mode(session.policy, kept)
+
+    async def set_mode(self, session: Session, approval: Approval) -> Policy:
+        """Set the session's approval mode from its next tool call on, as ``session/open``'s
+        policy would (over the project file's), keeping the grants; kept in the store."""
+        spec = with_mode(session.policy, approval)
+        policy = await asyncio.to_thread(self.load, Path(session.root), spec)
+        await self.store.acp_choices.choose_mode(
+            session.session_id, KEPT_AS.get(approval, approval)
+        )
+        await self.remember(session, policy)
         return self._composed(session.session_id)
 
     def _composed(self, session_id: str) -> Policy:

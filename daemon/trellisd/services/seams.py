@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
+from ..plans import PlanEntry
 from ..policy.layers import MODE_LAYER
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..sandbox.bwrap import WallsUnavailable, builder
@@ -47,6 +48,10 @@ class Notifier(Protocol):
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After a step: the context's size and window, the tokens and cost so far."""
+        ...
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        """Step ``step``'s ``update_plan`` call replaced the turn's plan (recorded first)."""
         ...
 
     def forked(self, origin_id: str, fork_id: str) -> None:
@@ -261,10 +266,10 @@ class Sink:
 
 
 class Activity:
-    """Tells the editor about one turn's tool calls as they happen."""
+    """Tells the editor about one turn's tool calls as they happen, and keeps its plan."""
 
-    def __init__(self, notifier: Notifier, ref: TurnRef) -> None:
-        self.notifier, self.ref = notifier, ref
+    def __init__(self, notifier: Notifier, ref: TurnRef, store: AsyncStore) -> None:
+        self.notifier, self.ref, self.store = notifier, ref, store
 
     def call(self, step: int, call: ToolCall, status: CallStatus) -> None:
         self.notifier.tool_call(self.ref, step, call, status)
@@ -274,3 +279,9 @@ class Activity:
 
     def child(self, step: int, call: ToolCall, session_id: str) -> None:
         self.notifier.child_started(self.ref, step, call, session_id)
+
+    async def plan(self, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        """The turn's plan is the ``plan`` event's (its last), committed before it is told."""
+        detail = {"entries": [e.to_wire() for e in entries]}
+        await self.store.runs.add_event(self.ref.run_id, EventKind.PLAN, step, detail)
+        self.notifier.plan(self.ref, step, entries)

@@ -791,7 +791,8 @@ export interface Requests {
         description: string;
         source: "builtin" | "mcp";
         server?: string;
-        kind: "read" | "write" | "exec";
+        /** What the tool does, for the policy; plan: update_plan, which touches nothing and runs in every mode. */
+        kind: "read" | "write" | "exec" | "plan";
         /** An MCP tool's policy target: mcp:<server>/<tool>. */
         target?: string;
         policy: "allow" | "ask" | "refuse" | "depends";
