@@ -309,7 +309,7 @@ test("the plan is drawn live, plan mode's refusal plainly, and the plan runs in 
   truthy(asked.items[1]:find("^ask — "), "ask first: " .. asked.items[1])
   eq({ sessionId = "s-1", turnId = "t-1", approval = "acceptEdits" }, s.approved[1])
   wait_line("Done as planned.")
-  wait_line("## Plan of turn “Carry out this plan” · 3 of 3 done")
+  wait_line("## Plan of turn “plan the fix”, carried out · 3 of 3 done")
   wait_line("approval: acceptEdits · writes and edits in the folder run without asking; commands and MCP tools ask")
   eq({ "plan" }, s.modes, "the mode is set by session/plan/approve, not session/mode")
 
@@ -319,7 +319,7 @@ test("the plan is drawn live, plan mode's refusal plainly, and the plan runs in 
   sessions.open, sessions.current = {}, nil
   require("trellisd.opening").reopen("s-1", sessions.show)
   wait_line("> carries out the plan of turn “plan the fix”")
-  wait_line("## Plan of turn “Carry out this plan” · 3 of 3 done")
+  wait_line("## Plan of turn “plan the fix”, carried out · 3 of 3 done")
   eq(2, #vim.tbl_filter(plan.is_mark, lines()), "both planned turns marked")
   wait_line("approval: acceptEdits · writes and edits in the folder run without asking; commands and MCP tools ask")
   -- gR on the first turn runs its plan, not the newest

@@ -144,7 +144,7 @@ notifications["session/plan"] = function(p)
   if run and (run.turnId == nil or run.turnId == p.turnId) then
     run.turnId = p.turnId
     run.plan = { step = p.step, entries = entries }
-    name = name or plan.turn_name(p.turnId, run.prompt)
+    name = name or run.name or plan.turn_name(p.turnId, run.prompt)
   elseif not run then
     follow.catch_up(state)
   end

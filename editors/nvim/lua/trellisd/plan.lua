@@ -55,6 +55,14 @@ function M.turn_name(turn_id, prompt)
   return #id > 12 and (id:sub(1, 10) .. "…") or id
 end
 
+--- The name of a turn that carries out the plan of the turn named `name`:
+--- "“plan the fix”, carried out".
+---@param name string
+---@return string
+function M.carried_out(name)
+  return name .. ", carried out"
+end
+
 --- The mark under a planned turn in the transcript: "> plan: 2 of 5 done (gR runs it)".
 ---@param plan trellisd.Plan
 ---@return string
@@ -125,15 +133,16 @@ M.REFUSED_LINE =
 --- The newest turn of `turns` that made a plan, as the header's live spot shows it; nil
 --- when none did.
 ---@param turns trellisd.Turn[]
+---@param names? table<trellisd.Id, string> the turns' names (trellisd.view's), by id
 ---@return trellisd.LivePlan|nil
-function M.newest(turns)
+function M.newest(turns, names)
   for i = #turns, 1, -1 do
     local t = turns[i]
     local plan = compat.value(t.plan)
     if type(plan) == "table" then
       return {
         turnId = t.turnId,
-        name = M.turn_name(t.turnId, t.prompt),
+        name = names and names[t.turnId] or M.turn_name(t.turnId, t.prompt),
         entries = compat.value(plan.entries) or {},
         step = compat.value(plan.step),
       }

@@ -143,6 +143,9 @@ function M.approve(state, turn_id, mode)
     turn.start(state, conn, "session/plan/approve", params, heading, function()
       M.approve(state, turn_id, mode)
     end, "Carry out this plan")
+    if state.running then
+      state.running.name = plan.carried_out(name)
+    end
     -- the daemon sets the mode for the session as session/mode does
     state.before_plan = nil
     state.mode = mode

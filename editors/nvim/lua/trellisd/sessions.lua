@@ -183,15 +183,15 @@ end
 ---@param turns trellisd.Turn[]
 ---@param live? trellisd.Id
 function M.render(state, turns, live)
+  local names = state.view.names
+  local lines, marks =
+    View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil, names)
   -- the plan of a turn followed here is the newest, from its notifications
   local run = state.running
   if not (state.plan and run and state.plan.turnId == run.turnId) then
-    state.plan = plan.newest(turns)
+    state.plan = plan.newest(turns, names)
   end
-  local names = state.view.names
-  state.view:render(
-    View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil, names)
-  )
+  state.view:render(lines, marks)
   state.view.header_count = #View.header(state.session, state.lineage)
   if header_grows(state) then
     state.view:set_header(M.header(state))

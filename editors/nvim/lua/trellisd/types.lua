@@ -266,6 +266,7 @@
 ---@field queueId? trellisd.Id
 ---@field tasks? trellisd.TaskCall[] the turn's `task` calls, in order (trellisd.children)
 ---@field plan? trellisd.Plan the turn's plan so far (session/plan)
+---@field name? string the turn, as its plan's heading names it (trellisd.plan)
 
 ---@class trellisd.State a session open in this editor
 ---@field id trellisd.Id

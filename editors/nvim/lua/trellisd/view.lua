@@ -257,7 +257,13 @@ View.EARLIER = "↑ earlier turns: [[ or :TrellisEarlier loads them"
 local function turn_lines(lines, turns, live, names)
   local marks = {}
   for _, t in ipairs(turns) do
-    names[t.turnId] = plan.turn_name(t.turnId, t.prompt)
+    local follows = compat.value(t.followsPlan)
+    if type(follows) == "table" then -- its prompt is the plan: named after the planned turn
+      local name = names[follows.turnId] or plan.turn_name(follows.turnId)
+      names[t.turnId] = plan.carried_out(name)
+    else
+      names[t.turnId] = plan.turn_name(t.turnId, t.prompt)
+    end
   end
   local function block(b)
     if #lines > 0 and lines[#lines] ~= "" then
