@@ -19,6 +19,7 @@ from .convert import Invalid, camel, converter, structure, turn_or_null, unstruc
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
 from .policy.layers import Approval, PolicySpec
+from .policy.rules import Grant, GrantKind, grant_of
 from .records import (
     ANY_HEAD,
     Budget,
@@ -47,7 +48,6 @@ from .services.running import LiveCall
 from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
-from .tools.base import ActionKind
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -316,9 +316,10 @@ class SessionRecover:
 
 @attrs.frozen
 class RevokedGrant:
-    """A remembered approval to take back, as ``session/policy`` lists it."""
+    """A remembered approval to take back, as ``session/policy`` lists it: a rule by its
+    ``target``, the rule as a JSON array."""
 
-    kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
+    kind: GrantKind = attrs.field(metadata={"must": "be one of 'read', 'write', 'exec' or 'rule'"})
     target: str
     scope: Literal["policy", "session", "project"] | None = attrs.field(
         default=None, metadata={"must": "be one of 'session' or 'project'"}
@@ -326,6 +327,17 @@ class RevokedGrant:
 
     def __attrs_post_init__(self) -> None:
         _nonempty("grant.target", self.target)
+        self.grant()
+
+    def grant(self) -> Grant:
+        """The grant to take back: an exact action, or a rule."""
+        found = grant_of(self.kind, self.target)
+        if found is None:
+            raise InvalidParams(
+                "grant.target must be a rule: a JSON array of words, the program first",
+                field="grant.target",
+            )
+        return found
 
 
 @attrs.frozen

@@ -11,7 +11,6 @@ from ..records import TurnResult
 from ..services import Services
 from ..services.plans import PlanApproval
 from ..services.turns import TurnRequest
-from ..tools.base import Action
 from .base import Method
 
 
@@ -38,8 +37,8 @@ async def session_policy(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
-    action = Action(p.grant.kind, p.grant.target)
-    return (await app.sessions.revoke(p.session_id, action, p.grant.scope)).to_wire()
+    grant = p.grant.grant()
+    return (await app.sessions.revoke(p.session_id, grant, p.grant.scope)).to_wire()
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:

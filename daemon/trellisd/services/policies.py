@@ -15,6 +15,7 @@ import attrs
 from ..errors import InvalidParams, NotFound
 from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
 from ..policy.layers import Approval
+from ..policy.rules import Grant, described
 from ..records import Session
 from ..sandbox.walls import SandboxMode, Walls
 from ..store.facade import AsyncStore
@@ -62,8 +63,8 @@ class Policies:
         """The daemon's own folders (its store, its config): hidden from every program."""
         self._by_session: dict[str, Policy] = {}
         self._roots: dict[str, str] = {}
-        self._own: dict[str, frozenset[Action]] = {}
-        self._project: dict[str, frozenset[Action]] = {}
+        self._own: dict[str, frozenset[Grant]] = {}
+        self._project: dict[str, frozenset[Grant]] = {}
 
     def load(self, root: Path, requested: PolicySpec | None) -> Policy:
         return load(root, requested, self.default())
@@ -82,7 +83,7 @@ class Policies:
         self._own.pop(session_id, None)
         self._roots.pop(session_id, None)
 
-    def _kept(self, session: Session, own: frozenset[Action], project: frozenset[Action]) -> None:
+    def _kept(self, session: Session, own: frozenset[Grant], project: frozenset[Grant]) -> None:
         self._roots[session.session_id] = session.root
         self._own[session.session_id] = own
         self._project[session.root] = project
@@ -127,29 +128,30 @@ class Policies:
     def check(self, session_id: str, action: Action) -> Verdict:
         return self._composed(session_id).check(action)
 
-    async def grant(self, session_id: str, action: Action, project: bool) -> None:
-        """The user allowed ``action`` from now on: for the session (``allowAlways``), or for
-        every session over its root (``allowAlwaysProject``); kept in the store."""
+    async def grant(self, session_id: str, grant: Grant, project: bool) -> None:
+        """The user allowed an action (or, ``allowRule``, every command a rule covers) from
+        now on: for the session (``allowAlways``, ``allowRule``), or for every session over
+        its root (``allowAlwaysProject``, ``allowRuleProject``); kept in the store."""
         root = self._roots[session_id]
-        await self.store.grants.add(session_id, root, action, project)
+        await self.store.grants.add(session_id, root, grant, project)
         if project:
-            self._project[root] = self._project.get(root, frozenset()) | {action}
+            self._project[root] = self._project.get(root, frozenset()) | {grant}
         else:
-            self._own[session_id] = self._own.get(session_id, frozenset()) | {action}
+            self._own[session_id] = self._own.get(session_id, frozenset()) | {grant}
 
-    async def revoke(self, session: Session, action: Action, scope: str | None) -> Policy:
-        """Take back a kept grant; ``NotFound`` when the session has no such grant."""
+    async def revoke(self, session: Session, grant: Grant, scope: str | None) -> Policy:
+        """Take back a kept grant or rule; ``NotFound`` when the session has no such one."""
         policy = await self.of(session)
-        if scope == "policy" or (scope is None and action in policy.grants):
+        if scope == "policy" or (scope is None and grant in policy.grants):
             raise InvalidParams(
-                f"the grant to {action.kind} {action.target} came with the session's policy"
+                f"the grant to {described(grant)} came with the session's policy"
                 " (session/open); it is not revoked here",
                 field="grant.scope",
             )
-        removed = await self.store.grants.remove(session.session_id, session.root, action, scope)
+        removed = await self.store.grants.remove(session.session_id, session.root, grant, scope)
         if not removed:
             raise NotFound(
-                f"session {session.session_id} has no grant to {action.kind} {action.target}",
+                f"session {session.session_id} has no grant to {described(grant)}",
                 sessionId=session.session_id,
             )
         own, project = await self.store.grants.of(session.session_id, session.root)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -46,6 +46,10 @@ class Action:
     escalate: bool = False
     """A command asked to run outside the walls: a person is always asked, and no grant
     covers it."""
+    argv: tuple[str, ...] | None = field(default=None, compare=False)
+    """An exec's words as the program gets them (``target`` joins them), which a rule
+    (``policy.rules``) is matched on; None for a read, a write, an MCP tool's call. Grants
+    compare kind and target only."""
 
 
 class EditorFiles(Protocol):
