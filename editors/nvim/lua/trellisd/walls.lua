@@ -7,6 +7,7 @@
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local modes = require("trellisd.modes")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
 local windows = require("trellisd.windows")
@@ -106,7 +107,7 @@ function M.details(title, policy)
     "# The walls of “" .. title .. "”",
     "",
     "mode: " .. tostring(mode) .. ": " .. (MODES[mode] or "?"),
-    "approval: " .. tostring(compat.value(policy.approval) or "ask"),
+    modes.line(compat.value(policy.approval) or "ask"),
   }
   if mode == "off" then
     lines[#lines + 1] = ""
