@@ -7,7 +7,6 @@ its rule, after which the next command the rule matches runs unasked."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,15 +16,13 @@ import pytest
 
 try:
     from .test_nvim_turn_controls import Start, start  # noqa: F401 (fixtures)
+    from .test_nvim_walls import needs_bwrap
 except ImportError:  # tests/editors is not a package
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_nvim_turn_controls import Start, start  # type: ignore[no-redef]  # noqa: F401
+    from test_nvim_walls import needs_bwrap  # type: ignore[no-redef]
 
 pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
-
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
-)
 
 ERROR = 4  # vim.log.levels.ERROR
 

@@ -16,14 +16,16 @@ local plugin = vim.fn.fnamemodify(here .. "/..", ":p")
 local schema =
   vim.fn.json_decode(table.concat(vim.fn.readfile(plugin .. "../../protocol/schema.json"), "\n"))
 
+-- what the plugin tells the user, by level
+local notes = {}
+vim.notify = function(message, level)
+  table.insert(notes, { message = message, level = level })
+end
+
+-- the folder conversations are opened over
 local folder = vim.fn.tempname()
 vim.fn.mkdir(folder, "p")
 vim.cmd("cd " .. vim.fn.fnameescape(folder))
-
-local notes = {}
-vim.notify = function(message, level)
-  notes[#notes + 1] = { message = message, level = level }
-end
 
 local ENTRIES = {
   { content = "read the parser", status = "completed" },
@@ -232,8 +234,7 @@ end
 
 local function idle()
   wait_for(function()
-    local c = trellis.current()
-    return c and not c.running
+    return sessions.current_state() ~= nil and sessions.current_state().running == nil
   end, nil, "the turn to end")
 end
 
