@@ -1,6 +1,7 @@
 -- The daemon asks before a tool runs (session/requestApproval): the question is said in the
 -- conversation and asked with vim.ui.select (allow once, always for the session or the
--- project, deny), beside a diff of what a write would change. A question answered in
+-- project, the rule the daemon proposes for a command, for the session or the project,
+-- deny), beside a diff of what a write would change. A question answered in
 -- another window, or no longer waited for, is withdrawn and its picker closed. A child
 -- session's question (a `task` call's) names the child and is said in its parent's view.
 -- An escalation (a command asking to run outside the walls) is asked as trellisd.walls
@@ -9,6 +10,7 @@
 local children = require("trellisd.children")
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
+local grants = require("trellisd.grants")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
 local walls = require("trellisd.walls")
@@ -29,6 +31,31 @@ local DECISIONS = {
   },
   { label = "Deny", decision = "deny", said = "denied" },
 }
+
+--- The choices of an approval: DECISIONS, and before Deny, when the daemon proposes a rule
+--- (a run_command's proposedRule), the rule saved for the session or for the project, each
+--- saying the exact rule.
+---@param rule? string[]
+---@return {label: string, decision: trellisd.Decision, said: string}[]
+function M.choices(rule)
+  if type(rule) ~= "table" or #rule == 0 then
+    return DECISIONS
+  end
+  local words = grants.rule_words(rule)
+  local choices = vim.list_slice(DECISIONS, 1, #DECISIONS - 1)
+  choices[#choices + 1] = {
+    label = "Always allow " .. words .. " in this session",
+    decision = "allowRule",
+    said = "allowed the rule " .. words .. " for this session",
+  }
+  choices[#choices + 1] = {
+    label = "Always allow " .. words .. " for this project",
+    decision = "allowRuleProject",
+    said = "allowed the rule " .. words .. " for every session of this project",
+  }
+  choices[#choices + 1] = DECISIONS[#DECISIONS]
+  return choices
+end
 
 --- A floating window beside the approval question showing what a write would change
 --- (`diff`, a unified diff) with the `diff` filetype; nil when there is nothing to show.
@@ -98,10 +125,16 @@ function M.question(p, asker, in_parent)
   if summary and summary ~= "" then
     prompt = prompt .. " (" .. format.one_line(summary, 120) .. ")"
   end
+  local rule = compat.value(p.proposedRule)
+  if type(rule) == "table" and #rule > 0 then
+    local words = grants.rule_words(rule)
+    table.insert(lines, "> rule offered: " .. words)
+    prompt = prompt .. "; the rule " .. words .. " would allow every command it matches"
+  end
   if asker then
     prompt = "the " .. asker .. prompt:sub(#"trellisd" + 1)
   end
-  return { lines = lines, prompt = prompt, choices = DECISIONS, kind = "trellisd.approval" }
+  return { lines = lines, prompt = prompt, choices = M.choices(rule), kind = "trellisd.approval" }
 end
 
 --- session/requestApproval: ask the user; reply({decision}) with the answer.

@@ -1,6 +1,6 @@
 -- What the daemon sends about the sessions open here, painted into their conversations:
 -- the reply's tokens, each step (a tool's call and result), the tool calls as they run and
--- their output, the usage, steers delivered, prompts queued and dequeued, a followed turn's
+-- their output, a turn's plan (in the header's live spot), the usage, steers delivered, prompts queued and dequeued, a followed turn's
 -- end, and the daemon's messages. What a child session (a `task` call's) says goes to
 -- trellisd.children first, drawn under its parent. M.wire hands these (and the approval
 -- questions of trellisd.approvals) to trellisd.daemon.
@@ -11,11 +11,13 @@ local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
 local follow = require("trellisd.follow")
 local format = require("trellisd.format")
+local plan = require("trellisd.plan")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
 local sessions = require("trellisd.sessions")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
+local walls = require("trellisd.walls")
 
 local M = {}
 
@@ -93,6 +95,9 @@ notifications["session/step"] = function(p)
   local call = compat.value(p.toolCall)
   if p.decision == "tool" and call then
     local lines = format.tool_lines(call, p.result)
+    if plan.refused_by_plan_mode(p.result) then
+      lines[#lines] = plan.REFUSED_LINE -- said plainly: plan mode changes nothing
+    end
     if run.calls and run.calls[call.id] then
       table.remove(lines, 1) -- the call is drawn already, as it happened
     end
@@ -111,15 +116,42 @@ notifications["session/turnEnded"] = function(p)
     return
   end
   state.running = nil
+  if run.plan then
+    state.view:plan_mark(run.turnId, run.plan)
+  end
   -- the model is the one the turn was drawn with (session/turnEnded does not repeat it)
   state.view:block({ format.footer(vim.tbl_extend("force", p, { model = run.model })) })
   state.head = p.turnId
   ui.redraw_status()
+  walls.load(state) -- the mode, which another window may have set meanwhile
   local killed = compat.value(p.recovery)
   if type(killed) == "table" then
     sessions.offer_recovery(state, recovery.pending(p, killed))
   end
   turn.send_waiting(state)
+end
+
+-- The plan a turn keeps (its update_plan calls): the header's live spot shows it, in every
+-- window that has the session open; the turn drawn here ends with its mark.
+notifications["session/plan"] = function(p)
+  local state = sessions.open[p.sessionId]
+  if not state then
+    return
+  end
+  local run = state.running
+  local entries = compat.value(p.entries) or {}
+  local name = state.view.names[p.turnId]
+  if run and (run.turnId == nil or run.turnId == p.turnId) then
+    run.turnId = p.turnId
+    run.plan = { step = p.step, entries = entries }
+    name = name or run.name or plan.turn_name(p.turnId, run.prompt)
+  elseif not run then
+    follow.catch_up(state)
+  end
+  name = name or plan.turn_name(p.turnId)
+  state.plan = { turnId = p.turnId, name = name, entries = entries, step = p.step }
+  state.view.names[p.turnId] = name
+  sessions.paint_header(state)
 end
 
 notifications["session/toolCall"] = function(p)

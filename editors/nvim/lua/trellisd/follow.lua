@@ -11,6 +11,7 @@ local paging = require("trellisd.paging")
 local sessions = require("trellisd.sessions")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
+local walls = require("trellisd.walls")
 
 local M = {}
 
@@ -35,6 +36,7 @@ function M.follow(state, history, live)
     if t.turnId == live.turnId then
       run.prompt = t.prompt
       run.model = compat.value(t.model)
+      run.plan = compat.value(t.plan)
       reply = compat.value(t.reply) or ""
       listed = true
     end
@@ -90,6 +92,10 @@ function M.check(state, run)
     for _, t in ipairs(result.turns or {}) do
       if t.turnId == run.turnId and t.outcome ~= "running" then
         state.running = nil
+        local made = compat.value(t.plan) or run.plan
+        if made then
+          state.view:plan_mark(t.turnId, made)
+        end
         state.view:block({ format.footer(t) })
         state.head = compat.value(result.turns[#result.turns].turnId) or state.head
         ui.redraw_status()
@@ -102,7 +108,8 @@ end
 
 --- A turn another window started in a session open here: the session is reopened, which
 --- draws the turn as far as it has streamed (the notifications that came meanwhile are in
---- that text), and the turn is followed from there. The current session stays current.
+--- that text), and the turn is followed from there; the header's walls and mode are read
+--- again. The current session stays current.
 ---@param state trellisd.State
 function M.catch_up(state)
   if state.catching_up then
@@ -122,6 +129,7 @@ function M.catch_up(state)
     if live and not state.running then
       M.follow(state, result.history or {}, live)
     end
+    walls.load(state) -- a plan run elsewhere sets the session's mode
   end)
 end
 

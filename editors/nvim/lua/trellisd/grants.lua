@@ -1,5 +1,6 @@
--- The remembered approvals of a session (“allow always” answers, session/policy's grants):
--- listed by :TrellisGrants, one revoked after a confirmation (session/revoke).
+-- The remembered approvals of a session (“allow always” answers and rules, session/policy's
+-- grants): listed by :TrellisGrants, a rule by its words, one revoked after a confirmation
+-- (session/revoke, a rule by its target: the pattern as a JSON array).
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
@@ -12,16 +13,31 @@ local M = {}
 
 local GRANT_SCOPES = { session = "this session", project = "this project", policy = "its policy" }
 
---- One line for a remembered approval: what it allows and where it is kept.
+--- A rule's words as code: `pytest **` (the program and its fixed leading words, then **
+--- for any further arguments).
+---@param rule string[]
+---@return string
+function M.rule_words(rule)
+  local words = {}
+  for i, word in ipairs(rule) do
+    word = tostring(word)
+    words[i] = (word == "" or word:find("[%s'\"]")) and vim.fn.shellescape(word) or word
+  end
+  return format.code(table.concat(words, " "))
+end
+
+--- One line for a remembered approval: what it allows (a rule by its words) and where it
+--- is kept.
 ---@param grant trellisd.Grant
 ---@return string
 function M.grant_label(grant)
   local scope = compat.value(grant.scope) or "session"
-  return tostring(grant.kind)
-    .. " "
-    .. format.one_line(tostring(grant.target), 100)
-    .. " · "
-    .. (GRANT_SCOPES[scope] or scope)
+  local rule = compat.value(grant.rule)
+  local what = tostring(grant.kind) .. " " .. format.one_line(tostring(grant.target), 100)
+  if grant.kind == "rule" and type(rule) == "table" and #rule > 0 then
+    what = "rule " .. M.rule_words(rule)
+  end
+  return what .. " · " .. (GRANT_SCOPES[scope] or scope)
 end
 
 --- :TrellisGrants: the remembered approvals of the session; pick one to revoke it.

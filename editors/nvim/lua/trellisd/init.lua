@@ -189,6 +189,33 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisMode",
+    "?",
+    "Set the conversation's approval mode (all, auto, acceptEdits, ask, plan, never); asks without one",
+    function(o)
+      M.mode(o.args)
+    end,
+    function()
+      return { "all", "auto", "acceptEdits", "ask", "plan", "never" }
+    end,
+  },
+  {
+    "TrellisPlanMode",
+    0,
+    "Switch plan mode on (the model reads and plans, nothing changes), or back to the mode before",
+    function()
+      M.plan_mode()
+    end,
+  },
+  {
+    "TrellisRunPlan",
+    0,
+    "Run the plan of the planned turn under the cursor (else the newest) in a new turn",
+    function()
+      M.run_plan()
+    end,
+  },
+  {
     "TrellisExport",
     "?",
     "Export the conversation to a file",
@@ -391,6 +418,20 @@ end
 
 function M.walls()
   feature("walls").show()
+end
+
+--- :TrellisMode [mode]
+---@param mode? string asked for when not given
+function M.mode(mode)
+  feature("planning").mode(mode)
+end
+
+function M.plan_mode()
+  feature("planning").toggle_plan_mode()
+end
+
+function M.run_plan()
+  feature("planning").run_plan()
 end
 
 function M.children()

@@ -12,6 +12,7 @@ local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
 local lineage = require("trellisd.lineage")
 local paging = require("trellisd.paging")
+local plan = require("trellisd.plan")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
 local ui = require("trellisd.ui")
@@ -100,14 +101,28 @@ function M.ask_restore(err, leave, on_overwrite)
   return true
 end
 
+--- The lines of the session's header: the title, where a fork came from, the usage, the
+--- walls, the approval mode, the newest plan.
+---@param state trellisd.State
+---@return string[]
+function M.header(state)
+  return View.header(state.session, state.lineage, state.usage, state.walls, state.mode, state.plan)
+end
+
+-- Whether the header holds more than what the history's first drawing puts there.
+local function header_grows(state)
+  return state.usage or state.walls or state.mode or state.plan
+end
+
 --- Paint the buffer's header again (the title, where a fork came from, the usage, the
---- walls). The turns are not touched: their drawing with every step's text still comes.
+--- walls, the mode, the plan). The turns are not touched: their drawing with every step's
+--- text still comes.
 ---@param state trellisd.State
 function M.paint_header(state)
   if state.view and state.view:valid() then
     local painted = state.painted
     local untouched = painted and painted.view == state.view and painted.writes == state.view.writes
-    state.view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
+    state.view:set_header(M.header(state))
     if untouched then
       painted.writes = state.view.writes
     end
@@ -146,25 +161,40 @@ function M.adopt(session)
     vim.keymap.set("n", "[[", function()
       paging.load_earlier(state)
     end, { buffer = state.view.buf, desc = "Load the turns before those shown" })
+    -- (required when pressed: the commands' modules require this one)
+    vim.keymap.set("n", "gP", function()
+      M.current = id
+      require("trellisd").plan_mode()
+    end, { buffer = state.view.buf, desc = "Plan mode on, or back to the mode before" })
+    vim.keymap.set("n", plan.RUN_KEY, function()
+      M.current = id
+      require("trellisd").run_plan()
+    end, { buffer = state.view.buf, desc = "Run the plan of the planned turn under the cursor" })
   end
   M.current = id
   return state
 end
 
 --- Draw the conversation from its history: `turns`, its newest page (state.cursor leads to
---- the page before); `live`: the id of a turn still running. Once the steps of the turns
---- are read, they are drawn again with every step's text, unless something was painted
---- since.
+--- the page before); `live`: the id of a turn still running. The newest plan of those turns
+--- goes in the header. Once the steps of the turns are read, they are drawn again with
+--- every step's text, unless something was painted since.
 ---@param state trellisd.State
 ---@param turns trellisd.Turn[]
 ---@param live? trellisd.Id
 function M.render(state, turns, live)
-  state.view:render(
-    View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil)
-  )
+  local names = state.view.names
+  local lines, marks =
+    View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil, names)
+  -- the plan of a turn followed here is the newest, from its notifications
+  local run = state.running
+  if not (state.plan and run and state.plan.turnId == run.turnId) then
+    state.plan = plan.newest(turns, names)
+  end
+  state.view:render(lines, marks)
   state.view.header_count = #View.header(state.session, state.lineage)
-  if state.usage or state.walls then
-    state.view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
+  if header_grows(state) then
+    state.view:set_header(M.header(state))
   end
   local painted = { writes = state.view.writes, view = state.view }
   state.painted = painted
@@ -181,10 +211,13 @@ function M.render(state, turns, live)
     local view = state.view
     local untouched = view == painted.view and view.writes == painted.writes and #view.pending == 0
     if state.painted == painted and untouched and not state.running then
-      view:render(View.history_lines(state.session, turns, live, state.lineage, state.cursor ~= nil))
+      local earlier = state.cursor ~= nil
+      view:render(
+        View.history_lines(state.session, turns, live, state.lineage, earlier, view.names)
+      )
       view.header_count = #View.header(state.session, state.lineage)
-      if state.usage or state.walls then
-        view:set_header(View.header(state.session, state.lineage, state.usage, state.walls))
+      if header_grows(state) then
+        view:set_header(M.header(state))
       end
       painted.writes = view.writes
     end

@@ -34,6 +34,9 @@ function M.ended(state, run, err, result)
     ui.warn(count .. " not sent")
     state.waiting = {}
   end
+  if err and run.plan and run.turnId then
+    view:plan_mark(run.turnId, run.plan)
+  end
   if err then
     if err.code == Connection.REQUEST_CANCELLED then
       view:block({ "*cancelled*" })
@@ -52,6 +55,9 @@ function M.ended(state, run, err, result)
     end
   else
     ---@cast result trellisd.TurnResult
+    if run.plan then
+      view:plan_mark(compat.value(result.turnId) or run.turnId, run.plan)
+    end
     view:block({ format.footer(result) })
     queue.budget_from(state, result)
     if state.budget then
@@ -83,15 +89,17 @@ function M.ended(state, run, err, result)
   M.send_waiting(state)
 end
 
---- Run a turn: session/turn for a prompt, session/resume for an interrupted turn. The
---- reply streams into the conversation; the footer comes when the request answers.
+--- Run a turn: session/turn for a prompt, session/resume for an interrupted turn,
+--- session/plan/approve for a turn that carries out a plan. The reply streams into the
+--- conversation; the footer comes when the request answers (its TurnResult).
 ---@param state trellisd.State
 ---@param conn trellisd.Connection
----@param method "session/turn"|"session/resume"
+---@param method "session/turn"|"session/resume"|"session/plan/approve"
 ---@param params table the request's params
 ---@param heading string[] the lines drawn above the reply
 ---@param retry? fun() sends it again, after a takeover
-function M.start(state, conn, method, params, heading, retry)
+---@param prompt? string what the turn is named by until it has a title (default: params.prompt)
+function M.start(state, conn, method, params, heading, retry, prompt)
   if state.running then
     ui.warn(
       "a turn is already running in this session: :TrellisSteer steers it, :TrellisCancel stops it"
@@ -99,7 +107,7 @@ function M.start(state, conn, method, params, heading, retry)
     return
   end
   local run = {
-    prompt = params.prompt or "",
+    prompt = prompt or params.prompt or "",
     tokens = 0,
     step = nil,
     steers = 0,

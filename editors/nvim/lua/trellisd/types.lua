@@ -8,7 +8,25 @@
 ---@alias trellisd.Outcome "running"|"finished"|"error"|"cancelled"|"interrupted"|"exhausted"|"success"|"failure"|"paused"|"forked"
 ---@alias trellisd.StepKind "reply"|"tool"|"error"|"cancelled"|"compaction"
 ---@alias trellisd.CallStatus "proposed"|"running"|"done"|"refused"|"failed"|"cancelled"
----@alias trellisd.Decision "allow"|"allowAlways"|"allowAlwaysProject"|"deny"|"timeout"
+---@alias trellisd.Decision "allow"|"allowAlways"|"allowAlwaysProject"|"allowRule"|"allowRuleProject"|"deny"|"timeout"
+---@alias trellisd.ApprovalMode "all"|"auto"|"acceptEdits"|"ask"|"plan"|"never"
+---@alias trellisd.PlanStatus "pending"|"in_progress"|"completed"
+
+---@class trellisd.PlanEntry an entry of a plan
+---@field content string what the step of the plan does, in a line
+---@field status trellisd.PlanStatus
+---@field priority? "high"|"medium"|"low" left out when the model gave none
+
+---@class trellisd.Plan a turn's plan as its last update_plan call left it (Turn.plan)
+---@field step integer the step whose update_plan call made it
+---@field entries trellisd.PlanEntry[]
+
+---@class trellisd.PlanUpdate session/plan: TurnRef + the step and the whole plan
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
+---@field runId trellisd.Id
+---@field step integer
+---@field entries trellisd.PlanEntry[]
 
 ---@class trellisd.Tokens
 ---@field input integer|nil nil: the provider reported no figure
@@ -85,6 +103,8 @@
 ---@field model string|nil
 ---@field cost number|nil
 ---@field recovery? trellisd.TurnRecovery a command of the turn killed mid-run
+---@field plan? trellisd.Plan the turn's last plan; left out when it made none
+---@field followsPlan? {turnId: trellisd.Id} session/plan/approve: the turn whose plan it carries out
 ---@field texts? string[] every step's text that has any, in order (set by trellisd.paging)
 
 ---@class trellisd.TurnResult
@@ -186,9 +206,10 @@
 ---@field cost table
 
 ---@class trellisd.Grant a remembered approval (session/policy's grants)
----@field kind string
----@field target string
+---@field kind "read"|"write"|"exec"|"rule"
+---@field target string for a rule, the pattern as a JSON array (session/revoke takes it)
 ---@field scope? "session"|"project"|"policy"
+---@field rule? string[] kind rule: the argv prefix pattern (a last word ** is any arguments)
 
 ---@class trellisd.ApprovalRequest session/requestApproval's params
 ---@field sessionId trellisd.Id
@@ -202,6 +223,7 @@
 ---@field kind? "tool"|"escalate" escalate: a command asks to run outside the walls
 ---@field command? string an escalation's command line
 ---@field reason? string why the model says the escalation is needed
+---@field proposedRule? string[] run_command: the rule allowRule or allowRuleProject would save
 
 ---@class trellisd.Walls the walls of a session's programs (session/policy's walls)
 ---@field mode "workspace-write"|"read-only"|"off"
@@ -243,6 +265,8 @@
 ---@field started? boolean a queued prompt whose turn started
 ---@field queueId? trellisd.Id
 ---@field tasks? trellisd.TaskCall[] the turn's `task` calls, in order (trellisd.children)
+---@field plan? trellisd.Plan the turn's plan so far (session/plan)
+---@field name? string the turn, as its plan's heading names it (trellisd.plan)
 
 ---@class trellisd.State a session open in this editor
 ---@field id trellisd.Id
@@ -260,5 +284,8 @@
 ---@field budget? trellisd.Budget
 ---@field spent? trellisd.Spent
 ---@field walls? string the walls its programs run in, as the header says it (trellisd.walls)
+---@field mode? trellisd.ApprovalMode the session's approval mode (session/policy, session/mode)
+---@field before_plan? trellisd.ApprovalMode the mode plan mode was switched on from here
+---@field plan? trellisd.LivePlan the newest plan, in the header's live spot (trellisd.plan)
 
 return {}

@@ -10,6 +10,12 @@
 
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
+local modes = require("trellisd.modes")
+local plan = require("trellisd.plan")
+
+-- The extmarks on the marks of planned turns ("> plan: 2 of 5 done"), by which the key
+-- on a planned turn finds its turn.
+local PLANS = vim.api.nvim_create_namespace("trellisd.plans")
 
 ---@class trellisd.View
 ---@field name string the buffer's name, trellis://<sessionId>
@@ -17,6 +23,8 @@ local format = require("trellisd.format")
 ---@field pending string[] streamed pieces not painted yet
 ---@field writes integer how many times the buffer was written
 ---@field header_count integer|nil how many lines the header has
+---@field planned table<integer, trellisd.Id> the turn of each plan mark's extmark
+---@field names table<trellisd.Id, string> the turns drawn, named for a person (trellisd.plan)
 local View = {}
 View.__index = View
 
@@ -40,6 +48,8 @@ function View.new(name, flush_ms)
   self.scheduled = false
   self.open = false -- streamed text continues the last line
   self.writes = 0 -- buffer changes made, for tests of the batching
+  self.planned = {}
+  self.names = {}
   local buf = find_buffer(name)
   if buf == nil then
     buf = vim.api.nvim_create_buf(true, true)
@@ -96,12 +106,68 @@ function View:_last_line()
   return vim.api.nvim_buf_get_lines(self.buf, count - 1, count, false)[1] or "", count
 end
 
--- Replace the whole buffer.
+-- Put the extmarks of plan marks: `marks` ({row, turnId}, rows 1-based) from line `offset`.
+function View:_place_marks(marks, offset)
+  for _, m in ipairs(marks or {}) do
+    local id = vim.api.nvim_buf_set_extmark(self.buf, PLANS, offset + m.row - 1, 0, {})
+    self.planned[id] = m.turnId
+  end
+end
+
+-- Replace the whole buffer; `marks`: where the planned turns' marks are (View.history_lines).
 ---@param lines string[]
-function View:render(lines)
+---@param marks? {row: integer, turnId: trellisd.Id}[]
+function View:render(lines, marks)
   self.pending = {}
   self.open = false
+  if self:valid() then
+    vim.api.nvim_buf_clear_namespace(self.buf, PLANS, 0, -1)
+  end
+  self.planned = {}
   self:_set(0, -1, lines)
+  if self:valid() then
+    self:_place_marks(marks, 0)
+  end
+end
+
+-- Add the mark of a planned turn that ended here ("> plan: 2 of 5 done"), as a block.
+---@param turn_id trellisd.Id
+---@param p trellisd.Plan
+function View:plan_mark(turn_id, p)
+  self:block({ plan.mark(p) })
+  if self:valid() then
+    self:_place_marks({ { row = 1, turnId = turn_id } }, vim.api.nvim_buf_line_count(self.buf) - 1)
+  end
+end
+
+--- The planned turn whose lines hold row `row` (1-based): the one of the plan mark between
+--- the "### You" above it and the next; nil when that turn made no plan.
+---@param row integer
+---@return trellisd.Id|nil
+function View:planned_at(row)
+  if not self:valid() then
+    return nil
+  end
+  local all = vim.api.nvim_buf_get_lines(self.buf, 0, -1, false)
+  local first, last = nil, #all
+  for i = math.min(row, #all), 1, -1 do
+    if all[i] == "### You" then
+      first = i
+      break
+    end
+  end
+  if first == nil then
+    return nil
+  end
+  for i = row + 1, #all do
+    if all[i] == "### You" then
+      last = i - 1
+      break
+    end
+  end
+  local found = vim.api.nvim_buf_get_extmarks(self.buf, PLANS, { first - 1, 0 }, { last - 1, 0 }, {})
+  local mark = found[#found]
+  return mark and self.planned[mark[1]] or nil
 end
 
 -- Paint what has streamed since the last paint.
@@ -185,8 +251,20 @@ end
 View.EARLIER = "↑ earlier turns: [[ or :TrellisEarlier loads them"
 
 -- Append the lines of history turns to `lines`, shaped as a live turn is painted: a turn
--- shows every step's text (t.texts, from run/steps) or else its reply (the last step's).
-local function turn_lines(lines, turns, live)
+-- shows every step's text (t.texts, from run/steps) or else its reply (the last step's); a
+-- turn that carries out a plan says whose, and a planned turn ends with its plan's mark.
+-- Returns `lines` and where the marks are ({row, turnId}); `names` gets each turn's name.
+local function turn_lines(lines, turns, live, names)
+  local marks = {}
+  for _, t in ipairs(turns) do
+    local follows = compat.value(t.followsPlan)
+    if type(follows) == "table" then -- its prompt is the plan: named after the planned turn
+      local name = names[follows.turnId] or plan.turn_name(follows.turnId)
+      names[t.turnId] = plan.carried_out(name)
+    else
+      names[t.turnId] = plan.turn_name(t.turnId, t.prompt)
+    end
+  end
   local function block(b)
     if #lines > 0 and lines[#lines] ~= "" then
       lines[#lines + 1] = ""
@@ -196,7 +274,13 @@ local function turn_lines(lines, turns, live)
     end
   end
   for _, t in ipairs(turns) do
-    block(View.prompt_lines(t.prompt))
+    local heading = View.prompt_lines(t.prompt)
+    local follows = compat.value(t.followsPlan)
+    if type(follows) == "table" then
+      local name = names[follows.turnId] or plan.turn_name(follows.turnId)
+      table.insert(heading, 2, plan.follows_line(name))
+    end
+    block(heading)
     local texts = t.texts
     if texts == nil then
       local reply = compat.value(t.reply) or ""
@@ -208,11 +292,16 @@ local function turn_lines(lines, turns, live)
         lines[#lines + 1] = l
       end
     end
+    local made = compat.value(t.plan)
+    if type(made) == "table" and t.turnId ~= live then
+      block({ plan.mark(made) })
+      marks[#marks + 1] = { row = #lines, turnId = t.turnId }
+    end
     if t.turnId ~= live then
       block({ format.footer(t) })
     end
   end
-  return lines
+  return lines, marks
 end
 
 -- The lines of a conversation from its history, shaped as a live one is painted.
@@ -224,8 +313,10 @@ end
 ---@param live? trellisd.Id
 ---@param lineage? string
 ---@param earlier? boolean
----@return string[]
-function View.history_lines(session, turns, live, lineage, earlier)
+---@param names? table<trellisd.Id, string> gets each turn's name (View.names)
+---@return string[] lines
+---@return {row: integer, turnId: trellisd.Id}[] marks where the planned turns' marks are
+function View.history_lines(session, turns, live, lineage, earlier, names)
   local lines = {}
   for _, l in ipairs(View.header(session, lineage)) do
     lines[#lines + 1] = l
@@ -234,7 +325,7 @@ function View.history_lines(session, turns, live, lineage, earlier)
     lines[#lines + 1] = ""
     lines[#lines + 1] = View.EARLIER
   end
-  return turn_lines(lines, turns, live)
+  return turn_lines(lines, turns, live, names or {})
 end
 
 -- Draw older turns above those drawn, where View.EARLIER stands (kept when `more`). False
@@ -249,11 +340,12 @@ function View:prepend(turns, more)
   local all = vim.api.nvim_buf_get_lines(self.buf, 0, -1, false)
   for i, l in ipairs(all) do
     if l == View.EARLIER then
-      local lines = turn_lines(more and { View.EARLIER } or {}, turns, nil)
+      local lines, marks = turn_lines(more and { View.EARLIER } or {}, turns, nil, self.names)
       if all[i + 1] ~= "" then
         lines[#lines + 1] = "" -- the turns below keep their blank line above them
       end
       self:_set(i - 1, i, lines)
+      self:_place_marks(marks, i - 1)
       return true
     end
   end
@@ -285,13 +377,16 @@ end
 
 -- The title, the folder and id, a worktree session's branch and base ("⎇ trellisd/x → main"),
 -- where the session came from when it was forked (lineage: "forked from “…” at turn 3", or
--- nil), the usage, and the walls its programs run in ("walls: workspace-write · network off").
+-- nil), the usage, the walls its programs run in ("walls: workspace-write · network off"),
+-- its approval mode ("approval: ask · …") and the newest plan (its section, trellisd.plan).
 ---@param session trellisd.Session
 ---@param lineage? string
 ---@param usage? trellisd.Usage
 ---@param walls? string the walls' line (trellisd.walls)
+---@param mode? trellisd.ApprovalMode
+---@param live? trellisd.LivePlan
 ---@return string[]
-function View.header(session, lineage, usage, walls)
+function View.header(session, lineage, usage, walls, mode, live)
   local lines = {
     "# " .. format.title(session),
     format.folder(session.root) .. " · " .. tostring(session.sessionId),
@@ -308,6 +403,13 @@ function View.header(session, lineage, usage, walls)
   end
   if walls then
     lines[#lines + 1] = walls
+  end
+  local approval = modes.line(mode)
+  if approval then
+    lines[#lines + 1] = approval
+  end
+  if live then
+    vim.list_extend(lines, plan.section(live))
   end
   return lines
 end

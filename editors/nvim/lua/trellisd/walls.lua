@@ -1,12 +1,13 @@
 -- The walls every program of a session runs in (the policy's `sandbox` and `network`): the
--- mode shown in the conversation's header (read from session/policy when the session is
--- opened or reopened), their details in a buffer of their own (:TrellisWalls), and the
+-- mode shown in the conversation's header with the session's approval mode (read from
+-- session/policy when the session is opened or reopened), their details in a buffer of their own (:TrellisWalls), and the
 -- question a command asking to run outside them (an escalation) is asked with: louder than
 -- an ordinary approval, with its command and reason, allowed once or denied.
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local modes = require("trellisd.modes")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
 local windows = require("trellisd.windows")
@@ -106,7 +107,7 @@ function M.details(title, policy)
     "# The walls of “" .. title .. "”",
     "",
     "mode: " .. tostring(mode) .. ": " .. (MODES[mode] or "?"),
-    "approval: " .. tostring(compat.value(policy.approval) or "ask"),
+    modes.line(compat.value(policy.approval) or "ask"),
   }
   if mode == "off" then
     lines[#lines + 1] = ""
@@ -126,8 +127,19 @@ function M.details(title, policy)
   return lines
 end
 
---- Read the session's policy (session/policy) and show its walls in the conversation's
---- header; then cb(policy) (nil when it could not be read).
+--- Take what a session's policy (session/policy's or session/mode's answer) says of its
+--- walls and its approval mode into the conversation's header.
+---@param state trellisd.State
+---@param policy table
+function M.adopt(state, policy)
+  state.walls = M.line(policy)
+  local mode = compat.value(policy.approval)
+  state.mode = type(mode) == "string" and mode or "ask" -- the daemon's default
+  sessions.paint_header(state)
+end
+
+--- Read the session's policy (session/policy) and show its walls and its approval mode in
+--- the conversation's header; then cb(policy) (nil when it could not be read).
 ---@param state trellisd.State
 ---@param cb? fun(policy: table|nil)
 function M.load(state, cb)
@@ -138,8 +150,7 @@ function M.load(state, cb)
       end
       return
     end
-    state.walls = M.line(policy)
-    sessions.paint_header(state)
+    M.adopt(state, policy)
     if cb then
       cb(policy)
     end
