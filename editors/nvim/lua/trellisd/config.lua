@@ -10,7 +10,7 @@ local function defaults()
     -- The SQLite store (passed as --db); nil: the daemon's default.
     db = nil,
     -- The model: sent to the daemon as initializationOptions; nil: the daemon's environment.
-    provider = nil, -- "openai" | "anthropic" | "openrouter" | "scripted"
+    provider = nil, -- "openai" | "openai-responses" | "anthropic" | "openrouter" | "scripted"
     model = nil,
     base_url = nil,
     api_key = nil,

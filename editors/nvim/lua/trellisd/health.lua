@@ -9,6 +9,7 @@ local M = {}
 
 local KEY_VARIABLES = {
   { "openrouter", "OPENROUTER_API_KEY" },
+  { "openai-responses", "OPENAI_API_KEY" },
   { "openai", "OPENAI_API_KEY" },
   { "anthropic", "ANTHROPIC_API_KEY" },
 }
@@ -77,8 +78,8 @@ local function report_provider(h, result)
   local name, from, key = M.provider(env, options)
   if name == nil then
     h.warn("no model provider is configured: turns will fail with an error", {
-      "set TRELLISD_PROVIDER (openai, anthropic, openrouter or scripted) and TRELLISD_API_KEY"
-        .. " in the environment Neovim starts the daemon with",
+      "set TRELLISD_PROVIDER (openai, openai-responses, anthropic, openrouter or scripted)"
+        .. " and TRELLISD_API_KEY in the environment Neovim starts the daemon with",
       "or set OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY",
       "or pass provider, model and api_key to require('trellisd').setup()",
     })
