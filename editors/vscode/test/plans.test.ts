@@ -101,15 +101,7 @@ const PLAN = {
     explanation: 'first read, then write',
   },
 };
-const DONE = {
-  tool: 'update_plan',
-  arguments: {
-    entries: [
-      { content: 'read the README', status: 'completed' },
-      { content: 'write notes.txt', status: 'completed', priority: 'high' },
-    ],
-  },
-};
+const DONE = { tool: 'update_plan', arguments: { entries: PLAN.arguments.entries.map((e) => ({ ...e, status: 'completed' })) } };
 const WRITE = { tool: 'write_file', arguments: { path: 'notes.txt', content: 'notes\n' } };
 
 describe('plan mode, against the daemon', () => {
