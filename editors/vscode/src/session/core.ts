@@ -255,7 +255,12 @@ export class SessionCore {
     const running =
       plan?.sessionId === sessionId &&
       (this.live?.turn.turnId === plan?.turnId || history.some((t) => t.turnId === plan?.turnId && t.outcome === 'running'));
-    this.setPlan(running && planned?.turnId !== plan?.turnId ? plan : planned);
+    const streamed = running && planned?.turnId !== plan?.turnId ? plan : undefined;
+    const turn = streamed && this.transcript.find((t) => t.turnId === streamed.turnId);
+    if (turn) {
+      turn.plan ??= streamed.plan;
+    }
+    this.setPlan(streamed ?? planned);
   }
 
   /** The plan in the live spot (the Plan view) is `plan`. */
