@@ -39,6 +39,7 @@ from .config_file import Settings
 from .edge import end_process
 from .errors import TrellisError
 from .oneline import summary_line
+from .plans import PlanEntry
 from .providers import make_provider
 from .providers.base import Provider
 from .records import Budget, Spend, Step, ToolCall, TurnRef, TurnResult, Worktree
@@ -46,7 +47,7 @@ from .services import Services
 from .services.queue import Queued
 from .services.settings import WindowSettings, use_window
 from .services.turns import TurnRequest
-from .vocabulary import CallStatus, Decision, Outcome
+from .vocabulary import CallStatus, Decision, Outcome, PlanStatus
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,12 @@ class Unattended:
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """What was spent is in the result."""
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        done = sum(1 for e in entries if e.status == PlanStatus.COMPLETED)
+        now = next((e.content for e in entries if e.status == PlanStatus.IN_PROGRESS), None)
+        doing = "" if now is None else f"; now: {now}"
+        self.say(summary_line(f"[plan] {done} of {len(entries)} done{doing}", TOOL_LINE_CHARS))
 
     def forked(self, origin_id: str, fork_id: str) -> None:
         """A headless turn never runs in a fork."""

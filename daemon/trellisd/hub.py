@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from .agent.steering import Steer
+from .plans import PlanEntry
 from .records import Step, ToolCall, TurnRef, TurnResult
 from .services.queue import Queued
 from .services.running import Running, RunningTurn
@@ -216,6 +217,10 @@ class FanOut:
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         for window in self.hub.followers(turn.session_id):
             window.notifier.usage(turn, figures)
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        for window in self.hub.followers(turn.session_id):
+            window.notifier.plan(turn, step, entries)
 
     def forked(self, origin_id: str, fork_id: str) -> None:
         """Every window following ``origin_id`` follows ``fork_id`` from now on: a fork a

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .plans import Plan
 from .vocabulary import EventKind, FeedKind, Outcome, StepKind
 
 if TYPE_CHECKING:
@@ -207,6 +208,8 @@ class Turn:
     model: str | None = None
     recovery: Recovery | None = None  # its cancel had to kill a running command
     cost: float | None = None  # USD, the sum of its steps' as the store priced them
+    plan: Plan | None = None  # its last ``update_plan`` call's plan
+    follows_plan: str | None = None  # the turn whose plan it carries out (plan/approve)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from .edge import end_process
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
 from .hub import Hub
+from .plans import PlanEntry
 from .policy import PolicySpec
 from .policy.layers import Policy
 from .records import Step, ToolCall, TurnRef, TurnResult
@@ -507,6 +508,12 @@ class _WindowNotifier:
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         self.window.protocol.notify(
             "session/usage", {"sessionId": turn.session_id, "turnId": turn.turn_id, **figures}
+        )
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        plan = [e.to_wire() for e in entries]
+        self.window.protocol.notify(
+            "session/plan", {**wire.turn_ref(turn), "step": step, "entries": plan}
         )
 
     def forked(self, origin_id: str, fork_id: str) -> None:

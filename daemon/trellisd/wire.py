@@ -18,7 +18,8 @@ from .agent.attached import ContextEntry
 from .convert import Invalid, camel, converter, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
-from .policy.layers import PolicySpec
+from .policy.layers import Approval, PolicySpec
+from .policy.rules import Grant, GrantKind, grant_of
 from .records import (
     ANY_HEAD,
     Budget,
@@ -47,7 +48,6 @@ from .services.running import LiveCall
 from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
-from .tools.base import ActionKind
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -235,6 +235,35 @@ class SessionTurn:
 
 
 @attrs.frozen
+class SessionApprovalMode:
+    """``session/mode``: the session's approval mode from its next tool call on."""
+
+    session_id: str
+    approval: Approval = attrs.field(
+        metadata={"must": "be one of 'all', 'auto', 'acceptEdits', 'ask', 'plan' or 'never'"}
+    )
+
+
+@attrs.frozen
+class SessionPlanApprove:
+    """``session/plan/approve``: run a planned turn's plan in a new turn."""
+
+    session_id: str
+    turn_id: str
+    approval: Approval | None = attrs.field(
+        default=None,
+        metadata={"must": "be one of 'all', 'auto', 'acceptEdits', 'ask' or 'never'"},
+    )
+    max_steps: int | None = None
+    verify: Verify | None = None
+    budget: Budget | None = None
+
+    def __attrs_post_init__(self) -> None:
+        _within("maxSteps", self.max_steps, 1, MAX_STEPS)
+        _affordable("budget", self.budget)
+
+
+@attrs.frozen
 class SessionBranch:
     session_id: str
     turn_id: str | None  # required, but null: before the first turn
@@ -287,9 +316,10 @@ class SessionRecover:
 
 @attrs.frozen
 class RevokedGrant:
-    """A remembered approval to take back, as ``session/policy`` lists it."""
+    """A remembered approval to take back, as ``session/policy`` lists it: a rule by its
+    ``target``, the rule as a JSON array."""
 
-    kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
+    kind: GrantKind = attrs.field(metadata={"must": "be one of 'read', 'write', 'exec' or 'rule'"})
     target: str
     scope: Literal["policy", "session", "project"] | None = attrs.field(
         default=None, metadata={"must": "be one of 'session' or 'project'"}
@@ -297,6 +327,17 @@ class RevokedGrant:
 
     def __attrs_post_init__(self) -> None:
         _nonempty("grant.target", self.target)
+        self.grant()
+
+    def grant(self) -> Grant:
+        """The grant to take back: an exact action, or a rule."""
+        found = grant_of(self.kind, self.target)
+        if found is None:
+            raise InvalidParams(
+                "grant.target must be a rule: a JSON array of words, the program first",
+                field="grant.target",
+            )
+        return found
 
 
 @attrs.frozen
@@ -458,10 +499,15 @@ def session_summary(value: SessionSummary) -> dict[str, Any]:
 
 
 def turn(value: Turn) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
+    out: dict[str, Any] = to_wire(dataclasses.replace(value, plan=None))
     if out["error"] is None:
         del out["error"]
     _recovery(out, value.recovery)
+    del out["plan"], out["followsPlan"]
+    if value.plan is not None:
+        out["plan"] = value.plan.to_wire()
+    if value.follows_plan is not None:
+        out["followsPlan"] = {"turnId": value.follows_plan}
     return out
 
 

@@ -21,16 +21,14 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
-from ..policy import Approval, PolicySpec
+from ..policy import Approval
 from ..records import ProviderChoice, Session, ToolCall, TurnRef
-from ..sandbox.walls import SandboxMode
 from ..services import Services
 from ..services.recovery import refuse_undecided
 from ..services.running import RunningTurn, Snapshot
@@ -43,31 +41,39 @@ from .rpc import Connection, RpcError
 log = logging.getLogger(__name__)
 
 LIST_LIMIT = 50
-MODES: dict[str, tuple[Approval, SandboxMode | None, str, str]] = {
-    "ask": ("ask", None, "Ask", "Ask before every write and command"),
+MODES: dict[str, tuple[Approval, str, str]] = {
+    "ask": ("ask", "Ask", "Ask before every write and command"),
+    "acceptEdits": (
+        "acceptEdits",
+        "Accept edits",
+        "Write and edit files the policy allows without asking; commands and MCP tools ask",
+    ),
     "auto": (
         "auto",
-        "workspace-write",
         "Auto",
         "Inside the walls, write files and run commands the policy allows without asking;"
         " protected paths and commands outside the walls still ask",
     ),
+    "plan": (
+        "plan",
+        "Plan",
+        "Read, search and make a plan; every write, command and MCP tool is refused until"
+        " you switch mode",
+    ),
     "read-only": (
         "never",
-        "read-only",
         "Read-only",
         "Read and search only; writes and commands are refused, and programs run in"
         " read-only walls",
     ),
 }
-"""The ACP session modes: trellisd's approval modes and the walls that go with them (``ask``:
-the session's own walls; ``auto``: approval ``auto`` inside ``workspace-write`` walls;
-``read-only``: approval ``never`` inside ``read-only`` walls)."""
+"""The ACP session modes: trellisd's approval modes (``session/mode``; ``auto`` brings
+``workspace-write`` walls, ``read-only`` is approval ``never`` inside ``read-only`` walls)."""
 
 
 def mode_of(approval: Approval) -> str:
     """The ACP mode a session's approval shows as (``all``, set natively, as ``auto``)."""
-    return {"ask": "ask", "never": "read-only"}.get(approval, "auto")
+    return {"never": "read-only", "all": "auto"}.get(approval, approval)
 
 
 MODEL_OPTION = "model"
@@ -222,8 +228,7 @@ class TrellisAgent:
             modes = ", ".join(MODES)
             raise InvalidParams(f"unknown mode {mode_id!r}; modes: {modes}", field="modeId")
         session = await self._opened(session_id)
-        await self._set_mode(session, mode_id)
-        await self.app.choices.choose_mode(session_id, mode_id)
+        await self.app.sessions.policies.set_mode(session, MODES[mode_id][0])
         self.notifier.send(session_id, updates.current_mode(mode_id))
         await self.notifier.flush()
         return wire.Empty()
@@ -361,12 +366,6 @@ class TrellisAgent:
         once ``_join`` says so."""
         specs = wire.specs(mcp_servers)
         self.notifier.follow(session.session_id, session.root).root = session.root
-        chosen = await self.app.choices.of(session.session_id)
-        if chosen.mode in MODES:
-            policy = await self.app.sessions.policies.of(session)
-            approval, sandbox, _, _ = MODES[chosen.mode]
-            if policy.approval != approval or sandbox not in (None, policy.sandbox):
-                await self._set_mode(session, chosen.mode)
         if join:
             self.on_follow(session.session_id)
         if specs:
@@ -425,18 +424,6 @@ class TrellisAgent:
             out.append((call.step, 1, updates.in_flight(live.ref.run_id, call, output, diff)))
         return [update for _, _, update in sorted(out, key=lambda o: (o[0], o[1]))]
 
-    async def _set_mode(self, session: Session, mode: str) -> None:
-        """The session's policy as it would be opened with the approval and the walls of
-        ``mode``, keeping the grants given so far. As ``session/open``'s ``policy``, it is
-        the user's choice over the project file's; the project's deny rules still hold, and
-        a project file's stricter walls still win."""
-        approval, sandbox, _, _ = MODES[mode]
-        policies = self.app.sessions.policies
-        current = await policies.of(session)
-        spec = attrs.evolve(session.policy or PolicySpec(), approval=approval, sandbox=sandbox)
-        fresh = await asyncio.to_thread(policies.load, Path(session.root), spec)
-        await policies.remember(session, dataclasses.replace(fresh, grants=current.grants))
-
     async def _state(self, session: Session) -> wire.SessionState:
         """The session's ``modes`` (the approval modes) and ``configOptions`` (the model)."""
         policy = await self.app.sessions.policies.of(session)
@@ -444,7 +431,7 @@ class TrellisAgent:
             mode_of(policy.effective_approval),
             tuple(
                 wire.SessionMode(mode, name, description)
-                for mode, (_, _, name, description) in MODES.items()
+                for mode, (_, name, description) in MODES.items()
             ),
         )
         chosen = (await self.app.choices.of(session.session_id)).model

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shlex
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from ..changes import read_content
 from ..convert import structure, unstructure
 from ..daemon_settings import DEFAULT_APPROVAL_TIMEOUT
 from ..errors import InvalidParams
+from ..plans import PlanEntry
+from ..policy.rules import ANY
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
 from ..services.choices import ChoiceService
@@ -55,9 +58,25 @@ each time, so nothing is offered for always."""
 DECISIONS = {
     "allow": Decision.ALLOW,
     "allowAlways": Decision.ALLOW_ALWAYS,
+    "allowRule": Decision.ALLOW_RULE,
     "deny": Decision.DENY,
     "denyAlways": Decision.DENY,
 }
+
+
+def permission_options(request: dict[str, Any]) -> tuple[wire.PermissionOption, ...]:
+    """The answers offered for a native approval request: with a ``proposedRule``, the
+    ``allow_always`` option saves that rule (``allowRule``) and its name says the rule
+    (``Always allow `pytest …```); an escalation's are ``ONCE_OPTIONS``."""
+    if request.get("kind") == ApprovalKind.ESCALATE.value:
+        return ONCE_OPTIONS  # a way out is asked each time
+    rule = request.get("proposedRule")
+    if not rule:
+        return OPTIONS
+    words = [str(word) for word in rule]
+    shown = f"{shlex.join(words[:-1])} …" if words[-1] == ANY else shlex.join(words)
+    always = wire.PermissionOption("allowRule", f"Always allow `{shown}`", "allow_always")
+    return tuple(always if o.kind == "allow_always" else o for o in OPTIONS)
 
 
 class Peer(Protocol):
@@ -250,6 +269,9 @@ class AcpNotifier:
     ) -> None:
         """ACP has no place for a child session: its reply becomes the call's content."""
 
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        self.send(turn.session_id, updates.plan(entries))
+
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         """A running command's output so far, as the call's content (ACP replaces it)."""
         followed = self.follow(turn.session_id, "")
@@ -302,9 +324,7 @@ class AcpNotifier:
         if self.peer is None:
             return Decision.TIMEOUT
         tool_call = wire.PermissionToolCall(ident, summary, updates.KINDS.get(call.name, "other"))
-        escalation = request.get("kind") == ApprovalKind.ESCALATE.value
-        options = ONCE_OPTIONS if escalation else OPTIONS  # a way out is asked each time
-        asking = wire.RequestPermission(turn.session_id, tool_call, options)
+        asking = wire.RequestPermission(turn.session_id, tool_call, permission_options(request))
         asked = self.peer.request("session/request_permission", unstructure(asking))
         try:
             answer = await asyncio.wait_for(asked, self.approval_timeout)

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..plans import PlanEntry
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
 from ..services.changes import StepEdit
@@ -26,6 +27,7 @@ KINDS: dict[str, ToolKind] = {
     "edit_file": "edit",
     "run_command": "execute",
     "task": "think",  # a child session: its reply is the call's content
+    "update_plan": "think",  # its plan is a ``plan`` update too
 }
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -67,6 +69,20 @@ def user_text(text: str) -> Update:
 
 def current_mode(mode_id: str) -> Update:
     return wire.CurrentModeUpdate(mode_id)
+
+
+def plan(entries: Sequence[PlanEntry]) -> Update:
+    """The turn's whole plan; an entry the model gave no priority is ``medium``."""
+    return wire.AgentPlanUpdate(
+        tuple(
+            wire.AcpPlanEntry(
+                e.content,
+                e.priority if e.priority in ("high", "low") else "medium",  # type: ignore[arg-type]
+                e.status.value,
+            )
+            for e in entries
+        )
+    )
 
 
 def tool_call(
@@ -168,6 +184,8 @@ def replayed(
             out.append(finished(turn.run_id, step, result_content(step, edits, root), False))
     if not steps and turn.reply:
         out.append(agent_text(turn.reply))
+    if turn.plan is not None:
+        out.append(plan(turn.plan.entries))
     return out
 
 

@@ -591,6 +591,20 @@ class CurrentModeUpdate:
 
 
 @attrs.frozen
+class AcpPlanEntry:
+    content: str
+    priority: Literal["high", "medium", "low"]
+    status: Literal["pending", "in_progress", "completed"]
+
+
+@attrs.frozen
+class AgentPlanUpdate:
+    """``plan``: the turn's whole plan, each update replacing the one before."""
+
+    entries: tuple[AcpPlanEntry, ...]
+
+
+@attrs.frozen
 class Cost:
     amount: float
     currency: str
@@ -617,6 +631,7 @@ SessionUpdate = (
     | ToolCallStart
     | ToolCallProgress
     | CurrentModeUpdate
+    | AgentPlanUpdate
     | UsageUpdate
     | SessionInfoUpdate
 )
@@ -628,6 +643,7 @@ tagged(
         "tool_call": ToolCallStart,
         "tool_call_update": ToolCallProgress,
         "current_mode_update": CurrentModeUpdate,
+        "plan": AgentPlanUpdate,
         "usage_update": UsageUpdate,
         "session_info_update": SessionInfoUpdate,
     },

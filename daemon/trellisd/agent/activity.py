@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
+from ..plans import PlanEntry
 from ..records import ToolCall
 from ..tools.base import ToolContext
 from ..tools.command import MAX_OUTPUT_BYTES
@@ -44,6 +45,10 @@ class ToolActivity(Protocol):
 
     def child(self, step: int, call: ToolCall, session_id: str) -> None: ...
 
+    async def plan(self, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        """Step ``step``'s ``update_plan`` call replaced the turn's plan with ``entries``."""
+        ...
+
 
 class Quiet:
     """Tells no one: a turn run with no editor to watch its calls."""
@@ -55,6 +60,9 @@ class Quiet:
         pass
 
     def child(self, step: int, call: ToolCall, session_id: str) -> None:
+        pass
+
+    async def plan(self, step: int, entries: tuple[PlanEntry, ...]) -> None:
         pass
 
 
@@ -125,6 +133,7 @@ def running(
             context,
             output=feed.add,
             child=lambda session_id: activity.child(step, call, session_id),
+            plan=lambda entries: activity.plan(step, entries),
         )
     finally:
         feed.close()

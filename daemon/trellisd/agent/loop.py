@@ -439,12 +439,12 @@ async def _run_tool(
         return failed, f"error: the arguments of {call.name} were not a JSON object"
     try:
         action = tool.action(call.arguments, plan.context)
-        if plan.gate is not None:
+        if plan.gate is not None and action is not None:
             refusal = await plan.gate.admit(call, action, step)
             if refusal is not None:
                 return CallStatus.REFUSED, refusal
         with running(plan.activity, step, call, plan.context) as context:
-            if plan.watch is None:
+            if plan.watch is None or action is None:
                 return CallStatus.DONE, await tool.run(call.arguments, context)
             async with plan.watch.around(action, step):
                 return CallStatus.DONE, await tool.run(call.arguments, context)

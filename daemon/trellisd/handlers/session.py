@@ -9,8 +9,8 @@ from typing import Any
 from .. import wire
 from ..records import TurnResult
 from ..services import Services
+from ..services.plans import PlanApproval
 from ..services.turns import TurnRequest
-from ..tools.base import Action
 from .base import Method
 
 
@@ -37,8 +37,8 @@ async def session_policy(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
-    action = Action(p.grant.kind, p.grant.target)
-    return (await app.sessions.revoke(p.session_id, action, p.grant.scope)).to_wire()
+    grant = p.grant.grant()
+    return (await app.sessions.revoke(p.session_id, grant, p.grant.scope)).to_wire()
 
 
 async def session_reopen(app: Services, p: wire.SessionReopen) -> Any:
@@ -85,6 +85,20 @@ async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
         )
 
     result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))
+    _, spent = await app.budgets.status(result.session_id or p.session_id)
+    return {**wire.turn_result(result), "spent": wire.spent(spent)}
+
+
+async def session_mode(app: Services, p: wire.SessionApprovalMode) -> Any:
+    session = await app.store.sessions.get(p.session_id)
+    return (await app.sessions.policies.set_mode(session, p.approval)).to_wire()
+
+
+async def session_plan_approve(app: Services, p: wire.SessionPlanApprove) -> Any:
+    verify = None if p.verify is None else (p.verify.argv, p.verify.exit_code)
+    approval = PlanApproval(p.session_id, p.turn_id, p.approval, p.max_steps, verify, p.budget)
+    request = await app.plans.approve(approval)
+    result = await app.queues.turn(p.session_id, request.prompt, lambda: app.turns.turn(request))
     _, spent = await app.budgets.status(result.session_id or p.session_id)
     return {**wire.turn_result(result), "spent": wire.spent(spent)}
 
@@ -194,6 +208,8 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/policy", wire.SessionRef, session_policy),
     Method("session/tools", wire.SessionRef, session_tools),
     Method("session/revoke", wire.SessionRevoke, session_revoke),
+    Method("session/mode", wire.SessionApprovalMode, session_mode),
+    Method("session/plan/approve", wire.SessionPlanApprove, session_plan_approve, follow="before"),
     Method("session/reopen", wire.SessionReopen, session_reopen, follow="live"),
     Method("session/list", wire.SessionList, session_list),
     Method("session/history", wire.SessionPage, session_history),

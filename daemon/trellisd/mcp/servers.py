@@ -50,6 +50,14 @@ DEFAULT_TIMEOUT_SECONDS = DEFAULT_MCP_TIMEOUT
 START_TIMEOUT_SECONDS = 60.0
 
 Ask = Callable[[dict[str, Any]], Awaitable[Decision]]
+STARTS = (
+    Decision.ALLOW,
+    Decision.ALLOW_ALWAYS,
+    Decision.ALLOW_ALWAYS_PROJECT,
+    Decision.ALLOW_RULE,
+    Decision.ALLOW_RULE_PROJECT,
+)
+"""Answers that start a project's MCP server (and remember its command line for the root)."""
 Note = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -178,7 +186,7 @@ class SessionServers:
             "mcp": {"server": spec.name, "source": "project", "start": spec.command_line},
         }
         decision = await ask(request)
-        if decision in (Decision.ALLOW, Decision.ALLOW_ALWAYS):
+        if decision in STARTS:
             await self.approvals.approve(root, pinned)
             return True
         server.state = "declined"

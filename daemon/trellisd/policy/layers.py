@@ -19,13 +19,14 @@
    and anything when the walls are ``off``, is treated as under ``ask``;
 8. approval ``acceptEdits`` allows a write; approval ``ask`` (and ``auto`` and ``acceptEdits``
    for what they do not allow) asks the user before a write or a command, unless the session
-   holds a grant for exactly that action; reads never ask;
+   holds a grant for exactly that action or a rule that covers the command; reads never ask;
 9. otherwise it is allowed.
 
 A grant is what the user's "allow always" answer leaves behind: the action's kind and its
-exact target (the root-relative path of a write, the exact command line of a command). It
-lasts as long as the ``Policy`` value holding it (the session, in memory) and only turns an
-"ask" into an "allow": it never lifts a deny, a missing allow or approval ``never``.
+exact target (the root-relative path of a write, the exact command line of a command), or,
+for an ``allowRule`` answer, a rule (``rules``: an argv prefix pattern) that covers a
+command's argv. It only turns an "ask" into an "allow": it never lifts a deny, a missing
+allow, approval ``plan`` or ``never``, a protected path's ask, or an escalation's.
 
 The wire shape (camelCase), shared by ``session/open``'s ``policy``, ``.trellisd.toml`` and
 the ``session/policy`` read-back::
@@ -33,7 +34,7 @@ the ``session/policy`` read-back::
     {"layers": [{"name": "...", "allowRead": [...], "allowWrite": [...], "allowExec": [...],
                  "denyRead": [...], "denyWrite": [...], "denyExec": [...]}],
      "approval": "all" | "auto" | "acceptEdits" | "ask" | "plan" | "never",
-     "grants": [{"kind": "write" | "exec", "target": "..."}],
+     "grants": [{"kind": "write" | "exec" | "rule", "target": "...", "rule"?: [...]}],
      "sandbox": "workspace-write" | "read-only" | "off",
      "network": false | true | ["host:port", ...],
      "task": {"enabled": true | false, "maxConcurrent": 1..16}}
@@ -69,9 +70,10 @@ from ..sandbox.walls import (
     network_problem,
     network_wire,
 )
-from ..tools.base import Action, ActionKind
+from ..tools.base import Action
 from ..tools.linear import LinearPattern
 from .globs import GlobError, command_pattern, matches_path, path_pattern
+from .rules import Grant, GrantKind, grant_key, grant_of, grant_wire, rule_covers, rule_of
 
 Approval = Literal["all", "auto", "acceptEdits", "ask", "plan", "never"]
 Ruling = Literal["allow", "ask", "refuse"]
@@ -187,13 +189,14 @@ class Policy:
 
     layers: tuple[Layer, ...] = ()
     approval: Approval | None = None
-    grants: frozenset[Action] = field(default_factory=frozenset)
+    grants: frozenset[Grant] = field(default_factory=frozenset)
     """Given with the policy itself (``session/open``'s ``policy``): scope ``policy``."""
-    session_grants: frozenset[Action] = field(default_factory=frozenset)
-    """``allowAlways`` answers, kept with the session in the store: scope ``session``."""
-    project_grants: frozenset[Action] = field(default_factory=frozenset)
-    """``allowAlwaysProject`` answers, kept for every session over the same root: scope
-    ``project``."""
+    session_grants: frozenset[Grant] = field(default_factory=frozenset)
+    """``allowAlways`` and ``allowRule`` answers, kept with the session in the store: scope
+    ``session``."""
+    project_grants: frozenset[Grant] = field(default_factory=frozenset)
+    """``allowAlwaysProject`` and ``allowRuleProject`` answers, kept for every session over
+    the same root: scope ``project``."""
     sandbox: SandboxMode | None = None
     """The walls' mode (``sandbox``); None: not set here (``workspace-write``)."""
     network: Network | None = None
@@ -215,10 +218,19 @@ class Policy:
         return self.task or TaskPolicy()
 
     def granted(self, action: Action) -> bool:
-        return (
-            action in self.grants
-            or action in self.session_grants
-            or (action in self.project_grants)
+        """Whether a grant allows ``action``: one for exactly it, or a rule that covers an
+        exec's argv (``rules.rule_covers``)."""
+        kept = (self.grants, self.session_grants, self.project_grants)
+        if any(action in grants for grants in kept):
+            return True
+        argv = action.argv
+        if action.kind != "exec" or argv is None:
+            return False
+        return any(
+            rule_covers(grant, argv)
+            for grants in kept
+            for grant in grants
+            if not isinstance(grant, Action)
         )
 
     @property
@@ -363,11 +375,11 @@ class Policy:
         ``ToolContext.may_read``."""
         return self.check(Action("read", target)).ruling == "allow"
 
-    def with_grant(self, action: Action) -> Policy:
-        """This policy with ``action`` allowed for the rest of the session, without asking."""
-        return replace(self, session_grants=self.session_grants | {action})
+    def with_grant(self, grant: Grant) -> Policy:
+        """This policy with ``grant`` allowed for the rest of the session, without asking."""
+        return replace(self, session_grants=self.session_grants | {grant})
 
-    def with_kept(self, session: frozenset[Action], project: frozenset[Action]) -> Policy:
+    def with_kept(self, session: frozenset[Grant], project: frozenset[Grant]) -> Policy:
         """This policy with the grants kept in the store for the session and its root."""
         return replace(self, session_grants=session, project_grants=project)
 
@@ -395,12 +407,12 @@ class Policy:
             "network": network_wire(self.effective_network),
             **({} if self.seen is None else {"walls": self.seen.to_wire()}),
             "grants": [
-                {"kind": g.kind, "target": g.target, "scope": scope}
+                {**grant_wire(g), "scope": scope}
                 for g, scope in sorted(
                     [(g, "policy") for g in self.grants]
                     + [(g, "session") for g in self.session_grants]
                     + [(g, "project") for g in self.project_grants],
-                    key=lambda gs: (gs[0].kind, gs[0].target, GRANT_SCOPES.index(gs[1])),
+                    key=lambda gs: (*grant_key(gs[0]), GRANT_SCOPES.index(gs[1])),
                 )
             ],
         }
@@ -421,7 +433,7 @@ class Policy:
         return cls(
             tuple(layer.layer(narrows=narrows) for layer in spec.layers),
             spec.approval,
-            frozenset(Action(g.kind, g.target) for g in grants),
+            frozenset(g.grant() for g in grants),
             sandbox=spec.sandbox,
             network=None if spec.network is None else network_of(spec.network),
             task=None if spec.task is None else spec.task.policy(narrows=narrows),
@@ -487,12 +499,26 @@ class LayerSpec:
 RULES = tuple(a.name for a in attrs.fields(LayerSpec) if a.name != "name")
 
 
+def _grant_target(instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value:
+        raise Invalid.of(attribute, "must be a non-empty string")
+    if instance.kind == "rule" and rule_of(value) is None:
+        raise Invalid.of(attribute, "must be a rule: a JSON array of words, the program first")
+
+
 @attrs.frozen
 class GrantSpec:
-    """An "allow always" answer as written: the action's kind and exact target."""
+    """An "allow always" answer as written: the action's kind and exact target, or kind
+    ``rule`` and the rule as a JSON array (``["pytest","**"]``)."""
 
-    kind: ActionKind = attrs.field(metadata={"must": "be one of 'read', 'write' or 'exec'"})
-    target: str = _name()
+    kind: GrantKind = attrs.field(metadata={"must": "be one of 'read', 'write', 'exec' or 'rule'"})
+    target: str = attrs.field(validator=_grant_target, metadata={"must": "be a non-empty string"})
+
+    def grant(self) -> Grant:
+        found = grant_of(self.kind, self.target)
+        if found is None:  # the target's validator sees to it that this never happens
+            raise ValueError(f"not a rule: {self.target}")
+        return found
 
 
 def _within_limits(_: Any, attribute: attrs.Attribute[Any], layers: tuple[LayerSpec, ...]) -> None:

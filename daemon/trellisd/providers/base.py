@@ -18,16 +18,46 @@ arguments), counted in characters: past either, the call is ended and the turn e
 (the agent loop caps the text, ``calls.CallBytes`` the tool calls)."""
 
 
+Effort = Literal["low", "medium", "high"]
+"""How hard a reasoning model thinks; each wire maps it to its own setting."""
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image given with a prompt: its bytes and media type (``image/png``, ``image/jpeg``,
+    ``image/gif`` or ``image/webp``). Each wire sends it in its own form."""
+
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """What the model thought in one call. ``text``: what a person is shown (the thinking,
+    or its summary). ``items``: the provider's own records of it (Anthropic's signed
+    ``thinking`` and ``redacted_thinking`` blocks, a Responses ``reasoning`` item), sent back
+    unchanged with the assistant's message on later calls, and only to the wire that made
+    them (``provider``, a ``Provider.name``): another wire drops them."""
+
+    provider: str
+    text: str = ""
+    items: tuple[dict[str, Any], ...] = ()
+
+
 @dataclass(frozen=True)
 class Message:
     """One message of the conversation sent to the model. ``cache``: a prompt-cache
-    breakpoint follows it, on the wires that take one (Anthropic's ``cache_control``)."""
+    breakpoint follows it, on the wires that take one (Anthropic's ``cache_control``).
+    ``images``: a user message's images, after its text. ``reasoning``: an assistant
+    message's reasoning, to send back as its wire requires."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     cache: bool = False
+    images: tuple[Image, ...] = ()
+    reasoning: Reasoning | None = None
 
 
 @dataclass(frozen=True)
@@ -43,11 +73,27 @@ class ModelRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = None
+    effort: Effort | None = None  # None: the model's own default
 
 
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+
+
+@dataclass(frozen=True)
+class ThoughtDelta:
+    """A piece of the model's reasoning (or its summary), as it streams."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDone:
+    """The call's reasoning, whole, with the records to send back (``Reasoning.items``);
+    sent once, before ``Stop``, by a call that reasoned."""
+
+    reasoning: Reasoning
 
 
 @dataclass(frozen=True)
@@ -62,6 +108,7 @@ class Usage:
     input: int | None
     output: int | None
     cached: int | None = None
+    reasoning: int | None = None  # of ``output``, the tokens spent reasoning
 
 
 @dataclass(frozen=True)
@@ -86,7 +133,9 @@ class Retrying:
     reason: str
 
 
-ProviderEvent = TextDelta | ToolCallRequested | Usage | Stop | Retrying
+ProviderEvent = (
+    TextDelta | ThoughtDelta | ReasoningDone | ToolCallRequested | Usage | Stop | Retrying
+)
 
 
 class ProviderError(Exception):

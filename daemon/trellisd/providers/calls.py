@@ -37,10 +37,12 @@ def parameters_schema(spec: ToolSpec) -> dict[str, Any]:
 
 
 class CallBytes:
-    """What the tool calls of one response have taken so far, against ``limit``."""
+    """What the tool calls of one response have taken so far, against ``limit``; ``what``
+    names what is counted, in the message past it (``thoughts`` counts reasoning too)."""
 
-    def __init__(self, limit: int = STEP_LIMIT) -> None:
+    def __init__(self, limit: int = STEP_LIMIT, what: str = "tool calls") -> None:
         self.limit = limit
+        self.what = what
         self.taken = 0
 
     def take(self, count: int) -> None:
@@ -48,7 +50,7 @@ class CallBytes:
         self.taken += count
         if self.taken > self.limit:
             raise ProviderError(
-                f"the model's tool calls in one step went past {size_words(self.limit)};"
+                f"the model's {self.what} in one step went past {size_words(self.limit)};"
                 " the call was ended to bound the memory it may take"
             )
 

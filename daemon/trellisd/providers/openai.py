@@ -3,11 +3,20 @@
 
 Token figures: ``prompt_tokens`` already counts the prompt tokens read from the cache, so
 ``Usage.input`` is ``prompt_tokens`` and ``Usage.cached`` is
-``prompt_tokens_details.cached_tokens`` (None when the server does not report it).
+``prompt_tokens_details.cached_tokens`` (None when the server does not report it);
+``Usage.reasoning`` is ``completion_tokens_details.reasoning_tokens``, part of the output.
+
+A user message's images go as ``image_url`` parts holding a ``data:`` URL, after its text.
+Reasoning comes back from the servers that show it (not OpenAI's own, which keeps it to
+the Responses API) as a field of the delta beside ``content``: ``reasoning_content``
+(DeepSeek, vLLM), ``reasoning`` (OpenRouter, Ollama) or the text entries of OpenRouter's
+``reasoning_details``. None of them wants it sent back, so an assistant message's reasoning
+stays home. ``ModelRequest.effort`` is sent as ``reasoning_effort``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -16,10 +25,13 @@ from typing import Any
 import httpx
 
 from .base import (
+    Image,
     Message,
     ModelRequest,
     ProviderError,
     ProviderEvent,
+    Reasoning,
+    ReasoningDone,
     Stop,
     TextDelta,
     ToolCallRequested,
@@ -32,6 +44,7 @@ from .http import Endpoint, HttpSettings
 from .models import stated_window
 from .retry import retryable_status
 from .sse import ServerSentEvent
+from .thoughts import Thoughts
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +74,21 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
                     ],
                 }
             )
+        elif m.role == "user" and m.images:
+            out.append({"role": "user", "content": _with_images(m.content, m.images)})
         else:
             out.append({"role": m.role, "content": m.content})
     return out
+
+
+def _with_images(text: str, images: tuple[Image, ...]) -> list[dict[str, Any]]:
+    """A user message's content as parts: its text, then each image as a data URL."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for image in images:
+        data = base64.b64encode(image.data).decode("ascii")
+        url = f"data:{image.mime_type};base64,{data}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
 
 
 def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -118,6 +143,8 @@ class OpenAIProvider:
             # format do not all know its successor.
             key = "max_completion_tokens" if self._is_openai() else "max_tokens"
             body[key] = request.max_tokens
+        if request.effort is not None:
+            body["reasoning_effort"] = request.effort
         return body
 
     def _is_openai(self) -> bool:
@@ -135,17 +162,20 @@ class OpenAIProvider:
             "/chat/completions",
             self.headers(),
             self.body(request),
-            lambda: ChatDecoder(self.http),
+            lambda: ChatDecoder(self.http, self.name),
         )
 
 
 class ChatDecoder:
-    """One response's chunks: text as it comes; tool calls, usage and the stop at the end."""
+    """One response's chunks: text and reasoning as they come; the whole reasoning, tool calls,
+    usage and the stop at the end. ``provider`` names the provider the reasoning is from."""
 
-    def __init__(self, http: HttpSettings) -> None:
+    def __init__(self, http: HttpSettings, provider: str = "openai") -> None:
         self.http = http
+        self.provider = provider
         self.calls: dict[int, PartialCall] = {}
         self.taken = CallBytes(http.step_limit)
+        self.thoughts = Thoughts(http.step_limit)
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
@@ -188,6 +218,9 @@ class ChatDecoder:
                 continue
             delta = choice.get("delta")
             if type(delta) is dict:
+                thought = _reasoning_piece(delta)
+                if thought:
+                    events.append(self.thoughts.add(thought))
                 content = delta.get("content")
                 if content and type(content) is str:
                     events.append(TextDelta(content))
@@ -225,15 +258,40 @@ class ChatDecoder:
             )
 
     def close(self) -> list[ProviderEvent]:
-        events: list[ProviderEvent] = [
-            ToolCallRequested(self.calls[i].finish()) for i in sorted(self.calls)
-        ]
+        events: list[ProviderEvent] = []
+        if self.thoughts.pieces:
+            # Nothing to send back: these servers want the reasoning left out of the history.
+            events.append(ReasoningDone(Reasoning(self.provider, self.thoughts.text)))
+        events += [ToolCallRequested(self.calls[i].finish()) for i in sorted(self.calls)]
         events.append(self.usage or Usage(None, None, None))
         reason = self.finish_reason or "stop"
         if reason == "function_call" or (self.calls and reason == "stop"):
             reason = "tool_calls"
         events.append(Stop(reason))
         return events
+
+
+def _reasoning_piece(delta: dict[str, Any]) -> str:
+    """The reasoning a delta carries, from the first of the fields that has some: a server
+    sending ``reasoning`` and ``reasoning_details`` sends the same text in both."""
+    for key in ("reasoning_content", "reasoning"):
+        value = delta.get(key)
+        if isinstance(value, str) and value:
+            return value
+    details = delta.get("reasoning_details")
+    if not isinstance(details, list):
+        return ""
+    pieces = []
+    for detail in details:
+        entry = as_object(detail)
+        # ``reasoning.text`` holds the text, ``reasoning.summary`` a summary of it;
+        # ``reasoning.encrypted`` holds nothing a person can read.
+        for key in ("text", "summary"):
+            value = entry.get(key)
+            if isinstance(value, str):
+                pieces.append(value)
+                break
+    return "".join(pieces)
 
 
 def _add_piece(call: PartialCall, part: dict[str, Any], taken: CallBytes) -> None:
@@ -256,11 +314,13 @@ def _add_piece(call: PartialCall, part: dict[str, Any], taken: CallBytes) -> Non
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
-    details = raw.get("prompt_tokens_details")
+    prompt = as_object(raw.get("prompt_tokens_details"))
+    completion = as_object(raw.get("completion_tokens_details"))
     return Usage(
         input=_count(raw.get("prompt_tokens")),
         output=_count(raw.get("completion_tokens")),
-        cached=_count(details.get("cached_tokens")) if isinstance(details, dict) else None,
+        cached=_count(prompt.get("cached_tokens")),
+        reasoning=_count(completion.get("reasoning_tokens")),
     )
 
 

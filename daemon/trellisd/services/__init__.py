@@ -7,6 +7,7 @@ async store. ``start`` builds the store and the services, in one place, at start
                   +-- worktrees  WorktreeService  a session's own git worktree: made,
                                                   merged, discarded, pruned at start
     +-- turns     TurnService      run, resume, steer, cancel (with the loop's seams)
+                  +-- policies  Policies  each session's policy, grants and approval mode
     +-- runs      RunService       a run's summary, steps and events
     +-- archive   ArchiveService   a session exported to a file, imported from one
     +-- changes   ChangeService    change sets, diffs, restoring and reverting files
@@ -14,7 +15,8 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- mcp       McpServers       each session's MCP servers (``mcp``)
     +-- budgets   BudgetService    a session's budget and spend
     +-- queues    PromptQueues     prompts queued behind a session's running turn
-    +-- choices   ChoiceService    an ACP client's mode, model and rejections of a session
+    +-- choices   ChoiceService    an ACP client's model and rejections of a session
+    +-- plans     PlanService      a planned turn's plan run in a new turn
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
 from .choices import ChoiceService
+from .plans import PlanService
 from .policies import Policies
 from .queue import PromptQueues
 from .running import Running
@@ -103,6 +106,7 @@ class Services:
         self.budgets = BudgetService(store)
         self.choices = ChoiceService(store)
         self.queues = PromptQueues(self.running, notifier)
+        self.plans = PlanService(store, policies, self.running)
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -87,7 +87,13 @@ class Asker(Protocol):
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision: ...
 
 
-ALLOWED = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT)
+ALLOWED = (
+    Decision.ALLOW,
+    Decision.ALLOW_ALWAYS,
+    Decision.ALLOW_ALWAYS_PROJECT,
+    Decision.ALLOW_RULE,
+    Decision.ALLOW_RULE_PROJECT,
+)
 
 
 def _net(changes: Iterable[Recorded]) -> Plan:

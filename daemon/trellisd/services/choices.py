@@ -1,5 +1,5 @@
-"""What an ACP client's user chose for a session, kept with it in the store: its mode, its
-model, and the requests rejected for good."""
+"""What an ACP client's user chose for a session, kept with it in the store: its model and
+the requests rejected for good (its mode is the session's approval mode: ``Policies``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,6 @@ class ChoiceService:
 
     async def of(self, session_id: str) -> AcpChoice:
         return await self.store.acp_choices.of(session_id)
-
-    async def choose_mode(self, session_id: str, mode: str) -> None:
-        await self.store.acp_choices.choose_mode(session_id, mode)
 
     async def choose_model(self, session_id: str, model: str) -> None:
         await self.store.acp_choices.choose_model(session_id, model)

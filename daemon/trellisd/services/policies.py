@@ -1,5 +1,7 @@
 """Each session's effective policy, with the grants the user gave: those kept with the
-session and those kept for its root (``store.grants``), the same in every window."""
+session and those kept for its root (``store.grants``), and the approval mode the user set
+(``session/mode``, ACP's ``session/set_mode``: kept with the session in the store), the same
+in every window."""
 
 from __future__ import annotations
 
@@ -8,15 +10,37 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import attrs
+
 from ..errors import InvalidParams, NotFound
 from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
+from ..policy.layers import Approval
+from ..policy.rules import Grant, described
 from ..records import Session
-from ..sandbox.walls import Walls
+from ..sandbox.walls import SandboxMode, Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
 
 QUARANTINE = "quarantine"
 """The folder of the store's folder where protected paths a program created are moved."""
+
+MODE_WALLS: dict[Approval, SandboxMode] = {"auto": "workspace-write", "never": "read-only"}
+"""The walls a mode brings with it; the other modes keep the session's own."""
+KEPT_AS: dict[Approval, str] = {"never": "read-only"}
+"""How the store keeps a mode, where it differs from the approval's name (ACP's mode id)."""
+KEPT: dict[str, Approval] = {
+    **{a: a for a in ("all", "auto", "acceptEdits", "ask", "plan")},
+    "read-only": "never",
+}
+"""The approval a mode kept in the store stands for; a word this build does not know (a
+later build's) is left unread."""
+
+
+def with_mode(spec: PolicySpec | None, approval: Approval) -> PolicySpec:
+    """``session/open``'s policy as it would be with the approval mode ``approval``: its
+    walls too for a mode that brings its own (``MODE_WALLS``)."""
+    spec = spec or PolicySpec()
+    return attrs.evolve(spec, approval=approval, sandbox=MODE_WALLS.get(approval, spec.sandbox))
 
 
 def load(root: Path, requested: PolicySpec | None, default: Policy = DEFAULT_POLICY) -> Policy:
@@ -39,8 +63,8 @@ class Policies:
         """The daemon's own folders (its store, its config): hidden from every program."""
         self._by_session: dict[str, Policy] = {}
         self._roots: dict[str, str] = {}
-        self._own: dict[str, frozenset[Action]] = {}
-        self._project: dict[str, frozenset[Action]] = {}
+        self._own: dict[str, frozenset[Grant]] = {}
+        self._project: dict[str, frozenset[Grant]] = {}
 
     def load(self, root: Path, requested: PolicySpec | None) -> Policy:
         return load(root, requested, self.default())
@@ -59,7 +83,7 @@ class Policies:
         self._own.pop(session_id, None)
         self._roots.pop(session_id, None)
 
-    def _kept(self, session: Session, own: frozenset[Action], project: frozenset[Action]) -> None:
+    def _kept(self, session: Session, own: frozenset[Grant], project: frozenset[Grant]) -> None:
         self._roots[session.session_id] = session.root
         self._own[session.session_id] = own
         self._project[session.root] = project
@@ -67,8 +91,26 @@ class Policies:
     async def of(self, session: Session) -> Policy:
         """The session's effective policy, read from its root the first time."""
         if session.session_id not in self._by_session:
-            policy = await asyncio.to_thread(self.load, Path(session.root), session.policy)
+            spec = await self.spec(session)
+            policy = await asyncio.to_thread(self.load, Path(session.root), spec)
             await self.remember(session, policy)
+        return self._composed(session.session_id)
+
+    async def spec(self, session: Session) -> PolicySpec | None:
+        """The session's ``session/open`` policy with the mode the user set since, if any: what
+        a child session it starts is opened with."""
+        kept = KEPT.get((await self.store.acp_choices.of(session.session_id)).mode or "")
+        return session.policy if kept is None else with_mode(session.policy, kept)
+
+    async def set_mode(self, session: Session, approval: Approval) -> Policy:
+        """Set the session's approval mode from its next tool call on, as ``session/open``'s
+        policy would (over the project file's), keeping the grants; kept in the store."""
+        spec = with_mode(session.policy, approval)
+        policy = await asyncio.to_thread(self.load, Path(session.root), spec)
+        await self.store.acp_choices.choose_mode(
+            session.session_id, KEPT_AS.get(approval, approval)
+        )
+        await self.remember(session, policy)
         return self._composed(session.session_id)
 
     def _composed(self, session_id: str) -> Policy:
@@ -86,29 +128,30 @@ class Policies:
     def check(self, session_id: str, action: Action) -> Verdict:
         return self._composed(session_id).check(action)
 
-    async def grant(self, session_id: str, action: Action, project: bool) -> None:
-        """The user allowed ``action`` from now on: for the session (``allowAlways``), or for
-        every session over its root (``allowAlwaysProject``); kept in the store."""
+    async def grant(self, session_id: str, grant: Grant, project: bool) -> None:
+        """The user allowed an action (or, ``allowRule``, every command a rule covers) from
+        now on: for the session (``allowAlways``, ``allowRule``), or for every session over
+        its root (``allowAlwaysProject``, ``allowRuleProject``); kept in the store."""
         root = self._roots[session_id]
-        await self.store.grants.add(session_id, root, action, project)
+        await self.store.grants.add(session_id, root, grant, project)
         if project:
-            self._project[root] = self._project.get(root, frozenset()) | {action}
+            self._project[root] = self._project.get(root, frozenset()) | {grant}
         else:
-            self._own[session_id] = self._own.get(session_id, frozenset()) | {action}
+            self._own[session_id] = self._own.get(session_id, frozenset()) | {grant}
 
-    async def revoke(self, session: Session, action: Action, scope: str | None) -> Policy:
-        """Take back a kept grant; ``NotFound`` when the session has no such grant."""
+    async def revoke(self, session: Session, grant: Grant, scope: str | None) -> Policy:
+        """Take back a kept grant or rule; ``NotFound`` when the session has no such one."""
         policy = await self.of(session)
-        if scope == "policy" or (scope is None and action in policy.grants):
+        if scope == "policy" or (scope is None and grant in policy.grants):
             raise InvalidParams(
-                f"the grant to {action.kind} {action.target} came with the session's policy"
+                f"the grant to {described(grant)} came with the session's policy"
                 " (session/open); it is not revoked here",
                 field="grant.scope",
             )
-        removed = await self.store.grants.remove(session.session_id, session.root, action, scope)
+        removed = await self.store.grants.remove(session.session_id, session.root, grant, scope)
         if not removed:
             raise NotFound(
-                f"session {session.session_id} has no grant to {action.kind} {action.target}",
+                f"session {session.session_id} has no grant to {described(grant)}",
                 sessionId=session.session_id,
             )
         own, project = await self.store.grants.of(session.session_id, session.root)

@@ -10,7 +10,9 @@ from typing import Any, Protocol
 
 from ..agent.steering import Steer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
+from ..plans import PlanEntry
 from ..policy.layers import MODE_LAYER
+from ..policy.rules import Grant, Rule, proposed_rule
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..sandbox.bwrap import WallsUnavailable, builder
 from ..sandbox.walls import Walls
@@ -47,6 +49,10 @@ class Notifier(Protocol):
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After a step: the context's size and window, the tokens and cost so far."""
+        ...
+
+    def plan(self, turn: TurnRef, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        """Step ``step``'s ``update_plan`` call replaced the turn's plan (recorded first)."""
         ...
 
     def forked(self, origin_id: str, fork_id: str) -> None:
@@ -132,7 +138,9 @@ class Gate:
     async def _ask(self, call: ToolCall, action: Action, step: int) -> str | None:
         """Ask the editor; the refusal to give the model, or None when allowed. An
         escalation (a command outside the walls) is asked as ``kind: "escalate"`` with the
-        model's reason, and an "allow always" answer to it allows this once: no grant."""
+        model's reason, and an "allow always" answer to it allows this once: no grant. A
+        command asked about proposes a rule (``proposedRule``), which ``allowRule`` and
+        ``allowRuleProject`` save instead of the exact command."""
         request: dict[str, Any] = {"tool": call.name, "arguments": call.arguments}
         if action.escalate:
             reason = str(call.arguments.get("reason") or "")
@@ -145,6 +153,9 @@ class Gate:
         else:
             request["kind"] = ApprovalKind.TOOL.value
             request["summary"] = summary_line(f"{call.name} wants to {action.kind} {action.target}")
+        rule = None if action.escalate else _proposed(call, action)
+        if rule is not None:
+            request["proposedRule"] = list(rule)
         diff = None if self.preview is None or action.kind != "write" else await self.preview(call)
         if diff is not None:
             request["diff"] = diff
@@ -160,13 +171,15 @@ class Gate:
         if action.escalate:
             detail["kind"] = ApprovalKind.ESCALATE.value
             detail["reason"] = request["reason"]
+        saved = rule if decision in RULE_DECISIONS else None
+        if saved is not None:
+            detail["rule"] = list(saved)
         await self.store.runs.add_event(self.ref.run_id, EventKind.APPROVAL, step, detail)
-        allowed = (Decision.ALLOW, Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT)
-        if decision in allowed[1:] and not action.escalate:
-            await self.policies.grant(
-                self.ref.session_id, action, decision == Decision.ALLOW_ALWAYS_PROJECT
-            )
-        elif decision not in allowed:
+        if decision in ALWAYS_DECISIONS and not action.escalate:
+            project = decision in (Decision.ALLOW_ALWAYS_PROJECT, Decision.ALLOW_RULE_PROJECT)
+            grant: Grant = action if saved is None else saved
+            await self.policies.grant(self.ref.session_id, grant, project)
+        elif decision not in ALLOWED_DECISIONS:
             await self._refusal(
                 call, action, step, "approval", decision.value, "the user did not approve it"
             )
@@ -175,6 +188,20 @@ class Gate:
                 " do not try it again this way"
             )
         return None
+
+
+RULE_DECISIONS = (Decision.ALLOW_RULE, Decision.ALLOW_RULE_PROJECT)
+"""Answers that save the proposed rule; with none proposed, they save the exact action, as
+``allowAlways`` and ``allowAlwaysProject`` do."""
+ALWAYS_DECISIONS = (Decision.ALLOW_ALWAYS, Decision.ALLOW_ALWAYS_PROJECT, *RULE_DECISIONS)
+ALLOWED_DECISIONS = (Decision.ALLOW, *ALWAYS_DECISIONS)
+
+
+def _proposed(call: ToolCall, action: Action) -> Rule | None:
+    """The rule a ``run_command`` approval proposes (``policy.rules``), if any."""
+    if call.name != "run_command" or action.kind != "exec" or action.argv is None:
+        return None
+    return proposed_rule(action.argv)
 
 
 class Check:
@@ -261,10 +288,10 @@ class Sink:
 
 
 class Activity:
-    """Tells the editor about one turn's tool calls as they happen."""
+    """Tells the editor about one turn's tool calls as they happen, and keeps its plan."""
 
-    def __init__(self, notifier: Notifier, ref: TurnRef) -> None:
-        self.notifier, self.ref = notifier, ref
+    def __init__(self, notifier: Notifier, ref: TurnRef, store: AsyncStore) -> None:
+        self.notifier, self.ref, self.store = notifier, ref, store
 
     def call(self, step: int, call: ToolCall, status: CallStatus) -> None:
         self.notifier.tool_call(self.ref, step, call, status)
@@ -274,3 +301,9 @@ class Activity:
 
     def child(self, step: int, call: ToolCall, session_id: str) -> None:
         self.notifier.child_started(self.ref, step, call, session_id)
+
+    async def plan(self, step: int, entries: tuple[PlanEntry, ...]) -> None:
+        """The turn's plan is the ``plan`` event's (its last), committed before it is told."""
+        detail = {"entries": [e.to_wire() for e in entries]}
+        await self.store.runs.add_event(self.ref.run_id, EventKind.PLAN, step, detail)
+        self.notifier.plan(self.ref, step, entries)

@@ -14,6 +14,7 @@ from ..errors import Conflict, InvalidParams, NotFound
 from ..mcp import McpServers, McpServerSpec
 from ..mcp.servers import project_servers
 from ..policy import Policy, PolicySpec
+from ..policy.rules import Grant
 from ..records import (
     ANY_HEAD,
     ExpectHead,
@@ -29,7 +30,6 @@ from ..store.chain import LogVerdict
 from ..store.facade import AsyncStore
 from ..store.recoveries import DECIDED
 from ..store.sessions import expect
-from ..tools.base import Action
 from .changes import ChangeService, StepEdit
 from .policies import Policies
 from .running import Running, Snapshot
@@ -108,9 +108,9 @@ class SessionService:
         policy = await self.policies.of(session)
         return replace(policy, seen=await self.policies.walls(session))
 
-    async def revoke(self, session_id: str, action: Action, scope: str | None) -> Policy:
+    async def revoke(self, session_id: str, grant: Grant, scope: str | None) -> Policy:
         """Take back a remembered approval; the session's policy after it."""
-        return await self.policies.revoke(await self.store.sessions.get(session_id), action, scope)
+        return await self.policies.revoke(await self.store.sessions.get(session_id), grant, scope)
 
     async def reopen(
         self, session_id: str, limit: int | None, mcp_servers: Sequence[McpServerSpec] = ()

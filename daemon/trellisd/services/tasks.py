@@ -29,6 +29,7 @@ from typing import Protocol
 
 from ..agent.budget import Ledger
 from ..errors import TrellisError
+from ..policy.layers import PolicySpec
 from ..records import Session, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import ToolFailure
@@ -56,6 +57,10 @@ class ChildTurns(Protocol):
     async def child_turn(
         self, session: Session, request: TaskRequest, within: Within
     ) -> TurnResult: ...
+
+    async def child_policy(self, parent: Session) -> PolicySpec | None:
+        """What a child of ``parent`` is opened with: its policy, in the mode it is in."""
+        ...
 
 
 class ChildSessions:
@@ -103,12 +108,13 @@ class ChildSessions:
         """The child's session: over the parent's root, or over the same folder of a git
         worktree of its own (``request.worktree``), made as ``session/open`` makes one."""
         parent = self.parent
+        policy = await self.turns.child_policy(parent)
         if request.worktree is None:
             return await self.store.sessions.create(
                 parent.root,
                 "",
                 parent.provider,
-                parent.policy,
+                policy,
                 parent.instructions,
                 parent_session_id=parent.session_id,
             )
@@ -123,7 +129,7 @@ class ChildSessions:
                 str(made.root),
                 "",
                 parent.provider,
-                parent.policy,
+                policy,
                 parent.instructions,
                 made.worktree.path,
                 parent_session_id=parent.session_id,

@@ -22,6 +22,7 @@ KINDS = {
     "edit_file": "write",
     "run_command": "exec",
     "task": "exec",  # a child session may write and run what the policy lets it
+    "update_plan": "plan",  # touches nothing: runs in every mode
 }
 
 
@@ -47,7 +48,9 @@ class ToolService:
 def _builtin(name: str, description: str, policy: Policy) -> dict[str, Any]:
     kind = KINDS.get(name, "exec")
     refusing = policy.effective_approval in ("never", "plan")
-    ruling = "refuse" if kind != "read" and refusing else "depends"
+    ruling = "refuse" if kind not in ("read", "plan") and refusing else "depends"
+    if kind == "plan":
+        ruling = "allow"
     return {
         "name": name,
         "description": description,

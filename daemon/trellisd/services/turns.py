@@ -25,7 +25,8 @@ from ..config import ProviderSettings
 from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
 from ..mcp import McpServers
-from ..policy import Policy
+from ..plans import Plan
+from ..policy import Policy, PolicySpec
 from ..pricing import cost
 from ..providers import close_provider, make_provider
 from ..providers.base import Provider, ProviderError
@@ -64,6 +65,20 @@ log = logging.getLogger(__name__)
 
 CANCEL_WAIT_SECONDS = 2.0
 RESUMABLE = (Outcome.PAUSED, Outcome.INTERRUPTED, Outcome.ERROR)
+PLAN_MODE_NOTE = (
+    "<mode>The session is in plan mode: read and search as you need, and lay out the work"
+    " with update_plan. Every write, edit, command and MCP tool is refused in this mode;"
+    " end with the plan, which the user runs when they approve it.</mode>\n\n"
+)
+"""What the model is told before a prompt given in plan mode."""
+
+
+@dataclass(frozen=True)
+class FollowedPlan:
+    """The plan a turn carries out (``session/plan/approve``) and the turn that made it."""
+
+    turn_id: str
+    plan: Plan
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,7 @@ class _Start:
     path: tuple[Turn, ...] = ()  # the turns before it, sent after the system (``keeper_for``)
     budget: Budget | None = None  # what this turn may spend (its session's budget aside)
     within: Within | None = None  # a child's turn: its parent's ledger, the tools it may use
+    follows: FollowedPlan | None = None  # the plan it carries out
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,8 @@ class TurnRequest:
     after every step; ``expect_head``: the head the turn must follow (``StaleHead``
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
-    may spend; ``within``: a child session's turn (``services.tasks``)."""
+    may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
+    it carries out (``services.plans``)."""
 
     session_id: str
     prompt: str
@@ -109,6 +126,7 @@ class TurnRequest:
     context: tuple[ContextEntry, ...] = ()
     budget: Budget | None = None
     within: Within | None = None
+    follows: FollowedPlan | None = None
 
 
 class TurnService:
@@ -171,6 +189,8 @@ class TurnService:
             return await self._in_fork(request)
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
+        if (await self.policies.of(session)).effective_approval == "plan":
+            framed = PLAN_MODE_NOTE + framed
         messages = conversation(session.root, [], framed, told.text)  # the path: the keeper's
         return await self._run(
             _Start(
@@ -187,6 +207,7 @@ class TurnService:
                 path=tuple(path),
                 budget=request.budget,
                 within=request.within,
+                follows=request.follows,
             )
         )
 
@@ -204,6 +225,10 @@ class TurnService:
                 within=within,
             )
         )
+
+    async def child_policy(self, parent: Session) -> PolicySpec | None:
+        """What a child of ``parent`` is opened with: its policy, in the mode the user set."""
+        return await self.policies.spec(parent)
 
     async def _attach(self, session: Session, context: tuple[ContextEntry, ...]) -> list[Attached]:
         """The editor context, checked and read under the session's policy."""
@@ -427,6 +452,13 @@ class TurnService:
                 await self.store.runs.add_event(
                     ref.run_id, EventKind.CONTEXT, 1, {"entries": entries}
                 )
+            if start.follows is not None:
+                followed = start.follows
+                detail = {
+                    "turnId": followed.turn_id,
+                    "entries": [e.to_wire() for e in followed.plan.entries],
+                }
+                await self.store.runs.add_event(ref.run_id, EventKind.PLAN_APPROVED, None, detail)
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
@@ -612,7 +644,7 @@ class TurnService:
             inbox=running.inbox,
             first_step=start.first_step,
             pause=running.pausing,
-            activity=Activity(self.notifier, ref),
+            activity=Activity(self.notifier, ref, self.store),
             keeper=keeper,
         )
         try:

@@ -1,7 +1,8 @@
-"""What an ACP client chose for a session, kept with it so that it holds after a restart and
-in every window: its mode (``ask``, ``auto``, ``read-only``), its model, and the requests the
-user rejected for good (``reject_always``, by the request's summary). Deleting a session
-deletes them (a trigger of the migration that made their tables).
+"""What the user chose for a session, kept with it so that it holds after a restart and in
+every window: its approval mode (``session/mode``, ACP's ``session/set_mode``), and for an
+ACP client its model and the requests the user rejected for good (``reject_always``, by the
+request's summary). Deleting a session deletes them (a trigger of the migration that made
+their tables).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from dataclasses import dataclass, field
 
 from .db import Database, now
 
-MODES = ("ask", "auto", "read-only")
-"""The ACP session modes a choice names (``acp.agent.MODES`` describes each)."""
+MODES = ("all", "auto", "acceptEdits", "ask", "plan", "read-only")
+"""The approval modes a choice names (``services.policies.KEPT``), ``never`` as ACP's mode id
+``read-only``."""
 
 
 @dataclass(frozen=True)

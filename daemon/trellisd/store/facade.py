@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ..changes.content import Content
 from ..errors import TrellisError
 from ..policy.layers import PolicySpec
+from ..policy.rules import Grant
 from ..records import (
     ANY_HEAD,
     Budget,
@@ -32,7 +33,6 @@ from ..records import (
     Turn,
     Worktree,
 )
-from ..tools.base import Action
 from ..vocabulary import EventKind
 from . import Store, archive
 from .acp_choices import AcpChoice
@@ -325,14 +325,14 @@ class AsyncGrants:
     def __init__(self, store: Store, thread: _Thread) -> None:
         self._store, self._run = store, thread
 
-    async def add(self, session_id: str, root: str, action: Action, project: bool) -> None:
-        await self._run(self._store.grants.add, session_id, root, action, project)
+    async def add(self, session_id: str, root: str, grant: Grant, project: bool) -> None:
+        await self._run(self._store.grants.add, session_id, root, grant, project)
 
-    async def of(self, session_id: str, root: str) -> tuple[frozenset[Action], frozenset[Action]]:
+    async def of(self, session_id: str, root: str) -> tuple[frozenset[Grant], frozenset[Grant]]:
         return await self._run(self._store.grants.of, session_id, root)
 
-    async def remove(self, session_id: str, root: str, action: Action, scope: str | None) -> int:
-        return await self._run(self._store.grants.remove, session_id, root, action, scope)
+    async def remove(self, session_id: str, root: str, grant: Grant, scope: str | None) -> int:
+        return await self._run(self._store.grants.remove, session_id, root, grant, scope)
 
 
 class AsyncAcpChoices:

@@ -11,6 +11,7 @@ import apsw
 
 from ..convert import structure, unstructure
 from ..errors import Conflict, InvalidParams, LeaseHeld, NotFound, StaleHead
+from ..plans import Plan, PlanEntry
 from ..policy.layers import PolicySpec
 from ..records import (
     ANY_HEAD,
@@ -24,7 +25,7 @@ from ..records import (
     Tokens,
     Turn,
 )
-from ..vocabulary import EventKind, Outcome, stored
+from ..vocabulary import EventKind, Outcome, PlanStatus, stored
 from . import chain, feed, forks, parents, recoveries
 from .db import Database, new_id, now
 from .pins import pinned, set_pin
@@ -53,7 +54,11 @@ _TURN_SELECT = f"""
            (SELECT e.detail FROM event e WHERE e.run_id = r.id AND e.kind = '{EventKind.RECOVERY}'
             ORDER BY e.seq DESC LIMIT 1),
            (SELECT CASE WHEN count(*) = count(cost) THEN coalesce(sum(cost), 0.0)
-                   END FROM step WHERE run_id = r.id)
+                   END FROM step WHERE run_id = r.id),
+           (SELECT json_array(e.step, e.detail) FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN}' ORDER BY e.seq DESC LIMIT 1),
+           (SELECT e.detail FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -103,6 +108,21 @@ def _imported_from(stored: dict[str, str]) -> ImportedFrom:
     )
 
 
+def plan_of(found: str | None) -> Plan | None:
+    """A turn's plan from its last ``plan`` event, as ``[step, detail]``; None: it has none."""
+    if found is None:
+        return None
+    step, detail = json.loads(found)
+    entries = json.loads(detail).get("entries", [])
+    return Plan(
+        int(step),
+        tuple(
+            PlanEntry(str(e["content"]), stored(PlanStatus, e["status"]), e.get("priority"))
+            for e in entries
+        ),
+    )
+
+
 def _turn(row: tuple[Any, ...]) -> Turn:
     return Turn(
         turn_id=row[0],
@@ -118,6 +138,8 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         model=row[12],
         recovery=recoveries.of_run(row[0], row[3], row[13]),
         cost=row[14],
+        plan=plan_of(row[15]),
+        follows_plan=None if row[16] is None else json.loads(row[16]).get("turnId"),
     )
 
 

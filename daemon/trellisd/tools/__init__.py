@@ -11,13 +11,14 @@ from .base import Action, ActionKind, Tool, ToolContext, ToolFailure
 from .command import RunCommand
 from .edit import EditFile, WriteFile, remove_leftover_writes
 from .files import ListDir, ReadFile
+from .plan import UpdatePlan
 from .search import Search
 from .task import Children, Task, TaskRequest
 from .verify import CheckResult, run_check
 
 
 def default_tools() -> list[Tool]:
-    return [ReadFile(), ListDir(), Search(), WriteFile(), EditFile(), RunCommand()]
+    return [ReadFile(), ListDir(), Search(), WriteFile(), EditFile(), RunCommand(), UpdatePlan()]
 
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolFailure",
+    "UpdatePlan",
     "WriteFile",
     "default_tools",
     "remove_leftover_writes",

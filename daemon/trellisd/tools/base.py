@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from ..plans import PlanEntry
     from ..sandbox.walls import Walls
 
 ActionKind = Literal["read", "write", "exec"]
@@ -45,6 +46,10 @@ class Action:
     escalate: bool = False
     """A command asked to run outside the walls: a person is always asked, and no grant
     covers it."""
+    argv: tuple[str, ...] | None = field(default=None, compare=False)
+    """An exec's words as the program gets them (``target`` joins them), which a rule
+    (``policy.rules``) is matched on; None for a read, a write, an MCP tool's call. Grants
+    compare kind and target only."""
 
 
 class EditorFiles(Protocol):
@@ -84,6 +89,9 @@ class ToolContext:
     child: Callable[[str], None] | None = None
     """Told the id of the child session a ``task`` call started, for the editor to show it
     under the call; None when no one watches."""
+    plan: Callable[[tuple[PlanEntry, ...]], Awaitable[None]] | None = None
+    """Keeps the plan an ``update_plan`` call gave as the turn's, and tells the editor;
+    None outside a running call."""
 
     def resolve(self, given: Any, *, field: str = "path") -> Path:
         """The real path of ``given`` under the root; refuses anything that leads out.
@@ -201,9 +209,10 @@ class Tool(Protocol):
     description: str
     parameters: dict[str, Any]
 
-    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
-        """What ``run`` would do with these arguments, for the policy to judge. Touches
-        nothing; raises ``ToolFailure`` for bad arguments and paths that lead out."""
+    def action(self, arguments: dict[str, Any], context: ToolContext) -> Action | None:
+        """What ``run`` would do with these arguments, for the policy to judge; None when it
+        touches nothing (``update_plan``), and no policy applies. Touches nothing; raises
+        ``ToolFailure`` for bad arguments and paths that lead out."""
         ...
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:

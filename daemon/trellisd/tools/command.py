@@ -371,7 +371,9 @@ class RunCommand:
 
     def action(self, arguments: dict[str, Any], context: ToolContext) -> Action:
         given, _ = self._arguments(arguments, context)
-        return Action("exec", shlex.join(given.argv), escalate=given.escalate)
+        return Action(
+            "exec", shlex.join(given.argv), escalate=given.escalate, argv=tuple(given.argv)
+        )
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         given, cwd = self._arguments(arguments, context)

@@ -791,7 +791,8 @@ export interface Requests {
         description: string;
         source: "builtin" | "mcp";
         server?: string;
-        kind: "read" | "write" | "exec";
+        /** What the tool does, for the policy; plan: update_plan, which touches nothing and runs in every mode. */
+        kind: "read" | "write" | "exec" | "plan";
         /** An MCP tool's policy target: mcp:<server>/<tool>. */
         target?: string;
         policy: "allow" | "ask" | "refuse" | "depends";
@@ -1079,7 +1080,7 @@ export interface ClientRequests {
       command?: string;
       /** kind escalate: why the model says the command needs to. */
       reason?: string;
-      /** run_command only: the argv prefix pattern that allowRule or allowRuleProject would save (the program and its fixed leading words, then **); left out when none can be proposed (a program that runs other programs or code given to it) and for an escalation. */
+      /** run_command only: the argv prefix pattern that allowRule or allowRuleProject would save (the program and its fixed leading words, then ** for any further arguments; without **, exactly those words, as for a make target); left out when none can be proposed (a program that runs other programs or code given to it) and for an escalation. */
       proposedRule?: string[];
     };
     result: {

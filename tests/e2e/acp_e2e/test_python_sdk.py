@@ -237,7 +237,13 @@ async def test_modes_and_the_model_option(
     agent = await spawn_acp(TRELLISD_MODELS="test-model,other-model")
     new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
     assert new.modes is not None
-    assert [m.id for m in new.modes.available_modes] == ["ask", "auto", "read-only"]
+    assert [m.id for m in new.modes.available_modes] == [
+        "ask",
+        "acceptEdits",
+        "auto",
+        "plan",
+        "read-only",
+    ]
     [option] = new.config_options or []
     assert option.id == "model" and option.current_value == "test-model"
     changed = await agent.conn.set_config_option(
@@ -420,3 +426,27 @@ async def test_the_mode_the_model_and_reject_always_hold_after_a_restart(
     assert answer.stop_reason == "end_turn"
     assert not again.editor.asked and not (workspace / "x").exists()  # rejected for good
     assert model.requests[-1]["model"] == "other-model"
+
+
+async def test_plan_mode_sends_the_plan_and_refuses_a_write_without_asking(
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
+) -> None:
+    agent = await spawn_acp()
+    new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
+    await agent.conn.set_session_mode(session_id=new.session_id, mode_id="plan")
+    entries = [
+        {"content": "Read app.py", "status": "completed"},
+        {"content": "Write notes.md", "status": "pending", "priority": "high"},
+    ]
+    model.reply("", tool_calls=[{"name": "update_plan", "arguments": {"entries": entries}}])
+    model.reply(
+        "", tool_calls=[{"name": "write_file", "arguments": {"path": "notes.md", "content": "x"}}]
+    )
+    model.reply("That is the plan.")
+    answer = await agent.conn.prompt(session_id=new.session_id, prompt=[text_block("plan it")])
+    assert answer.stop_reason == "end_turn"
+    plans = agent.editor.of_kind("plan", new.session_id)
+    assert [[(e.content, e.status, e.priority) for e in p.entries] for p in plans] == [
+        [("Read app.py", "completed", "medium"), ("Write notes.md", "pending", "high")]
+    ]
+    assert agent.editor.asked == [] and not (workspace / "notes.md").exists()

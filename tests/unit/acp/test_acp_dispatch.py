@@ -145,4 +145,4 @@ async def test_a_semantic_mistake_is_invalid_params_naming_the_field(
         agent, "session/set_mode", {"sessionId": new["sessionId"], "modeId": "turbo"}
     )
     assert error.code == -32602 and error.data == {"field": "modeId"}
-    assert error.message == "unknown mode 'turbo'; modes: ask, auto, read-only"
+    assert error.message == "unknown mode 'turbo'; modes: ask, acceptEdits, auto, plan, read-only"

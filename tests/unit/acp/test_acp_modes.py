@@ -28,6 +28,8 @@ async def walls_of(agent: TrellisAgent, session_id: str) -> tuple[str, str]:
         ("auto", "auto", "workspace-write"),
         ("read-only", "never", "read-only"),
         ("ask", "ask", "workspace-write"),
+        ("plan", "plan", "workspace-write"),
+        ("acceptEdits", "acceptEdits", "workspace-write"),
     ],
 )
 async def test_a_mode_sets_the_approval_and_the_walls(

@@ -16,7 +16,9 @@ from tests import acp_schema
 from trellisd import __version__
 from trellisd.acp import hello, notifier, updates, wire
 from trellisd.convert import structure, unstructure
+from trellisd.plans import PlanEntry
 from trellisd.records import ToolCall
+from trellisd.vocabulary import PlanStatus
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "acp"
 
@@ -52,6 +54,7 @@ MESSAGES: dict[str, tuple[Any, str]] = {
     "session_update.tool_call": (wire.SessionNotification, "SessionNotification"),
     "session_update.tool_call_update": (wire.SessionNotification, "SessionNotification"),
     "session_update.current_mode_update": (wire.SessionNotification, "SessionNotification"),
+    "session_update.plan": (wire.SessionNotification, "SessionNotification"),
     "session_update.usage_update": (wire.SessionNotification, "SessionNotification"),
     "session_update.session_info_update": (wire.SessionNotification, "SessionNotification"),
     "session_request_permission.request": (wire.RequestPermission, "RequestPermissionRequest"),
@@ -102,6 +105,11 @@ WRITTEN = updates.tool_diff_content(
     "/home/me/project/app.py", "def app():\n    return 2\n", "def app():\n    return 1\n"
 )
 RESULT = "1 passed in 0.01s"
+PLAN = (
+    PlanEntry("Read the failing test", PlanStatus.COMPLETED),
+    PlanEntry("Fix app()", PlanStatus.IN_PROGRESS, "high"),
+    PlanEntry("Run the tests", PlanStatus.PENDING, "low"),
+)
 UPDATES: dict[str, updates.Update] = {
     "user_message_chunk": updates.user_text("Why does this test fail?"),
     "agent_message_chunk": updates.agent_text("Let me read it. "),
@@ -113,6 +121,7 @@ UPDATES: dict[str, updates.Update] = {
         raw_output=RESULT,
     ),
     "current_mode_update": updates.current_mode("auto"),
+    "plan": updates.plan(PLAN),
     "usage_update": updates.usage_update(1200, 128000, 0.0042),
     "session_info_update": updates.info("Fix the failing test", "2026-12-06T07:00:00Z"),
 }

@@ -13,6 +13,7 @@ from tests.unit.store.test_store_archive import export, import_, lines, refusal,
 from trellisd.acp import agent
 from trellisd.changes import ABSENT, Content
 from trellisd.errors import ErrorCode
+from trellisd.services.policies import KEPT
 from trellisd.store import Store, archive
 from trellisd.store.acp_choices import MODES, AcpChoice
 
@@ -121,7 +122,7 @@ def test_an_older_reader_refuses_the_file_rather_than_drop_its_rejections(
         (
             lambda rs: rs[2].update(mode="sudo"),
             "record",
-            "acpChoice.mode must be one of ask, auto, read-only",
+            "acpChoice.mode must be one of all, auto, acceptEdits, ask, plan, read-only",
         ),
         (lambda rs: rs[2].update(model=7), "record", "acpChoice.model"),
         (lambda rs: rs[2].update(model=""), "record", "acpChoice.model must be"),
@@ -151,8 +152,8 @@ def test_a_rejection_changed_by_hand_is_refused_by_the_digest(other: Store, expo
     assert refusal(other, exported).data["check"] == "digest"
 
 
-def test_the_store_names_the_modes_acp_offers() -> None:
-    assert MODES == tuple(agent.MODES)
+def test_the_store_names_every_mode_it_keeps_and_acp_offers() -> None:
+    assert set(MODES) == set(KEPT) and set(agent.MODES) <= set(MODES)
 
 
 def test_the_version_3_golden_file_keeps_importing(other: Store) -> None:

@@ -164,7 +164,7 @@ async def test_a_path_that_is_not_a_usable_string_is_refused(
 def test_default_tools_declare_their_actions(root: Path, context: ToolContext) -> None:
     tools = {tool.name: tool for tool in default_tools()}
     assert sorted(tools) == sorted(
-        ["read_file", "list_dir", "search", "write_file", "edit_file", "run_command"]
+        ["read_file", "list_dir", "search", "write_file", "edit_file", "run_command", "update_plan"]
     )
     calls: dict[str, dict[str, Any]] = {
         "read_file": {"path": "src/app.py"},
@@ -173,6 +173,7 @@ def test_default_tools_declare_their_actions(root: Path, context: ToolContext) -
         "write_file": {"path": "new/file.txt", "content": ""},
         "edit_file": {"path": "src/app.py", "old": "a", "new": "b"},
         "run_command": {"argv": ["pytest", "-k", "a and b"]},
+        "update_plan": {"entries": [{"content": "read", "status": "pending"}]},
     }
     assert {name: tools[name].action(calls[name], context) for name in calls} == {
         "read_file": Action("read", "src/app.py"),
@@ -181,6 +182,7 @@ def test_default_tools_declare_their_actions(root: Path, context: ToolContext) -
         "write_file": Action("write", "new/file.txt"),
         "edit_file": Action("write", "src/app.py"),
         "run_command": Action("exec", "pytest -k 'a and b'"),
+        "update_plan": None,  # touches nothing: no policy judges it
     }
     assert not (root / "new").exists()
 
