@@ -123,6 +123,19 @@ describe('plan mode, against the daemon', () => {
     const body = stripTags(view.last!.body);
     assert.match(body, /write_file .* refused: the session is in plan mode → refused by the session's policy: .*plan mode/);
     assert.deepEqual(stub.messages.filter((m) => m.level === 'error'), [], 'no error popup for a refusal');
+
+    // any mode is set from the list, each with its line: here auto, which brings its walls
+    let offered: QuickPickItem[] = [];
+    stub.answerQuickPick = (items) => {
+      offered = items;
+      return items.find((i) => i.label === 'auto');
+    };
+    await stub.commands.get('trellisd.setMode')!();
+    assert.deepEqual(offered.map((i) => [i.label, i.detail]), APPROVAL_MODES.map((m) => [m === 'plan' ? '$(check) plan' : m, MODE_DESCRIPTIONS[m]]));
+    const policy = await c.client.request('session/policy', { sessionId: c.session!.sessionId });
+    assert.equal(policy.approval, 'auto');
+    await view.until(() => view.header?.mode === 'mode: auto' && view.header.walls === 'walls: workspace-write · network off');
+    assert.equal(stub.statusBarItems.get('trellisd.mode')?.text, '$(shield) auto');
   });
 });
 
@@ -155,11 +168,13 @@ describe('plans, modes and rules, against the daemon', () => {
     assert.equal((await c.client.request('session/policy', { sessionId: session.sessionId })).approval, 'plan');
 
     // the planned turn: its plan drawn live, the write refused plainly
-    const live = planShown(c, (p) => p.plan.entries.length === 2);
+    // (session/plan comes before the turn's answer, on the same pipe)
+    const drawnLive: LivePlan[] = [];
+    c.onDidChangePlan((p) => p && drawnLive.push(p));
     const planned = await c.turn('plan the notes');
     assert.equal(planned?.outcome, 'finished');
-    const drawn = await live;
-    assert.equal(drawn?.turnId, planned!.turnId);
+    assert.deepEqual(drawnLive.map((p) => [p.turnId, p.plan.entries.length]), [[planned!.turnId, 2]]);
+    assert.equal(c.plan?.turnId, planned!.turnId);
     assert.deepEqual(planRows(), [
       { label: 'read the README', description: 'completed', icon: 'pass-filled' },
       { label: 'write notes.txt', description: 'pending · high priority', icon: 'circle-large-outline' },
@@ -226,8 +241,9 @@ describe('plans, modes and rules, against the daemon', () => {
     stub.folders = [{ uri: Uri.file(daemon.root), name: 'project', index: 0 }];
     const again = controller();
     await again.c.reopenSession(session.sessionId);
-    const reopened = await planShown(again.c, (p) => p.plan.entries.every((e) => e.status === 'completed'));
+    const reopened = again.c.plan;
     assert.equal(reopened?.turnId, carried!.turnId);
+    assert.ok(reopened?.plan.entries.every((e) => e.status === 'completed'));
     assert.match(planDescription(reopened), /^2 of 2 done · turn “.+”$/);
     const marks = again.view.order.map((k) => stripTags(again.view.turns.get(k)!.footer));
     assert.match(marks[0], /plan: 1 of 2 done/);
