@@ -11,6 +11,7 @@ import type { CancellationTokenSource } from 'vscode-jsonrpc';
 import type { DaemonClient, Log } from '../client';
 import { Coalescer } from '../coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from '../errors';
+import { MODE_DESCRIPTIONS, modeText } from '../modes';
 import { HISTORY_PAGE } from '../paging';
 import { LivePlan, nameFollowedPlans, newestPlan } from '../plan';
 import {
@@ -35,7 +36,6 @@ import { fromHistory, TranscriptTurn, turnView, TurnView } from '../transcript';
 import { sessionTitles, sharedOf, sharedQuestion, sharedSessions } from '../sharing';
 import * as vscodeapi from '../vscodeapi';
 import { worktreeText } from '../worktrees';
-import { MODE_DESCRIPTIONS, modeText } from '../modes';
 
 export interface SessionHeader {
   sessionId: string;
