@@ -32,7 +32,7 @@ trellisd: a coding-agent daemon that editors start over stdio and talk to in JSO
 
 environment:
   TRELLISD_DB          the store (default $XDG_DATA_HOME/trellisd/trellisd.db)
-  TRELLISD_PROVIDER    openai | anthropic | openrouter | scripted
+  TRELLISD_PROVIDER    openai | anthropic | openrouter | openai-responses | scripted
   TRELLISD_BASE_URL    the provider's endpoint (OpenAI style ends in /v1)
   TRELLISD_API_KEY     the provider's key (else OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)
   TRELLISD_MODEL       the model name

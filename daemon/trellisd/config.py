@@ -19,22 +19,25 @@ from .errors import InvalidParams
 from .records import ProviderChoice
 from .rendezvous import PROVIDER_KEY_VARIABLES
 
-PROVIDERS = ("openai", "anthropic", "openrouter", "scripted")
+PROVIDERS = ("openai", "anthropic", "openrouter", "openai-responses", "scripted")
 
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
     "openrouter": "https://openrouter.ai/api/v1",
     "anthropic": "https://api.anthropic.com",
+    "openai-responses": "https://api.openai.com/v1",
 }
 DEFAULT_MODELS = {
     "openai": "gpt-4o-mini",
     "openrouter": "openai/gpt-4o-mini",
     "anthropic": "claude-sonnet-4-5",
+    "openai-responses": "gpt-5-mini",
     "scripted": "scripted",
 }
-KEY_VARIABLES = dict(
-    zip(("openai", "anthropic", "openrouter"), PROVIDER_KEY_VARIABLES, strict=True)
-)
+KEY_VARIABLES = {
+    **dict(zip(("openai", "anthropic", "openrouter"), PROVIDER_KEY_VARIABLES, strict=True)),
+    "openai-responses": "OPENAI_API_KEY",  # the same account as ``openai``, another API
+}
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BUDGET = 60.0
@@ -42,9 +45,9 @@ DEFAULT_READ_TIMEOUT = 120.0
 DEFAULT_COMPACT_AT = 0.8
 
 NO_PROVIDER = (
-    "no model provider is configured: set TRELLISD_PROVIDER (openai, anthropic, openrouter or"
-    " scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY, or set one of"
-    " OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY"
+    "no model provider is configured: set TRELLISD_PROVIDER (openai, anthropic, openrouter,"
+    " openai-responses or scripted) with TRELLISD_MODEL, TRELLISD_BASE_URL and TRELLISD_API_KEY,"
+    " or set one of OPENAI_API_KEY, ANTHROPIC_API_KEY or OPENROUTER_API_KEY"
 )
 
 
@@ -214,7 +217,7 @@ def provider_from_env(
         else:
             if script:
                 name = "scripted"
-    keys = tuple((var, env[var]) for var in KEY_VARIABLES.values() if env.get(var))
+    keys = tuple((var, env[var]) for var in PROVIDER_KEY_VARIABLES if env.get(var))
     if name is None:
         return ProviderSettings(script=script, keys=keys, **transport)
     if key is None and name in KEY_VARIABLES and env.get(KEY_VARIABLES[name]):

@@ -4,6 +4,7 @@
 user's own defaults, with the same camelCase keys as the wire::
 
     provider = "openai"               # openai | anthropic | openrouter | scripted
+                                      # | openai-responses (OpenAI's Responses API)
     model = "gpt-4o"
     baseUrl = "https://api.openai.com/v1"
     keyVariable = "WORK_OPENAI_KEY"   # the variable holding the key

@@ -277,7 +277,8 @@ def test_a_window_with_a_bad_setting_is_refused_in_one_line(runtime: Path, tmp_p
     _, err = proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 2
     assert err.decode().splitlines() == [
-        "trellisd: TRELLISD_PROVIDER must be one of openai, anthropic, openrouter, scripted,"
+        "trellisd: TRELLISD_PROVIDER must be one of openai, anthropic, openrouter,"
+        " openai-responses, scripted,"
         " not 'bogus'"
     ]
     good = forwarder(runtime, tmp_path / "t.db", tmp_path / "home")

@@ -61,7 +61,8 @@ def test_a_bad_provider_is_one_line_and_exit_code_2(command: list[str]) -> None:
     done = trellisd(*command, env=clean_env(TRELLISD_PROVIDER="bogus"))
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "trellisd: TRELLISD_PROVIDER must be one of openai, anthropic, openrouter, scripted,"
+        "trellisd: TRELLISD_PROVIDER must be one of openai, anthropic, openrouter,"
+        " openai-responses, scripted,"
         " not 'bogus'"
     ]
     assert done.stdout == ""

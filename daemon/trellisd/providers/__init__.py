@@ -1,9 +1,9 @@
 """Model providers: the one place that speaks HTTP.
 
 ``make_provider`` turns ``ProviderSettings`` into a ``Provider``; the wire it speaks
-(OpenAI Chat Completions or Anthropic Messages) is its own business. An HTTP provider keeps
-its connections open between calls: ``close_provider`` releases them, for each provider made,
-when the daemon exits.
+(OpenAI Chat Completions, OpenAI Responses or Anthropic Messages) is its own business. An
+HTTP provider keeps its connections open between calls: ``close_provider`` releases them, for
+each provider made, when the daemon exits.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .anthropic import AnthropicProvider
 from .base import Provider, ProviderError
 from .http import HttpSettings
 from .openai import OpenAIProvider
+from .responses import ResponsesProvider
 from .scripted import ScriptedProvider
 
 OPENROUTER_HEADERS = {"HTTP-Referer": "https://github.com/trellisd/trellisd", "X-Title": "trellisd"}
@@ -33,6 +34,8 @@ def make_provider(settings: ProviderSettings) -> Provider:
         return OpenAIProvider(http, name="openrouter", extra_headers=OPENROUTER_HEADERS)
     if settings.name == "anthropic":
         return AnthropicProvider(http)
+    if settings.name == "openai-responses":
+        return ResponsesProvider(http)
     raise ProviderError(f"the {settings.name} provider is not supported by this trellisd")
 
 

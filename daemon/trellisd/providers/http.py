@@ -25,6 +25,7 @@ on its way out, so the API key never appears in an error, a log line or a traceb
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import ssl
@@ -52,6 +53,7 @@ from .sse import (
 log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
+MALFORMED_LOGGED = 3  # malformed events of one response logged; the others are skipped quietly
 KEEP_ALIVE = 60.0  # seconds an idle pooled connection is kept for the next call
 FINISH_WAIT = 0.5  # seconds to wait for the end of a body after its last event
 
@@ -111,6 +113,36 @@ class StreamDecoder(Protocol):
     def feed(self, sse: ServerSentEvent) -> list[ProviderEvent]: ...
 
     def close(self) -> list[ProviderEvent]: ...
+
+
+class EventObjects:
+    """Reads the events of one response as JSON objects. An event that is not one is
+    skipped: the first few are logged, a stream of them costs no log line each."""
+
+    def __init__(self, http: HttpSettings) -> None:
+        self.http = http
+        self.skipped = 0
+
+    def read(self, sse: ServerSentEvent) -> dict[str, Any] | None:
+        """The event's data as an object; None for an empty or unreadable event."""
+        if not sse.data.strip():
+            return None
+        try:
+            data = json.loads(sse.data)
+        except ValueError:
+            self._skip("a malformed event", sse.data)
+            return None
+        if not isinstance(data, dict):
+            self._skip("an event that is not an object", sse.data)
+            return None
+        return data
+
+    def _skip(self, what: str, data: str) -> None:
+        self.skipped += 1
+        if self.skipped <= MALFORMED_LOGGED:
+            log.warning(
+                "skipping %s from %s: %s", what, self.http.base_url, self.http.redact(data[:200])
+            )
 
 
 class Endpoint:

@@ -27,7 +27,7 @@ export type Outcome = "running" | "finished" | "error" | "cancelled" | "interrup
 
 /** A session's or the editor's choice of model. Keys not given fall back to the daemon's configuration. */
 export type ProviderChoice = {
-  name?: "openai" | "anthropic" | "openrouter" | "scripted";
+  name?: "openai" | "anthropic" | "openrouter" | "openai-responses" | "scripted";
   model?: string;
   baseUrl?: string;
   temperature?: number;
@@ -327,7 +327,7 @@ export type Policy = {
 
 /** session/open's provider: a ProviderChoice in which a key set to null counts as left out. */
 export type ProviderOverrides = {
-  name?: "openai" | "anthropic" | "openrouter" | "scripted" | null;
+  name?: "openai" | "anthropic" | "openrouter" | "openai-responses" | "scripted" | null;
   model?: string | null;
   baseUrl?: string | null;
   temperature?: number | null;
@@ -538,7 +538,7 @@ export interface Requests {
       /** Overrides of the daemon's provider configuration. */
       initializationOptions?: {
         /** Which model service answers turns. */
-        provider?: "openai" | "anthropic" | "openrouter" | "scripted" | null;
+        provider?: "openai" | "anthropic" | "openrouter" | "openai-responses" | "scripted" | null;
         model?: string | null;
         baseUrl?: string | null;
         apiKey?: string | null;
@@ -546,7 +546,7 @@ export interface Requests {
         temperature?: number | null;
         maxTokens?: number | null;
         /** A synonym of provider. */
-        name?: "openai" | "anthropic" | "openrouter" | "scripted" | null;
+        name?: "openai" | "anthropic" | "openrouter" | "openai-responses" | "scripted" | null;
         /** How many times a failed model call is sent again. */
         maxRetries?: number | null;
         /** Seconds after the first attempt past which no retry starts. */
