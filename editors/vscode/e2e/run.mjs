@@ -209,6 +209,16 @@ const lines = [
     arguments: { argv: ['sh', '-c', `echo out > ${path.join(tmp, 'outside.txt')}`], escalate: true, reason: 'the shared cache lives outside the project' },
   },
   { text: 'The cache is written.' },
+  // plan mode: the model lays out a plan and tries a write, which the mode refuses; run under
+  // acceptEdits, the plan's write runs without asking
+  {
+    tool: 'update_plan',
+    arguments: { entries: [{ content: 'read the README', status: 'completed' }, { content: 'write plan.txt', status: 'pending', priority: 'high' }] },
+  },
+  { tool: 'write_file', arguments: { path: 'plan.txt', content: 'planned\n' } },
+  { text: 'The plan is ready.' },
+  { text: 'Writing it. ', tool: 'write_file', arguments: { path: 'plan.txt', content: 'planned\n' } },
+  { text: 'Done as planned.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -1000,6 +1010,34 @@ try {
       throw new Error('the escalated command did not write outside the walls');
     }
     await waitForLog(extensionLog, /escalation answered: allow for run_command/);
+  });
+
+  await check('plans: plan mode on, the plan drawn live in the Plan view and on its turn, a write refused plainly; Run this plan writes it', async () => {
+    await palette('trellisd: Plan Mode (Toggle)');
+    await page.locator('.statusbar-item', { hasText: 'plan mode' }).waitFor();
+    await chat.locator('#session-mode', { hasText: 'mode: plan' }).waitFor();
+    await send('Plan the file');
+    const turn = chat.locator('section.turn', { hasText: 'Plan the file' });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.tool-refused-plan', { hasText: 'refused: the session is in plan mode' }).waitFor();
+    await turn.locator('.plan-progress', { hasText: 'plan: 1 of 2 done' }).waitFor();
+    const entry = page.locator('.monaco-list-row', { hasText: 'write plan.txt' });
+    await entry.locator('.label-description', { hasText: 'pending · high priority' }).waitFor();
+    if (fs.existsSync(path.join(project, 'plan.txt'))) {
+      throw new Error('plan mode let the write through');
+    }
+    await page.screenshot({ path: path.join(artifacts, 'plan.png') });
+    await turn.locator('button.run-plan').click();
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'run the plan under which approval mode?' }).waitFor();
+    await pick.locator('.monaco-list-row', { hasText: 'acceptEdits' }).click();
+    const ran = chat.locator('section.turn', { hasText: 'carries out the plan of turn “Plan the file”' });
+    await ran.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    if (fs.readFileSync(path.join(project, 'plan.txt'), 'utf8') !== 'planned\n') {
+      throw new Error('the plan run under acceptEdits did not write plan.txt');
+    }
+    await chat.locator('#session-mode', { hasText: 'mode: acceptEdits' }).waitFor();
+    await waitForLog(extensionLog, /running the plan of turn \S+ under the approval mode acceptEdits/);
   });
 
   exitCode = 0;

@@ -78,7 +78,7 @@
       : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
   }
 
-  /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string, walls?: string, wallsDetail?: string} | null} session */
+  /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string, walls?: string, wallsDetail?: string, mode?: string, modeDetail?: string} | null} session */
   function setSession(session) {
     empty.hidden = !!session;
     header.hidden = !session;
@@ -96,6 +96,11 @@
     walls.title = session?.wallsDetail ?? '';
     walls.hidden = !session?.walls;
     walls.classList.toggle('walls-off', !!session?.walls?.startsWith('walls: off'));
+    const mode = byId('session-mode');
+    mode.textContent = session?.mode ?? '';
+    mode.title = session?.modeDetail ? `${session.modeDetail} (click to set another mode)` : '';
+    mode.hidden = !session?.mode;
+    mode.classList.toggle('mode-plan', session?.mode === 'mode: plan');
   }
 
   /** @param {'info' | 'error'} level @param {string} text */
@@ -213,8 +218,18 @@
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
   byId('start').addEventListener('click', () => vscode.postMessage({ type: 'start' }));
   byId('reopen').addEventListener('click', () => vscode.postMessage({ type: 'reopen' }));
-  // a child session's "open" link (under the task call that started it)
+  byId('session-mode').addEventListener('click', (event) => {
+    event.preventDefault();
+    vscode.postMessage({ type: 'setMode' });
+  });
+  // a child session's "open" link (under the task call that started it), a planned turn's Run this plan
   turns.addEventListener('click', (event) => {
+    const run = /** @type {HTMLElement | null} */ (event.target instanceof Element ? event.target.closest('[data-run-plan]') : null);
+    if (run) {
+      event.preventDefault();
+      vscode.postMessage({ type: 'runPlan', turnId: run.dataset.runPlan });
+      return;
+    }
     const link = /** @type {HTMLElement | null} */ (event.target instanceof Element ? event.target.closest('[data-open-session]') : null);
     if (link) {
       event.preventDefault();

@@ -1,12 +1,15 @@
 /**
  * Answering session/requestApproval: a quick pick that stays open until answered, showing the
  * tool, its arguments and the daemon's summary. Closing it denies; so does the daemon taking the
- * request back (the turn was cancelled).
+ * request back (the turn was cancelled). A command the daemon proposes a rule for
+ * (`proposedRule`) may also be allowed by that rule, for the session or for the project: the
+ * rule's exact words are in the choice.
  */
 
 import type { QuickPickItem } from 'vscode';
 
 import type { ApprovalDecision, ApprovalParams } from './protocol';
+import { ruleText } from './transcript';
 import * as vscodeapi from './vscodeapi';
 import { escalationItems, escalationPlaceholder, escalationTitle, isEscalation } from './walls';
 
@@ -27,7 +30,27 @@ export function approvalItems(params: ApprovalParams): ApprovalItem[] {
       description: 'do not ask again for this in any session of this folder',
       decision: 'allowAlwaysProject',
     },
+    ...ruleItems(params.proposedRule),
     { label: '$(circle-slash) Deny', description: 'refuse; the model is told so', decision: 'deny' },
+  ];
+}
+
+/** "Always allow `pytest **` in this session" and "… for this project", when a rule is proposed. */
+export function ruleItems(rule: readonly string[] | undefined): ApprovalItem[] {
+  if (!rule?.length) {
+    return [];
+  }
+  const words = ruleText(rule);
+  const open = rule[rule.length - 1] === '**';
+  const detail = open ? `any command that starts with ${ruleText(rule.slice(0, -1))}, whatever follows` : `the command ${words} only`;
+  return [
+    { label: `$(list-filter) Always allow \`${words}\` in this session`, description: 'save this rule for the session', detail, decision: 'allowRule' },
+    {
+      label: `$(list-filter) Always allow \`${words}\` for this project`,
+      description: 'save this rule for every session of this folder',
+      detail,
+      decision: 'allowRuleProject',
+    },
   ];
 }
 

@@ -46,6 +46,7 @@ export function chatHtml(page: ChatPage): string {
   <div id="session-lineage" hidden></div>
   <div id="session-worktree" hidden></div>
   <div id="session-walls" hidden></div>
+  <button id="session-mode" type="button" hidden title="Set the session's approval mode"></button>
   <div id="session-spend" hidden></div>
 </header>
 <div id="empty">

@@ -81,6 +81,12 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
       case 'openSession':
         this.actions.openSession(String(message.sessionId ?? ''));
         break;
+      case 'runPlan': // a planned turn's button: the command, which asks the mode
+        void vscode.commands.executeCommand('trellisd.runPlan', String(message.turnId ?? ''));
+        break;
+      case 'setMode': // the mode in the header
+        void vscode.commands.executeCommand('trellisd.setMode');
+        break;
       case 'showLog':
         this.actions.showLog();
         break;

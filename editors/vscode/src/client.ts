@@ -27,6 +27,7 @@ import {
   InitializationOptions,
   InitializeResult,
   Method,
+  PlanParams,
   PROTOCOL_NAME,
   PROTOCOL_VERSION,
   Queued,
@@ -67,6 +68,7 @@ export interface DaemonHandlers {
   queued?: (params: Queued) => void;
   dequeued?: (params: DequeuedParams) => void;
   turnEnded?: (params: TurnEndedParams) => void;
+  plan?: (params: PlanParams) => void;
   requestApproval?: (params: ApprovalParams, token: rpc.CancellationToken) => Promise<ApprovalResult>;
 }
 
@@ -360,6 +362,7 @@ export class DaemonClient {
     connection.onNotification(notificationType(Method.queued), (p) => this.handlers.queued?.(p));
     connection.onNotification(notificationType(Method.dequeued), (p) => this.handlers.dequeued?.(p));
     connection.onNotification(notificationType(Method.turnEnded), (p) => this.handlers.turnEnded?.(p));
+    connection.onNotification(notificationType(Method.plan), (p) => this.handlers.plan?.(p));
     connection.onNotification(notificationType('window/logMessage'), (p) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification(notificationType('window/showMessage'), (p) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(clientRequestType(Method.requestApproval), async (p, token) => {

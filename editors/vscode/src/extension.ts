@@ -15,6 +15,8 @@ import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
 import { acting, Extension } from './features';
 import { ChannelLog } from './log';
+import { registerModes } from './modes';
+import { registerPlan } from './planView';
 import { registerPrompting, sender } from './prompting';
 import { contentProvider, SCHEME } from './proposed';
 import { SessionController } from './session';
@@ -94,6 +96,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
     ...registerChildren(ext, children),
     ...registerWalls(ext),
+    ...registerPlan(ext), ...registerModes(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

@@ -48,6 +48,8 @@ export const Method = {
   runSteps: 'run/steps',
   worktreeMerge: 'session/worktree/merge',
   worktreeDiscard: 'session/worktree/discard',
+  mode: 'session/mode',
+  planApprove: 'session/plan/approve',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
@@ -58,6 +60,7 @@ export const Method = {
   toolCall: 'session/toolCall',
   toolOutput: 'session/toolOutput',
   usage: 'session/usage',
+  plan: 'session/plan',
   requestApproval: 'session/requestApproval',
 } as const satisfies Record<string, wire.RequestMethod | wire.NotificationMethod | wire.ClientRequestMethod | 'initialized' | 'exit'>;
 
@@ -106,13 +109,22 @@ export const APPROVAL_DECISIONS = [
   'allow',
   'allowAlways',
   'allowAlwaysProject',
+  'allowRule',
+  'allowRuleProject',
   'deny',
 ] as const satisfies readonly ApprovalDecision[];
+
+/** The session's approval modes, as the schema's `ApprovalMode` lists them (checked by the tests). */
+export const APPROVAL_MODES = ['all', 'auto', 'acceptEdits', 'ask', 'plan', 'never'] as const satisfies readonly wire.ApprovalMode[];
+
+/** Where an entry of a plan stands, as the schema's `PlanStatus` lists them. */
+export const PLAN_STATUSES = ['pending', 'in_progress', 'completed'] as const satisfies readonly wire.PlanStatus[];
 
 // The shapes below are protocolTypes.ts's (generated from protocol/schema.json), under the names
 // the extension uses; none is written by hand.
 
 export type {
+  ApprovalMode,
   Budget,
   BudgetStatus,
   CallStatus,
@@ -123,6 +135,9 @@ export type {
   McpServerState,
   Merged,
   Outcome,
+  Plan,
+  PlanEntry,
+  PlanStatus,
   Policy,
   ProviderChoice,
   Queued,
@@ -221,3 +236,9 @@ export type Spend = UsageParams['tokens']['turn'];
 export type TurnEndedParams = wire.NotificationParams<'session/turnEnded'>;
 
 export type DequeuedParams = wire.NotificationParams<'session/dequeued'>;
+
+/** session/plan: a turn's plan as its update_plan call left it (sent to every window following the session). */
+export type PlanParams = wire.NotificationParams<'session/plan'>;
+
+/** What session/plan/approve takes: the planned turn and the mode its plan runs under. */
+export type PlanApproveParams = wire.RequestParams<'session/plan/approve'>;

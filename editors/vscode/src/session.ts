@@ -2,13 +2,15 @@
  * The session the editor works in, as one object for the rest of the extension: SessionController
  * makes each feature of the session (session/*.ts: the session's life, turns, steering, the
  * stream, following another window's turn, approvals, change sets, recovery, paging, pins, the
- * queue, spending, worktrees), wires them to each other and to the daemon's notifications, and hands each
+ * queue, spending, worktrees, plans and modes), wires them to each other and to the daemon's notifications, and hands each
  * call to the feature that does it. The features talk to the daemon through DaemonClient and to
  * the chat view through ChatSink; nothing here draws or reads VS Code's UI but through vscodeapi.
  */
 
 import { DaemonClient, DaemonHandlers, Log } from './client';
+import type { LivePlan } from './plan';
 import {
+  ApprovalMode,
   ApprovalResult,
   Budget,
   BudgetStatus,
@@ -40,8 +42,10 @@ import { ChangeSets } from './session/changeSets';
 import { Children } from './session/children';
 import { ChatSink, Listener, NO_VIEW, SessionCore } from './session/core';
 import { Following } from './session/following';
+import { Modes } from './session/modes';
 import { Paging } from './session/paging';
 import { pin } from './session/pins';
+import { Plans } from './session/plans';
 import { Queueing } from './session/queue';
 import { Recovery } from './session/recovery';
 import { Sessions } from './session/sessions';
@@ -50,6 +54,7 @@ import { Steering } from './session/steering';
 import { Stream } from './session/stream';
 import { Turns } from './session/turns';
 import { SessionWalls } from './session/walls';
+import type { TranscriptTurn } from './transcript';
 import { Worktrees } from './session/worktrees';
 
 export type { ChatSink, FromWebview, SessionHeader, ToWebview } from './session/core';
@@ -68,6 +73,8 @@ export class SessionController {
   private readonly spending: Spending;
   private readonly worktrees: Worktrees;
   private readonly sessionWalls: SessionWalls;
+  private readonly plans: Plans;
+  private readonly modes: Modes;
 
   readonly handlers: DaemonHandlers;
 
@@ -92,7 +99,9 @@ export class SessionController {
     const queueing = (this.queueing = new Queueing(core));
     const spending = (this.spending = new Spending(core));
     this.worktrees = new Worktrees(core);
-    this.sessionWalls = new SessionWalls(core);
+    const sessionWalls = (this.sessionWalls = new SessionWalls(core));
+    const plans = (this.plans = new Plans(core));
+    this.modes = new Modes(core);
     core.links = {
       follow: (running) => following.follow(running),
       checkFollowed: (live) => following.checkFollowed(live),
@@ -106,6 +115,7 @@ export class SessionController {
       resume: (turnId) => turns.resume(turnId),
       takeover: () => sessions.takeover(),
       childAsking: (p) => children.asking(p),
+      readPolicy: () => sessionWalls.refresh(),
     };
     this.handlers = {
       // a child's (the task tool's) are drawn under the task call that started it
@@ -118,6 +128,7 @@ export class SessionController {
       queued: (p) => queueing.onQueued(p),
       dequeued: (p) => queueing.onDequeued(p),
       turnEnded: (p) => children.onTurnEnded(p) || following.onTurnEnded(p),
+      plan: (p) => plans.onPlan(p),
       requestApproval: (p, token): Promise<ApprovalResult> => approvals.onApproval(p, token),
     };
     client.setHandlers(this.handlers);
@@ -219,6 +230,16 @@ export class SessionController {
 
   onDidChangeUsage(listener: Listener<UsageParams>): { dispose(): void } {
     return subscribe(this.core.usageListeners, listener);
+  }
+
+  /** The plan in the live spot changed (session/plan, or a session opened with its history). */
+  onDidChangePlan(listener: Listener<LivePlan | undefined>): { dispose(): void } {
+    return subscribe(this.core.planListeners, listener);
+  }
+
+  /** The open session's approval mode changed, or was read. */
+  onDidChangeMode(listener: Listener<ApprovalMode | undefined>): { dispose(): void } {
+    return subscribe(this.core.modeListeners, listener);
   }
 
   // the view
@@ -385,6 +406,47 @@ export class SessionController {
 
   walls(): Promise<Walls> {
     return this.sessionWalls.current();
+  }
+
+  // plans (plans.ts) and the approval mode (modes.ts)
+
+  /** The plan drawn in the live spot: the newest planned turn's, or the running turn's. */
+  get plan(): LivePlan | undefined {
+    return this.plans.live;
+  }
+
+  /** The planned turns of the transcript, newest first. */
+  plannedTurns(): TranscriptTurn[] {
+    return this.plans.planned();
+  }
+
+  /** Run a planned turn's plan under `approval` in a new turn, streamed as any turn. */
+  runPlan(turnId: string, approval: ApprovalMode): Promise<TurnResult | undefined> {
+    return this.turns.approvePlan(turnId, approval);
+  }
+
+  /** The open session's approval mode as last read (undefined until session/policy answered). */
+  get mode(): ApprovalMode | undefined {
+    return this.modes.current;
+  }
+
+  /** The mode the session had before plan mode was switched on here (else ask). */
+  get modeBeforePlan(): ApprovalMode {
+    return this.modes.beforePlan;
+  }
+
+  /** The open session's approval mode, read from the daemon if need be. */
+  approvalMode(): Promise<ApprovalMode> {
+    return this.modes.known();
+  }
+
+  setMode(approval: ApprovalMode): Promise<ApprovalMode> {
+    return this.modes.set(approval);
+  }
+
+  /** Plan mode on, or off back to the mode before it; the mode the session is in now. */
+  togglePlanMode(): Promise<ApprovalMode> {
+    return this.modes.togglePlan();
   }
 
   // the queue (queue.ts) and spending (spending.ts)

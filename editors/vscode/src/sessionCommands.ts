@@ -13,6 +13,7 @@ import { SessionController } from './session';
 import { askRecovery } from './recovery';
 import { sessionItems, SessionItem } from './sessionPicker';
 import { searchSessions } from './sessionSearch';
+import { ruleText, ruleWords } from './transcript';
 import { firstLine, TreeNode } from './turnTree';
 import * as vscodeapi from './vscodeapi';
 
@@ -43,10 +44,17 @@ export async function pickTurn(controller: SessionController, title: string, nod
 
 const GRANT_SCOPES: Record<string, string> = { session: 'this session', project: 'this project', policy: "the session's policy" };
 
+const GRANT_ICONS: Record<string, string> = { exec: '$(terminal)', rule: '$(list-filter)' };
+
+/** What a grant allows in words: `exec pytest -q`, or a rule's words, `rule pytest **`. */
+export function grantText(grant: Grant): string {
+  return `${grant.kind} ${grant.kind === 'rule' ? ruleText(grant.rule ?? ruleWords(grant.target)) : grant.target}`;
+}
+
 /** A remembered approval as the list shows it: what it allows, and where it is kept. */
 export function grantItem(grant: Grant): QuickPickItem & { grant: Grant } {
   return {
-    label: `${grant.kind === 'exec' ? '$(terminal)' : '$(edit)'} ${grant.kind} ${grant.target}`,
+    label: `${GRANT_ICONS[grant.kind] ?? '$(edit)'} ${grantText(grant)}`,
     description: GRANT_SCOPES[grant.scope ?? 'session'] ?? grant.scope,
     grant,
   };
@@ -181,7 +189,7 @@ export class SessionCommands {
     if (!picked) {
       return;
     }
-    const what = `${picked.grant.kind} ${picked.grant.target} (${picked.description})`;
+    const what = `${grantText(picked.grant)} (${picked.description})`;
     if (picked.grant.scope === 'policy') {
       void vscodeapi.showInformationMessage(`trellisd: ${what} came with the session's policy; open a session with another policy to drop it.`);
       return;

@@ -4,7 +4,8 @@
  */
 
 import { escapeHtml, renderMarkdown } from './markdown';
-import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Step, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
+import { planMarksHtml, refusedByPlanMode } from './plan';
+import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Plan, Step, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
 
 export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
 
@@ -32,6 +33,8 @@ export type Block =
       decision: ApprovalDecision | 'pending' | 'withdrawn';
       /** A command that asked to run outside the walls, and the model's reason. */
       escalate?: { command: string; reason: string };
+      /** The rule an allowRule or allowRuleProject answer saved (the approval's proposedRule). */
+      rule?: string[];
     }
   | { kind: 'notice'; level: 'info' | 'error'; text: string };
 
@@ -46,6 +49,9 @@ export interface TranscriptTurn {
   cost?: number | null;
   model?: string | null;
   error?: string;
+  /** The turn's last plan (update_plan), and the planned turn whose plan it carries out. */
+  plan?: Plan;
+  followsPlan?: { turnId: string; name?: string };
 }
 
 /** A child session a `task` call started, as the parent's view shows it: its turn (its text,
@@ -92,6 +98,8 @@ export function fromHistory(turn: Turn): TranscriptTurn {
     cost: turn.cost,
     model: turn.model,
     error: turn.error,
+    ...(turn.plan ? { plan: turn.plan } : {}),
+    ...(turn.followsPlan ? { followsPlan: { turnId: turn.followsPlan.turnId } } : {}),
   };
 }
 
@@ -329,8 +337,25 @@ const DECISIONS: Record<ApprovalDecision | 'pending' | 'withdrawn', string> = {
   allow: 'allowed once',
   allowAlways: 'allowed always for this session',
   allowAlwaysProject: 'allowed always for this project',
+  allowRule: 'allowed always for this session by a rule',
+  allowRuleProject: 'allowed always for this project by a rule',
   deny: 'denied',
 };
+
+/** A rule's words as a person types them: `pytest **`, a word with spaces quoted. */
+export function ruleText(rule: readonly string[]): string {
+  return rule.map((w) => (w === '' || /[\s"'\\]/.test(w) ? JSON.stringify(w) : w)).join(' ');
+}
+
+/** A rule grant's target is its pattern as a JSON array (session/policy, session/revoke). */
+export function ruleWords(target: string): string[] {
+  try {
+    const words: unknown = JSON.parse(target);
+    return Array.isArray(words) ? words.map(String) : [target];
+  } catch {
+    return [target];
+  }
+}
 
 export function blockHtml(block: Block): string {
   switch (block.kind) {
@@ -343,10 +368,15 @@ export function blockHtml(block: Block): string {
         ? ` <span class="tool-status tool-status-${block.status}">${escapeHtml(block.status)}</span>`
         : '';
       const output = block.output ? `<pre class="tool-output">${escapeHtml(block.output)}</pre>` : '';
+      // refused by plan mode: said plainly, as what the mode is for, not as a failure
+      const planMode = refusedByPlanMode(block.result)
+        ? ' <span class="tool-refused-plan">refused: the session is in plan mode</span>'
+        : '';
       return (
         `<div class="tool"><span class="tool-name">${escapeHtml(block.name)}</span>` +
         ` <code class="tool-args">${escapeHtml(compactJson(block.arguments))}</code>` +
         status +
+        planMode +
         (result ? ` <span class="tool-result">→ ${escapeHtml(result)}</span>` : '') +
         output +
         (block.child ? childHtml(block.child) : '') +
@@ -372,7 +402,11 @@ export function blockHtml(block: Block): string {
       return (
         `<div class="approval approval-${block.decision}">` +
         `<div class="approval-head"><span class="approval-tool">${escapeHtml(block.tool)}</span>` +
-        ` <span class="approval-decision">${escapeHtml(DECISIONS[block.decision])}</span></div>` +
+        ` <span class="approval-decision">${escapeHtml(DECISIONS[block.decision])}</span>` +
+        (block.rule && (block.decision === 'allowRule' || block.decision === 'allowRuleProject')
+          ? ` <code class="approval-rule">${escapeHtml(ruleText(block.rule))}</code>`
+          : '') +
+        '</div>' +
         `<div class="approval-summary">${escapeHtml(block.summary)}</div>` +
         `<pre class="approval-args">${escapeHtml(prettyJson(block.arguments))}</pre></div>`
       );
@@ -402,7 +436,7 @@ export function bodyHtml(turn: TranscriptTurn): string {
 export function footerHtml(turn: TranscriptTurn): string {
   const error = turn.error ? `<div class="turn-error">${escapeHtml(turn.error)}</div>` : '';
   const footer = turn.outcome === 'running' ? 'running…' : footerText(turn);
-  return `${error}<div class="turn-footer outcome-${escapeHtml(turn.outcome)}">${escapeHtml(footer)}</div>`;
+  return `${planMarksHtml(turn)}${error}<div class="turn-footer outcome-${escapeHtml(turn.outcome)}">${escapeHtml(footer)}</div>`;
 }
 
 /** What the webview needs to draw or redraw one turn. */

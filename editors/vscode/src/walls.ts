@@ -12,12 +12,13 @@ import type { QuickPickItem } from 'vscode';
 import type { Settings } from './config';
 import type { Extension } from './features';
 import type { ApprovalDecision, ApprovalParams } from './protocol';
-import type { ApprovalMode, Network, Policy, SandboxMode, Walls } from './protocolTypes';
+import type { Network, Policy, SandboxMode, Walls } from './protocolTypes';
 import * as vscodeapi from './vscodeapi';
 
 export const SANDBOX_MODES: readonly SandboxMode[] = ['workspace-write', 'read-only', 'off'];
 
-export const APPROVAL_MODES: readonly ApprovalMode[] = ['all', 'auto', 'ask', 'never'];
+/** The approval modes, walked by the `trellisd.approval` setting and the mode picker (modes.ts). */
+export { APPROVAL_MODES } from './protocol';
 
 /** What a walled program may reach, in a few words: `network off`, `network on`, or the list. */
 export function networkText(network: Network, limit = 2): string {

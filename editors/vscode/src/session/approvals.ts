@@ -7,7 +7,7 @@
 import { argumentsLine, askApproval } from '../approval';
 import { ApprovalParams, ApprovalResult, Grant, Method, RevocableGrant } from '../protocol';
 import { showProposed } from '../proposed';
-import { addBlock, Block } from '../transcript';
+import { addBlock, Block, ruleText, ruleWords } from '../transcript';
 import * as vscodeapi from '../vscodeapi';
 import { escalationCommand, isEscalation } from '../walls';
 import type { SessionCore } from './core';
@@ -27,6 +27,7 @@ export class Approvals {
       arguments: p.arguments ?? {},
       decision: 'pending',
       ...(isEscalation(p) ? { escalate: { command: escalationCommand(p), reason: p.reason ?? '' } } : {}),
+      ...(p.proposedRule?.length ? { rule: p.proposedRule } : {}),
     };
     const redraw = () => (child ? child.redraw() : live && core.coalescer.mark(live.turn.key));
     const turn = child?.turn ?? live?.turn;
@@ -38,7 +39,8 @@ export class Approvals {
     const mcp = p.mcp ? ` [MCP server ${p.mcp.server}${p.mcp.tool ? `, tool ${p.mcp.tool}` : ''}]` : '';
     const asker = child ? `${child.name} asks: ` : '';
     const asked = block.escalate ? `escalation asked (outside the walls): ${block.escalate.command} because: ${block.escalate.reason}` : 'approval asked:';
-    core.log.info(`${asked} ${asker}${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}`);
+    const rule = block.rule ? ` [rule proposed: ${ruleText(block.rule)}]` : '';
+    core.log.info(`${asked} ${asker}${p.tool} ${argumentsLine(p.arguments ?? {})} (${p.summary})${mcp}${rule}`);
     if (p.diff && core.session) {
       showProposed(core.session.root, p.diff).catch((e) => core.log.info(`could not show the diff: ${e}`));
     }
@@ -65,7 +67,8 @@ export class Approvals {
     const current = core.requireSession();
     await core.ensureAttached();
     const policy = await core.client.request(Method.revoke, { sessionId: current.sessionId, grant });
-    core.log.info(`revoked ${grant.kind} ${grant.target} (${grant.scope ?? 'session'}) of session ${current.sessionId}`);
+    const what = grant.kind === 'rule' ? ruleText(ruleWords(grant.target)) : grant.target;
+    core.log.info(`revoked ${grant.kind} ${what} (${grant.scope ?? 'session'}) of session ${current.sessionId}`);
     return policy.grants ?? [];
   }
 }

@@ -11,8 +11,11 @@ import type { CancellationTokenSource } from 'vscode-jsonrpc';
 import type { DaemonClient, Log } from '../client';
 import { Coalescer } from '../coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from '../errors';
+import { MODE_DESCRIPTIONS, modeText } from '../modes';
 import { HISTORY_PAGE } from '../paging';
+import { LivePlan, nameFollowedPlans, newestPlan } from '../plan';
 import {
+  ApprovalMode,
   Budget,
   BudgetStatus,
   ErrorCode,
@@ -46,6 +49,9 @@ export interface SessionHeader {
    * and what they hold, a line each, once session/policy answered. */
   walls?: string;
   wallsDetail?: string;
+  /** The session's approval mode ("mode: plan"), and what it lets run, once session/policy answered. */
+  mode?: string;
+  modeDetail?: string;
 }
 
 /** Messages to the chat webview. */
@@ -73,6 +79,10 @@ export type FromWebview =
   | { type: 'start' }
   | { type: 'reopen' }
   | { type: 'earlier' }
+  /** **Run this plan** on a planned turn. */
+  | { type: 'runPlan'; turnId: string }
+  /** The mode in the header: pick another. */
+  | { type: 'setMode' }
   /** A child session's "open" link under the task call that started it. */
   | { type: 'openSession'; sessionId: string }
   | { type: 'showLog' };
@@ -119,6 +129,8 @@ export interface SessionLinks {
   resume(turnId: string): Promise<TurnResult | undefined>;
   /** Sessions: make this daemon the session's writer. */
   takeover(): Promise<Session>;
+  /** Walls: read the session's policy again (its walls and approval mode) and draw it. */
+  readPolicy(): Promise<unknown>;
   /** Children: the child of the running turn that asks an approval (its name, and the turn
    * drawn under its task call); undefined when the open session asks. */
   childAsking(p: { sessionId: string; turnId: string; runId: string }): Promise<{ name: string; turn: TranscriptTurn; redraw(): void } | undefined>;
@@ -141,6 +153,15 @@ export class SessionCore {
   readonly sessionListeners = new Set<Listener<Session | undefined>>();
   readonly runningListeners = new Set<Listener<boolean>>();
   readonly usageListeners = new Set<Listener<UsageParams>>();
+  readonly planListeners = new Set<Listener<LivePlan | undefined>>();
+  readonly modeListeners = new Set<Listener<ApprovalMode | undefined>>();
+  /** The plan in the live spot: the newest planned turn's, or the one a running turn keeps. */
+  plan?: LivePlan;
+  /** The open session's approval mode, as session/policy said it last (session/modes.ts). */
+  mode?: { sessionId: string; approval: ApprovalMode };
+  /** The mode the session had before plan mode was switched on in this window (the toggle goes
+   * back to it; Run this plan offers it first). */
+  modeBeforePlan?: { sessionId: string; approval: ApprovalMode };
   /** The open session's last `session/usage`: its context meter and spend. */
   usage?: UsageParams;
   /** The prompts queued behind the running turn (from any window), first to run first. */
@@ -225,7 +246,40 @@ export class SessionCore {
   /** The transcript is `history` (steps to be filled), with `cursor` to the page before it. */
   showHistory(history: Turn[], cursor: string | undefined): void {
     this.transcript = history.map((t) => fromHistory(t));
+    nameFollowedPlans(this.transcript);
     this.historyCursor = cursor;
+    const sessionId = this.session?.sessionId;
+    const planned = sessionId ? newestPlan(sessionId, history) : undefined;
+    // a running turn's plan as it streamed stays when the history has none of it yet
+    const plan = this.plan;
+    const running =
+      plan?.sessionId === sessionId &&
+      (this.live?.turn.turnId === plan?.turnId || history.some((t) => t.turnId === plan?.turnId && t.outcome === 'running'));
+    const streamed = running && planned?.turnId !== plan?.turnId ? plan : undefined;
+    const turn = streamed && this.transcript.find((t) => t.turnId === streamed.turnId);
+    if (turn) {
+      turn.plan ??= streamed.plan;
+    }
+    this.setPlan(streamed ?? planned);
+  }
+
+  /** The plan in the live spot (the Plan view) is `plan`. */
+  setPlan(plan: LivePlan | undefined): void {
+    this.plan = plan;
+    for (const listener of this.planListeners) {
+      listener(plan);
+    }
+  }
+
+  /** The open session's approval mode is `approval`, as the daemon said it. */
+  setMode(sessionId: string, approval: ApprovalMode): void {
+    const changed = this.mode?.sessionId !== sessionId || this.mode.approval !== approval;
+    this.mode = { sessionId, approval };
+    if (changed) {
+      for (const listener of this.modeListeners) {
+        listener(approval);
+      }
+    }
   }
 
   requireSession(): Session {
@@ -264,7 +318,7 @@ export class SessionCore {
     this.view.post({ type: 'earlier', more: !!this.historyCursor });
     this.view.post({
       type: 'reset',
-      session: session ? header(session, this.lineage, this.walls) : null,
+      session: session ? header(session, this.lineage, this.walls, this.mode) : null,
       turns: this.transcript.map(turnView),
       running: this.isRunning,
     });
@@ -272,7 +326,7 @@ export class SessionCore {
 
   /** The session's title and lineage, drawn again. */
   postHeader(session: Session): void {
-    this.view.post({ type: 'session', session: header(session, this.lineage, this.walls) });
+    this.view.post({ type: 'session', session: header(session, this.lineage, this.walls, this.mode) });
   }
 
   postQueue(): void {
@@ -336,7 +390,7 @@ export class SessionCore {
   }
 }
 
-function header(session: Session, lineage?: string, walls?: SessionCore['walls']): SessionHeader {
+function header(session: Session, lineage?: string, walls?: SessionCore['walls'], mode?: SessionCore['mode']): SessionHeader {
   return {
     sessionId: session.sessionId,
     title: session.title,
@@ -344,6 +398,7 @@ function header(session: Session, lineage?: string, walls?: SessionCore['walls']
     ...(lineage ? { lineage } : {}),
     ...(session.worktree ? { worktree: worktreeText(session.worktree) } : {}),
     ...(walls?.sessionId === session.sessionId ? { walls: walls.text, wallsDetail: walls.detail } : {}),
+    ...(mode?.sessionId === session.sessionId ? { mode: modeText(mode.approval), modeDetail: MODE_DESCRIPTIONS[mode.approval] } : {}),
   };
 }
 

@@ -46,6 +46,9 @@ export class Following {
       // it started as the reopen was answered: not in the history that came with it
       const prompt = running.prompt ?? '';
       turn = { key: running.turnId, turnId: running.turnId, prompt, blocks: [], outcome: 'running' };
+      if (core.plan?.turnId === running.turnId) {
+        turn.plan = core.plan.plan; // its plan came before the reopen that shows it
+      }
       core.transcript.push(turn);
     }
     turn.outcome = 'running';

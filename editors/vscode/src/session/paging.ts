@@ -6,6 +6,7 @@
 
 import { messageOf } from '../errors';
 import { earlierPage, stepsOf } from '../paging';
+import { nameFollowedPlans } from '../plan';
 import { Step, Turn } from '../protocol';
 import { fromHistory, turnView, withStepTexts } from '../transcript';
 import type { SessionCore } from './core';
@@ -37,6 +38,10 @@ export class Paging {
     const known = new Set(core.transcript.map((t) => t.turnId));
     const turns = page.turns.filter((t) => !known.has(t.turnId)).map((t) => fromHistory(t));
     core.transcript.unshift(...turns);
+    // a turn that carries out the plan of one of these is named by its prompt now
+    nameFollowedPlans(core.transcript);
+    const added = new Set(turns.map((t) => t.turnId));
+    core.transcript.filter((t) => t.followsPlan && added.has(t.followsPlan.turnId) && !turns.includes(t)).forEach((t) => core.coalescer.mark(t.key));
     core.historyCursor = page.cursor;
     core.coalescer.flush();
     core.view.post({ type: 'prepend', turns: turns.map(turnView), more: !!page.cursor });

@@ -1,13 +1,14 @@
 /**
- * Running turns: a prompt from the input box (with the active file when asked), a turn streamed
- * into the view until it ends, step mode, pausing, resuming a paused or interrupted turn, and
- * cancelling the running one.
+ * Running turns: a prompt from the input box (with the active file when asked), a planned turn's
+ * plan (session/plan/approve), a turn streamed into the view until it ends, step mode, pausing,
+ * resuming a paused or interrupted turn, and cancelling the running one.
  */
 
 import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
 
 import { DaemonError, messageOf, TrellisError } from '../errors';
-import { ContextEntry, ErrorCode, Method, TurnResult } from '../protocol';
+import { planTurnText, turnName } from '../plan';
+import { ApprovalMode, ContextEntry, ErrorCode, Method, TurnResult } from '../protocol';
 import { pendingFrom } from '../recovery';
 import { addBlock, contextLine, finish, footerText, fromHistory, TranscriptTurn } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
@@ -73,6 +74,37 @@ export class Turns {
       const params = { sessionId: session.sessionId, prompt, stepMode, ...(context?.length ? { context } : {}) };
       return core.client.request(Method.turn, params, token);
     });
+  }
+
+  /** Run the plan of the planned turn `turnId` under `approval` (session/plan/approve): a new
+   * turn at the head, streamed as any turn, that records which plan it carries out. The mode
+   * becomes the session's, as session/mode would set it. */
+  async approvePlan(turnId: string, approval: ApprovalMode): Promise<TurnResult | undefined> {
+    const { core } = this;
+    const session = core.requireSession();
+    if (core.live) {
+      throw new TrellisError('A turn is running: wait for it to end or cancel it before you run a plan.');
+    }
+    const planned = core.transcript.find((t) => t.turnId === turnId);
+    const name = planned ? turnName(planned.prompt) : undefined;
+    const turn: TranscriptTurn = {
+      key: `local-${++core.keys}`,
+      prompt: `Carry out the plan of ${planTurnText(turnId, name)}`,
+      blocks: [],
+      outcome: 'running',
+      followsPlan: { turnId, ...(name ? { name } : {}) },
+    };
+    core.transcript.push(turn);
+    core.log.info(`running the plan of turn ${turnId} under the approval mode ${approval}`);
+    try {
+      return await this.run(turn, true, async (token) => {
+        await core.ensureAttached();
+        core.setMode(session.sessionId, approval);
+        return core.client.request(Method.planApprove, { sessionId: session.sessionId, turnId, approval }, token);
+      });
+    } finally {
+      void core.links.readPolicy().catch(() => undefined);
+    }
   }
 
   /** Pause the running turn: the step it is taking completes, then it ends `paused`. */

@@ -1,6 +1,6 @@
 /**
- * The open session's walls (session/policy's `walls`): read whenever the session opens, is
- * reopened or changes, and drawn in the chat view's header.
+ * The open session's walls (session/policy's `walls`) and its approval mode: read whenever the
+ * session opens, is reopened or changes, and drawn in the chat view's header.
  */
 
 import { messageOf, TrellisError } from '../errors';
@@ -42,6 +42,7 @@ export class SessionWalls {
     if (core.session?.sessionId !== session.sessionId) {
       return walls; // another session was opened meanwhile
     }
+    core.setMode(session.sessionId, policy.approval ?? 'ask');
     const text = wallsText(walls);
     const changed = core.walls?.sessionId !== session.sessionId || core.walls.text !== text;
     core.walls = { sessionId: session.sessionId, text, detail: wallsDetail(walls).join('\n') };
