@@ -67,6 +67,7 @@ class EventKind(StrEnum):
     SANDBOX = "sandbox"  # the walls a command ran in
     PLAN = "plan"  # the model's update_plan call replaced the turn's plan
     PLAN_APPROVED = "plan-approved"  # session/plan/approve: the plan this turn carries out
+    THOUGHT = "thought"  # what the model reasoned in a step's call, and its reasoning tokens
 
 
 class Decision(StrEnum):

@@ -413,9 +413,12 @@ class TrellisAgent:
         return out
 
     async def _in_flight(self, live: Snapshot, root: str) -> list[updates.Update]:
-        """The running turn's uncommitted steps at the snapshot: the current step's text so
-        far and the calls in flight, in step order (the text ahead of its step's call)."""
+        """The running turn's uncommitted steps at the snapshot: the current step's reasoning
+        and text so far and the calls in flight, in step order (the text ahead of its step's
+        call)."""
         out: list[tuple[int, int, updates.Update]] = []
+        if live.thought and live.step is not None:
+            out.append((live.step, 0, updates.agent_thought(live.thought)))
         if live.text and live.step is not None:
             out.append((live.step, 0, updates.agent_text(live.text)))
         for call, output in live.calls:

@@ -58,7 +58,9 @@ _TURN_SELECT = f"""
            (SELECT json_array(e.step, e.detail) FROM event e
             WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN}' ORDER BY e.seq DESC LIMIT 1),
            (SELECT e.detail FROM event e
-            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1)
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1),
+           (SELECT sum(json_extract(e.detail, '$.tokens')) FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.THOUGHT}')
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -133,7 +135,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         reply=row[5],
         outcome=stored(Outcome, row[6]),
         error=row[7],
-        tokens=Tokens(row[8], row[9], row[10]),
+        tokens=Tokens(row[8], row[9], row[10], row[17]),  # reasoning: the thought events'
         created_at=row[11],
         model=row[12],
         recovery=recoveries.of_run(row[0], row[3], row[13]),
