@@ -21,6 +21,8 @@ export type Tokens = {
   total: Count;
   /** The part of input read from the provider's cache. */
   cached: Count;
+  /** Of output, the tokens the model spent reasoning; left out when the provider reported none. Priced as output (it is part of it). */
+  reasoning?: Count;
 };
 
 export type Outcome = "running" | "finished" | "error" | "cancelled" | "interrupted" | "exhausted" | "success" | "failure" | "paused" | "forked";
@@ -42,6 +44,7 @@ export type ProviderChoice = {
   contextWindow?: number;
   /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
   compactAt?: number;
+  effort?: Effort;
 };
 
 export type Session = SessionFields;
@@ -131,6 +134,8 @@ export type StepFields = {
   /** The tool's answer, as the model saw it. */
   result: string | null;
   tokens: Tokens;
+  /** What the model reasoned in this step's call (its thinking, or the summary the provider gave), as session/thought streamed it; left out when it did not reason. The thought event of the step records it with the provider's own records and the reasoning tokens. */
+  thought?: string;
 };
 
 export type Step = StepFields;
@@ -144,7 +149,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "thought";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -342,6 +347,8 @@ export type ProviderOverrides = {
   contextWindow?: number | null;
   /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
   compactAt?: number | null;
+  /** As ProviderChoice's effort. */
+  effort?: "low" | "medium" | "high" | null;
 };
 
 /** All turns when neither limit nor cursor is given; else a page. */
@@ -531,6 +538,9 @@ export type Plan = {
   entries: PlanEntry[];
 };
 
+/** How hard a reasoning model thinks, mapped per provider (OpenAI reasoning_effort / reasoning.effort, Anthropic thinking with a token budget); unset: the model's own default. A model that does not reason ignores it. */
+export type Effort = "low" | "medium" | "high";
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -628,6 +638,8 @@ export interface Requests {
         /** The step being streamed; null between steps (every step so far is committed). */
         step: number | null;
         text: string;
+        /** What the model reasoned so far in the step being streamed (session/thought's texts joined); empty when it has not. */
+        thought?: string;
         /** The tool calls of the steps not committed yet, as session/toolCall and session/toolOutput have told them so far: the notifications after the answer carry each on. */
         calls?: {
           step: number;
@@ -706,6 +718,8 @@ export interface Requests {
       budget?: Budget | null;
       /** true: while another turn of the session runs, wait in its queue (session/queued) and run after it; answers when it has run. Otherwise such a turn is refused (-32020). */
       queue?: boolean | null;
+      /** This turn only. */
+      effort?: Effort | null;
     };
     result: TurnResult;
   };
@@ -1097,6 +1111,13 @@ export interface Notifications {
       text: string;
     };
   };
+  /** A piece of what the model reasons in a step's call, as it streams (Anthropic thinking, a Responses reasoning summary, the reasoning_content of OpenAI-compatible servers), to every window following the session. Pieces that come while one is being written go out together, as session/token's do. The whole is the step's thought once it commits. */
+  'session/thought': {
+    params: TurnRef & {
+      step: number;
+      text: string;
+    };
+  };
   'session/step': {
     params: TurnRef & StepFields;
   };
@@ -1156,12 +1177,16 @@ export interface Notifications {
           output: number;
           cached: number;
           total: number;
+          /** Of output, the reasoning tokens providers reported; left out when none did. */
+          reasoning?: number;
         };
         session: {
           input: number;
           output: number;
           cached: number;
           total: number;
+          /** Of output, the reasoning tokens providers reported; left out when none did. */
+          reasoning?: number;
         };
       };
       /** USD so far; null when no price is known. */
