@@ -92,7 +92,7 @@ from .policy.layers import (
 )
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
-from .records import Effort
+from .records import Effort, effort_field
 from .sandbox.walls import SandboxMode, network_of, network_wire, secret_paths
 from .tools.environment import child_environment, secret_name
 
@@ -188,7 +188,7 @@ class ConfigFile:
     max_retries: int | None = _limit("max_retries")
     retry_budget: float | None = _limit("retry_budget")
     read_timeout: float | None = _limit("read_timeout")
-    effort: Effort | None = None
+    effort: Effort | None = effort_field()
     approval: Approval | None = _approval()
     layers: tuple[LayerSpec, ...] = _layers()
     sandbox: SandboxMode | None = _sandbox()

@@ -66,6 +66,11 @@ Effort = Literal["low", "medium", "high"]
 """How hard a reasoning model thinks (the provider seam's ``Effort``)."""
 
 
+def effort_field() -> Any:
+    """An optional ``Effort`` of a request, whose wrong value is refused saying what it may be."""
+    return attrs.field(default=None, metadata={"must": "be low, medium or high"})
+
+
 @attrs.frozen
 class ProviderChoice:
     """A client's choice of model, laid over the daemon's settings: a session's ``provider``
@@ -82,7 +87,7 @@ class ProviderChoice:
     read_timeout: float | None = None
     context_window: int | None = None  # the model's context window, in tokens
     compact_at: float | None = None  # the share of the window a request may fill
-    effort: Effort | None = None  # how hard a reasoning model thinks
+    effort: Effort | None = effort_field()  # how hard a reasoning model thinks
 
 
 @attrs.frozen

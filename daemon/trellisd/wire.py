@@ -42,6 +42,7 @@ from .records import (
     Turn,
     TurnRef,
     TurnResult,
+    effort_field,
 )
 from .services.queue import Queued
 from .services.running import LiveCall
@@ -223,7 +224,7 @@ class SessionTurn:
     context: tuple[ContextEntry, ...] | None = None
     budget: Budget | None = None  # what this turn may spend
     queue: bool | None = None  # while another turn runs: wait for it, in line
-    effort: Effort | None = None  # how hard a reasoning model thinks, this turn
+    effort: Effort | None = effort_field()  # how hard a reasoning model thinks, this turn
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
