@@ -105,3 +105,25 @@ async def test_an_effort_of_no_known_level_is_refused_naming_it(
     assert (refused.code, refused.data["field"]) == (-32602, "effort")
     assert refused.message == "effort must be low, medium or high"
     assert (opened.code, opened.data["field"]) == (-32602, "provider.effort")
+
+
+async def test_a_thought_goes_with_its_session_through_export_and_import(
+    spawn: DaemonFactory, tmp_path: Path, workspace: Path
+) -> None:
+    signed = {"type": "thinking", "thinking": THOUGHT, "signature": "c2lnbmVk"}
+    line = {"thought": THOUGHT, "reasoningItems": [signed], "text": "Hello there."}
+    first = await spawn(env=scripted(tmp_path, line))
+    session = await open_session(first, workspace, provider={"effort": "medium"})
+    result = await turn(first, session, "greet me")
+    path = tmp_path / "greeting.trellisd"
+    await first.call("session/export", {"sessionId": session["sessionId"], "path": str(path)})
+
+    second = await spawn(db=tmp_path / "elsewhere" / "trellisd.db")
+    imported = await second.call("session/import", {"path": str(path)})
+
+    assert imported["provider"]["effort"] == "medium"
+    run = {"runId": result["runId"]}
+    assert await second.call("run/steps", run) == await first.call("run/steps", run)
+    (event,) = await events(second, result["runId"], "thought")
+    assert event["detail"]["items"] == [signed]
+    assert (await second.call("session/verify", {"sessionId": session["sessionId"]}))["ok"]
