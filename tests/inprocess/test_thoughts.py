@@ -57,6 +57,9 @@ async def test_thoughts_stream_before_the_text_and_are_kept_with_the_step(
         "tokens": reasoned,
     }
     assert daemon.usages[-1]["tokens"]["turn"]["reasoning"] == reasoned
+    assert result["tokens"]["reasoning"] == reasoned
+    summary = await daemon.call("run/summary", {"runId": result["runId"]})
+    assert summary["tokens"]["reasoning"] == reasoned
     (shown,) = (await daemon.call("session/history", {"sessionId": session["sessionId"]}))["turns"]
     assert shown["tokens"]["reasoning"] == reasoned
 
