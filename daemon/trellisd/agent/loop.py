@@ -181,10 +181,12 @@ class _Streamed:
 
     @property
     def thought(self) -> Reasoning | None:
-        """What the call reasoned: as the provider gave it whole, else as it streamed."""
-        if self.reasoning is not None:
-            return self.reasoning
-        return Reasoning(self.provider, self.thinking.text()) if self.thinking else None
+        """What the call reasoned: as the provider gave it whole (with the text as it
+        streamed when the whole has none), else as it streamed."""
+        whole, streamed = self.reasoning, self.thinking
+        if whole is not None:
+            return replace(whole, text=streamed.text()) if streamed and not whole.text else whole
+        return Reasoning(self.provider, streamed.text()) if streamed else None
 
     def message(self, calls: tuple[ToolCall, ...] = ()) -> Message:
         """The assistant's message of this call, for the turn's later calls."""

@@ -592,6 +592,8 @@ export interface Requests {
               keyFrom: string | null;
               temperature?: number | null;
               maxTokens?: number | null;
+              /** The effort turns ask for unless a session or turn says otherwise; null: the model's own default. */
+              effort?: "low" | "medium" | "high" | null;
             };
             /** The daemon serving this window: its pid, and whether it is the store's shared daemon (every window of the user) or this window's own (--standalone). */
             daemon: {

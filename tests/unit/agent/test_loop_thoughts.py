@@ -184,3 +184,20 @@ async def run(
     provider: FakeProvider, journal: Thoughts, tmp_path: Path, *tools: Any, **options: Any
 ) -> TurnEnd:
     return await run_turn(plan(provider, tmp_path, *tools, **options), journal, journal, "hi")
+
+
+async def test_a_whole_record_without_text_keeps_the_text_as_it_streamed(tmp_path: Path) -> None:
+    redacted = {"type": "redacted_thinking", "data": "b3BhcXVl"}
+    provider = Thinking(
+        [
+            ThoughtDelta("Hidden mostly."),
+            ReasoningDone(Reasoning("fake", "", (redacted,))),
+            TextDelta("Ok."),
+            Stop("stop"),
+        ]
+    )
+    journal = Thoughts()
+
+    await run(provider, journal, tmp_path)
+
+    assert journal.steps[0].thought == Thought("Hidden mostly.", "fake", (redacted,))
