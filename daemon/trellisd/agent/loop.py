@@ -222,9 +222,12 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         end.steps.append(step)
         sink.step(step)
 
-    async def keep(step: Step, streamed: _Streamed) -> None:
-        """Commit the first step of a model call, its reasoning recorded just before."""
-        await commit(replace(step, thought=await streamed.kept(step.step, recorder)))
+    async def keep(step: Step, streamed: _Streamed | None) -> None:
+        """Commit a step of a model call; its first (``streamed``: the call) with the call's
+        reasoning, recorded just before."""
+        if streamed is not None:
+            step = replace(step, thought=await streamed.kept(step.step, recorder))
+        await commit(step)
 
     while True:
         if end.steps and plan.pause is not None and plan.pause():
@@ -347,7 +350,7 @@ async def _run_calls(
     number: int,
     max_steps: int,
     step_prompt: str | None,
-    keep: Callable[[Step, _Streamed], Awaitable[None]],
+    keep: Callable[[Step, _Streamed | None], Awaitable[None]],
     messages: list[Message],
 ) -> Outcome | None:
     """Run (or wait for, when ``ahead`` started it) each call of one model call, committing
@@ -374,13 +377,13 @@ async def _run_calls(
             # The tool's work is abandoned, but what the model said stays.
             await keep(
                 Step(number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here),
-                streamed if first else _Streamed(streamed.provider),
+                streamed if first else None,
             )
             raise
         plan.activity.call(number, call, status)
         await keep(
             Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here),
-            streamed if first else _Streamed(streamed.provider),
+            streamed if first else None,
         )
         messages.append(Message("tool", result, tool_call_id=call.id))
     return None

@@ -313,7 +313,8 @@ class Runs:
             marks = ",".join("?" * len(chunk))
             for run_id, step, detail in con.execute(
                 "SELECT run_id, step, detail FROM event"
-                f" WHERE kind = '{EventKind.THOUGHT}' AND run_id IN ({marks}) ORDER BY seq",
+                f" WHERE kind = '{EventKind.THOUGHT}' AND step IS NOT NULL"
+                f" AND run_id IN ({marks}) ORDER BY seq",
                 chunk,
             ):
                 found[(str(run_id), int(step))] = json.loads(str(detail))
