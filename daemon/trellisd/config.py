@@ -16,7 +16,7 @@ import attrs
 
 from .convert import camel
 from .errors import InvalidParams
-from .records import ProviderChoice
+from .records import Effort, ProviderChoice
 from .rendezvous import PROVIDER_KEY_VARIABLES
 
 PROVIDERS = ("openai", "anthropic", "openrouter", "openai-responses", "scripted")
@@ -83,6 +83,7 @@ class ProviderSettings:
     read_timeout: float = DEFAULT_READ_TIMEOUT
     context_window: int | None = None  # None: the model's known window
     compact_at: float = DEFAULT_COMPACT_AT
+    effort: Effort | None = None  # how hard a reasoning model thinks; None: its own default
     # The provider keys of the environment these settings were read from (a window's, in the
     # shared daemon): a session that picks another provider takes its key from there.
     keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -104,6 +105,7 @@ class ProviderSettings:
             "keyFrom": self.key_source,
             "temperature": self.temperature,
             "maxTokens": self.max_tokens,
+            "effort": self.effort,
         }
 
     def merged(self, choice: ProviderChoice, where: str) -> ProviderSettings:
@@ -235,6 +237,7 @@ def provider_from_env(
         script=script,
         temperature=own.temperature if temperature is None else temperature,
         max_tokens=own.max_tokens if max_tokens is None else max_tokens,
+        effort=own.effort,
         keys=keys,
         **transport,
     )

@@ -14,6 +14,7 @@ user's own defaults, with the same camelCase keys as the wire::
     maxRetries = 3
     retryBudget = 60
     readTimeout = 120
+    effort = "medium"                 # how hard a reasoning model thinks: low | medium | high
     approval = "ask"                  # the default approval: all | auto | ask | never
     passEnv = ["NPM_TOKEN"]           # secret-looking variables commands may see
     sandbox = "workspace-write"       # the walls: workspace-write | read-only | off
@@ -92,6 +93,7 @@ from .policy.layers import (
 )
 from .policy.load import DEFAULT_POLICY
 from .pricing import Price
+from .records import Effort, effort_field
 from .sandbox.walls import SandboxMode, network_of, network_wire, secret_paths
 from .tools.environment import child_environment, secret_name
 
@@ -187,6 +189,7 @@ class ConfigFile:
     max_retries: int | None = _limit("max_retries")
     retry_budget: float | None = _limit("retry_budget")
     read_timeout: float | None = _limit("read_timeout")
+    effort: Effort | None = effort_field()
     approval: Approval | None = _approval()
     layers: tuple[LayerSpec, ...] = _layers()
     sandbox: SandboxMode | None = _sandbox()
@@ -370,6 +373,7 @@ class Settings:
             ("maxRetries", p.max_retries),
             ("retryBudget", p.retry_budget),
             ("readTimeout", p.read_timeout),
+            ("effort", p.effort),
             ("approval", self.policy.effective_approval),
             ("layers", ", ".join(layer.name for layer in self.policy.layers) or "(none)"),
             ("sandbox", self.policy.effective_sandbox),
@@ -407,6 +411,7 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         "max_retries",
         "retry_budget",
         "read_timeout",
+        "effort",
     ):
         value = getattr(parsed, attr)
         if value is not None:

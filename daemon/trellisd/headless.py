@@ -166,6 +166,9 @@ class Unattended:
             self.out.flush()
             self._mid_line = not text.endswith("\n")
 
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        """The run's output is the reply; what the model reasoned is in its steps."""
+
     def step(self, turn: TurnRef, step: Step) -> None:
         self._end_line()
         self.out.flush()

@@ -187,6 +187,13 @@ class FanOut:
         for window in self.hub.followers(turn.session_id):
             window.notifier.token(turn, step, text)
 
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        running = self._running(turn.session_id)
+        if running is not None:
+            running.thought(step, text)
+        for window in self.hub.followers(turn.session_id):
+            window.notifier.thought(turn, step, text)
+
     def step(self, turn: TurnRef, step: Step) -> None:
         running = self._running(turn.session_id)
         if running is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -22,11 +22,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Tokens:
-    """Token counts; ``None`` where the provider did not report a figure."""
+    """Token counts; ``None`` where the provider did not report a figure. ``reasoning``: of
+    ``output``, the tokens the model spent reasoning, when the provider said."""
 
     input: int | None = 0
     output: int | None = 0
     cached: int | None = 0
+    reasoning: int | None = None
 
     @property
     def total(self) -> int | None:
@@ -39,11 +41,18 @@ class Tokens:
             _add(self.input, other.input),
             _add(self.output, other.output),
             _add(self.cached, other.cached),
+            _add_known(self.reasoning, other.reasoning),
         )
 
 
 def _add(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
+
+
+def _add_known(a: int | None, b: int | None) -> int | None:
+    """The sum of the figures reported; None when neither was (a step that did not reason
+    reports none, and does not make the turn's reasoning unknown)."""
+    return b if a is None else a if b is None else a + b
 
 
 @dataclass(frozen=True)
@@ -53,10 +62,20 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
+Effort = Literal["low", "medium", "high"]
+"""How hard a reasoning model thinks (the provider seam's ``Effort``)."""
+
+
+def effort_field() -> Any:
+    """An optional ``Effort`` of a request, whose wrong value is refused saying what it may be."""
+    return attrs.field(default=None, metadata={"must": "be low, medium or high"})
+
+
 @attrs.frozen
 class ProviderChoice:
     """A client's choice of model, laid over the daemon's settings: a session's ``provider``
-    (kept with the session) or a turn's ``model`` and ``temperature``. None: not chosen."""
+    (kept with the session) or a turn's ``model``, ``temperature`` and ``effort``. None: not
+    chosen."""
 
     name: str | None = None
     model: str | None = None
@@ -68,6 +87,7 @@ class ProviderChoice:
     read_timeout: float | None = None
     context_window: int | None = None  # the model's context window, in tokens
     compact_at: float | None = None  # the share of the window a request may fill
+    effort: Effort | None = effort_field()  # how hard a reasoning model thinks
 
 
 @attrs.frozen
@@ -232,6 +252,37 @@ class Step:
     tool_call: ToolCall | None
     result: str | None
     tokens: Tokens
+    thought: Thought | None = None  # what the model reasoned in the step's call, if it did
+
+
+@dataclass(frozen=True)
+class Thought:
+    """What the model reasoned in one call: ``text`` as a person is shown it, and
+    ``provider`` and ``items`` to send it back with the assistant's message (the provider's
+    own records of it, sent only to the wire named ``provider``)."""
+
+    text: str
+    provider: str = ""
+    items: tuple[dict[str, Any], ...] = ()
+
+    def detail(self, reasoning_tokens: int | None) -> dict[str, Any]:
+        """The ``thought`` event's detail."""
+        return {
+            "text": self.text,
+            "provider": self.provider,
+            "items": list(self.items),
+            "tokens": reasoning_tokens,
+        }
+
+    @staticmethod
+    def of(detail: dict[str, Any]) -> Thought:
+        """The thought a ``thought`` event's detail records."""
+        items = detail.get("items")
+        return Thought(
+            str(detail.get("text") or ""),
+            str(detail.get("provider") or ""),
+            tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else (),
+        )
 
 
 @dataclass(frozen=True)

@@ -293,6 +293,7 @@ class Daemon:
             "prompt": live.prompt,
             "step": live.step,
             "text": live.text,
+            "thought": live.thought,
             "calls": [{**wire.live_call(call), "output": output} for call, output in live.calls],
         }
 
@@ -475,19 +476,22 @@ class TrellisServer(LanguageServer):
         )
 
 
-_token_prefixes: dict[tuple[str, int], bytes] = {}
-"""The start of a step's ``session/token`` frames, made once for every window."""
+_token_prefixes: dict[tuple[str, str, int], bytes] = {}
+"""The start of a step's ``session/token`` (and ``session/thought``) frames, made once for
+every window."""
 
 
-def _token_prefix(turn: TurnRef, step: int) -> bytes:
-    key = (turn.run_id, step)
+def _token_prefix(turn: TurnRef, step: int, method: str = "session/token") -> bytes:
+    key = (method, turn.run_id, step)
     prefix = _token_prefixes.get(key)
     if prefix is None:
         if len(_token_prefixes) > 64:
             _token_prefixes.clear()
         params = json.dumps({**wire.turn_ref(turn), "step": step})[:-1]
         prefix = _token_prefixes[key] = (
-            b'{"jsonrpc": "2.0", "method": "session/token", "params": '
+            b'{"jsonrpc": "2.0", "method": "'
+            + method.encode()
+            + b'", "params": '
             + params.encode()
             + b', "text": '
         )
@@ -504,6 +508,12 @@ class _WindowNotifier:
         """Serialised here, not by pygls: the text that arrives while the previous
         notification is being written goes out with it, as one ``session/token``."""
         self.window.writer.stream((turn.run_id, step), _token_prefix(turn, step), text, b"}}")
+
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        """As ``token``: reasoning that arrives while the previous piece is being written goes
+        out with it, as one ``session/thought``."""
+        prefix = _token_prefix(turn, step, "session/thought")
+        self.window.writer.stream(("thought", turn.run_id, step), prefix, text, b"}}")
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         self.window.protocol.notify(

@@ -68,6 +68,7 @@ class EventKind(StrEnum):
     PLAN = "plan"  # the model's update_plan call replaced the turn's plan
     PLAN_APPROVED = "plan-approved"  # session/plan/approve: the plan this turn carries out
     IMAGES = "images"  # the images the turn's prompt carried, by SHA-256
+    THOUGHT = "thought"  # what the model reasoned in a step's call, and its reasoning tokens
 
 
 class Decision(StrEnum):

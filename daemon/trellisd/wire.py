@@ -26,6 +26,7 @@ from .records import (
     ANY_HEAD,
     Budget,
     Compacted,
+    Effort,
     Event,
     ExpectHead,
     Exported,
@@ -45,6 +46,7 @@ from .records import (
     Turn,
     TurnRef,
     TurnResult,
+    effort_field,
 )
 from .services.images import ImageInput
 from .services.queue import Queued
@@ -228,6 +230,7 @@ class SessionTurn:
     budget: Budget | None = None  # what this turn may spend
     queue: bool | None = None  # while another turn runs: wait for it, in line
     images: tuple[ImageInput, ...] | None = None  # checked and read by ``services.images``
+    effort: Effort | None = effort_field()  # how hard a reasoning model thinks, this turn
 
     def __attrs_post_init__(self) -> None:
         _nonempty("prompt", self.prompt)
@@ -237,7 +240,7 @@ class SessionTurn:
     @property
     def choice(self) -> ProviderChoice:
         """What this turn alone overrides of the session's model choice."""
-        return ProviderChoice(model=self.model, temperature=self.temperature)
+        return ProviderChoice(model=self.model, temperature=self.temperature, effort=self.effort)
 
 
 @attrs.frozen
@@ -460,12 +463,15 @@ class RunEvents(After):
 def to_wire(value: Any) -> Any:
     """Records to JSON: dataclasses become objects with camelCase keys."""
     if isinstance(value, Tokens):
-        return {
+        tokens = {
             "input": value.input,
             "output": value.output,
             "total": value.total,
             "cached": value.cached,
         }
+        if value.reasoning is not None:  # of ``output``: left out when the provider said none
+            tokens["reasoning"] = value.reasoning
+        return tokens
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {camel(f.name): to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
@@ -598,7 +604,11 @@ def turn_ended(ref: TurnRef, value: TurnResult) -> dict[str, Any]:
 
 
 def step(value: Step) -> dict[str, Any]:
-    out: dict[str, Any] = to_wire(value)
+    """A step; ``thought`` (what the model reasoned in its call) only when it did."""
+    out: dict[str, Any] = to_wire(dataclasses.replace(value, thought=None))
+    del out["thought"]
+    if value.thought is not None:
+        out["thought"] = value.thought.text
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -197,4 +198,44 @@ async def test_an_older_build_reads_and_verifies_a_store_with_images(
     await older.client.shutdown_session()
 
     assert [t["prompt"] for t in history["turns"]] == ["look"]
+    assert verdict["ok"] is True
+
+
+async def written_with_a_thought(spawn: DaemonFactory, root: Path, tmp_path: Path) -> str:
+    """A store this build wrote: a session of a reasoning model, opened with an effort, whose
+    turn's step keeps a thought (a ``thought`` event with the provider's records), the daemon
+    gone."""
+    script = tmp_path / "script.jsonl"
+    line = {"thought": "Check first.", "reasoningItems": [{"type": "reasoning"}], "text": "Ok."}
+    script.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    writer = await spawn(env={"TRELLISD_PROVIDER": "scripted", "TRELLISD_SCRIPT": str(script)})
+    opened = await writer.call(
+        "session/open", {"root": str(root), "title": "thought", "provider": {"effort": "high"}}
+    )
+    ended = await writer.call(
+        "session/turn", {"sessionId": opened["sessionId"], "prompt": "think", "effort": "low"}
+    )
+    steps = await writer.call("run/steps", {"runId": ended["runId"]})
+    assert steps["steps"][0]["thought"] == "Check first."
+    await writer.client.shutdown_session()
+    return str(opened["sessionId"])
+
+
+@pytest.mark.parametrize("older_reader", ["one schema older", "eight schemas older"])
+async def test_an_older_build_reads_and_verifies_a_store_with_thoughts_and_effort(
+    spawn: DaemonFactory, workspace: Path, tmp_path: Path, older_reader: str
+) -> None:
+    session_id = await written_with_a_thought(spawn, workspace, tmp_path)
+    older = await spawn(env=older_build(OLDER_READERS[older_reader], tmp_path / "older"))
+    ask = older.protocol.send_request_async  # the older build answers its own schema
+
+    reopened = await ask("session/reopen", {"sessionId": session_id})
+    (turn,) = reopened["history"]
+    steps = await ask("run/steps", {"runId": turn["runId"]})
+    events = await ask("run/events", {"runId": turn["runId"]})
+    verdict = await ask("session/verify", {"sessionId": session_id})
+    await older.client.shutdown_session()
+
+    assert turn["reply"] == "Ok." and [s["text"] for s in steps["steps"]] == ["Ok."]
+    assert "thought" in [e["kind"] for e in events["events"]]
     assert verdict["ok"] is True

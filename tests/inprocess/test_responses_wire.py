@@ -37,7 +37,8 @@ async def test_a_session_on_the_responses_wire_runs_a_tool_call(
     assert result["outcome"] == "finished"
     assert result["reply"] == "It prints a greeting."
     assert (result["model"], result["steps"]) == ("gpt-5-mini", 2)
-    assert result["tokens"] == {"input": 300, "output": 28, "total": 328, "cached": 96}
+    tokens = {"input": 300, "output": 28, "total": 328, "cached": 96, "reasoning": 0}
+    assert result["tokens"] == tokens  # the wire reports its reasoning tokens: none here
     calls = [r for r in server.requests if r.path == "/v1/responses"]
     assert len(calls) == 2
     assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in calls)

@@ -260,3 +260,24 @@ def test_the_task_tool_is_turned_on_by_the_file_and_off_without_it(tmp_path: Pat
     assert not load_settings(env_with(tmp_path, 'model = "m"\n')).policy.effective_task.enabled
     with pytest.raises(ConfigError, match="maxConcurrent must be an integer from 1 to 16"):
         load_settings(env_with(tmp_path, "task = { enabled = true, maxConcurrent = 99 }\n"))
+
+
+def test_the_effort_comes_from_the_file_under_the_session_s_and_the_turn_s(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(env_with(tmp_path, 'provider = "openai"\neffort = "medium"\n'))
+    p = settings.provider
+    assert p.effort == "medium" and p.describe()["effort"] == "medium"
+    assert ("effort", "medium", f"config file {tmp_path}/config/trellisd/config.toml") in (
+        settings.describe()
+    )
+    session = p.merged(ProviderChoice(effort="low"), "provider")
+    assert session.effort == "low"
+    assert session.merged(ProviderChoice(effort="high"), "turn").effort == "high"
+    assert session.merged(ProviderChoice(model="other"), "turn").effort == "low"
+
+
+def test_an_effort_of_no_known_level_is_a_mistake_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(env_with(tmp_path, 'effort = "max"\n'))
+    assert str(refused.value).endswith("effort must be low, medium or high")

@@ -10,6 +10,7 @@ from typing import Any
 from tests.fixtures.waits import eventually
 from trellisd.hub import Hub, Window
 from trellisd.records import TurnRef
+from trellisd.services.running import Running
 from trellisd.vocabulary import Decision
 
 REF = TurnRef("s-1", "t-1", "r-1")
@@ -21,10 +22,14 @@ class FakeNotifier:
 
     def __init__(self) -> None:
         self.tokens: list[str] = []
+        self.thoughts: list[str] = []
         self.ended: list[str] = []
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
         self.tokens.append(text)
+
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        self.thoughts.append(text)
 
     def turn_ended(self, turn: TurnRef, result: Any) -> None:
         self.ended.append(turn.turn_id)
@@ -162,3 +167,25 @@ async def test_a_fork_is_followed_by_whoever_follows_its_origin() -> None:
     hub.notifier.token(TurnRef("s-fork", "t-9", "r-9"), 1, "forked")
 
     assert window.notifier.tokens == ["forked"]
+
+
+async def test_a_thought_is_told_to_every_follower_and_kept_for_a_window_that_joins() -> None:
+    hub = Hub(approval_timeout=60)
+    hub.running = Running()
+    hub.running.start(REF, "think")
+    left, right = attached(hub, "left", "right")
+
+    hub.notifier.thought(REF, 1, "Look at ")
+    hub.notifier.thought(REF, 1, "the test.")
+    hub.notifier.token(REF, 1, "Reading.")
+
+    assert left.notifier.thoughts == right.notifier.thoughts == ["Look at ", "the test."]
+    live = hub.running.snapshot(REF.session_id)
+    assert live is not None and (live.step, live.thought, live.text) == (
+        1,
+        "Look at the test.",
+        "Reading.",
+    )
+    hub.notifier.thought(REF, 2, "Now fix it.")  # the next step's reasoning starts afresh
+    live = hub.running.snapshot(REF.session_id)
+    assert live is not None and (live.step, live.thought, live.text) == (2, "Now fix it.", "")

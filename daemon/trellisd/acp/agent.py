@@ -29,7 +29,7 @@ import attrs
 from ..convert import structure, unstructure
 from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
 from ..policy import Approval
-from ..records import ProviderChoice, Session, ToolCall, Turn, TurnRef
+from ..records import Effort, ProviderChoice, Session, ToolCall, Turn, TurnRef
 from ..services import Services
 from ..services.images import ImageInput
 from ..services.recovery import refuse_undecided
@@ -79,6 +79,16 @@ def mode_of(approval: Approval) -> str:
 
 
 MODEL_OPTION = "model"
+EFFORT_OPTION = "effort"
+EFFORTS: dict[str, Effort | None] = {
+    "default": None,
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+}
+"""The ``effort`` config option's values: how hard a reasoning model thinks on the session's
+next turns (``session/turn``'s ``effort``); ``default`` leaves it to the session's provider
+settings, else the model."""
 AFTER_A_KILL = (
     "look at what it left, then open the session in a trellisd editor (VS Code or Neovim) to"
     " keep it or revert the turn, or send trellisd's session/recover; then prompt again"
@@ -128,6 +138,8 @@ class TrellisAgent:
         # The stop reason of each session's running turn, once it ends.
         self._turns: dict[str, asyncio.Future[wire.StopReason]] = {}
         self._cancelled: set[str] = set()
+        # The effort each session's user chose here (the ``effort`` option), for its next turns.
+        self.efforts: dict[str, Effort | None] = {}
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
         # Told of each session this connection serves from now on, and lets go of.
@@ -211,6 +223,8 @@ class TrellisAgent:
         fork = await self.app.sessions.fork(p.session_id, origin.head)
         await self._follow(fork, p.mcp_servers)
         await self.app.choices.copy(p.session_id, fork.session_id)
+        if p.session_id in self.efforts:
+            self.efforts[fork.session_id] = self.efforts[p.session_id]
         self.opened.add(fork.session_id)
         return await self._created(fork)
 
@@ -238,9 +252,18 @@ class TrellisAgent:
     async def set_config_option(self, p: wire.SetConfigOption) -> wire.ConfigOptions:
         session_id, config_id, value = p.session_id, p.config_id, p.value
         session = await self._opened(session_id)
+        if config_id == EFFORT_OPTION:
+            if not isinstance(value, str) or value not in EFFORTS:
+                raise InvalidParams(
+                    f"unknown effort {value!r}; efforts: {', '.join(EFFORTS)}",
+                    field="value",
+                    configId=config_id,
+                )
+            self.efforts[session_id] = EFFORTS[value]
+            return wire.ConfigOptions((await self._state(session)).config_options)
         if config_id != MODEL_OPTION:
             raise InvalidParams(
-                f"unknown config option {config_id!r}; options: model", field="configId"
+                f"unknown config option {config_id!r}; options: model, effort", field="configId"
             )
         chosen = (await self.app.choices.of(session_id)).model
         if not isinstance(value, str) or value not in self._models(session, chosen):
@@ -320,7 +343,7 @@ class TrellisAgent:
             if named is not None:
                 self.notifier.send(session_id, updates.info(named.title, named.updated_at))
             chosen = await self.app.choices.of(session_id)
-            choice = ProviderChoice(model=chosen.model)
+            choice = ProviderChoice(model=chosen.model, effort=self.efforts.get(session_id))
             result = await self.app.turns.turn(TurnRequest(session_id, text, choice, images=images))
             await self._tell_state(await self.app.sessions.get(session_id), None)
             await self.notifier.flush()
@@ -437,9 +460,12 @@ class TrellisAgent:
         return shown[:1] + blocks + shown[1:]
 
     async def _in_flight(self, live: Snapshot, root: str) -> list[updates.Update]:
-        """The running turn's uncommitted steps at the snapshot: the current step's text so
-        far and the calls in flight, in step order (the text ahead of its step's call)."""
+        """The running turn's uncommitted steps at the snapshot: the current step's reasoning
+        and text so far and the calls in flight, in step order (the text ahead of its step's
+        call)."""
         out: list[tuple[int, int, updates.Update]] = []
+        if live.thought and live.step is not None:
+            out.append((live.step, 0, updates.agent_thought(live.thought)))
         if live.text and live.step is not None:
             out.append((live.step, 0, updates.agent_text(live.text)))
         for call, output in live.calls:
@@ -467,7 +493,14 @@ class TrellisAgent:
             tuple(wire.SelectValue(m, m) for m in models),
             category="model",
         )
-        return wire.SessionState(modes, (option,))
+        effort = wire.SelectOption(
+            EFFORT_OPTION,
+            "Effort",
+            self.efforts.get(session.session_id) or "default",
+            tuple(wire.SelectValue(e, e.capitalize()) for e in EFFORTS),
+            category="thought_level",
+        )
+        return wire.SessionState(modes, (option, effort))
 
     async def _created(self, session: Session) -> wire.NewSessionResult:
         """``session/new``'s and ``session/fork``'s answer: the session and its state."""

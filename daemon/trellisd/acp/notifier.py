@@ -93,9 +93,11 @@ Produce = Callable[[], Awaitable[list[updates.Update]]]
 @dataclass
 class _Text:
     """Streamed text not sent yet: pieces that come while the client is being written to
-    join it, so a fast model costs fewer, larger chunks (as native ``session/token``s)."""
+    join it, so a fast model costs fewer, larger chunks (as native ``session/token``s).
+    ``thought``: the model's reasoning (an ``agent_thought_chunk``), not its reply."""
 
     text: str
+    thought: bool = False
 
 
 class Outbox:
@@ -128,13 +130,13 @@ class Outbox:
         self._idle.clear()
         self._wake.set()
 
-    def put_text(self, session_id: str, text: str) -> None:
+    def put_text(self, session_id: str, text: str, thought: bool = False) -> None:
         if self._items:
             last_session, last = self._items[-1]
-            if last_session == session_id and isinstance(last, _Text):
+            if last_session == session_id and isinstance(last, _Text) and last.thought == thought:
                 last.text += text
                 return
-        self.put(session_id, _Text(text))
+        self.put(session_id, _Text(text, thought))
 
     async def flush(self) -> None:
         """Wait until everything put so far is sent."""
@@ -152,7 +154,8 @@ class Outbox:
                 session_id, item = self._items.popleft()
                 try:
                     if isinstance(item, _Text):
-                        found = [updates.agent_text(item.text)]
+                        chunk = updates.agent_thought if item.thought else updates.agent_text
+                        found = [chunk(item.text)]
                     else:
                         found = await item() if callable(item) else [item]
                     for update in found:
@@ -225,6 +228,10 @@ class AcpNotifier:
     def token(self, turn: TurnRef, step: int, text: str) -> None:
         if self.outbox is not None:
             self.outbox.put_text(turn.session_id, text)
+
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        if self.outbox is not None:
+            self.outbox.put_text(turn.session_id, text, thought=True)
 
     def step(self, turn: TurnRef, step: Step) -> None:
         followed = self.follow(turn.session_id, "")

@@ -63,6 +63,10 @@ def agent_text(text: str) -> Update:
     return wire.AgentMessageChunk(text_block(text))
 
 
+def agent_thought(text: str) -> Update:
+    return wire.AgentThoughtChunk(text_block(text))
+
+
 def user_text(text: str) -> Update:
     return wire.UserMessageChunk(text_block(text))
 
@@ -173,11 +177,13 @@ def replayed(
     turn: Turn, steps: Sequence[Step], edits: Sequence[StepEdit], root: str
 ) -> list[Update]:
     """One turn of the history as the updates a client saw live: the prompt, the steers, the
-    text and the tool calls with their final status and content."""
+    reasoning, the text and the tool calls with their final status and content."""
     out: list[Update] = [user_text(turn.prompt)]
     for step in steps:
         if step.step > 1 and step.prompt:
             out.append(user_text(step.prompt))
+        if step.thought is not None and step.thought.text:
+            out.append(agent_thought(step.thought.text))
         if step.text:
             out.append(agent_text(step.text))
         if step.tool_call is not None:

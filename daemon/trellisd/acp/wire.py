@@ -574,6 +574,13 @@ class AgentMessageChunk:
 
 
 @attrs.frozen
+class AgentThoughtChunk:
+    """``agent_thought_chunk``: a piece of what the model reasons, as it streams."""
+
+    content: ContentBlock
+
+
+@attrs.frozen
 class ToolCallStart:
     """``tool_call``: a tool call the client has not seen yet."""
 
@@ -639,6 +646,7 @@ class SessionInfoUpdate:
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
+    | AgentThoughtChunk
     | ToolCallStart
     | ToolCallProgress
     | CurrentModeUpdate
@@ -651,6 +659,7 @@ tagged(
     {
         "user_message_chunk": UserMessageChunk,
         "agent_message_chunk": AgentMessageChunk,
+        "agent_thought_chunk": AgentThoughtChunk,
         "tool_call": ToolCallStart,
         "tool_call_update": ToolCallProgress,
         "current_mode_update": CurrentModeUpdate,

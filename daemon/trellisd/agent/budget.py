@@ -61,6 +61,9 @@ def characters(message: Message) -> int:
     size = len(message.content)
     for call in message.tool_calls:
         size += len(call.name) + len(json.dumps(call.arguments))
+    if message.reasoning is not None:  # sent back with the assistant's message
+        size += len(message.reasoning.text)
+        size += sum(len(json.dumps(item)) for item in message.reasoning.items)
     return size
 
 

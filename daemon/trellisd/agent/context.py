@@ -4,8 +4,9 @@ instructions), the session's path from its first turn to the head, then the prom
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from ..providers.base import Image, Message
+from ..providers.base import Image, Message, Reasoning
 from ..records import ImageRef, Step, Tokens, Turn
 from ..vocabulary import StepKind
 from .steering import STEER_NOTE
@@ -105,8 +106,9 @@ def opening(steps: Sequence[Step]) -> str | None:
 def replay(steps: Sequence[Step]) -> list[Message]:
     """The messages a run's committed steps added after its prompt, as its requests held
     them: a steer as the user's, the text and tool calls of one model call as one assistant
-    message, each call's result as a tool message. A call the turn was cancelled in gets a
-    result saying so, as both wires need one for every call."""
+    message (with what the model reasoned in that call, for the provider to send back), each
+    call's result as a tool message. A call the turn was cancelled in gets a result saying so,
+    as both wires need one for every call."""
     messages: list[Message] = []
     first = True  # the run's first model call: its prompt is the opening, not a steer
     previous: Step | None = None
@@ -122,14 +124,20 @@ def replay(steps: Sequence[Step]) -> list[Message]:
             if _same_call(step, previous):
                 asking = next(i for i in range(len(messages) - 1, -1, -1) if messages[i].tool_calls)
                 calls = (*messages[asking].tool_calls, call)
-                messages[asking] = Message("assistant", messages[asking].content, calls)
+                messages[asking] = replace(messages[asking], tool_calls=calls)
             else:
-                messages.append(Message("assistant", step.text, (call,)))
+                messages.append(Message("assistant", step.text, (call,), reasoning=_thought(step)))
             messages.append(result)
         elif step.text or step.decision == StepKind.REPLY:
-            messages.append(Message("assistant", step.text))
+            messages.append(Message("assistant", step.text, reasoning=_thought(step)))
         previous = step
     return messages
+
+
+def _thought(step: Step) -> Reasoning | None:
+    """What the model reasoned in the step's call, as its assistant message carries it."""
+    thought = step.thought
+    return None if thought is None else Reasoning(thought.provider, thought.text, thought.items)
 
 
 def _same_call(step: Step, previous: Step | None) -> bool:

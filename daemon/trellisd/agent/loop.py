@@ -22,6 +22,12 @@ One model call may stream at most ``TurnPlan.max_step_text`` characters of text
 step and the turn ends ``error`` saying so (the provider caps its tool calls the same way). The
 stream is closed as soon as the loop stops reading it, however it stops (the end, an error, a
 cancel), so nothing more of it is read.
+
+What the model reasons in a call streams to the sink as it comes (``TurnSink.thought``, capped
+like the text) and is kept with the call's first step: a ``thought`` event (its text, the
+provider's records of it and the call's reasoning tokens) committed just before the step, and
+the assistant's message of the running request carries it back to the model on the turn's
+later calls (the provider sends it only to the wire that made it).
 """
 
 from __future__ import annotations
@@ -30,26 +36,30 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..providers.base import (
     STEP_LIMIT,
+    Effort,
     Message,
     ModelRequest,
     Provider,
     ProviderError,
     ProviderEvent,
+    Reasoning,
+    ReasoningDone,
     Retrying,
     Stop,
     TextDelta,
+    ThoughtDelta,
     ToolCallRequested,
     ToolSpec,
     Usage,
     size_words,
 )
-from ..records import Step, Tokens, ToolCall
+from ..records import Step, Thought, Tokens, ToolCall
 from ..tools.base import Action, Tool, ToolContext, ToolFailure
 from ..vocabulary import CallStatus, EventKind, Outcome, StepKind
 from .activity import Quiet, ToolActivity, abandon, running
@@ -112,6 +122,10 @@ class TurnSink(Protocol):
 
     def token(self, step: int, text: str) -> None: ...
 
+    def thought(self, step: int, text: str) -> None:
+        """A piece of what the model reasons in step ``step``'s call, as it streams."""
+        ...
+
     def step(self, step: Step) -> None: ...
 
     def steered(self, step: int, steer: Steer, delivered: bool) -> None: ...
@@ -135,6 +149,7 @@ class TurnPlan:
     activity: ToolActivity = field(default_factory=Quiet)  # told of tool calls as they happen
     keeper: ContextKeeper | None = None  # keeps the requests inside the model's window
     max_step_text: int = STEP_LIMIT  # the most text one model call may stream, in characters
+    effort: Effort | None = None  # how hard a reasoning model thinks; None: its own default
 
 
 @dataclass
@@ -147,8 +162,11 @@ class TurnEnd:
 class _Streamed:
     """What one model call has produced so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
         self.pieces = Pieces()
+        self.thinking = Pieces()  # the reasoning as it streamed
+        self.reasoning: Reasoning | None = None  # the reasoning whole, once the call said it
         self.calls: list[ToolCall] = []
         self.usage = Usage(None, None, None)
 
@@ -158,7 +176,34 @@ class _Streamed:
 
     @property
     def tokens(self) -> Tokens:
-        return Tokens(self.usage.input, self.usage.output, self.usage.cached)
+        usage = self.usage
+        return Tokens(usage.input, usage.output, usage.cached, usage.reasoning)
+
+    @property
+    def thought(self) -> Reasoning | None:
+        """What the call reasoned: as the provider gave it whole (with the text as it
+        streamed when the whole has none), else as it streamed."""
+        whole, streamed = self.reasoning, self.thinking
+        if whole is not None:
+            return replace(whole, text=streamed.text()) if streamed and not whole.text else whole
+        return Reasoning(self.provider, streamed.text()) if streamed else None
+
+    def message(self, calls: tuple[ToolCall, ...] = ()) -> Message:
+        """The assistant's message of this call, for the turn's later calls."""
+        return Message("assistant", self.text, calls, reasoning=self.thought)
+
+    async def kept(self, number: int, recorder: RunRecorder) -> Thought | None:
+        """Record the call's reasoning (a ``thought`` event of step ``number``, when it
+        reasoned or reported reasoning tokens), before its step commits; the step's thought."""
+        reasoning = self.thought
+        thought = None
+        if reasoning is not None and (reasoning.text or reasoning.items):
+            thought = Thought(reasoning.text, reasoning.provider, reasoning.items)
+        if thought is None and self.usage.reasoning is None:
+            return None
+        detail = (thought or Thought("", self.provider)).detail(self.usage.reasoning)
+        await recorder.add_event(EventKind.THOUGHT, number, detail)
+        return thought
 
 
 async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt: str) -> TurnEnd:
@@ -177,6 +222,13 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         end.steps.append(step)
         sink.step(step)
 
+    async def keep(step: Step, streamed: _Streamed | None) -> None:
+        """Commit a step of a model call; its first (``streamed``: the call) with the call's
+        reasoning, recorded just before."""
+        if streamed is not None:
+            step = replace(step, thought=await streamed.kept(step.step, recorder))
+        await commit(step)
+
     while True:
         if end.steps and plan.pause is not None and plan.pause():
             end.outcome = PAUSED  # at a step boundary: the next model call is not made
@@ -185,7 +237,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         if number > max_steps:
             end.outcome = FAILURE if plan.check is not None else EXHAUSTED
             return end
-        streamed = _Streamed()
+        streamed = _Streamed(plan.provider.name)
         step_prompt = (
             prompt if number == 1 else await _deliver(plan, messages, number, recorder, sink)
         )
@@ -194,7 +246,9 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
         try:
             if plan.keeper is not None and await plan.keeper.fit(messages, specs, number, commit):
                 number += 1  # the compaction took this step; the call takes the next
-            request = ModelRequest(messages, specs, plan.temperature, plan.max_tokens)
+            request = ModelRequest(
+                messages, specs, plan.temperature, plan.max_tokens, effort=plan.effort
+            )
             stream = plan.provider.stream(request)
             try:
                 await _read(stream, streamed, plan.max_step_text, number, recorder, sink)
@@ -210,8 +264,8 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                     overflowed, again, kept = True, True, step_prompt
                     continue  # sent once more, compacted, as the next step
                 exc = ProviderError(refused)
-            if streamed.pieces:
-                await commit(
+            if streamed.pieces or streamed.thinking:
+                await keep(
                     Step(
                         number,
                         StepKind.ERROR,
@@ -220,14 +274,15 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                         None,
                         None,
                         UNKNOWN_TOKENS,
-                    )
+                    ),
+                    streamed,
                 )
             end.outcome = EXHAUSTED if isinstance(exc, BudgetExhausted) else ERROR
             end.error = str(exc)
             return end
         except asyncio.CancelledError:
-            if streamed.pieces:
-                await commit(
+            if streamed.pieces or streamed.thinking:
+                await keep(
                     Step(
                         number,
                         StepKind.CANCELLED,
@@ -236,17 +291,19 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                         None,
                         None,
                         UNKNOWN_TOKENS,
-                    )
+                    ),
+                    streamed,
                 )
             raise
 
         if not streamed.calls:
-            await commit(
+            await keep(
                 Step(
                     number, StepKind.REPLY, step_prompt, streamed.text, None, None, streamed.tokens
-                )
+                ),
+                streamed,
             )
-            messages.append(Message("assistant", streamed.text))
+            messages.append(streamed.message())
             if plan.check is not None and not plan.inbox.pending:
                 failed = await plan.check.run(number)
                 if failed is None:
@@ -260,21 +317,22 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
 
         nameless = any(not c.name for c in streamed.calls)
         if nameless and told_nameless:
-            await commit(
+            await keep(
                 Step(
                     number, StepKind.ERROR, step_prompt, streamed.text, None, None, streamed.tokens
-                )
+                ),
+                streamed,
             )
             end.outcome, end.error = ERROR, NAMELESS_AGAIN
             return end
         told_nameless = told_nameless or nameless
-        messages.append(Message("assistant", streamed.text, tuple(streamed.calls)))
+        messages.append(streamed.message(tuple(streamed.calls)))
         for index, call in enumerate(streamed.calls):
             plan.activity.call(number + index, call, CallStatus.PROPOSED)
         ahead = _start_concurrent(tools, streamed.calls, plan, number, max_steps)
         try:
             end_here = await _run_calls(
-                plan, tools, streamed, ahead, number, max_steps, step_prompt, commit, messages
+                plan, tools, streamed, ahead, number, max_steps, step_prompt, keep, messages
             )
         finally:
             await _stop(ahead)
@@ -292,11 +350,12 @@ async def _run_calls(
     number: int,
     max_steps: int,
     step_prompt: str | None,
-    commit: Callable[[Step], Awaitable[None]],
+    keep: Callable[[Step, _Streamed | None], Awaitable[None]],
     messages: list[Message],
 ) -> Outcome | None:
     """Run (or wait for, when ``ahead`` started it) each call of one model call, committing
-    each as its step; the outcome that ends the turn when the steps run out, else None."""
+    each as its step (the first with the call's reasoning); the outcome that ends the turn when
+    the steps run out, else None."""
     for index, call in enumerate(streamed.calls):
         if index:
             number += 1
@@ -316,12 +375,16 @@ async def _run_calls(
         except asyncio.CancelledError:
             abandon(plan.activity, streamed.calls[index:], number)
             # The tool's work is abandoned, but what the model said stays.
-            await commit(
-                Step(number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here)
+            await keep(
+                Step(number, StepKind.CANCELLED, prompt_here, text_here, call, None, tokens_here),
+                streamed if first else None,
             )
             raise
         plan.activity.call(number, call, status)
-        await commit(Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here))
+        await keep(
+            Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here),
+            streamed if first else None,
+        )
         messages.append(Message("tool", result, tool_call_id=call.id))
     return None
 
@@ -362,18 +425,18 @@ async def _read(
     recorder: RunRecorder,
     sink: TurnSink,
 ) -> None:
-    """Take one model call's events into ``streamed``; a ``ProviderError`` once its text
-    goes past ``limit`` characters."""
-    pieces = streamed.pieces
+    """Take one model call's events into ``streamed``; a ``ProviderError`` once its text, or
+    its reasoning, goes past ``limit`` characters."""
+    pieces, thinking = streamed.pieces, streamed.thinking
     async for event in stream:
         if isinstance(event, TextDelta):
-            if pieces.size + len(event.text) > limit:
-                raise ProviderError(
-                    f"the model's reply in one step went past {size_words(limit)} of text;"
-                    " the call was ended to bound the memory it may take"
-                )
-            pieces.add(event.text)
+            _add(pieces, event.text, limit, "reply")
             sink.token(number, event.text)
+        elif isinstance(event, ThoughtDelta):
+            _add(thinking, event.text, limit, "reasoning")
+            sink.thought(number, event.text)
+        elif isinstance(event, ReasoningDone):
+            streamed.reasoning = event.reasoning
         elif isinstance(event, ToolCallRequested):
             streamed.calls.append(event.call)
         elif isinstance(event, Usage):
@@ -386,6 +449,16 @@ async def _read(
             )
         elif isinstance(event, Stop):
             pass
+
+
+def _add(pieces: Pieces, text: str, limit: int, what: str) -> None:
+    """``text`` joins ``pieces``; a ``ProviderError`` when that takes them past ``limit``."""
+    if pieces.size + len(text) > limit:
+        raise ProviderError(
+            f"the model's {what} in one step went past {size_words(limit)} of text;"
+            " the call was ended to bound the memory it may take"
+        )
+    pieces.add(text)
 
 
 async def _close(stream: AsyncIterator[ProviderEvent]) -> None:

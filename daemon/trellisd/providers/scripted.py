@@ -6,6 +6,11 @@ have been played:
     {"text": "Hello there."}                                  a reply, streamed word by word
     {"tool": "read_file", "arguments": {"path": "a.txt"}}     a tool call (text may go with it)
     {"error": "the model is down"}                            a failed call
+    {"thought": "Look first.", "text": "Done."}               reasoning, streamed before the text
+
+A ``thought`` streams word by word as reasoning, then is given whole (``ReasoningDone``, with
+``reasoningItems`` as the provider's records when the line has them), and its words count as
+reasoning tokens, part of the output's.
 
 ``delayMs`` on a line waits that long before each piece, to imitate a slow model.
 ``holdFile`` makes the model stop after ``holdAfter`` pieces (default 0) until that file
@@ -32,8 +37,11 @@ from .base import (
     ModelRequest,
     ProviderError,
     ProviderEvent,
+    Reasoning,
+    ReasoningDone,
     Stop,
     TextDelta,
+    ThoughtDelta,
     ToolCallRequested,
     Usage,
 )
@@ -85,6 +93,13 @@ class ScriptedProvider:
         delay = float(entry.get("delayMs", 0)) / 1000
         text = str(entry.get("text", ""))
         pieces = _PIECES.findall(text)
+        thought = str(entry.get("thought", ""))
+        for piece in _PIECES.findall(thought):
+            yield ThoughtDelta(piece)
+        if thought:
+            items = entry.get("reasoningItems", [])
+            kept = tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+            yield ReasoningDone(Reasoning(self.name, thought, kept))
         hold = Path(entry["holdFile"]) if "holdFile" in entry else None
         hold_after = min(entry.get("holdAfter", 0), len(pieces))
         for number, piece in enumerate([*pieces, None]):
@@ -104,7 +119,12 @@ class ScriptedProvider:
                     arguments=arguments if isinstance(arguments, dict) else {},
                 )
             )
-        yield Usage(input=sum(_words(m) for m in request.messages), output=len(text.split()))
+        reasoned = len(thought.split())
+        yield Usage(
+            input=sum(_words(m) for m in request.messages),
+            output=len(text.split()) + reasoned,
+            reasoning=reasoned if thought else None,
+        )
         yield Stop("tool_calls" if "tool" in entry else "stop")
 
     def _next_entry(self, request: ModelRequest) -> dict[str, Any]:

@@ -101,14 +101,17 @@ class UsageTotal:
 
     def wire(self) -> dict[str, Any]:
         t = self.tokens
-        return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
+        out = {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
+        if t.reasoning is not None:  # of ``output``, when a provider said
+            out["reasoning"] = t.reasoning
+        return out
 
 
 NOTHING = UsageTotal(Tokens(), None)
 
 
 def _known(tokens: Tokens) -> Tokens:
-    return Tokens(tokens.input or 0, tokens.output or 0, tokens.cached or 0)
+    return Tokens(tokens.input or 0, tokens.output or 0, tokens.cached or 0, tokens.reasoning)
 
 
 async def spent(store: AsyncStore, session_id: str, turn_id: str) -> tuple[UsageTotal, UsageTotal]:

@@ -43,10 +43,11 @@ class RunningTurn:
     cancelled_by_request: bool = False
     pause_requested: bool = False  # session/pause: stop at the next step boundary
     step_mode: bool = False  # pause after every step
-    # The step being streamed and its text so far, for a window that reopens the session
-    # mid-turn: kept in memory only, a step's text at most.
+    # The step being streamed and its text (and reasoning) so far, for a window that reopens
+    # the session mid-turn: kept in memory only, a step's text at most.
     step: int | None = None
     _pieces: Pieces = field(default_factory=Pieces)
+    _thinking: Pieces = field(default_factory=Pieces)
     calls: dict[str, LiveCall] = field(default_factory=dict)
     done: int = 0  # the last step committed
     killed: tuple[str, tuple[str, ...]] | None = None  # a program its cancel had to kill
@@ -59,14 +60,21 @@ class RunningTurn:
         return self.pause_requested or self.step_mode
 
     def streamed(self, step: int, text: str) -> None:
-        if step != self.step:
-            self.step, self._pieces = step, Pieces()
+        self._streaming(step)
         self._pieces.add(text)
+
+    def thought(self, step: int, text: str) -> None:
+        self._streaming(step)
+        self._thinking.add(text)
+
+    def _streaming(self, step: int) -> None:
+        if step != self.step:
+            self.step, self._pieces, self._thinking = step, Pieces(), Pieces()
 
     def committed(self, step: int) -> None:
         """Step ``step`` is committed (in the history now): nothing streams, and its calls
         and those before it are in ``run/steps``."""
-        self.step, self._pieces = None, Pieces()
+        self.step, self._pieces, self._thinking = None, Pieces(), Pieces()
         self.done = max(self.done, step)
         for call_id in [c.call_id for c in self.calls.values() if c.step <= step]:
             del self.calls[call_id]
@@ -88,6 +96,10 @@ class RunningTurn:
     def text(self) -> str:
         return self._pieces.text()
 
+    def thinking(self) -> str:
+        """What the model reasoned so far in the step being streamed."""
+        return self._thinking.text()
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -101,11 +113,20 @@ class Snapshot:
     step: int | None
     text: str
     calls: tuple[tuple[LiveCall, str], ...]
+    thought: str = ""  # what the model reasoned so far in the step being streamed
 
     @classmethod
     def of(cls, running: RunningTurn) -> Snapshot:
         calls = tuple((replace(c, output=[]), "".join(c.output)) for c in running.calls.values())
-        return cls(running.ref, running.prompt, running.done, running.step, running.text(), calls)
+        return cls(
+            running.ref,
+            running.prompt,
+            running.done,
+            running.step,
+            running.text(),
+            calls,
+            running.thinking(),
+        )
 
 
 class Running:

@@ -32,6 +32,10 @@ class Notifier(Protocol):
 
     def token(self, turn: TurnRef, step: int, text: str) -> None: ...
 
+    def thought(self, turn: TurnRef, step: int, text: str) -> None:
+        """A piece of what the model reasons in step ``step``'s call, as it streams."""
+        ...
+
     def step(self, turn: TurnRef, step: Step) -> None: ...
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None: ...
@@ -279,6 +283,9 @@ class Sink:
 
     def token(self, step: int, text: str) -> None:
         self.notifier.token(self.ref, step, text)
+
+    def thought(self, step: int, text: str) -> None:
+        self.notifier.thought(self.ref, step, text)
 
     def step(self, step: Step) -> None:
         self.notifier.step(self.ref, step)

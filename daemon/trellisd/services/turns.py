@@ -669,6 +669,7 @@ class TurnService:
             check=check,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
+            effort=settings.effort,
             max_steps=self.max_steps if start.max_steps is None else start.max_steps,
             inbox=running.inbox,
             first_step=start.first_step,

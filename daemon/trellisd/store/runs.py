@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 import apsw
 
 from ..errors import NotFound, NotRunning
-from ..records import ANY_HEAD, Event, ExpectHead, ImageRef, RunSummary, Step, Tokens
+from ..records import ANY_HEAD, Event, ExpectHead, ImageRef, RunSummary, Step, Thought, Tokens
 from ..vocabulary import EventKind, FeedKind, Outcome, stored
 from . import chain, costs, feed, images
 from .db import Database, new_id, now
@@ -275,8 +276,10 @@ class Runs:
         ).fetchone()
         if row is None:
             raise NotFound(f"unknown run {run_id}", runId=run_id)
-        steps = [step_of(s) for s in Runs._step_rows(con, run_id)]
-        tokens = sum((s.tokens for s in steps), Tokens())
+        steps = Runs._with_thoughts(
+            con, [run_id], [(run_id, step_of(s)) for s in Runs._step_rows(con, run_id)]
+        )
+        tokens = sum((s.tokens for _, s in steps), Tokens())
         return RunSummary(
             row[0], row[1], row[2], stored(Outcome, row[3]), row[4], tokens, len(steps)
         )
@@ -306,7 +309,43 @@ class Runs:
     def steps(self, run_id: str) -> list[Step]:
         with self.db.read() as con:
             self._summary(con, run_id)
-            return [step_of(row) for row in self._step_rows(con, run_id)]
+            rows = [(run_id, step_of(row)) for row in self._step_rows(con, run_id)]
+            return [step for _, step in self._with_thoughts(con, [run_id], rows)]
+
+    @staticmethod
+    def _with_thoughts(
+        con: apsw.Connection, run_ids: list[str], steps: list[tuple[str, Step]]
+    ) -> list[tuple[str, Step]]:
+        """``steps`` (each with its run) with what their ``thought`` events record: the
+        step's thought, and its reasoning tokens."""
+        found: dict[tuple[str, int], dict[str, Any]] = {}
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for run_id, step, detail in con.execute(
+                "SELECT run_id, step, detail FROM event"
+                f" WHERE kind = '{EventKind.THOUGHT}' AND step IS NOT NULL"
+                f" AND run_id IN ({marks}) ORDER BY seq",
+                chunk,
+            ):
+                found[(str(run_id), int(step))] = json.loads(str(detail))
+        if not found:
+            return steps
+        out = []
+        for run_id, step in steps:
+            detail = found.get((run_id, step.step))
+            if detail is not None:
+                thought = Thought.of(detail)
+                tokens = detail.get("tokens")
+                step = replace(
+                    step,
+                    thought=thought if thought.text or thought.items else None,
+                    tokens=replace(
+                        step.tokens, reasoning=tokens if isinstance(tokens, int) else None
+                    ),
+                )
+            out.append((run_id, step))
+        return out
 
     def transcripts(self, run_ids: list[str]) -> dict[str, list[Step]]:
         """The committed steps of each of ``run_ids`` (a path's runs), in one read."""
@@ -320,8 +359,9 @@ class Runs:
                     " ORDER BY run_id, n",
                     chunk,
                 )
-                for row in rows:
-                    found[row[0]].append(step_of(row[1:]))
+                steps = [(str(row[0]), step_of(row[1:])) for row in rows]
+                for run_id, step in self._with_thoughts(con, chunk, steps):
+                    found[run_id].append(step)
         return found
 
     @staticmethod

@@ -61,7 +61,9 @@ _TURN_SELECT = f"""
            (SELECT e.detail FROM event e
             WHERE e.run_id = r.id AND e.kind = '{EventKind.PLAN_APPROVED}' LIMIT 1),
            (SELECT e.detail FROM event e
-            WHERE e.run_id = r.id AND e.kind = '{EventKind.IMAGES}' LIMIT 1)
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.IMAGES}' LIMIT 1),
+           (SELECT sum(json_extract(e.detail, '$.tokens')) FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.THOUGHT}')
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -136,7 +138,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         reply=row[5],
         outcome=stored(Outcome, row[6]),
         error=row[7],
-        tokens=Tokens(row[8], row[9], row[10]),
+        tokens=Tokens(row[8], row[9], row[10], row[18]),  # reasoning: the thought events'
         created_at=row[11],
         model=row[12],
         recovery=recoveries.of_run(row[0], row[3], row[13]),

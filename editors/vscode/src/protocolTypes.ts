@@ -21,6 +21,8 @@ export type Tokens = {
   total: Count;
   /** The part of input read from the provider's cache. */
   cached: Count;
+  /** Of output, the tokens the model spent reasoning; left out when the provider reported none. Priced as output (it is part of it). */
+  reasoning?: Count;
 };
 
 export type Outcome = "running" | "finished" | "error" | "cancelled" | "interrupted" | "exhausted" | "success" | "failure" | "paused" | "forked";
@@ -42,6 +44,7 @@ export type ProviderChoice = {
   contextWindow?: number;
   /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
   compactAt?: number;
+  effort?: Effort;
 };
 
 export type Session = SessionFields;
@@ -133,6 +136,8 @@ export type StepFields = {
   /** The tool's answer, as the model saw it. */
   result: string | null;
   tokens: Tokens;
+  /** What the model reasoned in this step's call (its thinking, or the summary the provider gave), as session/thought streamed it; left out when it did not reason. The thought event of the step records it with the provider's own records and the reasoning tokens. */
+  thought?: string;
 };
 
 export type Step = StepFields;
@@ -146,7 +151,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images" | "thought";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -344,6 +349,8 @@ export type ProviderOverrides = {
   contextWindow?: number | null;
   /** The share of the context window a request may fill before the branch is compacted (default 0.8). */
   compactAt?: number | null;
+  /** As ProviderChoice's effort. */
+  effort?: "low" | "medium" | "high" | null;
 };
 
 /** All turns when neither limit nor cursor is given; else a page. */
@@ -543,6 +550,9 @@ export type ImageRef = {
 /** Judged by the bytes' magic, not by a name or a given type. */
 export type ImageType = "image/png" | "image/jpeg" | "image/gif" | "image/webp";
 
+/** How hard a reasoning model thinks, mapped per provider (OpenAI reasoning_effort / reasoning.effort, Anthropic thinking with a token budget); unset: the model's own default. A model that does not reason ignores it. */
+export type Effort = "low" | "medium" | "high";
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -594,6 +604,8 @@ export interface Requests {
               keyFrom: string | null;
               temperature?: number | null;
               maxTokens?: number | null;
+              /** The effort turns ask for unless a session or turn says otherwise; null: the model's own default. */
+              effort?: "low" | "medium" | "high" | null;
             };
             /** The daemon serving this window: its pid, and whether it is the store's shared daemon (every window of the user) or this window's own (--standalone). */
             daemon: {
@@ -640,6 +652,8 @@ export interface Requests {
         /** The step being streamed; null between steps (every step so far is committed). */
         step: number | null;
         text: string;
+        /** What the model reasoned so far in the step being streamed (session/thought's texts joined); empty when it has not. */
+        thought?: string;
         /** The tool calls of the steps not committed yet, as session/toolCall and session/toolOutput have told them so far: the notifications after the answer carry each on. */
         calls?: {
           step: number;
@@ -727,6 +741,8 @@ export interface Requests {
         data: string;
         mimeType: ImageType;
       }[] | null;
+      /** This turn only. */
+      effort?: Effort | null;
     };
     result: TurnResult;
   };
@@ -1133,6 +1149,13 @@ export interface Notifications {
       text: string;
     };
   };
+  /** A piece of what the model reasons in a step's call, as it streams (Anthropic thinking, a Responses reasoning summary, the reasoning_content of OpenAI-compatible servers), to every window following the session. Pieces that come while one is being written go out together, as session/token's do. The whole is the step's thought once it commits. */
+  'session/thought': {
+    params: TurnRef & {
+      step: number;
+      text: string;
+    };
+  };
   'session/step': {
     params: TurnRef & StepFields;
   };
@@ -1192,12 +1215,16 @@ export interface Notifications {
           output: number;
           cached: number;
           total: number;
+          /** Of output, the reasoning tokens providers reported; left out when none did. */
+          reasoning?: number;
         };
         session: {
           input: number;
           output: number;
           cached: number;
           total: number;
+          /** Of output, the reasoning tokens providers reported; left out when none did. */
+          reasoning?: number;
         };
       };
       /** USD so far; null when no price is known. */

@@ -232,15 +232,15 @@ def daemon_pids(mode: dict[str, str]) -> list[int]:
 
 
 def agent_env(home: Path, server: ModelServer, **extra: str) -> dict[str, str]:
-    return hermetic_env(
-        home,
-        TRELLISD_PROVIDER="openai",
-        TRELLISD_BASE_URL=server.url,
-        TRELLISD_API_KEY=TEST_KEY,
-        TRELLISD_MODEL="test-model",
-        TRELLISD_LOG="info",
-        **extra,
-    )
+    """The agent's environment: the test's model server, unless ``extra`` names another."""
+    chosen = {
+        "TRELLISD_PROVIDER": "openai",
+        "TRELLISD_BASE_URL": server.url,
+        "TRELLISD_API_KEY": TEST_KEY,
+        "TRELLISD_MODEL": "test-model",
+        "TRELLISD_LOG": "info",
+    }
+    return hermetic_env(home, **{**chosen, **extra})
 
 
 @pytest_asyncio.fixture

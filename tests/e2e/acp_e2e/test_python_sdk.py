@@ -244,8 +244,9 @@ async def test_modes_and_the_model_option(
         "plan",
         "read-only",
     ]
-    [option] = new.config_options or []
+    option, effort = new.config_options or []
     assert option.id == "model" and option.current_value == "test-model"
+    assert effort.id == "effort" and effort.current_value == "default"
     changed = await agent.conn.set_config_option(
         config_id="model", session_id=new.session_id, value="other-model"
     )
@@ -418,7 +419,7 @@ async def test_the_mode_the_model_and_reject_always_hold_after_a_restart(
         cwd=str(workspace), session_id=new.session_id, mcp_servers=[]
     )
     assert loaded.modes is not None and loaded.modes.current_mode_id == "read-only"
-    assert [o.current_value for o in loaded.config_options or []] == ["other-model"]
+    assert [o.current_value for o in loaded.config_options or []] == ["other-model", "default"]
     await again.conn.set_session_mode(session_id=new.session_id, mode_id="ask")
     model.reply("", tool_calls=[call])
     model.reply("still not")

@@ -110,7 +110,7 @@ async def test_unknown_fields_are_ignored_and_the_answers_are_acps_shape(
     )
     sid = new["sessionId"]
     assert new["modes"]["currentModeId"] == "ask"
-    assert [o["type"] for o in new["configOptions"]] == ["select"]
+    assert [o["type"] for o in new["configOptions"]] == ["select", "select"]
 
     listed = await answer(agent, 2, "session/list", {"cwd": root})
     assert [s["sessionId"] for s in listed["sessions"]] == [sid]

@@ -52,6 +52,7 @@ MESSAGES: dict[str, tuple[Any, str]] = {
     "session_cancel.notification": (wire.Cancel, "CancelNotification"),
     "session_update.user_message_chunk": (wire.SessionNotification, "SessionNotification"),
     "session_update.agent_message_chunk": (wire.SessionNotification, "SessionNotification"),
+    "session_update.agent_thought_chunk": (wire.SessionNotification, "SessionNotification"),
     "session_update.tool_call": (wire.SessionNotification, "SessionNotification"),
     "session_update.tool_call_update": (wire.SessionNotification, "SessionNotification"),
     "session_update.current_mode_update": (wire.SessionNotification, "SessionNotification"),
@@ -114,6 +115,7 @@ PLAN = (
 UPDATES: dict[str, updates.Update] = {
     "user_message_chunk": updates.user_text("Why does this test fail?"),
     "agent_message_chunk": updates.agent_text("Let me read it. "),
+    "agent_thought_chunk": updates.agent_thought("The test expects 2; app() returns 1. "),
     "tool_call": updates.announced("7d1e2f3a", 2, WRITE, [WRITTEN]),
     "tool_call_update": updates.tool_call_update(
         "7d1e2f3a/3",

@@ -3,11 +3,13 @@ and the refusal before a call that would pass a budget."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from trellisd.agent.budget import OUTPUT_ALLOWANCE, BudgetExhausted, Ledger
+from trellisd.agent.budget import OUTPUT_ALLOWANCE, BudgetExhausted, Ledger, characters
 from trellisd.pricing import price_table
-from trellisd.providers.base import Message, ModelRequest, Usage
+from trellisd.providers.base import Message, ModelRequest, Reasoning, Usage
 from trellisd.records import Budget, Spend, ToolCall
 
 
@@ -72,3 +74,12 @@ def test_a_call_without_figures_is_charged_its_estimate() -> None:
     ledger.admit(request("x" * 400, max_tokens=20))
     ledger.unreported()
     assert ledger.tokens == 100 + 20
+
+
+def test_the_reasoning_sent_back_counts_in_the_estimate() -> None:
+    signed = {"type": "thinking", "thinking": "t" * 100, "signature": "s" * 200}
+    thought = Reasoning("anthropic", "t" * 100, (signed,))
+    plain = Message("assistant", "x" * 400)
+    reasoned = Message("assistant", "x" * 400, reasoning=thought)
+
+    assert characters(reasoned) == characters(plain) + 100 + len(json.dumps(signed))

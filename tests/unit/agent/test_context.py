@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.unit.agent.test_loop import FakeProvider, Journal, Upper, call, plan, reply
+from tests.unit.agent.test_loop_thoughts import Thoughts, thinking_call
 from trellisd.agent.context import UNFINISHED_CALL, turn_messages
 from trellisd.agent.loop import run_turn
 from trellisd.agent.steering import STEER_NOTE, Steer
-from trellisd.providers.base import Message, Stop, TextDelta, Usage
+from trellisd.providers.base import Message, Reasoning, Stop, TextDelta, Usage
 from trellisd.records import Step, Tokens, ToolCall, Turn
 
 
@@ -54,3 +55,23 @@ def test_a_turn_cancelled_in_a_call_gives_the_call_a_result_and_says_how_it_ende
         Message("tool", UNFINISHED_CALL, tool_call_id="c"),
         Message("assistant", "(no reply: the turn cancelled)"),
     ]
+
+
+async def test_what_the_model_reasoned_goes_with_each_call_of_the_turn_as_it_was_sent(
+    tmp_path: Path,
+) -> None:
+    signed = {"type": "thinking", "thinking": "Both.", "signature": "c2ln"}
+    provider = FakeProvider(
+        [*thinking_call("Both.", items=(signed,)), call("a", "upper", text="x")]
+        + [call("b", "upper", text="y"), Usage(10, 2), Stop("tool_calls")],
+        [*thinking_call("Say it."), TextDelta("Done."), Usage(20, 3), Stop("stop")],
+    )
+    journal = Thoughts()
+    await run_turn(plan(provider, tmp_path, Upper()), journal, journal, "hi")
+
+    turn, transcripts = finished(journal.steps)
+    sent = provider.requests[-1].messages
+    replayed = turn_messages([turn], transcripts)
+    assert replayed[:-1] == sent[1:]
+    assert sent[2].reasoning == Reasoning("fake", "Both.", (signed,))
+    assert replayed[-1] == Message("assistant", "Done.", reasoning=Reasoning("fake", "Say it."))

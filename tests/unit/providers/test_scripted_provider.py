@@ -14,8 +14,13 @@ from trellisd.providers.base import (
     Message,
     ModelRequest,
     ProviderError,
+    Reasoning,
+    ReasoningDone,
+    Stop,
     TextDelta,
+    ThoughtDelta,
     ToolCallRequested,
+    Usage,
 )
 from trellisd.providers.scripted import ScriptedProvider
 from trellisd.records import ToolCall
@@ -67,3 +72,23 @@ async def test_a_hold_after_the_text_holds_the_tool_call(tmp_path: Path) -> None
 def test_a_bad_hold_is_refused_when_the_script_is_read(tmp_path: Path) -> None:
     with pytest.raises(ProviderError, match="holdAfter"):
         provider(tmp_path, {"text": "x", "holdAfter": "soon", "holdFile": "/tmp/go"})
+
+
+async def test_a_thought_streams_as_reasoning_before_the_text_and_counts_as_reasoning_tokens(
+    tmp_path: Path,
+) -> None:
+    item = {"type": "reasoning", "id": "rs_1"}
+    model = provider(
+        tmp_path, {"thought": "Think first.", "reasoningItems": [item], "text": "Done."}
+    )
+
+    events = [e async for e in model.stream(ModelRequest([Message("user", "go")]))]
+
+    assert events == [
+        ThoughtDelta("Think "),
+        ThoughtDelta("first."),
+        ReasoningDone(Reasoning("scripted", "Think first.", (item,))),
+        TextDelta("Done."),
+        Usage(input=1, output=3, reasoning=2),
+        Stop("stop"),
+    ]
