@@ -262,6 +262,10 @@ class AcpNotifier:
         content = [updates.tool_content(updates.text_block(shown))]
         self.send(turn.session_id, updates.tool_call_update(ident, content=content))
 
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        """ACP has no update for a process that outlives its call: the model reads its output
+        (``read_process_output``)."""
+
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After each step: the context the branch holds against the model's window, and
         what the session cost so far (None while a model's price is unknown)."""
