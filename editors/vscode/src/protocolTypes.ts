@@ -531,6 +531,20 @@ export type Plan = {
   entries: PlanEntry[];
 };
 
+/** A process a turn's start_process call started: it outlives the call and the turn, until stopped, its session closed or deleted, or the daemon's end. */
+export type Process = {
+  processId: Id;
+  argv: string[];
+  /** The folder it runs in (an absolute path). */
+  cwd: string;
+  startedAt: Timestamp;
+  /** The turn whose call started it. */
+  turnId: string | null;
+  running: boolean;
+  /** Once it ended: its exit code, or minus the signal that killed it; null while it runs, or when it could not be told. */
+  exitCode: number | null;
+};
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -1056,6 +1070,21 @@ export interface Requests {
     };
     result: TurnResult;
   };
+  'session/processes': {
+    params: SessionIdParams;
+    result: {
+      sessionId: Id;
+      /** The oldest first: the running ones and the last ended ones. */
+      processes: Process[];
+    };
+  };
+  'session/process/stop': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+    };
+    result: Process;
+  };
 }
 
 /** The requests the daemon sends the editor, each bound to its params and result. */
@@ -1201,6 +1230,14 @@ export interface Notifications {
       step: number;
       /** The whole plan: each call replaces the one before. */
       entries: PlanEntry[];
+    };
+  };
+  'session/processOutput': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+      /** What the process printed (stdout and stderr together) since the previous session/processOutput of the process, in order. */
+      text: string;
     };
   };
 }
