@@ -169,11 +169,17 @@ class StartProcess:
         if walls is not None and given.escalate:  # the gate asked a person first
             walls = walls.unconfined()
         state = await self.table.start(given.argv, cwd, walls)
-        return (
+        text = (
             f"started process {state.process_id}: $ {state.command}\n"
             f"It runs on after this call. Read its output with read_process_output"
             f" {{processId: {state.process_id!r}}}; stop it with stop_process when done."
         )
+        if walls is not None and walls.confined and walls.network is not True:
+            text += (
+                "\nIts walls give it a network of its own: other commands cannot reach the"
+                " ports it listens on (the session's network is not turned on)."
+            )
+        return text
 
 
 class ReadProcessOutput:
