@@ -37,6 +37,7 @@ from . import hello, updates, wire
 from .files import ClientFiles
 from .notifier import AcpNotifier, proposed_diff
 from .rpc import Connection, RpcError
+from .terminals import ClientTerminals
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +129,13 @@ class TrellisAgent:
         self._cancelled: set[str] = set()
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
+        self.terminal = False  # whether the client runs a session's processes in terminals
         # Told of each session this connection serves from now on, and lets go of.
         self.on_follow: Callable[[str], None] = lambda session_id: None
         self.on_leave: Callable[[str], None] = lambda session_id: None
         if not shared:
             app.turns.editor_files = self._editor_files
+            app.processes.terminals = self._terminals
 
     def connect(
         self, conn: Connection, limit: int | None = None, overflow: Callable[[], None] | None = None
@@ -168,8 +171,14 @@ class TrellisAgent:
             return None
         return ClientFiles(self.conn, ref.session_id, read, write)
 
+    def _terminals(self, session_id: str) -> ClientTerminals | None:
+        if not self.terminal or self.conn is None:
+            return None
+        return ClientTerminals(self.conn, session_id)
+
     async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
         self.fs = p.files
+        self.terminal = p.client_capabilities.terminal
         return hello.capabilities()
 
     async def new_session(self, p: wire.NewSession) -> wire.NewSessionResult:

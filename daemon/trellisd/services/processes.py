@@ -13,21 +13,31 @@ are dropped, and offsets stay absolute, so an offset means the same byte however
 dropped since. It is also sent as it comes, coalesced as a tool call's output is, to every
 window following the session (``Notifier.process_output``). A session may have at most
 ``MAX_RUNNING`` processes running at once; the model is told so when it asks for one more.
+
+Where the editor offers terminals (ACP's ``terminal`` capability: ``terminals`` gives a
+session's), a process runs in one of the editor's terminals instead, so the editor shows it:
+the same walled command line, in the same environment (the editor's own, with what the window's
+environment less its secrets sets over it, and the secrets it drops set empty). The editor
+keeps its output; what it printed since the last look is taken into the ring when the model
+reads it and when it ends. Such a process takes no input, and the editor ends it with its
+terminal when the daemon ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..agent.activity import OutputFeed
 from ..errors import NotFound
@@ -36,7 +46,7 @@ from ..sandbox.walls import Walls
 from ..store.db import now
 from ..tools.base import ToolFailure
 from ..tools.command import RUN_MARK, kill_everything
-from ..tools.environment import child_environment
+from ..tools.environment import _window_environment, child_environment
 from ..tools.guard import GRACE_SECONDS
 from ..tools.processes import Printed, ProcessState
 from .seams import Notifier
@@ -49,6 +59,7 @@ MAX_RUNNING = 8
 KEPT_ENDED = 8
 """How many ended processes a session keeps (their output readable) besides its running ones."""
 RING_BYTES = 1024 * 1024
+OVERLAP_PROBE = 256
 STOP_SECONDS = GRACE_SECONDS + 3.0
 """How long a stop waits for the guard to end the process before killing it from here."""
 
@@ -101,8 +112,7 @@ class _Pipes(asyncio.SubprocessProtocol):
         self.output_ended = asyncio.Event()
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.process.ring.add(data)
-        self.process.feed.add(data)
+        self.process.printed(data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
@@ -110,6 +120,31 @@ class _Pipes(asyncio.SubprocessProtocol):
 
     def process_exited(self) -> None:
         self.exited.set()
+
+
+@dataclass(frozen=True)
+class TerminalOutput:
+    """What an editor's terminal holds: its output (the start cut when ``truncated``), and
+    once it ended its exit code (minus the signal that killed it; None: not told)."""
+
+    text: str
+    truncated: bool
+    ended: bool
+    exit_code: int | None
+
+
+class Terminals(Protocol):
+    """A session's terminals in the editor (ACP's ``terminal/*``)."""
+
+    async def create(self, argv: list[str], cwd: str, env: dict[str, str], limit: int) -> str: ...
+
+    async def output(self, terminal_id: str) -> TerminalOutput: ...
+
+    async def wait_for_exit(self, terminal_id: str) -> int | None: ...
+
+    async def kill(self, terminal_id: str) -> None: ...
+
+    async def release(self, terminal_id: str) -> None: ...
 
 
 @dataclass
@@ -122,6 +157,27 @@ class Process:
     pipes: _Pipes | None = None
     life: asyncio.Task[None] | None = None
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    terminal: tuple[Terminals, str] | None = None  # the editor's terminal it runs in
+    seen: str = ""  # what the terminal held at the last look
+
+    def printed(self, data: bytes) -> None:
+        self.ring.add(data)
+        self.feed.add(data)
+
+    async def look(self) -> None:
+        """Take into the ring what the editor's terminal printed since the last look."""
+        if self.terminal is None:
+            return
+        terminals, terminal_id = self.terminal
+        try:
+            held = await terminals.output(terminal_id)
+        except Exception as exc:  # released, or the editor gone: what was taken stays
+            log.info("the terminal of process %s was not read: %s", self.state.process_id, exc)
+            return
+        new = _after(self.seen, held.text, held.truncated)
+        self.seen = held.text
+        if new:
+            self.printed(new.encode())
 
     def ended_with(self, exit_code: int | None) -> None:
         self.state = replace(self.state, running=False, exit_code=exit_code)
@@ -136,6 +192,8 @@ class ProcessService:
         self.notifier = notifier
         self.max_running = max_running
         self._of: dict[str, dict[str, Process]] = {}
+        # The editor's terminals for a session's processes, where its protocol has them (ACP).
+        self.terminals: Callable[[str], Terminals | None] = lambda session_id: None
 
     def list(self, session_id: str) -> list[ProcessState]:
         """The session's processes, the oldest first."""
@@ -182,7 +240,9 @@ class ProcessService:
 
         process = Process(state, OutputFeed(send, limit=2**62))
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        process.life = asyncio.ensure_future(self._live(process, walls, started))
+        terminals = self.terminals(session_id)
+        life = self._live if terminals is None else functools.partial(self._in_terminal, terminals)
+        process.life = asyncio.ensure_future(life(process, walls, started))
         await asyncio.shield(started)  # a ToolFailure when it could not start
         processes[process_id] = process
         self._forget_ended(session_id)
@@ -235,8 +295,44 @@ class ProcessService:
             log.exception("process %s failed", state.process_id)
             _fail(started, process, ToolFailure(f"the process could not run: {exc}"))
 
-    def read(self, session_id: str, process_id: str, since: int | None, most: int) -> Printed:
+    async def _in_terminal(
+        self,
+        terminals: Terminals,
+        process: Process,
+        walls: Walls | None,
+        started: asyncio.Future[None],
+    ) -> None:
+        state = process.state
+        cwd = Path(state.cwd)
+        env = {**child_environment(), RUN_MARK: secrets.token_hex(8)}
+        # The editor's terminal starts from the editor's own environment: set empty there
+        # what the window's environment holds and a program must not see.
+        dropped = {name: "" for name in _window_environment() if name not in env}
+        try:
+            async with confine(walls or Walls("off", True, cwd), state.argv, cwd, env) as launch:
+                try:
+                    terminal_id = await terminals.create(
+                        launch.argv, state.cwd, {**dropped, **launch.env}, RING_BYTES
+                    )
+                except Exception as exc:
+                    raise ToolFailure(f"the editor did not start {state.argv[0]}: {exc}") from exc
+                process.terminal = (terminals, terminal_id)
+                started.set_result(None)
+                try:
+                    exit_code = await terminals.wait_for_exit(terminal_id)
+                except Exception as exc:
+                    log.info("process %s: its terminal ended: %s", state.process_id, exc)
+                    exit_code = None
+                await process.look()
+                process.ended_with(exit_code)
+        except WallsUnavailable as exc:
+            _fail(started, process, ToolFailure(str(exc)))
+        except ToolFailure as exc:
+            _fail(started, process, exc)
+
+    async def read(self, session_id: str, process_id: str, since: int | None, most: int) -> Printed:
         process = self._get(session_id, process_id)
+        await process.look()
         offset = process.read_to if since is None else since
         data, first, dropped = process.ring.since(offset, most)
         following = first + len(data)
@@ -247,6 +343,10 @@ class ProcessService:
 
     def write(self, session_id: str, process_id: str, text: str) -> ProcessState:
         process = self._get(session_id, process_id)
+        if process.terminal is not None:
+            raise ToolFailure(
+                f"process {process_id} runs in the editor's terminal, which takes no input"
+            )
         stdin = None if process.transport is None else process.transport.get_pipe_transport(0)
         if not process.state.running or stdin is None or stdin.is_closing():
             raise ToolFailure(f"process {process_id} has ended: {process.state.status()}")
@@ -286,6 +386,9 @@ def _fail(started: asyncio.Future[None], process: Process, failure: ToolFailure)
 
 
 async def _stop(process: Process) -> None:
+    if process.terminal is not None:
+        await _stop_terminal(process, *process.terminal)
+        return
     transport = process.transport
     if process.ended.is_set() or transport is None:
         return
@@ -299,6 +402,36 @@ async def _stop(process: Process) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(guard, signal.SIGKILL)
         await process.ended.wait()
+
+
+async def _stop_terminal(process: Process, terminals: Terminals, terminal_id: str) -> None:
+    """Kill the terminal's command, wait for its end, and let the editor free the terminal
+    (it stays drawn where a tool call shows it)."""
+    with contextlib.suppress(Exception):
+        if not process.ended.is_set():
+            await terminals.kill(terminal_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(process.ended.wait()), STOP_SECONDS)
+        await terminals.release(terminal_id)
+    if not process.ended.is_set():
+        process.ended_with(None)
+
+
+def _after(seen: str, held: str, truncated: bool) -> str:
+    """What ``held`` (a terminal's output now) adds to ``seen`` (it at the last look). The
+    client cuts the start of what it holds: then where ``held`` starts is looked for in
+    ``seen`` (by its first ``OVERLAP_PROBE`` characters); where nothing of ``seen`` is left
+    in it, all of ``held`` is new."""
+    if held.startswith(seen):
+        return held[len(seen) :]
+    if truncated and seen:
+        probe = held[:OVERLAP_PROBE]
+        at = seen.find(probe)
+        while at >= 0:
+            if held.startswith(seen[at:]):
+                return held[len(seen) - at :]
+            at = seen.find(probe, at + 1)
+    return held
 
 
 @dataclass(frozen=True)
@@ -323,9 +456,9 @@ class SessionProcesses:
     async def start(self, argv: tuple[str, ...], cwd: Path, walls: Walls | None) -> ProcessState:
         return await self.service.start(self.session_id, self.turn_id, argv, cwd, walls)
 
-    def read(self, process_id: str, since: int | None, most: int) -> Printed:
+    async def read(self, process_id: str, since: int | None, most: int) -> Printed:
         self.state(process_id)
-        return self.service.read(self.session_id, process_id, since, most)
+        return await self.service.read(self.session_id, process_id, since, most)
 
     def write(self, process_id: str, text: str) -> ProcessState:
         self.state(process_id)

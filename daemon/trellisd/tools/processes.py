@@ -82,7 +82,7 @@ class ProcessTable(Protocol):
         self, argv: tuple[str, ...], cwd: Path, walls: Walls | None
     ) -> ProcessState: ...
 
-    def read(self, process_id: str, since: int | None, most: int) -> Printed:
+    async def read(self, process_id: str, since: int | None, most: int) -> Printed:
         """From ``since`` (None: from the last offset read), at most ``most`` bytes."""
         ...
 
@@ -207,7 +207,7 @@ class ReadProcessOutput:
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         given = args.read(arguments, ReadArguments)
-        printed = self.table.read(given.process_id, given.since, READ_BYTES)
+        printed = await self.table.read(given.process_id, given.since, READ_BYTES)
         state = printed.state
         lines = [f"process {state.process_id} ($ {state.command}): {state.status()}"]
         if printed.dropped:

@@ -189,8 +189,8 @@ async def test_a_process_that_prints_more_than_its_ring_keeps_the_end(
         await found["start_process"].run({"argv": [sys.executable, "-c", flood]}, context)
     )
     await eventually(lambda: not service.state("s1", pid).running, "its end")
-    printed = service.read("s1", pid, 0, 64)
+    printed = await service.read("s1", pid, 0, 64)
     total = 3000 * 400
     assert printed.dropped == total - 1024 * 1024 and printed.since == printed.dropped
-    last = service.read("s1", pid, total - 400, 400)
+    last = await service.read("s1", pid, total - 400, 400)
     assert last.text.startswith("0002999.") and last.next == total and not last.more
