@@ -174,11 +174,16 @@ class TrellisAgent:
     def _terminals(self, session_id: str) -> ClientTerminals | None:
         if not self.terminal or self.conn is None:
             return None
-        return ClientTerminals(self.conn, session_id)
+        shown = functools.partial(self.notifier.terminal_started, session_id)
+        return ClientTerminals(self.conn, session_id, shown)
 
-    async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
+    def offered(self, p: wire.Initialize) -> None:
+        """What the client offers the agent: its files, its terminals."""
         self.fs = p.files
         self.terminal = p.client_capabilities.terminal
+
+    async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
+        self.offered(p)
         return hello.capabilities()
 
     async def new_session(self, p: wire.NewSession) -> wire.NewSessionResult:

@@ -5,6 +5,7 @@ line, and the walls are built around it here, before the client is asked to run 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..convert import structure, unstructure
@@ -19,16 +20,22 @@ class TerminalPeer(Protocol):
 
 
 class ClientTerminals:
-    """``services.processes.Terminals`` over one session's ACP client."""
+    """``services.processes.Terminals`` over one session's ACP client; ``shown`` is told each
+    terminal made, for the running call to embed it."""
 
-    def __init__(self, peer: TerminalPeer, session_id: str) -> None:
-        self.peer, self.session_id = peer, session_id
+    def __init__(
+        self, peer: TerminalPeer, session_id: str, shown: Callable[[str], None] | None = None
+    ) -> None:
+        self.peer, self.session_id, self.shown = peer, session_id, shown
 
     async def create(self, argv: list[str], cwd: str, env: dict[str, str], limit: int) -> str:
         variables = [wire.EnvVariable(name, value) for name, value in env.items()]
         asked = wire.CreateTerminal(self.session_id, argv[0], argv[1:], variables, cwd, limit)
         answer = await self.peer.request("terminal/create", unstructure(asked))
-        return structure(answer, wire.TerminalCreated).terminal_id
+        terminal_id = structure(answer, wire.TerminalCreated).terminal_id
+        if self.shown is not None:
+            self.shown(terminal_id)
+        return terminal_id
 
     async def output(self, terminal_id: str) -> TerminalOutput:
         answer = await self.peer.request("terminal/output", self._ref(terminal_id))

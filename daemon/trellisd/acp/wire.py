@@ -547,8 +547,18 @@ class ToolCallDiff:
     old_text: str | None = None
 
 
-ToolCallContent = ToolCallBlock | ToolCallDiff
-tagged(ToolCallContent, {"content": ToolCallBlock, "diff": ToolCallDiff})
+@attrs.frozen
+class ToolCallTerminal:
+    """A tool call's content: a terminal of the client's (``terminal/create``), shown live."""
+
+    terminal_id: str
+
+
+ToolCallContent = ToolCallBlock | ToolCallDiff | ToolCallTerminal
+tagged(
+    ToolCallContent,
+    {"content": ToolCallBlock, "diff": ToolCallDiff, "terminal": ToolCallTerminal},
+)
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]

@@ -5,7 +5,6 @@ here runs the command for real, as a terminal would."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests import acp_schema
+from tests.fixtures.terminals import Terminals
 from tests.fixtures.waits import eventually
 from trellisd.acp.terminals import ClientTerminals
 from trellisd.sandbox.walls import Walls
@@ -22,77 +22,43 @@ from trellisd.tools.environment import use_environment
 from trellisd.tools.processes import process_tools
 
 
-class Terminal:
-    def __init__(self, process: asyncio.subprocess.Process, limit: int) -> None:
-        self.process, self.limit = process, limit
-        self.output = b""
-        self.truncated = False
-        self.reading = asyncio.ensure_future(self._read())
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        while chunk := await self.process.stdout.read(4096):
-            self.output += chunk
-            if len(self.output) > self.limit:
-                self.output, self.truncated = self.output[-self.limit :], True
-
-    def status(self) -> dict[str, Any] | None:
-        code = self.process.returncode
-        if code is None:
-            return None
-        return {"exitCode": None, "signal": "SIGKILL"} if code < 0 else {"exitCode": code}
-
-
 class Editor:
-    """The client's side of ``terminal/*``: each command run as a terminal would run it."""
+    """The client's side of ``terminal/*`` over the wire's JSON, each request checked against
+    the ACP schema."""
 
     def __init__(self) -> None:
+        self.terminals = Terminals()
         self.asked: list[tuple[str, dict[str, Any]]] = []
-        self.terminals: dict[str, Terminal] = {}
 
     async def request(self, method: str, params: Any) -> Any:
         if acp_schema.available():
             acp_schema.check({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         self.asked.append((method, params))
+        terminals = self.terminals
         if method == "terminal/create":
             env = {v["name"]: v["value"] for v in params["env"]}
-            process = await asyncio.create_subprocess_exec(
-                params["command"],
-                *params["args"],
-                cwd=params["cwd"],
-                env=env,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
+            made = await terminals.create(
+                params["command"], params["args"], env, params["cwd"], params["outputByteLimit"]
             )
-            terminal_id = f"term-{len(self.terminals) + 1}"
-            self.terminals[terminal_id] = Terminal(process, params["outputByteLimit"])
-            return {"terminalId": terminal_id}
-        terminal = self.terminals[params["terminalId"]]
+            return {"terminalId": made}
+        terminal_id = params["terminalId"]
         if method == "terminal/output":
-            text, cut = terminal.output.decode(), terminal.truncated
-            return {"output": text, "truncated": cut, "exitStatus": terminal.status()}
+            text, cut, status = terminals.output(terminal_id)
+            return {"output": text, "truncated": cut, "exitStatus": status}
         if method == "terminal/wait_for_exit":
-            await terminal.process.wait()
-            await terminal.reading
-            return terminal.status()
+            return await terminals.wait_for_exit(terminal_id)
         if method == "terminal/kill":
-            if terminal.process.returncode is None:
-                terminal.process.kill()
-            return {}
-        if method == "terminal/release":
-            del self.terminals[params["terminalId"]]
-            return {}
-        raise AssertionError(f"unexpected {method}")
+            terminals.kill(terminal_id)
+        elif method == "terminal/release":
+            terminals.release(terminal_id)
+        return {}
 
 
 @pytest.fixture
 async def editor() -> Any:
     editor = Editor()
     yield editor
-    for terminal in editor.terminals.values():
-        if terminal.process.returncode is None:
-            terminal.process.kill()
-            await terminal.process.wait()
+    await editor.terminals.close()
 
 
 def tools(service: ProcessService) -> dict[str, Any]:
@@ -140,7 +106,7 @@ async def test_a_process_runs_in_the_editors_terminal_inside_the_walls(
     assert "killed by signal 9" in said
     methods = [m for m, _ in editor.asked]
     assert methods.index("terminal/kill") < methods.index("terminal/release")
-    assert editor.terminals == {}
+    assert editor.terminals.open == {}
     assert not service.state("s1", pid).running
 
 
