@@ -171,6 +171,10 @@ class TrellisAgent:
             return None
         return ClientFiles(self.conn, ref.session_id, read, write)
 
+    def terminals_for(self, session_id: str) -> ClientTerminals | None:
+        """The client's terminals for a session this connection's prompt runs, else None."""
+        return self._terminals(session_id) if session_id in self._turns else None
+
     def _terminals(self, session_id: str) -> ClientTerminals | None:
         if not self.terminal or self.conn is None:
             return None

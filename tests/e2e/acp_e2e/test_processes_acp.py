@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
-import pytest
 from acp import text_block
 
 from tests.e2e.acp_e2e.conftest import Agent, AgentFactory
@@ -38,10 +36,8 @@ def results(agent: Agent, session_id: str) -> list[str]:
 
 
 async def test_a_process_runs_in_the_editors_terminal(
-    spawn_acp: AgentFactory, model: ModelServer, workspace: Path, acp_mode: dict[str, Any]
+    spawn_acp: AgentFactory, model: ModelServer, workspace: Path
 ) -> None:
-    if acp_mode.get("TRELLISD_SHARED") == "1":
-        pytest.skip("a shared daemon's windows run processes natively")
     agent = await spawn_acp(terminal=True)
     new = await agent.conn.new_session(cwd=str(workspace), mcp_servers=[])
     sid = new.session_id
