@@ -19,8 +19,8 @@ session's), a process runs in one of the editor's terminals instead, so the edit
 the same walled command line, in the same environment (the editor's own, with what the window's
 environment less its secrets sets over it, and the secrets it drops set empty). The editor
 keeps its output; what it printed since the last look is taken into the ring when the model
-reads it and when it ends. Such a process takes no input, and the editor ends it with its
-terminal when the daemon ends.
+reads it and when it ends. Such a process takes no input; stopping it (and the session's
+close, and the daemon's end) kills and releases its terminal.
 """
 
 from __future__ import annotations
@@ -44,23 +44,24 @@ from ..errors import NotFound
 from ..sandbox.bwrap import WallsUnavailable, confine
 from ..sandbox.walls import Walls
 from ..store.db import now
+from ..tools import guard
 from ..tools.base import ToolFailure
 from ..tools.command import RUN_MARK, kill_everything
 from ..tools.environment import _window_environment, child_environment
-from ..tools.guard import GRACE_SECONDS
 from ..tools.processes import Printed, ProcessState
 from .seams import Notifier
 
 log = logging.getLogger(__name__)
 
-GUARD = Path(__file__).resolve().parent.parent / "tools" / "guard.py"
+GUARD = Path(guard.__file__).resolve()
 MAX_RUNNING = 8
 """How many processes a session may have running at once."""
 KEPT_ENDED = 8
 """How many ended processes a session keeps (their output readable) besides its running ones."""
 RING_BYTES = 1024 * 1024
 OVERLAP_PROBE = 256
-STOP_SECONDS = GRACE_SECONDS + 3.0
+"""How much of the start of a terminal's output is looked for in what it held before."""
+STOP_SECONDS = guard.GRACE_SECONDS + 3.0
 """How long a stop waits for the guard to end the process before killing it from here."""
 
 
@@ -156,6 +157,7 @@ class Process:
     transport: asyncio.SubprocessTransport | None = None
     pipes: _Pipes | None = None
     life: asyncio.Task[None] | None = None
+    started: asyncio.Future[None] | None = None  # done once it runs, or could not start
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     terminal: tuple[Terminals, str] | None = None  # the editor's terminal it runs in
     seen: str = ""  # what the terminal held at the last look
@@ -239,12 +241,16 @@ class ProcessService:
             self.notifier.process_output(session_id, process_id, text)
 
         process = Process(state, OutputFeed(send, limit=2**62))
-        started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        started = process.started = asyncio.get_running_loop().create_future()
         terminals = self.terminals(session_id)
         life = self._live if terminals is None else functools.partial(self._in_terminal, terminals)
         process.life = asyncio.ensure_future(life(process, walls, started))
-        await asyncio.shield(started)  # a ToolFailure when it could not start
-        processes[process_id] = process
+        processes[process_id] = process  # listed (and stopped with its session) at once
+        try:
+            await asyncio.shield(started)  # a ToolFailure when it could not start
+        except ToolFailure:
+            del processes[process_id]
+            raise
         self._forget_ended(session_id)
         return process.state
 
@@ -367,9 +373,8 @@ class ProcessService:
         await asyncio.gather(*(_stop(p) for p in processes.values()))
 
     async def close_all(self) -> None:
-        """The daemon ends: every process ends with it."""
-        for session_id in list(self._of):
-            await self.close(session_id)
+        """The daemon ends: every process ends with it, all asked at once."""
+        await asyncio.gather(*(self.close(session_id) for session_id in list(self._of)))
 
     def _forget_ended(self, session_id: str) -> None:
         processes = self._of.get(session_id, {})
@@ -386,6 +391,9 @@ def _fail(started: asyncio.Future[None], process: Process, failure: ToolFailure)
 
 
 async def _stop(process: Process) -> None:
+    if process.started is not None and not process.started.done():  # stopped as it starts
+        with contextlib.suppress(Exception):
+            await asyncio.shield(process.started)
     if process.terminal is not None:
         await _stop_terminal(process, *process.terminal)
         return
