@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..convert import structure, unstructure
-from ..services.processes import TerminalOutput
+from ..services.processes import TerminalHeld
 from . import wire
 
 
@@ -37,12 +37,12 @@ class ClientTerminals:
             self.shown(terminal_id)
         return terminal_id
 
-    async def output(self, terminal_id: str) -> TerminalOutput:
+    async def output(self, terminal_id: str) -> TerminalHeld:
         answer = await self.peer.request("terminal/output", self._ref(terminal_id))
         held = structure(answer, wire.TerminalOutput)
         status = held.exit_status
         code = None if status is None else _exit_code(status)
-        return TerminalOutput(held.output, held.truncated, status is not None, code)
+        return TerminalHeld(held.output, held.truncated, status is not None, code)
 
     async def wait_for_exit(self, terminal_id: str) -> int | None:
         answer = await self.peer.request("terminal/wait_for_exit", self._ref(terminal_id))

@@ -124,7 +124,7 @@ class _Pipes(asyncio.SubprocessProtocol):
 
 
 @dataclass(frozen=True)
-class TerminalOutput:
+class TerminalHeld:
     """What an editor's terminal holds: its output (the start cut when ``truncated``), and
     once it ended its exit code (minus the signal that killed it; None: not told)."""
 
@@ -139,7 +139,7 @@ class Terminals(Protocol):
 
     async def create(self, argv: list[str], cwd: str, env: dict[str, str], limit: int) -> str: ...
 
-    async def output(self, terminal_id: str) -> TerminalOutput: ...
+    async def output(self, terminal_id: str) -> TerminalHeld: ...
 
     async def wait_for_exit(self, terminal_id: str) -> int | None: ...
 
