@@ -114,3 +114,20 @@ async def test_the_editor_stops_a_process_and_closing_the_session_stops_the_rest
     await daemon.call("session/close", {"sessionId": sid})
     await eventually(lambda: not alive(pids[two["processId"]]), "the other one is gone")
     assert (await processes(daemon, session)) == []
+
+
+async def test_deleting_the_session_stops_its_processes(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(daemon, workspace, policy={**POLICY, "sandbox": "off"})
+    model.reply("", tool_calls=[call("start_process", argv=[sys.executable, "-c", PRINTS_PID])])
+    model.reply("Started.")
+    await turn(daemon, session, "start one")
+    [listed] = await processes(daemon, session)
+    number = await eventually(lambda: printed(daemon, listed["processId"]).strip(), "its pid")
+    assert alive(int(number))
+
+    await daemon.call("session/delete", {"sessionId": session["sessionId"]})
+    await eventually(lambda: not alive(int(number)), "the process is gone")
+    gone = await daemon.error("session/processes", {"sessionId": session["sessionId"]})
+    assert gone.code == -32010
