@@ -49,6 +49,8 @@ def main(argv: list[str]) -> int:
 
     mark = os.environ.get(RUN_MARK, "")
     needle = f"{RUN_MARK}={mark}".encode()
+    asked: list[object] = []  # a SIGTERM while the program starts is served once it runs
+    signal.signal(signal.SIGTERM, lambda *_: asked.append(True))
     try:
         child = subprocess.Popen(command, start_new_session=True)
     except OSError as exc:
@@ -72,6 +74,8 @@ def main(argv: list[str]) -> int:
         _end_as(-signal.SIGKILL if status is None else status)
 
     signal.signal(signal.SIGTERM, stop)
+    if asked:
+        stop()
     while (status := _reaped(child.pid, 0)) is None:
         pass
     kill_everything(child.pid, mark)
