@@ -5,6 +5,7 @@ stopped by the model or from the editor, and stopped when its session closes."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -26,6 +27,18 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def walled(token: str) -> bool:
+    """Whether bubblewrap runs a program whose command line holds ``token``."""
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"bwrap") and token.encode() in argv:
+            return True
+    return False
 
 
 def printed(daemon: Daemon, process_id: str) -> str:
@@ -59,6 +72,7 @@ async def test_a_server_started_in_one_turn_is_reached_in_the_next_then_stopped(
     assert listed["cwd"] == str(workspace.resolve())
     # The turn ended; the server runs on, and the editor is sent what it prints.
     await eventually(lambda: "Serving HTTP" in printed(daemon, pid), "the server's first line")
+    assert walled(str(port))  # inside the walls
 
     fetch = (
         f"import urllib.request; print(urllib.request.urlopen("
