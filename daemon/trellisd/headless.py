@@ -195,6 +195,9 @@ class Unattended:
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         """A command's output is in its step (``run/steps``), not in the run's log."""
 
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        """A process's output is read by the model (``read_process_output``)."""
+
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         """Nobody steers a headless turn."""
 

@@ -221,6 +221,10 @@ class FanOut:
         for window in self.hub.followers(turn.session_id):
             window.notifier.tool_output(turn, step, call, text)
 
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        for window in self.hub.followers(session_id):
+            window.notifier.process_output(session_id, process_id, text)
+
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         for window in self.hub.followers(turn.session_id):
             window.notifier.usage(turn, figures)

@@ -548,6 +548,10 @@ class _WindowNotifier:
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None:
         self.window.protocol.notify("session/toolOutput", wire.tool_output(turn, step, call, text))
 
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        params = {"sessionId": session_id, "processId": process_id, "text": text}
+        self.window.protocol.notify("session/processOutput", params)
+
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         return await self.window.ask_approval(turn, request)
 

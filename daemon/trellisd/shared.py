@@ -264,7 +264,7 @@ class SharedDaemon:
     async def attach_acp(
         self, conn: socket.socket, rest: bytes, settings: Settings, pid: int
     ) -> None:
-        from .acp.window import files_for, serve_window
+        from .acp.window import files_for, serve_window, terminals_for
 
         try:
             services = self.daemon.services
@@ -275,6 +275,7 @@ class SharedDaemon:
             self._changed()
             return
         services.turns.editor_files = functools.partial(files_for, self.daemon.hub)
+        services.processes.terminals = functools.partial(terminals_for, self.daemon.hub)
         await serve_window(self.daemon.hub, services, settings, conn, rest, pid)
 
     @staticmethod

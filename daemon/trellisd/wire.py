@@ -54,6 +54,7 @@ from .services.running import LiveCall
 from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
+from .tools.processes import ProcessState
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -788,3 +789,29 @@ def queued(value: Queued, position: int) -> dict[str, Any]:
 def queue(session_id: str, values: list[Queued]) -> dict[str, Any]:
     """A session's queued prompts, first to run first."""
     return {"sessionId": session_id, "queued": [queued(v, n) for n, v in enumerate(values, 1)]}
+
+
+@attrs.frozen
+class SessionProcessStop:
+    """``session/process/stop``: one of the session's processes stopped from the editor."""
+
+    session_id: str
+    process_id: str
+
+
+def process(value: ProcessState) -> dict[str, Any]:
+    """A process a session's turn started (``start_process``), as it stands."""
+    return {
+        "processId": value.process_id,
+        "argv": list(value.argv),
+        "cwd": value.cwd,
+        "startedAt": value.started_at,
+        "turnId": value.turn_id,
+        "running": value.running,
+        "exitCode": value.exit_code,
+    }
+
+
+def processes(session_id: str, values: list[ProcessState]) -> dict[str, Any]:
+    """A session's processes, the oldest first."""
+    return {"sessionId": session_id, "processes": [process(v) for v in values]}

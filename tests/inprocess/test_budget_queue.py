@@ -81,10 +81,10 @@ async def test_a_usd_budget_is_priced_and_an_unknown_price_stops_the_turn(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"priced-model": {"input": 1000.0, "output": 1000.0}}))
+    prices.write_text(json.dumps({"priced-model": {"input": 500.0, "output": 500.0}}))
     daemon = await spawn(env={"TRELLISD_PRICES": str(prices)}, options=SMALL_OUTPUT)
     session = await open_session(daemon, workspace, budget={"usd": 1.5})
-    model.reply("priced", usage={"prompt_tokens": 900, "completion_tokens": 100})
+    model.reply("priced", usage={"prompt_tokens": 1800, "completion_tokens": 200})
 
     unknown = await turn(daemon, session, "hello")
     priced = await turn(daemon, session, "hello", model="priced-model")

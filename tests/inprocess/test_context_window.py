@@ -13,8 +13,8 @@ from tests.fixtures.driver import Daemon, DaemonFactory, open_session, turn
 from tests.fixtures.model_server import ModelServer
 
 # A window a request of three earlier turns of PROMPT passes at 0.8, and two do not: the
-# system prompt and the tools are about 950 tokens, each turn about 610 (4 characters a token).
-SMALL_WINDOW = 3700
+# system prompt and the tools are about 1,650 tokens, each turn about 610 (4 characters a token).
+SMALL_WINDOW = 4700
 TOO_LONG = json.dumps(
     {
         "error": {

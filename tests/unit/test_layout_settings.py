@@ -1,7 +1,7 @@
 """Settings are read once, at the edge: only the command line, the forwarder and the MCP
-launcher and the walls' relay (processes of their own) look at the environment. The settings readers
-(``config_file``, ``daemon_settings``) are handed it as a mapping, and every other module is
-handed what it needs."""
+launcher, a started process's guard and the walls' relay (processes of their own) look at the
+environment. The settings readers (``config_file``, ``daemon_settings``) are handed it as a
+mapping, and every other module is handed what it needs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ EDGE = {
     "cli.py",  # the command line, whole
     "forward.py",  # the stdlib-only forwarder, before any of the daemon is imported
     "mcp/launcher.py",  # runs as its own process, between the daemon and an MCP server
+    "tools/guard.py",  # runs as its own process, between the daemon and a started process
     "sandbox/relay.py",  # runs as its own process inside the walls, handing its environment on
 }
 ENVIRONMENT = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}

@@ -62,7 +62,7 @@ async def serve(db_path: str | Path, settings: Settings | ProviderSettings) -> N
     holder.append(app)
     agent = TrellisAgent(app, notifier)
     if early is not None:
-        agent.fs = early[1]
+        agent.offered(early[1])
     conn = Connection(reader, writer, agent.dispatch)
     agent.connect(conn)
     try:

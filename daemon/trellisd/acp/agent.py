@@ -39,6 +39,7 @@ from . import hello, updates, wire
 from .files import ClientFiles
 from .notifier import AcpNotifier, proposed_diff
 from .rpc import Connection, RpcError
+from .terminals import ClientTerminals
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +143,13 @@ class TrellisAgent:
         self.efforts: dict[str, Effort | None] = {}
         self.conn: Connection | None = None
         self.fs = (False, False)  # whether the client reads and writes files for the agent
+        self.terminal = False  # whether the client runs a session's processes in terminals
         # Told of each session this connection serves from now on, and lets go of.
         self.on_follow: Callable[[str], None] = lambda session_id: None
         self.on_leave: Callable[[str], None] = lambda session_id: None
         if not shared:
             app.turns.editor_files = self._editor_files
+            app.processes.terminals = self._terminals
 
     def connect(
         self, conn: Connection, limit: int | None = None, overflow: Callable[[], None] | None = None
@@ -182,8 +185,23 @@ class TrellisAgent:
             return None
         return ClientFiles(self.conn, ref.session_id, read, write)
 
-    async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
+    def terminals_for(self, session_id: str) -> ClientTerminals | None:
+        """The client's terminals for a session this connection's prompt runs, else None."""
+        return self._terminals(session_id) if session_id in self._turns else None
+
+    def _terminals(self, session_id: str) -> ClientTerminals | None:
+        if not self.terminal or self.conn is None:
+            return None
+        shown = functools.partial(self.notifier.terminal_started, session_id)
+        return ClientTerminals(self.conn, session_id, shown)
+
+    def offered(self, p: wire.Initialize) -> None:
+        """What the client offers the agent: its files, its terminals."""
         self.fs = p.files
+        self.terminal = p.client_capabilities.terminal
+
+    async def initialize(self, p: wire.Initialize) -> wire.InitializeResult:
+        self.offered(p)
         return hello.capabilities()
 
     async def new_session(self, p: wire.NewSession) -> wire.NewSessionResult:

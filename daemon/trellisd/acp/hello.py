@@ -36,10 +36,10 @@ def capabilities() -> wire.InitializeResult:
     )
 
 
-def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
-    """When ``line`` is a well-formed ``initialize`` request: the answer to write, and whether
-    the client reads and writes text files for the agent. None for anything else, which the
-    connection then reads and answers as usual."""
+def answer_early(line: bytes) -> tuple[bytes, wire.Initialize] | None:
+    """When ``line`` is a well-formed ``initialize`` request: the answer to write, and the
+    request (what the client offers the agent: its files, its terminals). None for anything
+    else, which the connection then reads and answers as usual."""
     try:
         message = json.loads(line)
     except ValueError:
@@ -55,4 +55,4 @@ def answer_early(line: bytes) -> tuple[bytes, tuple[bool, bool]] | None:
         return None
     answer = {"jsonrpc": "2.0", "id": ident, "result": unstructure(capabilities())}
     line = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
-    return line, asked.files
+    return line, asked

@@ -178,6 +178,8 @@ class Followed:
     last_step: dict[str, int] = field(default_factory=dict)
     last_input: int | None = None
     output: dict[str, str] = field(default_factory=dict)  # running calls' output so far
+    running: str | None = None  # the call running now
+    terminals: dict[str, str] = field(default_factory=dict)  # a call's terminal, by call
     window: int | None = None  # the model's context window, as the last step's usage said
 
 
@@ -242,10 +244,13 @@ class AcpNotifier:
             return
         known = updates.tool_call_id(turn.run_id, step.step) in followed.announced
         followed.output.pop(updates.tool_call_id(turn.run_id, step.step), None)
+        terminal = followed.terminals.pop(updates.tool_call_id(turn.run_id, step.step), None)
 
         async def produce() -> list[updates.Update]:
             edits = await self._changes().step_edits(turn.turn_id) if step.result else []
             content = updates.result_content(step, edits, followed.root)
+            if terminal is not None:  # the process it started stays shown
+                content.insert(0, wire.ToolCallTerminal(terminal))
             return [updates.finished(turn.run_id, step, content, known)]
 
         self.send(turn.session_id, produce)
@@ -266,6 +271,7 @@ class AcpNotifier:
 
                 self.send(turn.session_id, produce)
         elif status == CallStatus.RUNNING:
+            followed.running = ident
             self.send(turn.session_id, updates.tool_call_update(ident, status="in_progress"))
         elif status == CallStatus.CANCELLED and ident in followed.announced:
             followed.output.pop(ident, None)
@@ -286,6 +292,20 @@ class AcpNotifier:
         shown = followed.output[ident] = followed.output.get(ident, "") + text
         content = [updates.tool_content(updates.text_block(shown))]
         self.send(turn.session_id, updates.tool_call_update(ident, content=content))
+
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        """ACP has no update for a process that outlives its call: the model reads its output
+        (``read_process_output``); a client that offers terminals shows it in one."""
+
+    def terminal_started(self, session_id: str, terminal_id: str) -> None:
+        """The session's running call (``start_process``) started a process in the client's
+        terminal ``terminal_id``: the call shows it, live, from now on."""
+        followed = self.follow(session_id, "")
+        if followed.running is None:
+            return
+        followed.terminals[followed.running] = terminal_id
+        shown = [wire.ToolCallTerminal(terminal_id)]
+        self.send(session_id, updates.tool_call_update(followed.running, content=shown))
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         """After each step: the context the branch holds against the model's window, and

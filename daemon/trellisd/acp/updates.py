@@ -26,6 +26,10 @@ KINDS: dict[str, ToolKind] = {
     "write_file": "edit",
     "edit_file": "edit",
     "run_command": "execute",
+    "start_process": "execute",  # shown in the client's terminal when it offers one
+    "read_process_output": "read",
+    "write_process_input": "execute",
+    "stop_process": "execute",
     "task": "think",  # a child session: its reply is the call's content
     "update_plan": "think",  # its plan is a ``plan`` update too
 }

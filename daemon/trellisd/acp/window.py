@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..config_file import Settings
 from ..hub import Hub
@@ -28,7 +29,9 @@ from .agent import TrellisAgent
 from .files import ClientFiles
 from .notifier import AcpNotifier
 from .rpc import LINE_LIMIT_BYTES, Connection
+from .terminals import ClientTerminals
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 UPDATES_WAITING = 4096
@@ -119,8 +122,19 @@ class AcpWindow:
 
 def files_for(hub: Hub, ref: TurnRef) -> ClientFiles | None:
     """The client's files for a turn an ACP window's prompt runs; None for any other turn."""
+    return _first(hub, lambda agent: agent.files_for(ref))
+
+
+def terminals_for(hub: Hub, session_id: str) -> ClientTerminals | None:
+    """The client's terminals for a session an ACP window's prompt runs (the process its
+    turn starts runs there); None for any other session."""
+    return _first(hub, lambda agent: agent.terminals_for(session_id))
+
+
+def _first(hub: Hub, ask: Callable[[TrellisAgent], T | None]) -> T | None:
+    """The first answer of an ACP window's agent that is not None."""
     for window in hub.windows:
-        found = window.agent.files_for(ref) if isinstance(window, AcpWindow) else None
+        found = ask(window.agent) if isinstance(window, AcpWindow) else None
         if found is not None:
             return found
     return None

@@ -12,7 +12,8 @@ is the reference (``tests/golden/acp/`` holds one message of each kind, checked 
     results        what the agent answers: ``InitializeResult`` ... ``PromptResult``
     to the client  ``SessionNotification`` (``session/update``: a ``SessionUpdate`` of the
                    kinds trellisd sends, tagged by ``sessionUpdate``), ``RequestPermission``,
-                   ``ReadTextFile``, ``WriteTextFile`` and their answers
+                   ``ReadTextFile``, ``WriteTextFile``, the ``terminal/*`` requests
+                   (``CreateTerminal``, ``TerminalRef``) and their answers
 """
 
 from __future__ import annotations
@@ -296,6 +297,7 @@ class FileSystemCapabilities:
 @attrs.frozen
 class ClientCapabilities:
     fs: FileSystemCapabilities = FileSystemCapabilities()
+    terminal: bool = False
 
 
 lenient(FileSystemCapabilities)
@@ -556,8 +558,18 @@ class ToolCallDiff:
     old_text: str | None = None
 
 
-ToolCallContent = ToolCallBlock | ToolCallDiff
-tagged(ToolCallContent, {"content": ToolCallBlock, "diff": ToolCallDiff})
+@attrs.frozen
+class ToolCallTerminal:
+    """A tool call's content: a terminal of the client's (``terminal/create``), shown live."""
+
+    terminal_id: str
+
+
+ToolCallContent = ToolCallBlock | ToolCallDiff | ToolCallTerminal
+tagged(
+    ToolCallContent,
+    {"content": ToolCallBlock, "diff": ToolCallDiff, "terminal": ToolCallTerminal},
+)
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
@@ -738,3 +750,54 @@ class WriteTextFile:
     session_id: str
     path: str
     content: str
+
+
+@attrs.frozen
+class EnvVariable:
+    name: str
+    value: str
+
+
+@attrs.frozen
+class CreateTerminal:
+    """``terminal/create``: a command run in one of the client's terminals."""
+
+    session_id: str
+    command: str
+    args: list[str]
+    env: list[EnvVariable]
+    cwd: str
+    output_byte_limit: int
+
+
+@attrs.frozen
+class TerminalCreated:
+    """``terminal/create``'s answer."""
+
+    terminal_id: str
+
+
+@attrs.frozen
+class TerminalRef:
+    """``terminal/output``, ``terminal/wait_for_exit``, ``terminal/kill`` and
+    ``terminal/release``."""
+
+    session_id: str
+    terminal_id: str
+
+
+@attrs.frozen
+class TerminalExitStatus:
+    """How a terminal's command ended (``terminal/wait_for_exit``'s answer too)."""
+
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+@attrs.frozen
+class TerminalOutput:
+    """``terminal/output``'s answer."""
+
+    output: str
+    truncated: bool = False
+    exit_status: TerminalExitStatus | None = None

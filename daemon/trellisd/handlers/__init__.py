@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import run, session, turn, worktree
+from . import process, run, session, turn, worktree
 from .base import Method
 
 METHODS: tuple[Method[Any], ...] = (
@@ -13,6 +13,7 @@ METHODS: tuple[Method[Any], ...] = (
     *worktree.METHODS,
     *run.METHODS,
     *turn.METHODS,
+    *process.METHODS,
 )
 
 __all__ = ["METHODS", "Method"]

@@ -17,6 +17,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- queues    PromptQueues     prompts queued behind a session's running turn
     +-- choices   ChoiceService    an ACP client's model and rejections of a session
     +-- plans     PlanService      a planned turn's plan run in a new turn
+    +-- processes ProcessService   the processes a session's turns started (``start_process``)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .changes import Asker, ChangeService
 from .choices import ChoiceService
 from .plans import PlanService
 from .policies import Policies
+from .processes import ProcessService
 from .queue import PromptQueues
 from .running import Running
 from .runs import RunService
@@ -82,11 +84,12 @@ class Services:
         self.mcp = McpServers(
             store.mcp_approvals, mcp_config, daemon.mcp_timeout, daemon.search_path
         )
+        self.processes = ProcessService(notifier)
         self.changes = ChangeService(
             store, self.running, policies, store.folder / "git", asker, daemon.git_environment
         )
         self.sessions = SessionService(
-            store, self.defaults, self.running, policies, self.changes, self.mcp
+            store, self.defaults, self.running, policies, self.changes, self.mcp, self.processes
         )
         self.turns = TurnService(
             store,
@@ -99,6 +102,7 @@ class Services:
             self.mcp,
             daemon.max_steps,
             self.sessions.worktrees,
+            self.processes,
         )
         self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)
@@ -139,6 +143,7 @@ class Services:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
         await self.turns.close()
+        await self.processes.close_all()
         await self.mcp.close_all()
         await self.store.close()
 

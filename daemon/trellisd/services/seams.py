@@ -44,6 +44,10 @@ class Notifier(Protocol):
 
     def tool_output(self, turn: TurnRef, step: int, call: ToolCall, text: str) -> None: ...
 
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        """What a session's process (``start_process``) printed since its last piece."""
+        ...
+
     def child_started(
         self, turn: TurnRef, step: int, call: ToolCall, child_session_id: str
     ) -> None:

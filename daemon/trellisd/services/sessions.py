@@ -32,6 +32,7 @@ from ..store.recoveries import DECIDED
 from ..store.sessions import expect
 from .changes import ChangeService, StepEdit
 from .policies import Policies
+from .processes import ProcessService
 from .running import Running, Snapshot
 from .settings import Defaults
 from .titles import title_of
@@ -58,9 +59,10 @@ class SessionService:
         policies: Policies,
         changes: ChangeService,
         mcp: McpServers,
+        processes: ProcessService | None = None,
     ) -> None:
         self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
-        self.changes, self.mcp = changes, mcp
+        self.changes, self.mcp, self.processes = changes, mcp, processes
         self.worktrees = WorktreeService(store, running, defaults.settings.daemon.git_environment)
 
     async def open(
@@ -277,11 +279,14 @@ class SessionService:
 
     async def close(self, session_id: str) -> None:
         """Let go of the session: its lease and what this daemon keeps of it (its policy
-        with the grants given). Reopening it later works as for any other session."""
+        with the grants given, its MCP servers, its processes, stopped). Reopening it later
+        works as for any other session."""
         self.running.refuse(session_id, "close it")
         await self.store.leases.release(session_id)
         self.policies.forget(session_id)
         await self.mcp.close(session_id)
+        if self.processes is not None:
+            await self.processes.close(session_id)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and all it owns, here and in every daemon on the store; its
@@ -298,6 +303,8 @@ class SessionService:
             await self.worktrees.deleted(worktree)
         self.policies.forget(session_id)
         await self.mcp.close(session_id)
+        if self.processes is not None:
+            await self.processes.close(session_id)
 
 
 def workspace(root: str) -> Path:

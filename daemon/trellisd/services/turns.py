@@ -45,7 +45,15 @@ from ..records import (
 )
 from ..store.facade import AsyncStore
 from ..store.recoveries import NEEDED
-from ..tools import Task, TaskRequest, Tool, ToolContext, default_tools, remove_leftover_writes
+from ..tools import (
+    Task,
+    TaskRequest,
+    Tool,
+    ToolContext,
+    default_tools,
+    process_tools,
+    remove_leftover_writes,
+)
 from ..tools.base import EditorFiles
 from ..vocabulary import Decision, EventKind, Outcome, StepKind
 from .attach import attach
@@ -54,6 +62,7 @@ from .changes import ChangeService, approval_diff
 from .context import ContextWindows, UsageSink, keeper_for, spent
 from .images import GivenImage, ImageInput, Images, check, refuse_model
 from .policies import Policies
+from .processes import ProcessService, SessionProcesses
 from .recovery import refuse_undecided
 from .running import Running, RunningTurn
 from .seams import Activity, Check, Gate, Notifier, Recorder
@@ -146,8 +155,10 @@ class TurnService:
         mcp: McpServers | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
         worktrees: WorktreeService | None = None,
+        processes: ProcessService | None = None,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
+        self.processes = processes  # the processes a turn's calls start (``start_process``)
         self.worktrees = worktrees  # a task's child in a worktree of its own
         self.max_steps = max_steps  # of a turn that names none (``TRELLISD_MAX_STEPS``)
         self.changes, self.mcp = changes, mcp
@@ -589,9 +600,14 @@ class TurnService:
         ledger: Ledger | None,
         within: Within | None,
     ) -> list[Tool]:
-        """The turn's tools: the built-in ones and its MCP servers'; a child's, those it was
-        given; ``task`` too when the policy turns it on (never in a child)."""
-        tools: list[Tool] = [*default_tools(), *await self._mcp_tools(session, ref)]
+        """The turn's tools: the built-in ones, the session's processes' and its MCP
+        servers'; a child's, those it was given; ``task`` too when the policy turns it on
+        (never in a child)."""
+        tools: list[Tool] = [*default_tools()]
+        if self.processes is not None:
+            table = SessionProcesses(self.processes, session.session_id, ref.turn_id)
+            tools += process_tools(table)
+        tools += await self._mcp_tools(session, ref)
         if within is not None:
             return [t for t in tools if t.name in within.tools]
         task = policy.effective_task

@@ -2,7 +2,8 @@
 
 Each tool answers ``action()`` (what it is about to do, for the policy) and ``run()`` (do
 it, answer with text for the model). See ``base`` for the seam. ``default_tools`` are every
-session's; ``task`` (a child session) is added by the turn when the policy turns it on.
+session's; ``task`` (a child session) is added by the turn when the policy turns it on, and
+``process_tools`` (processes that outlive a call) over the session's processes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from .command import RunCommand
 from .edit import EditFile, WriteFile, remove_leftover_writes
 from .files import ListDir, ReadFile
 from .plan import UpdatePlan
+from .processes import ProcessState, ProcessTable, process_tools
 from .search import Search
 from .task import Children, Task, TaskRequest
 from .verify import CheckResult, run_check
@@ -28,6 +30,8 @@ __all__ = [
     "Children",
     "EditFile",
     "ListDir",
+    "ProcessState",
+    "ProcessTable",
     "ReadFile",
     "RunCommand",
     "Search",
@@ -39,6 +43,7 @@ __all__ = [
     "UpdatePlan",
     "WriteFile",
     "default_tools",
+    "process_tools",
     "remove_leftover_writes",
     "run_check",
 ]

@@ -553,6 +553,20 @@ export type ImageType = "image/png" | "image/jpeg" | "image/gif" | "image/webp";
 /** How hard a reasoning model thinks, mapped per provider (OpenAI reasoning_effort / reasoning.effort, Anthropic thinking with a token budget); unset: the model's own default. A model that does not reason ignores it. */
 export type Effort = "low" | "medium" | "high";
 
+/** A process a turn's start_process call started: it outlives the call and the turn, until stopped, its session closed or deleted, or the daemon's end. */
+export type Process = {
+  processId: Id;
+  argv: string[];
+  /** The folder it runs in (an absolute path). */
+  cwd: string;
+  startedAt: Timestamp;
+  /** The turn whose call started it. */
+  turnId: string | null;
+  running: boolean;
+  /** Once it ended: its exit code, or minus the signal that killed it; null while it runs, or when it could not be told. */
+  exitCode: number | null;
+};
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -1108,6 +1122,21 @@ export interface Requests {
     };
     result: TurnResult;
   };
+  'session/processes': {
+    params: SessionIdParams;
+    result: {
+      sessionId: Id;
+      /** The oldest first: the running ones and the last ended ones. */
+      processes: Process[];
+    };
+  };
+  'session/process/stop': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+    };
+    result: Process;
+  };
 }
 
 /** The requests the daemon sends the editor, each bound to its params and result. */
@@ -1264,6 +1293,14 @@ export interface Notifications {
       step: number;
       /** The whole plan: each call replaces the one before. */
       entries: PlanEntry[];
+    };
+  };
+  'session/processOutput': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+      /** What the process printed (stdout and stderr together) since the previous session/processOutput of the process, in order. */
+      text: string;
     };
   };
 }

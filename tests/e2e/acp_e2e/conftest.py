@@ -28,6 +28,7 @@ from tests import acp_schema
 from tests.e2e.conftest import TEST_KEY
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.model_server import ModelServer
+from tests.fixtures.terminals import Terminals
 from tests.fixtures.waits import alive, eventually
 from trellisd.rendezvous import Place
 
@@ -46,6 +47,7 @@ class Editor:
         self.changed = asyncio.Event()
         self.buffers: dict[str, str] = {}  # unsaved text, by absolute path
         self.written: list[tuple[str, str]] = []
+        self.terminals = Terminals()  # used when initialized with ``terminal``
 
     def of_kind(self, kind: str, session_id: str | None = None) -> list[Any]:
         return [
@@ -100,8 +102,54 @@ class Editor:
         Path(path).write_text(content)
         return schema.WriteTextFileResponse()
 
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[Any] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> schema.CreateTerminalResponse:
+        variables = {v.name: v.value for v in env or []}
+        limit = output_byte_limit or 1024 * 1024
+        made = await self.terminals.create(command, args or [], variables, cwd, limit)
+        self.changed.set()
+        return schema.CreateTerminalResponse(terminal_id=made)
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> schema.TerminalOutputResponse:
+        text, cut, status = self.terminals.output(terminal_id)
+        ended = None if status is None else schema.TerminalExitStatus(**_exit(status))
+        return schema.TerminalOutputResponse(output=text, truncated=cut, exit_status=ended)
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> schema.WaitForTerminalExitResponse:
+        status = await self.terminals.wait_for_exit(terminal_id)
+        return schema.WaitForTerminalExitResponse(**_exit(status))
+
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> schema.KillTerminalResponse:
+        self.terminals.kill(terminal_id)
+        return schema.KillTerminalResponse()
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> schema.ReleaseTerminalResponse:
+        self.terminals.release(terminal_id)
+        self.changed.set()
+        return schema.ReleaseTerminalResponse()
+
     def on_connect(self, conn: Any) -> None:
         pass
+
+
+def _exit(status: dict[str, Any]) -> dict[str, Any]:
+    return {"exit_code": status["exitCode"], "signal": status["signal"]}
 
 
 class Agent:
@@ -168,11 +216,13 @@ class Agent:
         except TimeoutError:
             raise AssertionError(f"{what}: never so") from None
 
-    async def initialize(self, fs: bool = False) -> schema.InitializeResponse:
+    async def initialize(
+        self, fs: bool = False, terminal: bool = False
+    ) -> schema.InitializeResponse:
         files = schema.FileSystemCapabilities(read_text_file=fs, write_text_file=fs)
         return await self.conn.initialize(
             protocol_version=1,
-            client_capabilities=schema.ClientCapabilities(fs=files),
+            client_capabilities=schema.ClientCapabilities(fs=files, terminal=terminal),
             client_info=schema.Implementation(name="pytest", version="1"),
         )
 
@@ -188,6 +238,7 @@ class Agent:
             await self.process.wait()
         await self._pump
         await self._log_pump
+        await self.editor.terminals.close()
         tail, self._tail = self._tail, None
         if tail is not None:
             tail.kill()
@@ -253,7 +304,11 @@ async def spawn_acp(
     started: list[Agent] = []
 
     async def start(
-        db: Path | None = None, initialize: bool = True, fs: bool = False, **env: str
+        db: Path | None = None,
+        initialize: bool = True,
+        fs: bool = False,
+        terminal: bool = False,
+        **env: str,
     ) -> Agent:
         db = db or tmp_path / "store" / "trellisd.db"
         process = await asyncio.create_subprocess_exec(
@@ -273,7 +328,7 @@ async def spawn_acp(
         agent = Agent(process, db, log)
         started.append(agent)
         if initialize:
-            await agent.initialize(fs)
+            await agent.initialize(fs, terminal)
         return agent
 
     yield start

@@ -19,13 +19,17 @@ def test_the_early_answer_is_what_the_sdk_reads() -> None:
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": True}}},
+        "params": {
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": True}, "terminal": True},
+        },
     }
     early = answer_early(json.dumps(request).encode() + b"\n")
     assert early is not None
-    line, fs = early
+    line, asked = early
     answer = json.loads(line)
-    assert line.endswith(b"\n") and answer["id"] == 0 and fs == (True, False)
+    assert line.endswith(b"\n") and answer["id"] == 0 and asked.files == (True, False)
+    assert asked.client_capabilities.terminal
     typed = schema.InitializeResponse.model_validate(answer["result"])
     assert typed.model_dump(by_alias=True, exclude_none=True) == unstructure(capabilities())
 
