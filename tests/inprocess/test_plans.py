@@ -141,7 +141,9 @@ async def test_a_mode_is_kept_with_the_session_and_bad_plan_requests_are_clear(
     assert policy["approval"] == "plan"
     tools = (await second.call("session/tools", {"sessionId": sid}))["tools"]
     rulings = {t["name"]: (t["kind"], t["policy"]) for t in tools}
-    assert rulings["update_plan"] == ("plan", "allow")
+    assert rulings["update_plan"] == ("none", "allow")
+    assert rulings["start_process"] == ("exec", "refuse")
+    assert rulings["read_process_output"] == ("none", "allow")
     assert rulings["write_file"] == ("write", "refuse")
 
     unplanned = await second.error(

@@ -24,6 +24,8 @@ from .policies import Policies
 from .queue import Queued
 
 CHECK_TIMEOUT_SECONDS = 600.0
+WALLED_CALLS = ("run_command", "start_process")
+"""The calls that start a program in the walls: their ``sandbox`` event says which walls."""
 CHECK_OUTPUT_CHARS = 4000
 
 
@@ -136,7 +138,7 @@ class Gate:
             refused = await self._ask(call, action, step)
             if refused is not None:
                 return refused
-        if action.kind == "exec" and call.name == "run_command" and self.walls is not None:
+        if action.kind == "exec" and call.name in WALLED_CALLS and self.walls is not None:
             walls = self.walls.unconfined() if action.escalate else self.walls
             sandbox = await recorded(walls)
             detail = {"tool": call.name, "command": action.target, "sandbox": sandbox}

@@ -12,6 +12,7 @@ from ..policy import Policy
 from ..store.facade import AsyncStore
 from ..tools import Task, ToolContext, default_tools
 from ..tools.base import Action
+from ..tools.processes import ReadProcessOutput, StartProcess, StopProcess, WriteProcessInput
 from .policies import Policies
 
 KINDS = {
@@ -22,8 +23,16 @@ KINDS = {
     "edit_file": "write",
     "run_command": "exec",
     "task": "exec",  # a child session may write and run what the policy lets it
-    "update_plan": "plan",  # touches nothing: runs in every mode
+    "update_plan": "none",  # touches nothing the policy judges: runs in every mode
+    "start_process": "exec",
+    "write_process_input": "exec",  # judged as running the process's command line again
+    "read_process_output": "none",
+    "stop_process": "none",
 }
+
+
+PROCESS_TOOLS = (StartProcess, ReadProcessOutput, WriteProcessInput, StopProcess)
+"""The tools over a session's processes (``process_tools``), offered with every turn."""
 
 
 class ToolService:
@@ -39,6 +48,7 @@ class ToolService:
         found = await servers.tools()
         context = ToolContext(Path(session.root))
         tools = [_builtin(t.name, t.description, policy) for t in default_tools()]
+        tools += [_builtin(t.name, t.description, policy) for t in PROCESS_TOOLS]
         if policy.effective_task.enabled:  # a child session: it acts under the same policy
             tools.append({**_builtin(Task.name, Task.description, policy), "policy": "depends"})
         tools += [_mcp(t, policy, context) for t in found]
@@ -48,8 +58,8 @@ class ToolService:
 def _builtin(name: str, description: str, policy: Policy) -> dict[str, Any]:
     kind = KINDS.get(name, "exec")
     refusing = policy.effective_approval in ("never", "plan")
-    ruling = "refuse" if kind not in ("read", "plan") and refusing else "depends"
-    if kind == "plan":
+    ruling = "refuse" if kind not in ("read", "none") and refusing else "depends"
+    if kind == "none":
         ruling = "allow"
     return {
         "name": name,

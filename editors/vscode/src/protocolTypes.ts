@@ -842,8 +842,8 @@ export interface Requests {
         description: string;
         source: "builtin" | "mcp";
         server?: string;
-        /** What the tool does, for the policy; plan: update_plan, which touches nothing and runs in every mode. */
-        kind: "read" | "write" | "exec" | "plan";
+        /** What the tool does, for the policy; none: it touches nothing the policy judges (update_plan, read_process_output, stop_process) and runs in every mode. */
+        kind: "read" | "write" | "exec" | "none";
         /** An MCP tool's policy target: mcp:<server>/<tool>. */
         target?: string;
         policy: "allow" | "ask" | "refuse" | "depends";
