@@ -71,6 +71,16 @@ async def with_hooks(spawn: DaemonFactory, tmp_path: Path, *tables: str) -> Daem
     return await spawn()
 
 
+async def session_with(
+    spawn: DaemonFactory, tmp_path: Path, workspace: Path, event: str, code: str, **extra: Any
+) -> tuple[Daemon, dict[str, Any], str]:
+    """A daemon whose config file runs ``code`` at ``event``, a session of it, and the
+    script's path."""
+    path = script(tmp_path / "hooks", f"{event}.py", code)
+    daemon = await with_hooks(spawn, tmp_path, hook(event, path, **extra))
+    return daemon, await open_session(daemon, workspace), path
+
+
 def messages_of(request: dict[str, Any]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = request["messages"]
     return found
@@ -79,10 +89,10 @@ def messages_of(request: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_a_pre_tool_use_hook_blocks_a_write_and_the_model_reads_why(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "guard.py", BLOCK_WRITES)
-    daemon = await with_hooks(spawn, tmp_path, hook("preToolUse", path, matcher="write_*"))
+    daemon, session, path = await session_with(
+        spawn, tmp_path, workspace, "preToolUse", BLOCK_WRITES, matcher="write_*"
+    )
     asked = answer_approvals(daemon, [])
-    session = await open_session(daemon, workspace)
     model.reply("", tool_calls=[write("notes.txt", "hello")])
     model.reply("done")
     result = await turn(daemon, session, "write the notes")
@@ -122,10 +132,10 @@ async def test_a_matcher_leaves_other_tools_alone(
 async def test_a_permission_request_hook_approves_without_asking_the_person(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "approve.py", APPROVE)
-    daemon = await with_hooks(spawn, tmp_path, hook("permissionRequest", path))
+    daemon, session, path = await session_with(
+        spawn, tmp_path, workspace, "permissionRequest", APPROVE
+    )
     asked = answer_approvals(daemon, [])
-    session = await open_session(daemon, workspace)
     model.reply("", tool_calls=[write("notes.txt", "approved")])
     model.reply("done")
     result = await turn(daemon, session, "write the notes")
@@ -139,9 +149,9 @@ async def test_a_permission_request_hook_approves_without_asking_the_person(
 async def test_a_user_prompt_submit_hook_adds_context_to_the_models_request(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "context.py", CONTEXT)
-    daemon = await with_hooks(spawn, tmp_path, hook("userPromptSubmit", path))
-    session = await open_session(daemon, workspace)
+    daemon, session, path = await session_with(
+        spawn, tmp_path, workspace, "userPromptSubmit", CONTEXT
+    )
     model.reply("done")
     result = await turn(daemon, session, "fix the login page")
 
@@ -156,9 +166,9 @@ async def test_a_user_prompt_submit_hook_adds_context_to_the_models_request(
 async def test_a_user_prompt_submit_hook_blocks_the_prompt_saying_why(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "friday.py", BLOCK_PROMPT)
-    daemon = await with_hooks(spawn, tmp_path, hook("userPromptSubmit", path))
-    session = await open_session(daemon, workspace)
+    daemon, session, path = await session_with(
+        spawn, tmp_path, workspace, "userPromptSubmit", BLOCK_PROMPT
+    )
     error = await daemon.error(
         "session/turn", {"sessionId": session["sessionId"], "prompt": "deploy it"}
     )
@@ -173,9 +183,7 @@ async def test_a_user_prompt_submit_hook_blocks_the_prompt_saying_why(
 async def test_a_stop_hook_asks_for_one_more_step(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "stop.py", ONE_MORE_STEP)
-    daemon = await with_hooks(spawn, tmp_path, hook("stop", path))
-    session = await open_session(daemon, workspace)
+    daemon, session, path = await session_with(spawn, tmp_path, workspace, "stop", ONE_MORE_STEP)
     model.reply("first try")
     model.reply("tests pass")
     result = await turn(daemon, session, "fix it")
@@ -191,9 +199,9 @@ async def test_a_stop_hook_asks_for_one_more_step(
 async def test_a_hook_that_hangs_is_killed_at_its_timeout_and_the_turn_goes_on(
     spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
 ) -> None:
-    path = script(tmp_path / "hooks", "hang.py", HANG)
-    daemon = await with_hooks(spawn, tmp_path, hook("userPromptSubmit", path, timeout=0.5))
-    session = await open_session(daemon, workspace)
+    daemon, session, path = await session_with(
+        spawn, tmp_path, workspace, "userPromptSubmit", HANG, timeout=0.5
+    )
     model.reply("done")
     result = await turn(daemon, session, "hello")
 
