@@ -287,3 +287,51 @@ async def test_session_hooks_lists_the_config_files_hooks(
             }
         ],
     }
+
+
+LOG = """
+import json, sys
+given = json.load(sys.stdin)
+with open("hooks.log", "a") as log:
+    log.write(json.dumps(given) + "\\n")
+"""
+
+
+async def test_the_other_events_run_their_hooks_in_order_with_what_they_are_about(
+    spawn: DaemonFactory, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    path = script(tmp_path / "hooks", "log.py", LOG)
+    named = ("sessionStart", "postToolUse", "turnEnd", "preCompact", "postCompact", "sessionEnd")
+    daemon = await with_hooks(spawn, tmp_path, *(hook(event, path) for event in named))
+    session = await open_session(daemon, workspace)
+    (workspace / "a.txt").write_text("a")
+    model.reply("", tool_calls=[call("read_file", path="a.txt")])
+    model.reply("read it")
+    first = await turn(daemon, session, "read a")
+    model.reply("again")
+    await turn(daemon, session, "once more")
+    model.reply("the summary")
+    compacted = await daemon.call("session/compact", {"sessionId": session["sessionId"]})
+    assert compacted["compacted"] is True
+    await daemon.call("session/close", {"sessionId": session["sessionId"]})
+
+    lines = [json.loads(line) for line in (workspace / "hooks.log").read_text().splitlines()]
+    assert [line["event"] for line in lines] == [
+        "sessionStart",
+        "postToolUse",
+        "turnEnd",
+        "turnEnd",
+        "preCompact",
+        "postCompact",
+        "sessionEnd",
+    ]
+    assert {line["sessionId"] for line in lines} == {session["sessionId"]}
+    start, used, ended = lines[0], lines[1], lines[2]
+    assert start["source"] == "open" and start["root"] == str(workspace)
+    assert used["toolCall"]["name"] == "read_file" and used["status"] == "done"
+    assert used["result"] == "a" and used["turnId"] == first["turnId"] and used["step"] == 1
+    assert ended["outcome"] == "finished" and ended["runId"] == first["runId"]
+    assert lines[5]["compaction"]["turns"] == 1
+    assert lines[6]["reason"] == "close"
+    recorded = await events(daemon, first["runId"], "hook")
+    assert [e["detail"]["event"] for e in recorded] == ["postToolUse", "turnEnd"]

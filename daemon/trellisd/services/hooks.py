@@ -55,6 +55,10 @@ STOP_NOTE = "A stop hook asks you to go on before you end the turn: "
 RESULT_CHARS = 16 * 1024
 
 
+class PromptBlocked(Conflict):
+    """A ``userPromptSubmit`` hook blocked the prompt: the turn never began."""
+
+
 @dataclass
 class Hook:
     """One hook of a session, and whether it may run."""
@@ -226,12 +230,12 @@ class HookService:
         self.forget(session.session_id)
 
     async def prompt(self, session: Session, prompt: str) -> Fired:
-        """``userPromptSubmit``, before the turn begins; ``Conflict`` when a hook blocks the
-        prompt, which then never reaches the model nor the session's history."""
+        """``userPromptSubmit``, before the turn begins; ``PromptBlocked`` when a hook blocks
+        the prompt, which then never reaches the model nor the session's history."""
         fired = await self.fire("userPromptSubmit", session, {"prompt": prompt})
         blocked = fired.blocked
         if blocked is not None:
-            raise Conflict(
+            raise PromptBlocked(
                 f"a userPromptSubmit hook blocked the prompt: {fired.reason}",
                 sessionId=session.session_id,
                 hook=blocked.spec.command_line,
