@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -583,7 +583,9 @@ class TurnService:
         self.notifier.turn_ended(ref, result)
         return result
 
-    def _ask_start(self, ref: TurnRef, what: str) -> Callable[[dict[str, Any]], Any]:
+    def _ask_start(
+        self, ref: TurnRef, what: str
+    ) -> Callable[[dict[str, Any]], Awaitable[Decision]]:
         """How the turn asks whether a program a project names may run (an MCP server's
         start, a hook: ``request[what]["start"]`` or ``["command"]``), the answer recorded."""
 
