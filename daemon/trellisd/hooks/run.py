@@ -45,7 +45,7 @@ REASON_CHARS = 4000
 
 
 @dataclass(frozen=True)
-class Answer:
+class HookAnswer:
     """What a hook said: ``decision`` ``allow``, ``deny`` or ``block`` (None: go on), why,
     and the context it adds."""
 
@@ -71,9 +71,9 @@ class HookRun:
     failed: str | None = None  # why it could not start
 
     @property
-    def answer(self) -> Answer:
+    def answer(self) -> HookAnswer:
         if self.timed_out or self.failed is not None:
-            return Answer()
+            return HookAnswer()
         said = _json(self.stdout)
         reason = said.get("reason")
         reason = reason if isinstance(reason, str) and reason.strip() else None
@@ -81,14 +81,14 @@ class HookRun:
         context = context if isinstance(context, str) and context.strip() else None
         if self.exit_code == BLOCK_EXIT:
             why = self.stderr.strip() or reason or "(the hook gave no reason)"
-            return Answer("block", why[:REASON_CHARS], context)
+            return HookAnswer("block", why[:REASON_CHARS], context)
         if self.exit_code != 0:
-            return Answer()
+            return HookAnswer()
         decision = said.get("decision")
         decision = decision if decision in DECISIONS and decision != "continue" else None
         if not said and self.stdout.strip():
             context = self.stdout.strip()
-        return Answer(decision, None if reason is None else reason[:REASON_CHARS], context)
+        return HookAnswer(decision, None if reason is None else reason[:REASON_CHARS], context)
 
     def detail(self) -> dict[str, Any]:
         """The ``hook`` event's detail."""
@@ -120,7 +120,7 @@ def _json(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class _Pipes(asyncio.SubprocessProtocol):
+class _Streams(asyncio.SubprocessProtocol):
     """stdout and stderr apart, each bounded; when the program exits and its output ends."""
 
     def __init__(self) -> None:
@@ -172,7 +172,7 @@ async def _run(
     loop = asyncio.get_running_loop()
     try:
         transport, pipes = await loop.subprocess_exec(
-            _Pipes,
+            _Streams,
             *argv,
             cwd=cwd,
             env=env,

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from ..convert import structure
 from ..errors import Conflict, InvalidParams
 from ..hooks import HookRun, HookSpec, ProjectHooks, run_hook
-from ..hooks.run import Answer
+from ..hooks.run import HookAnswer
 from ..hooks.spec import program
 from ..mcp.pinned import approval_line
 from ..mcp.servers import STARTS, Approvals
@@ -318,12 +318,12 @@ class TurnHooks:
         fired = await self.fire("preToolUse", step, {"toolCall": _call(call)}, call.name)
         return None if fired.blocked is None else fired.reason
 
-    async def permission(self, call: ToolCall, step: int) -> Answer | None:
+    async def permission(self, call: ToolCall, step: int) -> HookAnswer | None:
         """``permissionRequest``: ``allow`` or ``deny`` decided by a hook, or None: ask."""
         fired = await self.fire("permissionRequest", step, {"toolCall": _call(call)}, call.name)
         if fired.blocked is not None:
-            return Answer("deny", fired.reason)
-        return Answer("allow") if fired.allowed else None
+            return HookAnswer("deny", fired.reason)
+        return HookAnswer("allow") if fired.allowed else None
 
     async def after_tool(self, call: ToolCall, status: CallStatus, result: str, step: int) -> None:
         payload = {

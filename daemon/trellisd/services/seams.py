@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..agent.steering import Steer
-from ..hooks.run import Answer
+from ..hooks.run import HookAnswer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..plans import PlanEntry
 from ..policy.layers import MODE_LAYER
@@ -97,7 +97,7 @@ class GateHooks(Protocol):
         """``preToolUse``: the reason when a hook blocks the call."""
         ...
 
-    async def permission(self, call: ToolCall, step: int) -> Answer | None:
+    async def permission(self, call: ToolCall, step: int) -> HookAnswer | None:
         """``permissionRequest``: a hook's ``allow`` or ``deny``; None: ask the person."""
         ...
 
