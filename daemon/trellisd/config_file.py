@@ -44,6 +44,14 @@ user's own defaults, with the same camelCase keys as the wire::
     name = "search"
     url = "https://example.com/mcp"
 
+    [[hooks]]                         # a program run at an event (protocol/hooks.md)
+    event = "preToolUse"              # sessionStart | sessionEnd | userPromptSubmit | preToolUse
+                                      # | permissionRequest | postToolUse | preCompact
+                                      # | postCompact | stop | turnEnd
+    matcher = "write_*"               # tool events: a tool name or an fnmatch glob of names
+    command = ["python3", "/home/me/hooks/guard.py"]
+    timeout = 10                      # seconds (default 30, at most 600)
+
 Every setting comes from the first of these that sets it, most specific first: ``session/turn``,
 ``session/open``, ``initializationOptions``, the environment, this file, the built-in default.
 ``Settings`` is the part the daemon decides before any editor speaks (file and environment),
@@ -78,6 +86,7 @@ from .config import (
 from .convert import Invalid, camel, structure
 from .daemon_settings import DaemonSettings, config_path
 from .errors import InvalidParams
+from .hooks.spec import HookSpec
 from .mcp.spec import McpServerSpec
 from .policy.layers import (
     Approval,
@@ -204,6 +213,9 @@ class ConfigFile:
     prices: dict[str, Any] = attrs.field(factory=dict)
     mcp: tuple[McpServerSpec, ...] = attrs.field(
         default=(), metadata={"must": "be a list of [[mcp]] tables"}
+    )
+    hooks: tuple[HookSpec, ...] = attrs.field(
+        default=(), metadata={"must": "be a list of [[hooks]] tables"}
     )
 
 
@@ -350,6 +362,7 @@ class Settings:
     pass_env: tuple[str, ...] = ()
     prices: Mapping[str, Price] = field(default_factory=dict)
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    hooks: tuple[HookSpec, ...] = ()  # the config file's [[hooks]]
     file: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     # The environment these settings were read from, less its secrets: the one the model's
@@ -385,6 +398,7 @@ class Settings:
             ("passEnv", ", ".join(self.pass_env) or "(none)"),
             ("prices", ", ".join(sorted(self.prices)) or "(built-in only)"),
             ("mcp", ", ".join(s.name for s in self.mcp_servers) or "(none)"),
+            ("hooks", ", ".join(h.event for h in self.hooks) or "(none)"),
         ]
         return [
             (key, "(none)" if value is None else str(value), src.get(key, "built-in default"))
@@ -454,12 +468,15 @@ def load_settings(env: Mapping[str, str]) -> Settings:
         sources["prices"] = where
     if parsed.mcp:
         sources["mcp"] = where
+    if parsed.hooks:
+        sources["hooks"] = where
     return Settings(
         provider=provider,
         policy=policy,
         pass_env=pass_env,
         prices=prices,
         mcp_servers=mcp_servers(parsed.mcp, "mcp"),
+        hooks=parsed.hooks,
         file=str(path) if read is not None else None,
         sources=sources,
         environment=child_environment(env, pass_env),

@@ -1,10 +1,10 @@
 """The protocol's words, each defined once: a turn's outcomes, a step's kinds, the kinds of
 a run's events, the kinds of a session's feed entries, a tool call's statuses, the user's
-decisions on an approval, what an approval asks, the walls' modes, the approval modes, where
-a plan's entries stand, and the error codes.
+decisions on an approval, the events hooks run at, what an approval asks, the walls' modes,
+the approval modes, where a plan's entries stand, and the error codes.
 
 ``protocol/schema.json`` carries them as enums (``$defs`` ``Outcome``, ``StepKind``,
-``EventKind``, ``FeedKind``, ``CallStatus``, ``Decision``, ``ApprovalKind``,
+``EventKind``, ``HookEvent``, ``FeedKind``, ``CallStatus``, ``Decision``, ``ApprovalKind``,
 ``SandboxMode``, ``ApprovalMode``, ``PlanStatus`` and ``Error.code``); ``python -m
 trellisd.vocabulary`` writes them there, and the tests check the schema, the TypeScript and
 the Lua copies against these.
@@ -69,6 +69,22 @@ class EventKind(StrEnum):
     PLAN_APPROVED = "plan-approved"  # session/plan/approve: the plan this turn carries out
     IMAGES = "images"  # the images the turn's prompt carried, by SHA-256
     THOUGHT = "thought"  # what the model reasoned in a step's call, and its reasoning tokens
+    HOOK = "hook"  # a hook ran: its event, command, exit code, decision and reason
+
+
+class HookEvent(StrEnum):
+    """The events a hook runs at (``hooks.spec``)."""
+
+    SESSION_START = "sessionStart"
+    SESSION_END = "sessionEnd"
+    USER_PROMPT_SUBMIT = "userPromptSubmit"
+    PRE_TOOL_USE = "preToolUse"
+    PERMISSION_REQUEST = "permissionRequest"
+    POST_TOOL_USE = "postToolUse"
+    PRE_COMPACT = "preCompact"
+    POST_COMPACT = "postCompact"
+    STOP = "stop"
+    TURN_END = "turnEnd"
 
 
 class Decision(StrEnum):
@@ -188,6 +204,7 @@ def emit(schema: dict[str, Any]) -> dict[str, Any]:
     defs["StepKind"]["enum"] = [k.value for k in StepKind]
     defs["Decision"]["enum"] = [d.value for d in Decision]
     defs["EventKind"]["enum"] = [k.value for k in EventKind]
+    defs["HookEvent"]["enum"] = [e.value for e in HookEvent]
     defs["FeedKind"]["enum"] = [k.value for k in FeedKind]
     defs["CallStatus"]["enum"] = [s.value for s in CallStatus]
     defs["ApprovalKind"]["enum"] = [k.value for k in ApprovalKind]

@@ -31,6 +31,7 @@ from ..errors import InvalidParams, NotFound, NotRunning, TrellisError
 from ..policy import Approval
 from ..records import Effort, ProviderChoice, Session, ToolCall, Turn, TurnRef
 from ..services import Services
+from ..services.hooks import PromptBlocked
 from ..services.images import ImageInput
 from ..services.recovery import refuse_undecided
 from ..services.running import RunningTurn, Snapshot
@@ -362,7 +363,15 @@ class TrellisAgent:
                 self.notifier.send(session_id, updates.info(named.title, named.updated_at))
             chosen = await self.app.choices.of(session_id)
             choice = ProviderChoice(model=chosen.model, effort=self.efforts.get(session_id))
-            result = await self.app.turns.turn(TurnRequest(session_id, text, choice, images=images))
+            try:
+                result = await self.app.turns.turn(
+                    TurnRequest(session_id, text, choice, images=images)
+                )
+            except PromptBlocked as blocked:  # the person reads why; no turn began
+                self.notifier.send(session_id, updates.agent_text(blocked.message))
+                await self.notifier.flush()
+                done.set_result("refusal")
+                return "refusal"
             await self._tell_state(await self.app.sessions.get(session_id), None)
             await self.notifier.flush()
             reason = updates.STOP_REASONS.get(result.outcome)

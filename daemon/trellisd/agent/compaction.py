@@ -124,6 +124,14 @@ def summary_prompt(
     return "\n\n---\n\n".join(parts)
 
 
+class CompactionHooks(Protocol):
+    """The hooks run around a compaction (``preCompact``, ``postCompact``)."""
+
+    async def before_compact(self, step: int, why: dict[str, object]) -> None: ...
+
+    async def after_compact(self, step: int, detail: dict[str, object]) -> None: ...
+
+
 class ContextKeeper:
     """The context of one branch as a turn sends it: the system message, the summary in
     force, the path's turns after it; what the provider reported of the last call."""
@@ -150,6 +158,7 @@ class ContextKeeper:
         self.context_tokens = 0  # the size of the context, as last reported or estimated
         self._reported: tuple[int, int, int | None] | None = None  # messages, input, output
         self._head = len(self.head())
+        self.hooks: CompactionHooks | None = None  # run around each compaction
 
     @property
     def limit(self) -> int:
@@ -221,6 +230,8 @@ class ContextKeeper:
         unpinned = [t for t in cover if t.turn_id not in self.pinned]  # sent as they are
         if not unpinned:
             return False
+        if self.hooks is not None:
+            await self.hooks.before_compact(number, why or {})
         prompt = summary_prompt(self.summary, unpinned, self.transcripts)
         text, usage = await self._ask(prompt)
         tokens = Tokens(usage.input, usage.output, usage.cached)
@@ -238,6 +249,8 @@ class ContextKeeper:
         head = self.head()
         messages[:] = head + tail
         self._head, self._reported = len(head), None
+        if self.hooks is not None:
+            await self.hooks.after_compact(number, detail)
         return True
 
     async def _ask(self, prompt: str) -> tuple[str, Usage]:

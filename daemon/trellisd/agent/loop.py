@@ -117,6 +117,19 @@ class TurnCheck(Protocol):
         ...
 
 
+class LoopHooks(Protocol):
+    """The hooks the loop runs: after each tool call, and when the model stops calling tools
+    (which may ask for another step)."""
+
+    async def after_tool(
+        self, call: ToolCall, status: CallStatus, result: str, step: int
+    ) -> None: ...
+
+    async def stop(self, step: int, asked: int) -> str | None:
+        """What to tell the model when a hook asks for another step; None: stop."""
+        ...
+
+
 class TurnSink(Protocol):
     """Who watches the turn: text pieces as they stream, steps once committed."""
 
@@ -150,6 +163,7 @@ class TurnPlan:
     keeper: ContextKeeper | None = None  # keeps the requests inside the model's window
     max_step_text: int = STEP_LIMIT  # the most text one model call may stream, in characters
     effort: Effort | None = None  # how hard a reasoning model thinks; None: its own default
+    hooks: LoopHooks | None = None  # after each tool call, and when the model stops
 
 
 @dataclass
@@ -216,6 +230,7 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
     told_nameless = False
     again, kept = False, None  # a request sent again after a compaction, and its prompt
     overflowed = False  # the request was refused as too long and compacted once
+    stops_asked = 0  # the times a stop hook asked for another step
 
     async def commit(step: Step) -> None:
         await recorder.add_step(step)
@@ -304,6 +319,12 @@ async def run_turn(plan: TurnPlan, recorder: RunRecorder, sink: TurnSink, prompt
                 streamed,
             )
             messages.append(streamed.message())
+            if plan.hooks is not None and not plan.inbox.pending and number < max_steps:
+                again_note = await plan.hooks.stop(number, stops_asked)
+                if again_note is not None:
+                    stops_asked += 1
+                    messages.append(Message("user", again_note))
+                    continue
             if plan.check is not None and not plan.inbox.pending:
                 failed = await plan.check.run(number)
                 if failed is None:
@@ -385,6 +406,8 @@ async def _run_calls(
             Step(number, StepKind.TOOL, prompt_here, text_here, call, result, tokens_here),
             streamed if first else None,
         )
+        if plan.hooks is not None and status in (CallStatus.DONE, CallStatus.FAILED):
+            await plan.hooks.after_tool(call, status, result, number)
         messages.append(Message("tool", result, tool_call_id=call.id))
     return None
 

@@ -32,6 +32,10 @@ async def session_tools(app: Services, p: wire.SessionRef) -> Any:
     return await app.tools.of(p.session_id)
 
 
+async def session_hooks(app: Services, p: wire.SessionRef) -> Any:
+    return await app.hooks.listed(p.session_id)
+
+
 async def session_policy(app: Services, p: wire.SessionRef) -> Any:
     return (await app.sessions.policy(p.session_id)).to_wire()
 
@@ -212,6 +216,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/open", wire.SessionOpen, session_open, follow="answer"),
     Method("session/policy", wire.SessionRef, session_policy),
     Method("session/tools", wire.SessionRef, session_tools),
+    Method("session/hooks", wire.SessionRef, session_hooks),
     Method("session/revoke", wire.SessionRevoke, session_revoke),
     Method("session/mode", wire.SessionApprovalMode, session_mode),
     Method("session/plan/approve", wire.SessionPlanApprove, session_plan_approve, follow="before"),

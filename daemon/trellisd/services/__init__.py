@@ -18,6 +18,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- choices   ChoiceService    an ACP client's model and rejections of a session
     +-- plans     PlanService      a planned turn's plan run in a new turn
     +-- processes ProcessService   the processes a session's turns started (``start_process``)
+    +-- hooks     HookService      the user's and the project's hooks, run at each event
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
 from .choices import ChoiceService
+from .hooks import HookService
 from .plans import PlanService
 from .policies import Policies
 from .processes import ProcessService
@@ -85,11 +87,25 @@ class Services:
             store.mcp_approvals, mcp_config, daemon.mcp_timeout, daemon.search_path
         )
         self.processes = ProcessService(notifier)
+        self.hooks = HookService(
+            store,
+            policies,
+            store.mcp_approvals,
+            lambda: self.defaults.settings.hooks,
+            daemon.search_path,
+        )
         self.changes = ChangeService(
             store, self.running, policies, store.folder / "git", asker, daemon.git_environment
         )
         self.sessions = SessionService(
-            store, self.defaults, self.running, policies, self.changes, self.mcp, self.processes
+            store,
+            self.defaults,
+            self.running,
+            policies,
+            self.changes,
+            self.mcp,
+            self.processes,
+            self.hooks,
         )
         self.turns = TurnService(
             store,
@@ -103,6 +119,7 @@ class Services:
             daemon.max_steps,
             self.sessions.worktrees,
             self.processes,
+            self.hooks,
         )
         self.tools = ToolService(store, policies, self.mcp)
         self.runs = RunService(store)

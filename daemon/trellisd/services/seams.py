@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..agent.steering import Steer
+from ..hooks.run import HookAnswer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..plans import PlanEntry
 from ..policy.layers import MODE_LAYER
@@ -91,9 +92,22 @@ class Notifier(Protocol):
         ...
 
 
+class GateHooks(Protocol):
+    """The hooks the gate runs (``services.hooks``)."""
+
+    async def pre_tool(self, call: ToolCall, step: int) -> str | None:
+        """``preToolUse``: the reason when a hook blocks the call."""
+        ...
+
+    async def permission(self, call: ToolCall, step: int) -> HookAnswer | None:
+        """``permissionRequest``: a hook's ``allow`` or ``deny``; None: ask the person."""
+        ...
+
+
 class Gate:
     """The session's policy in front of every tool call; asks the editor when it says ask,
-    with the diff ``preview`` gives for a call that writes a file."""
+    with the diff ``preview`` gives for a call that writes a file. ``hooks`` run first
+    (``preToolUse``) and before the person is asked (``permissionRequest``)."""
 
     def __init__(
         self,
@@ -103,10 +117,12 @@ class Gate:
         ref: TurnRef,
         preview: Callable[[ToolCall], Awaitable[str | None]] | None = None,
         walls: Walls | None = None,
+        hooks: GateHooks | None = None,
     ) -> None:
         self.store, self.policies, self.notifier, self.ref = store, policies, notifier, ref
         self.preview = preview
         self.walls = walls
+        self.hooks = hooks
 
     async def _refusal(
         self,
@@ -130,12 +146,23 @@ class Gate:
 
     async def admit(self, call: ToolCall, action: Action, step: int) -> str | None:
         session_id = self.ref.session_id
+        if self.hooks is not None:
+            blocked = await self.hooks.pre_tool(call, step)
+            if blocked is not None:
+                await self._refusal(call, action, step, "hook", "preToolUse", blocked)
+                return f"refused by a preToolUse hook: {blocked}"
         verdict = self.policies.check(session_id, action)
         if verdict.ruling == "refuse":
             await self._refusal(call, action, step, verdict.layer, verdict.rule, verdict.reason)
             return f"refused by the session's policy: {verdict.reason}"
         if verdict.ruling == "ask":
-            refused = await self._ask(call, action, step)
+            hooks = None if action.escalate else self.hooks  # no hook lets a call out of the walls
+            decided = None if hooks is None else await hooks.permission(call, step)
+            if decided is not None and decided.blocks:
+                reason = decided.reason or "(no reason given)"
+                await self._refusal(call, action, step, "hook", "permissionRequest", reason)
+                return f"refused by a permissionRequest hook: {reason}"
+            refused = None if decided is not None else await self._ask(call, action, step)
             if refused is not None:
                 return refused
         if action.kind == "exec" and call.name in WALLED_CALLS and self.walls is not None:

@@ -31,6 +31,7 @@ from ..store.facade import AsyncStore
 from ..store.recoveries import DECIDED
 from ..store.sessions import expect
 from .changes import ChangeService, StepEdit
+from .hooks import HookService, project_hooks
 from .policies import Policies
 from .processes import ProcessService
 from .running import Running, Snapshot
@@ -60,8 +61,10 @@ class SessionService:
         changes: ChangeService,
         mcp: McpServers,
         processes: ProcessService | None = None,
+        hooks: HookService | None = None,
     ) -> None:
         self.store, self.defaults, self.running, self.policies = store, defaults, running, policies
+        self.hooks = hooks  # sessionStart, sessionEnd
         self.changes, self.mcp, self.processes = changes, mcp, processes
         self.worktrees = WorktreeService(store, running, defaults.settings.daemon.git_environment)
 
@@ -82,6 +85,7 @@ class SessionService:
         self.defaults.provider.merged(choice, "provider")  # refuse bad values now
         effective = await asyncio.to_thread(self.policies.load, folder, policy)
         await asyncio.to_thread(project_servers, folder)  # refuse a bad [[mcp]] now
+        await asyncio.to_thread(project_hooks, folder)  # and a bad [[hooks]]
         if worktree is None or worktree is False:
             session = await self.store.sessions.create(
                 str(folder), title or "", choice, policy, instructions or None
@@ -102,6 +106,8 @@ class SessionService:
                 raise
         await self.policies.remember(session, effective)
         self.mcp.give(session.session_id, mcp_servers)
+        if self.hooks is not None:
+            await self.hooks.session_start(session, "open")
         return session
 
     async def policy(self, session_id: str) -> Policy:
@@ -282,6 +288,8 @@ class SessionService:
         with the grants given, its MCP servers, its processes, stopped). Reopening it later
         works as for any other session."""
         self.running.refuse(session_id, "close it")
+        if self.hooks is not None:
+            await self.hooks.session_end(await self.store.sessions.get(session_id), "close")
         await self.store.leases.release(session_id)
         self.policies.forget(session_id)
         await self.mcp.close(session_id)
@@ -292,6 +300,8 @@ class SessionService:
         """Remove the session and all it owns, here and in every daemon on the store; its
         worktree, if it has one, with its branch."""
         self.running.refuse(session_id, "delete it")
+        if self.hooks is not None:
+            await self.hooks.session_end(await self.store.sessions.get(session_id), "delete")
         worktree = await self.store.worktrees.removing(session_id)
         try:
             await self.store.sessions.delete(session_id)

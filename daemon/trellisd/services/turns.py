@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from ..agent.steering import Steer
 from ..config import ProviderSettings
 from ..daemon_settings import DEFAULT_MAX_STEPS
 from ..errors import Conflict, LeaseHeld, NotRunning, StaleHead, TrellisError
+from ..hooks import HookRun
 from ..mcp import McpServers
 from ..plans import Plan
 from ..policy import Policy, PolicySpec
@@ -60,6 +61,7 @@ from .attach import attach
 from .budgets import BudgetService
 from .changes import ChangeService, approval_diff
 from .context import ContextWindows, UsageSink, keeper_for, spent
+from .hooks import HookService, TurnHooks
 from .images import GivenImage, ImageInput, Images, check, refuse_model
 from .policies import Policies
 from .processes import ProcessService, SessionProcesses
@@ -113,6 +115,7 @@ class _Start:
     follows: FollowedPlan | None = None  # the plan it carries out
     images: tuple[GivenImage, ...] = ()  # the images given with the prompt, to keep
     sent: Sent | None = None  # the path's images sent again, by SHA-256
+    hooked: tuple[HookRun, ...] = ()  # the userPromptSubmit hooks run before it began
 
 
 @dataclass(frozen=True)
@@ -156,8 +159,10 @@ class TurnService:
         max_steps: int = DEFAULT_MAX_STEPS,
         worktrees: WorktreeService | None = None,
         processes: ProcessService | None = None,
+        hooks: HookService | None = None,
     ) -> None:
         self.store, self.defaults, self.running = store, defaults, running
+        self.hooks = hooks  # the programs the user and the project run at a turn's events
         self.processes = processes  # the processes a turn's calls start (``start_process``)
         self.worktrees = worktrees  # a task's child in a worktree of its own
         self.max_steps = max_steps  # of a turn that names none (``TRELLISD_MAX_STEPS``)
@@ -198,6 +203,7 @@ class TurnService:
         own = sum(g.ref.bytes for g in given)
         sent = await self.images.of_path(session_id, path, settings.effective_model, own)
         told = await self._instructions(session)
+        hooked = None if self.hooks is None else await self.hooks.prompt(session, prompt)
         self.running.refuse(session_id, "start another")
         try:
             turn_id, run_id, _ = await self.store.runs.begin(
@@ -209,6 +215,8 @@ class TurnService:
             return await self._in_fork(request)
         ref = TurnRef(session_id, turn_id, run_id)
         framed = frame(prompt, attached)
+        if hooked is not None and hooked.context:
+            framed = f"{framed}\n\n<hook-context>\n{hooked.context}\n</hook-context>"
         if (await self.policies.of(session)).effective_approval == "plan":
             framed = PLAN_MODE_NOTE + framed
         images = [g.image() for g in given]
@@ -231,6 +239,7 @@ class TurnService:
                 follows=request.follows,
                 images=tuple(given),
                 sent=sent,
+                hooked=() if hooked is None else hooked.runs,
             )
         )
 
@@ -390,6 +399,7 @@ class TurnService:
             [],
             session.pinned,
         )
+        keeper.hooks = self._turn_hooks(session, ref)
         number = len(await self.store.runs.steps(head.run_id)) + 1
         made: list[Step] = []
 
@@ -481,6 +491,7 @@ class TurnService:
             running.inbox.put(steer)
         end = TurnEnd(Outcome.ERROR)
         unanswered = False  # the request fails: the followers still hear how the turn ended
+        hooks = self._turn_hooks(start.session, ref)
         try:
             model = start.settings.describe()
             model["instructionFiles"] = [f.detail() for f in start.instruction_files]
@@ -498,7 +509,10 @@ class TurnService:
                     "entries": [e.to_wire() for e in followed.plan.entries],
                 }
                 await self.store.runs.add_event(ref.run_id, EventKind.PLAN_APPROVED, None, detail)
-            end = await self._drive(start, running)
+            if hooks is not None:
+                await hooks.record(start.hooked, 1)
+                await hooks.waiting()
+            end = await self._drive(start, running, hooks)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
             if not running.cancelled_by_request:
@@ -515,6 +529,8 @@ class TurnService:
         finally:
             self.running.end(ref.session_id)
             await self._end(running, end)
+            if hooks is not None:
+                await _turn_end(hooks, end)
             if unanswered:
                 try:
                     await self._result(ref, end)
@@ -567,6 +583,30 @@ class TurnService:
         self.notifier.turn_ended(ref, result)
         return result
 
+    def _ask_start(
+        self, ref: TurnRef, what: str
+    ) -> Callable[[dict[str, Any]], Awaitable[Decision]]:
+        """How the turn asks whether a program a project names may run (an MCP server's
+        start, a hook: ``request[what]["start"]`` or ``["command"]``), the answer recorded."""
+
+        async def ask(request: dict[str, Any]) -> Decision:
+            decision = await self.notifier.ask_approval(ref, request)
+            named = request[what]
+            detail = {
+                "tool": request["tool"],
+                "action": {"kind": "exec", "target": named.get("start") or named["command"]},
+                "decision": decision.value,
+            }
+            await self.store.runs.add_event(ref.run_id, EventKind.APPROVAL, None, detail)
+            return decision
+
+        return ask
+
+    def _turn_hooks(self, session: Session, ref: TurnRef) -> TurnHooks | None:
+        if self.hooks is None:
+            return None
+        return self.hooks.for_turn(session, ref, self._ask_start(ref, "hook"))
+
     async def _mcp_tools(self, session: Session, ref: TurnRef) -> list[Tool]:
         """The tools of the session's MCP servers, started now if they are not running; a
         project's server not yet approved is asked about first."""
@@ -576,16 +616,7 @@ class TurnService:
         servers = await self.mcp.of(session.session_id, session.root, walls)
         if not servers.servers:
             return []
-
-        async def ask(request: dict[str, Any]) -> Decision:
-            decision = await self.notifier.ask_approval(ref, request)
-            detail = {
-                "tool": request["tool"],
-                "action": {"kind": "exec", "target": request["mcp"]["start"]},
-                "decision": decision.value,
-            }
-            await self.store.runs.add_event(ref.run_id, EventKind.APPROVAL, None, detail)
-            return decision
+        ask = self._ask_start(ref, "mcp")
 
         async def note(detail: dict[str, Any]) -> None:
             await self.store.runs.add_event(ref.run_id, EventKind.MCP, None, detail)
@@ -626,7 +657,9 @@ class TurnService:
             tools.append(Task(children))
         return tools
 
-    async def _drive(self, start: _Start, running: RunningTurn) -> TurnEnd:
+    async def _drive(
+        self, start: _Start, running: RunningTurn, hooks: TurnHooks | None = None
+    ) -> TurnEnd:
         session, settings = start.session, start.settings
         try:
             provider = self._provider(settings)
@@ -665,6 +698,7 @@ class TurnService:
             session.pinned,
             start.sent,
         )
+        keeper.hooks = hooks
         messages = keeper.head() + start.messages[1:]
         spend = await spent(self.store, ref.session_id, ref.turn_id)
         sink = UsageSink(self.notifier, ref, keeper, provider.model, spend)
@@ -680,6 +714,7 @@ class TurnService:
                 ref,
                 lambda call: approval_diff(call, context),
                 walls,
+                hooks,
             ),
             watch=watch,
             check=check,
@@ -692,9 +727,18 @@ class TurnService:
             pause=running.pausing,
             activity=Activity(self.notifier, ref, self.store),
             keeper=keeper,
+            hooks=hooks,
         )
         try:
             return await run_turn(plan, recorder, sink, start.prompt)
         finally:
             if watch is not None:
                 await watch.settle()  # the change set is whole before the turn ends
+
+
+async def _turn_end(hooks: TurnHooks, end: TurnEnd) -> None:
+    """``turnEnd``, once the outcome is recorded; a hook that fails does not fail the turn."""
+    try:
+        await hooks.turn_end(end.outcome.value, end.error)
+    except TrellisError as exc:
+        log.warning("the turnEnd hooks could not be recorded: %s", exc.message)

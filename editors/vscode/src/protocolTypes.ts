@@ -151,7 +151,10 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images" | "thought";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images" | "thought" | "hook";
+
+/** The events a hook runs at (protocol/hooks.md). */
+export type HookEvent = "sessionStart" | "sessionEnd" | "userPromptSubmit" | "preToolUse" | "permissionRequest" | "postToolUse" | "preCompact" | "postCompact" | "stop" | "turnEnd";
 
 export type FeedKind = "turnStarted" | "step" | "event" | "turnEnded";
 
@@ -851,6 +854,27 @@ export interface Requests {
       servers: McpServerState[];
     };
   };
+  'session/hooks': {
+    params: SessionIdParams;
+    result: {
+      sessionId: Id;
+      hooks: {
+        event: HookEvent;
+        /** The program and its arguments, run without a shell. */
+        command: string[];
+        /** Tool events: the tool name or fnmatch glob of tool names it runs for. */
+        matcher?: string;
+        /** Seconds it may run before it is killed (counts as go on). */
+        timeout: number;
+        /** config: the user's config.toml; project: the root's .trellisd.toml. */
+        source: "config" | "project";
+        /** Whether it may run: always for config; for project, once the user approved its command line for this root. */
+        approved: boolean;
+        /** declined: the user said no in this session; it is skipped until the session is closed. */
+        state: "approved" | "awaiting approval" | "declined";
+      }[];
+    };
+  };
   'session/fork': {
     params: {
       sessionId: Id;
@@ -1155,6 +1179,12 @@ export interface ClientRequests {
         tool?: string;
         source?: "project";
         start?: string;
+      };
+      /** A project's hook asking to run (event, source, command: its command line). */
+      hook?: {
+        event: HookEvent;
+        source: "project";
+        command: string;
       };
       kind?: ApprovalKind;
       /** kind escalate: the command line that asks to run outside the walls. */
