@@ -69,6 +69,7 @@ class EventKind(StrEnum):
     PLAN_APPROVED = "plan-approved"  # session/plan/approve: the plan this turn carries out
     IMAGES = "images"  # the images the turn's prompt carried, by SHA-256
     THOUGHT = "thought"  # what the model reasoned in a step's call, and its reasoning tokens
+    COMMAND = "command"  # the custom command the turn runs, its arguments and its settings
 
 
 class Decision(StrEnum):

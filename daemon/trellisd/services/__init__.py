@@ -18,6 +18,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- choices   ChoiceService    an ACP client's model and rejections of a session
     +-- plans     PlanService      a planned turn's plan run in a new turn
     +-- processes ProcessService   the processes a session's turns started (``start_process``)
+    +-- commands  CommandService   the user's and the project's custom commands, run as turns
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
 from .choices import ChoiceService
+from .commands import CommandService
 from .plans import PlanService
 from .policies import Policies
 from .processes import ProcessService
@@ -111,6 +113,9 @@ class Services:
         self.choices = ChoiceService(store)
         self.queues = PromptQueues(self.running, notifier)
         self.plans = PlanService(store, policies, self.running)
+        self.commands = CommandService(
+            store, self.defaults, policies, self.turns, self.queues, daemon.commands_folder
+        )
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

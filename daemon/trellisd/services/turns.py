@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,7 @@ class _Start:
     follows: FollowedPlan | None = None  # the plan it carries out
     images: tuple[GivenImage, ...] = ()  # the images given with the prompt, to keep
     sent: Sent | None = None  # the path's images sent again, by SHA-256
+    command: Mapping[str, Any] | None = None  # the custom command it runs (``services.commands``)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ class TurnRequest:
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
     may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
-    it carries out (``services.plans``); ``images``: the images given with the prompt."""
+    it carries out (``services.plans``); ``images``: the images given with the prompt;
+    ``command``: the custom command whose expansion the prompt is, recorded in the run."""
 
     session_id: str
     prompt: str
@@ -140,6 +142,7 @@ class TurnRequest:
     within: Within | None = None
     follows: FollowedPlan | None = None
     images: tuple[ImageInput, ...] = ()
+    command: Mapping[str, Any] | None = None
 
 
 class TurnService:
@@ -231,6 +234,7 @@ class TurnService:
                 follows=request.follows,
                 images=tuple(given),
                 sent=sent,
+                command=request.command,
             )
         )
 
@@ -498,6 +502,10 @@ class TurnService:
                     "entries": [e.to_wire() for e in followed.plan.entries],
                 }
                 await self.store.runs.add_event(ref.run_id, EventKind.PLAN_APPROVED, None, detail)
+            if start.command is not None:
+                await self.store.runs.add_event(
+                    ref.run_id, EventKind.COMMAND, None, dict(start.command)
+                )
             end = await self._drive(start, running)
         except asyncio.CancelledError:
             end = TurnEnd(Outcome.CANCELLED)
