@@ -15,7 +15,8 @@ The file is a prompt with front matter between two ``---`` lines, one ``key: val
 ``$ARGUMENTS`` in the body stands for what follows the command's name, ``$1``..``$9`` for its
 words (shell-quoted words, as a shell would split them). A body that names neither is given
 the arguments after a blank line. ``verify`` is an argv list, or one command line split as a
-shell would, without a shell; the same placeholders stand in it.
+shell would, without a shell; the same placeholders stand in its words, and a word that is
+``$ARGUMENTS`` alone stands for all the arguments' words.
 
 What a file may not hold makes it a ``CommandError`` (its reader skips it and says why in
 the log): a name outside ``NAME``, more than ``MAX_FILE_BYTES``, front matter that does not
@@ -114,10 +115,17 @@ class CustomCommand:
         return expand(self.body, arguments)
 
     def verify(self, arguments: str) -> list[str] | None:
-        """The check's argv with the arguments put in, each word of it as one word."""
+        """The check's argv with the arguments put in: a word that is ``$ARGUMENTS`` alone
+        becomes the arguments' words, another keeps to one word with them put in."""
         if self.settings.verify is None:
             return None
-        return [expand(word, arguments, append=False) for word in self.settings.verify]
+        argv: list[str] = []
+        for word in self.settings.verify:
+            if word == "$ARGUMENTS":
+                argv += words(arguments)
+            else:
+                argv.append(expand(word, arguments, append=False))
+        return argv
 
     def with_settings(
         self, settings: CommandSettings, narrowed: tuple[Narrowed, ...]

@@ -172,3 +172,42 @@ async def test_an_unknown_command_and_a_prompt_with_a_command_are_refused(
     assert both.code == -32602 and "not both" in both.message
     assert neither.code == -32602
     assert model.requests == []
+
+
+async def test_a_project_commands_check_runs_only_as_the_policy_allows_it(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    python = sys.executable
+    folder = project_commands(workspace)
+    (workspace / "check.py").write_text(SECOND_TIME)
+    command_file(folder, "allowed", "Fix $1.", verify=[python, "$1"], maxSteps=3)
+    command_file(folder, "unknown", "Clean up.", verify=["rm", "-rf", "build"])
+    allowed = [f"{python} '$1'", f"{python} check.py"]  # as shlex.join writes them
+    policy = {
+        "approval": "auto",
+        "layers": [{"name": "editor", "allowRead": ["**"], "allowExec": allowed}],
+    }
+    session = await open_session(daemon, workspace, policy=policy)
+    session_id = session["sessionId"]
+
+    listed = (await daemon.call("session/commands", {"sessionId": session_id}))["commands"]
+    shown = {c["name"]: c for c in listed}
+    assert shown["allowed"]["settings"]["verify"] == [python, "$1"]
+    assert "verify" not in shown["unknown"]["settings"]
+    assert [n["setting"] for n in shown["unknown"]["narrowed"]] == ["verify"]
+
+    # The check the arguments make is judged as it would run.
+    refused = await daemon.error(
+        "session/turn", {"sessionId": session_id, "command": "allowed", "arguments": "other.py"}
+    )
+    assert refused.code == -32602 and "other.py" in refused.message
+    assert model.requests == []
+
+    model.reply("Not yet.")
+    model.reply("Done.")
+    result = await daemon.call(
+        "session/turn", {"sessionId": session_id, "command": "allowed", "arguments": "check.py"}
+    )
+    assert result["outcome"] == "success"
+    checks = await events(daemon, result["runId"], "check")
+    assert [c["detail"]["passed"] for c in checks] == [False, True]

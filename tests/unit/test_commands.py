@@ -46,6 +46,12 @@ def test_front_matter_gives_the_description_the_hint_and_the_turns_settings() ->
     assert command.verify("'tests/a b.py' -x") == ["pytest", "-q", "tests/a b.py"]
 
 
+def test_arguments_alone_in_a_check_word_are_its_words() -> None:
+    command = parse("t", "user", b"---\nverify: pytest -q $ARGUMENTS\n---\nGo.")
+    assert command.verify("tests/unit -x") == ["pytest", "-q", "tests/unit", "-x"]
+    assert command.verify("") == ["pytest", "-q"]
+
+
 def test_verify_as_a_json_array_keeps_each_word_whole() -> None:
     command = parse("t", "user", b'---\nverify: ["make", "check all"]\n---\nGo.')
     assert command.settings.verify == ("make", "check all")

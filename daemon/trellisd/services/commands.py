@@ -311,6 +311,18 @@ class CommandService:
             may_run,
         )
 
+    async def _may_check(self, session_id: str, command: CustomCommand, argv: list[str]) -> None:
+        """A project's check, its arguments put in, is judged again as the policy would judge
+        ``run_command``: one it does not allow without asking is refused, and nothing runs."""
+        session = await self.store.sessions.get(session_id)
+        if not (await self._bounds(session)).may_run(tuple(argv)):
+            raise InvalidParams(
+                f"the project's command /{command.name} checks with `{shlex.join(argv)}`,"
+                " which the session's policy does not let run without asking",
+                field="arguments",
+                command=command.name,
+            )
+
     async def turn(
         self, base: TurnRequest, name: str, arguments: str, queue: bool = False
     ) -> TurnResult:
@@ -318,6 +330,8 @@ class CommandService:
         expansion is the prompt, and its settings fill in what ``base`` does not set."""
         command = await self.find(base.session_id, name)
         request = with_command(base, command, arguments)
+        if command.source == "project" and request.verify is not None and base.verify is None:
+            await self._may_check(base.session_id, command, request.verify[0])
         approval = command.settings.approval
 
         async def run() -> TurnResult:
