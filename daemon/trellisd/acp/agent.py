@@ -379,11 +379,12 @@ class TrellisAgent:
                 self.notifier.send(session_id, updates.info(named.title, named.updated_at))
             chosen = await self.app.choices.of(session_id)
             choice = ProviderChoice(model=chosen.model, effort=self.efforts.get(session_id))
-            request = TurnRequest(session_id, text, choice, images=images)
             if command is None:
+                request = TurnRequest(session_id, text, choice, images=images)
                 result = await self.app.turns.turn(request)
-            else:
-                result = await self.app.commands.turn(request, *command)
+            else:  # the command's model and effort win over the session's choice
+                request = TurnRequest(session_id, text, images=images)
+                result = await self.app.commands.turn(request, *command, chosen=choice)
             await self._tell_state(await self.app.sessions.get(session_id), None)
             await self.notifier.flush()
             reason = updates.STOP_REASONS.get(result.outcome)

@@ -28,7 +28,7 @@ import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -45,7 +45,7 @@ from ..commands import (
 )
 from ..errors import InvalidParams
 from ..policy.layers import STRICTNESS, Approval
-from ..records import Budget, Session, TurnResult
+from ..records import Budget, ProviderChoice, Session, TurnResult
 from ..store.facade import AsyncStore
 from ..tools.base import Action, ToolContext, ToolFailure
 from .budgets import BudgetService
@@ -55,8 +55,10 @@ from .settings import Defaults
 from .turns import TurnRequest, TurnService
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PROJECT_FOLDER = ".trellisd/commands"
+NO_CHOICE = ProviderChoice()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,12 +326,18 @@ class CommandService:
             )
 
     async def turn(
-        self, base: TurnRequest, name: str, arguments: str, queue: bool = False
+        self,
+        base: TurnRequest,
+        name: str,
+        arguments: str,
+        queue: bool = False,
+        chosen: ProviderChoice = NO_CHOICE,
     ) -> TurnResult:
         """Run command ``name`` with ``arguments`` as a turn of ``base``'s session: its
-        expansion is the prompt, and its settings fill in what ``base`` does not set."""
+        expansion is the prompt, and its settings fill in what ``base`` does not set (over
+        ``chosen``: see ``with_command``)."""
         command = await self.find(base.session_id, name)
-        request = with_command(base, command, arguments)
+        request = with_command(base, command, arguments, chosen)
         if command.source == "project" and request.verify is not None and base.verify is None:
             await self._may_check(base.session_id, command, request.verify[0])
         approval = command.settings.approval
@@ -350,14 +358,21 @@ class CommandService:
         return await self.queues.turn(base.session_id, request.prompt, run, queue)
 
 
-def with_command(base: TurnRequest, command: CustomCommand, arguments: str) -> TurnRequest:
-    """``base`` with ``command``'s expansion as its prompt; what ``base`` sets wins."""
+def with_command(
+    base: TurnRequest,
+    command: CustomCommand,
+    arguments: str,
+    chosen: ProviderChoice = NO_CHOICE,
+) -> TurnRequest:
+    """``base`` with ``command``'s expansion as its prompt; what ``base`` sets wins over the
+    command's settings, and they over ``chosen`` (the model and effort a client chose for the
+    session's turns, which ``base`` leaves out)."""
     given = command.settings
-    choice = base.choice
-    if given.model is not None and choice.model is None:
-        choice = attrs.evolve(choice, model=given.model)
-    if given.effort is not None and choice.effort is None:
-        choice = attrs.evolve(choice, effort=given.effort)
+    choice = attrs.evolve(
+        base.choice,
+        model=_first(base.choice.model, given.model, chosen.model),
+        effort=_first(base.choice.effort, given.effort, chosen.effort),
+    )
     argv = command.verify(arguments)
     verify = base.verify if base.verify is not None or argv is None else (argv, 0)
     budget = base.budget
@@ -380,6 +395,10 @@ def with_command(base: TurnRequest, command: CustomCommand, arguments: str) -> T
         budget=budget,
         command=record,
     )
+
+
+def _first(*values: T | None) -> T | None:
+    return next((v for v in values if v is not None), None)
 
 
 __all__ = ["CommandService", "narrow", "read_project", "read_user", "with_command"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from trellisd.commands import MAX_COMMANDS, CommandSettings, parse
+from trellisd.records import Budget, ProviderChoice
 from trellisd.services.commands import (
     PROJECT_FOLDER,
     Bounds,
@@ -17,7 +18,9 @@ from trellisd.services.commands import (
     narrow,
     read_project,
     read_user,
+    with_command,
 )
+from trellisd.services.turns import TurnRequest
 
 
 def bounds(**given: object) -> Bounds:
@@ -143,3 +146,33 @@ def test_at_most_so_many_commands_a_folder(tmp_path: Path) -> None:
         (user / f"c{n:04}.md").write_text("Go.")
     found = read_user(user)
     assert len(found) == MAX_COMMANDS and found[-1].name == f"c{MAX_COMMANDS - 1:04}"
+
+
+def test_a_turn_of_a_command_takes_its_settings_below_the_requests_and_above_the_sessions() -> None:
+    command = parse(
+        "c",
+        "user",
+        b"---\nmodel: small-model\neffort: low\nmaxSteps: 7\nbudget: 0.5\nverify: pytest $1\n"
+        b"---\nFix $1.",
+    )
+    chosen = ProviderChoice(model="chosen-model", effort="high")
+
+    plain = with_command(TurnRequest("s", ""), command, "a.py", chosen)
+    assert (plain.prompt, plain.max_steps, plain.verify) == (
+        "Fix a.py.",
+        7,
+        (["pytest", "a.py"], 0),
+    )
+    assert (plain.choice.model, plain.choice.effort, plain.budget) == (
+        "small-model",
+        "low",
+        Budget(usd=0.5),
+    )
+    assert plain.command is not None and plain.command["arguments"] == "a.py"
+
+    asked = TurnRequest("s", "", ProviderChoice(model="big-model"), max_steps=2)
+    given = with_command(asked, command, "a.py", chosen)
+    assert (given.choice.model, given.choice.effort, given.max_steps) == ("big-model", "low", 2)
+
+    bare = with_command(TurnRequest("s", ""), parse("d", "user", b"Go."), "", chosen)
+    assert (bare.choice.model, bare.choice.effort) == ("chosen-model", "high")
