@@ -418,12 +418,14 @@ class TrellisAgent:
     # -- helpers --
 
     def _tell_commands(self, session_id: str) -> None:
-        """The session's custom commands, as ``available_commands_update``: put last, once
-        the answer that tells the client of the session is all that is left to send."""
+        """The session's custom commands, if it has any, as ``available_commands_update``:
+        put last, once the answer that tells the client of the session is all that is left
+        to send."""
         self.notifier.send(session_id, functools.partial(self._available, session_id))
 
     async def _available(self, session_id: str) -> list[updates.Update]:
-        return [updates.available_commands(await self.app.commands.of(session_id))]
+        commands = await self.app.commands.of(session_id)
+        return [updates.available_commands(commands)] if commands else []
 
     async def _command(self, session_id: str, text: str) -> tuple[str, str] | None:
         """The command a prompt runs, ``/name arguments``, and its arguments; None when the

@@ -92,9 +92,11 @@ async def test_a_slash_prompt_runs_the_command_with_the_rest_as_its_arguments(
 async def test_a_slash_prompt_that_names_no_command_is_a_plain_prompt(
     agent: TrellisAgent, root: str
 ) -> None:
-    connected(agent)
+    client = connected(agent)
     await answer(agent, 0, "initialize", {"protocolVersion": 1})
     sid = (await answer(agent, 1, "session/new", {"cwd": root, "mcpServers": []}))["sessionId"]
+    await agent.notifier.flush()
+    assert commands_told(client) == []  # a session with no commands is told of none
     prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "/usr/bin holds what?"}]}
     await answer(agent, 2, "session/prompt", prompt)
     [turn] = await agent.app.sessions.history(sid)
