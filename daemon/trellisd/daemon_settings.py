@@ -68,6 +68,11 @@ class DaemonSettings:
     """The environment git runs in: the daemon's, less every ``GIT_*`` variable."""
 
     @property
+    def commands_folder(self) -> Path | None:
+        """The user's custom commands (``<name>.md``), beside the config file; None: none."""
+        return None if self.config_folder is None else self.config_folder / "commands"
+
+    @property
     def stale_seconds(self) -> float:
         """How long a daemon whose process cannot be seen goes without a heartbeat before
         it is taken for gone: 15 s at the default."""

@@ -70,6 +70,7 @@ class EventKind(StrEnum):
     IMAGES = "images"  # the images the turn's prompt carried, by SHA-256
     THOUGHT = "thought"  # what the model reasoned in a step's call, and its reasoning tokens
     HOOK = "hook"  # a hook ran: its event, command, exit code, decision and reason
+    COMMAND = "command"  # the custom command the turn runs, its arguments and its settings
 
 
 class HookEvent(StrEnum):

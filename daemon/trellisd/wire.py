@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from .agent.attached import ContextEntry
+from .commands import CustomCommand
 from .convert import Invalid, camel, converter, structure, turn_or_null, unstructure
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
@@ -76,6 +77,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 LIST_LIMIT = 50
 EVENTS_LIMIT = 200
 MAX_STEPS = 10_000
+MAX_ARGUMENT_CHARS = 64 * 1024  # what follows a command's name
 
 
 def parse(cls: type[R], raw: Any) -> R:
@@ -91,6 +93,27 @@ def parse(cls: type[R], raw: Any) -> R:
 def _nonempty(name: str, value: str) -> None:
     if not value.strip():
         raise InvalidParams(f"{name} must not be empty", field=name)
+
+
+def _one_prompt(prompt: str | None, command: str | None, arguments: str | None) -> None:
+    """A turn's prompt is given, or made by a command: one of the two."""
+    if command is None:
+        if prompt is None:
+            raise InvalidParams("give a prompt, or a command to run", field="prompt")
+        _nonempty("prompt", prompt)
+        if arguments is not None:
+            raise InvalidParams("arguments go with a command", field="arguments")
+        return
+    if prompt is not None:
+        raise InvalidParams(
+            "give a prompt or a command, not both: the command's expansion is the prompt",
+            field="prompt",
+        )
+    _nonempty("command", command)
+    if arguments is not None and len(arguments) > MAX_ARGUMENT_CHARS:
+        raise InvalidParams(
+            f"arguments must be at most {MAX_ARGUMENT_CHARS} characters", field="arguments"
+        )
 
 
 def _affordable(name: str, budget: Budget | None) -> None:
@@ -218,8 +241,11 @@ class Verify:
 
 @attrs.frozen
 class SessionTurn:
+    """``session/turn``: a ``prompt``, or a custom ``command`` run with its ``arguments``
+    (its expansion the prompt): one of the two, never both."""
+
     session_id: str
-    prompt: str
+    prompt: str | None = None
     model: str | None = None
     temperature: float | None = None
     max_steps: int | None = None
@@ -232,9 +258,11 @@ class SessionTurn:
     queue: bool | None = None  # while another turn runs: wait for it, in line
     images: tuple[ImageInput, ...] | None = None  # checked and read by ``services.images``
     effort: Effort | None = effort_field()  # how hard a reasoning model thinks, this turn
+    command: str | None = None  # a custom command's name (``services.commands``)
+    arguments: str | None = None  # what follows the command's name
 
     def __attrs_post_init__(self) -> None:
-        _nonempty("prompt", self.prompt)
+        _one_prompt(self.prompt, self.command, self.arguments)
         _within("maxSteps", self.max_steps, 1, MAX_STEPS)
         _affordable("budget", self.budget)
 
@@ -815,3 +843,8 @@ def process(value: ProcessState) -> dict[str, Any]:
 def processes(session_id: str, values: list[ProcessState]) -> dict[str, Any]:
     """A session's processes, the oldest first."""
     return {"sessionId": session_id, "processes": [process(v) for v in values]}
+
+
+def commands(session_id: str, values: list[CustomCommand]) -> dict[str, Any]:
+    """``session/commands``: the custom commands of a session, by name."""
+    return {"sessionId": session_id, "commands": [c.to_wire() for c in values]}

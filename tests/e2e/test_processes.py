@@ -76,4 +76,5 @@ async def test_no_process_outlives_a_daemon_killed_with_sigkill(
     assert listed["running"] is True
 
     os.kill(daemon.process.pid, signal.SIGKILL)
+    await daemon.process.wait()  # reaped: the harness does not ask a dead daemon to shut down
     await eventually(lambda: not running(token), "nothing the process started is left")

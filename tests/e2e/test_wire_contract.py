@@ -118,6 +118,7 @@ DOCUMENTED: list[tuple[str, Any]] = [
         },
     ),
     ("session/turn", {"sessionId": "{session}", "prompt": "hi", "verify": {"argv": ["true"]}}),
+    ("session/commands", {"sessionId": "{session}"}),
     ("session/branch", {"sessionId": "{session}", "turnId": None}),
     ("session/cancel", {"sessionId": "{session}"}),
     ("session/steer", {"sessionId": "{session}", "text": "t", "clientMsgId": None}),

@@ -35,7 +35,7 @@ from tests.fixtures.driver import Daemon
         ("session/history", {"sessionId": None}, -32602, "sessionId is required"),
         ("session/turns", {"sessionId": "s-missing"}, -32010, "unknown session"),
         ("session/turn", {"sessionId": "s-missing", "prompt": "hi"}, -32010, "unknown session"),
-        ("session/turn", {"sessionId": "s-x"}, -32602, "prompt is required"),
+        ("session/turn", {"sessionId": "s-x"}, -32602, "give a prompt, or a command to run"),
         ("session/turn", {"sessionId": "s-x", "prompt": "   "}, -32602, "prompt must not be empty"),
         ("session/turn", {"sessionId": "s-x", "prompt": "hi", "maxSteps": 0}, -32602, "maxSteps"),
         ("session/list", {"limit": "ten"}, -32602, "limit must be a whole number"),

@@ -210,7 +210,9 @@ class TrellisAgent:
         session = await self.app.sessions.open(p.cwd, None, None, None)
         await self._follow(session, p.mcp_servers)
         self.opened.add(session.session_id)
-        return await self._created(session)
+        created = await self._created(session)
+        self._tell_commands(session.session_id)
+        return created
 
     async def load_session(self, p: wire.LoadSession) -> wire.SessionState:
         session_id = p.session_id
@@ -225,7 +227,9 @@ class TrellisAgent:
         self.opened.add(session_id)
         await self._tell_state(session, turns)
         await self.notifier.flush()
-        return await self._state(session)
+        state = await self._state(session)
+        self._tell_commands(session_id)
+        return state
 
     async def resume_session(self, p: wire.ResumeSession) -> wire.SessionState:
         session_id = p.session_id
@@ -235,7 +239,9 @@ class TrellisAgent:
         self._join(session, following, replay=False)
         self.opened.add(session_id)
         await self.notifier.flush()
-        return await self._state(session)
+        state = await self._state(session)
+        self._tell_commands(session_id)
+        return state
 
     async def fork_session(self, p: wire.ForkSession) -> wire.NewSessionResult:
         origin = await self.app.sessions.get(p.session_id)
@@ -245,7 +251,9 @@ class TrellisAgent:
         if p.session_id in self.efforts:
             self.efforts[fork.session_id] = self.efforts[p.session_id]
         self.opened.add(fork.session_id)
-        return await self._created(fork)
+        created = await self._created(fork)
+        self._tell_commands(fork.session_id)
+        return created
 
     async def list_sessions(self, p: wire.ListSessions) -> wire.ListSessionsResult:
         page, after = await self.app.sessions.page(p.cwd, LIST_LIMIT, p.cursor)
@@ -311,6 +319,11 @@ class TrellisAgent:
         refuse_undecided(session, AFTER_A_KILL)
         await self._follow(session, None)
         self._cancelled.discard(session_id)
+        command = await self._command(session_id, text)
+        if command is not None:  # a command is a turn of its own: after the running one
+            while (running := self._running(session_id)) is not None:
+                await asyncio.wait([running])
+            return wire.PromptResult(await self._turn(session, text, images, command))
         if images and self._running(session_id) is not None:
             raise InvalidParams(
                 "images cannot join a running turn as a steer; send them when the turn ends",
@@ -352,7 +365,11 @@ class TrellisAgent:
         return await delivered
 
     async def _turn(
-        self, session: Session, text: str, images: tuple[ImageInput, ...] = ()
+        self,
+        session: Session,
+        text: str,
+        images: tuple[ImageInput, ...] = (),
+        command: tuple[str, str] | None = None,
     ) -> wire.StopReason:
         session_id = session.session_id
         done: asyncio.Future[wire.StopReason] = asyncio.get_running_loop().create_future()
@@ -364,9 +381,12 @@ class TrellisAgent:
             chosen = await self.app.choices.of(session_id)
             choice = ProviderChoice(model=chosen.model, effort=self.efforts.get(session_id))
             try:
-                result = await self.app.turns.turn(
-                    TurnRequest(session_id, text, choice, images=images)
-                )
+                if command is None:
+                    request = TurnRequest(session_id, text, choice, images=images)
+                    result = await self.app.turns.turn(request)
+                else:  # the command's model and effort win over the session's choice
+                    request = TurnRequest(session_id, text, images=images)
+                    result = await self.app.commands.turn(request, *command, chosen=choice)
             except PromptBlocked as blocked:  # the person reads why; no turn began
                 self.notifier.send(session_id, updates.agent_text(blocked.message))
                 await self.notifier.flush()
@@ -403,6 +423,25 @@ class TrellisAgent:
             log.info("session/cancel of %s: %s", session_id, exc.message)
 
     # -- helpers --
+
+    def _tell_commands(self, session_id: str) -> None:
+        """The session's custom commands, if it has any, as ``available_commands_update``:
+        put last, once the answer that tells the client of the session is all that is left
+        to send."""
+        self.notifier.send(session_id, functools.partial(self._available, session_id))
+
+    async def _available(self, session_id: str) -> list[updates.Update]:
+        commands = await self.app.commands.of(session_id)
+        return [updates.available_commands(commands)] if commands else []
+
+    async def _command(self, session_id: str, text: str) -> tuple[str, str] | None:
+        """The command a prompt runs, ``/name arguments``, and its arguments; None when the
+        prompt does not start with the name of one of the session's commands."""
+        if not text.startswith("/"):
+            return None
+        name, *rest = text[1:].split(None, 1) or [""]
+        known = {c.name for c in await self.app.commands.of(session_id)}
+        return (name, rest[0].strip() if rest else "") if name in known else None
 
     async def _opened(self, session_id: str) -> Session:
         """The session, if this client created, loaded, resumed or forked it: a client that

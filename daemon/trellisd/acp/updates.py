@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..commands import CustomCommand
 from ..plans import PlanEntry
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
@@ -77,6 +78,20 @@ def user_text(text: str) -> Update:
 
 def current_mode(mode_id: str) -> Update:
     return wire.CurrentModeUpdate(mode_id)
+
+
+def available_commands(commands: Sequence[CustomCommand]) -> Update:
+    """The session's custom commands, each run by a prompt that starts with ``/name``."""
+    return wire.AvailableCommandsUpdate(
+        tuple(
+            wire.AvailableCommand(
+                c.name,
+                c.description or f"{c.source} command {c.name}",
+                None if c.argument_hint is None else wire.CommandInput(c.argument_hint),
+            )
+            for c in commands
+        )
+    )
 
 
 def plan(entries: Sequence[PlanEntry]) -> Update:

@@ -655,6 +655,27 @@ class SessionInfoUpdate:
     updated_at: str | None = None
 
 
+@attrs.frozen
+class CommandInput:
+    """An ``AvailableCommand``'s ``input``: whatever is typed after its name, with a hint."""
+
+    hint: str
+
+
+@attrs.frozen
+class AvailableCommand:
+    name: str
+    description: str
+    input: CommandInput | None = None
+
+
+@attrs.frozen
+class AvailableCommandsUpdate:
+    """``available_commands_update``: the session's custom commands, ``/name`` in a prompt."""
+
+    available_commands: tuple[AvailableCommand, ...]
+
+
 SessionUpdate = (
     UserMessageChunk
     | AgentMessageChunk
@@ -665,6 +686,7 @@ SessionUpdate = (
     | AgentPlanUpdate
     | UsageUpdate
     | SessionInfoUpdate
+    | AvailableCommandsUpdate
 )
 tagged(
     SessionUpdate,
@@ -678,6 +700,7 @@ tagged(
         "plan": AgentPlanUpdate,
         "usage_update": UsageUpdate,
         "session_info_update": SessionInfoUpdate,
+        "available_commands_update": AvailableCommandsUpdate,
     },
     tag="sessionUpdate",
 )

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable
 from typing import Any
 
 from .. import wire
-from ..records import TurnResult
 from ..services import Services
 from ..services.plans import PlanApproval
 from ..services.turns import TurnRequest
@@ -71,27 +69,30 @@ async def session_turns(app: Services, p: wire.SessionPage) -> Any:
 
 async def session_turn(app: Services, p: wire.SessionTurn) -> Any:
     verify = None if p.verify is None else (p.verify.argv, p.verify.exit_code)
-
-    def run() -> Awaitable[TurnResult]:
-        return app.turns.turn(
-            TurnRequest(
-                p.session_id,
-                p.prompt,
-                p.choice,
-                p.max_steps,
-                verify,
-                bool(p.step_mode),
-                p.expect_head,
-                p.on_conflict == "fork",
-                context=p.context or (),
-                budget=p.budget,
-                images=p.images or (),
-            )
-        )
-
-    result = await app.queues.turn(p.session_id, p.prompt, run, bool(p.queue))
+    request = TurnRequest(
+        p.session_id,
+        p.prompt or "",
+        p.choice,
+        p.max_steps,
+        verify,
+        bool(p.step_mode),
+        p.expect_head,
+        p.on_conflict == "fork",
+        context=p.context or (),
+        budget=p.budget,
+        images=p.images or (),
+    )
+    if p.command is not None:
+        result = await app.commands.turn(request, p.command, p.arguments or "", bool(p.queue))
+    else:
+        run = functools.partial(app.turns.turn, request)
+        result = await app.queues.turn(p.session_id, request.prompt, run, bool(p.queue))
     _, spent = await app.budgets.status(result.session_id or p.session_id)
     return {**wire.turn_result(result), "spent": wire.spent(spent)}
+
+
+async def session_commands(app: Services, p: wire.SessionRef) -> Any:
+    return wire.commands(p.session_id, await app.commands.of(p.session_id))
 
 
 async def session_image(app: Services, p: wire.SessionImage) -> Any:
@@ -225,6 +226,7 @@ METHODS: tuple[Method[Any], ...] = (
     Method("session/history", wire.SessionPage, session_history),
     Method("session/turns", wire.SessionPage, session_turns),
     Method("session/turn", wire.SessionTurn, session_turn, follow="before"),
+    Method("session/commands", wire.SessionRef, session_commands),
     Method("session/branch", wire.SessionBranch, session_branch),
     Method("session/queue", wire.SessionRef, session_queue),
     Method("session/unqueue", wire.SessionUnqueue, session_unqueue),

@@ -19,6 +19,7 @@ async store. ``start`` builds the store and the services, in one place, at start
     +-- plans     PlanService      a planned turn's plan run in a new turn
     +-- processes ProcessService   the processes a session's turns started (``start_process``)
     +-- hooks     HookService      the user's and the project's hooks, run at each event
+    +-- commands  CommandService   the user's and the project's custom commands, run as turns
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
 from .choices import ChoiceService
+from .commands import CommandService
 from .hooks import HookService
 from .plans import PlanService
 from .policies import Policies
@@ -128,6 +130,9 @@ class Services:
         self.choices = ChoiceService(store)
         self.queues = PromptQueues(self.running, notifier)
         self.plans = PlanService(store, policies, self.running)
+        self.commands = CommandService(
+            store, self.defaults, policies, self.turns, self.queues, daemon.commands_folder
+        )
         self._heartbeat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

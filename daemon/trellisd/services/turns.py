@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,7 @@ class _Start:
     images: tuple[GivenImage, ...] = ()  # the images given with the prompt, to keep
     sent: Sent | None = None  # the path's images sent again, by SHA-256
     hooked: tuple[HookRun, ...] = ()  # the userPromptSubmit hooks run before it began
+    command: Mapping[str, Any] | None = None  # the custom command it runs (``services.commands``)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ class TurnRequest:
     otherwise); ``fork_on_conflict``: on ``StaleHead`` or ``LeaseHeld``, run it in a new fork
     instead; ``context``: what the editor attached to the prompt; ``budget``: what this turn
     may spend; ``within``: a child session's turn (``services.tasks``); ``follows``: the plan
-    it carries out (``services.plans``); ``images``: the images given with the prompt."""
+    it carries out (``services.plans``); ``images``: the images given with the prompt;
+    ``command``: the custom command whose expansion the prompt is, recorded in the run."""
 
     session_id: str
     prompt: str
@@ -143,6 +145,7 @@ class TurnRequest:
     within: Within | None = None
     follows: FollowedPlan | None = None
     images: tuple[ImageInput, ...] = ()
+    command: Mapping[str, Any] | None = None
 
 
 class TurnService:
@@ -240,6 +243,7 @@ class TurnService:
                 images=tuple(given),
                 sent=sent,
                 hooked=() if hooked is None else hooked.runs,
+                command=request.command,
             )
         )
 
@@ -509,6 +513,10 @@ class TurnService:
                     "entries": [e.to_wire() for e in followed.plan.entries],
                 }
                 await self.store.runs.add_event(ref.run_id, EventKind.PLAN_APPROVED, None, detail)
+            if start.command is not None:
+                await self.store.runs.add_event(
+                    ref.run_id, EventKind.COMMAND, None, dict(start.command)
+                )
             if hooks is not None:
                 await hooks.record(start.hooked, 1)
                 await hooks.waiting()

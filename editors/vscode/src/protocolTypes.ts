@@ -151,7 +151,7 @@ export type Event = {
 };
 
 /** What an event of a run records. The protocol document's Event table gives each kind's step and detail. */
-export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images" | "thought" | "hook";
+export type EventKind = "model" | "instructions" | "context" | "retry" | "steered" | "steer-returned" | "steer-held" | "resumed" | "refusal" | "approval" | "reverted" | "recovery" | "recovered" | "mcp" | "check" | "compaction" | "cache" | "sandbox" | "plan" | "plan-approved" | "images" | "thought" | "hook" | "command";
 
 /** The events a hook runs at (protocol/hooks.md). */
 export type HookEvent = "sessionStart" | "sessionEnd" | "userPromptSubmit" | "preToolUse" | "permissionRequest" | "postToolUse" | "preCompact" | "postCompact" | "stop" | "turnEnd";
@@ -570,6 +570,39 @@ export type Process = {
   exitCode: number | null;
 };
 
+/** The bounded-turn settings a custom command carries (its file's front matter; a project's once narrowed). Absent: the session's. */
+export type CommandSettings = {
+  /** The turn's check (verify.argv); $ARGUMENTS and $1..$9 stand in it. */
+  verify?: string[];
+  maxSteps?: number;
+  /** USD the turn may spend. */
+  budget?: number;
+  model?: string;
+  approval?: ApprovalMode;
+  effort?: "low" | "medium" | "high";
+};
+
+/** A custom command: a prompt file <name>.md of the user's commands folder or of the project's .trellisd/commands/. */
+export type CustomCommand = {
+  /** What follows / (session/turn's command). */
+  name: string;
+  source: "user" | "project";
+  description?: string;
+  /** What to type after the name (the file's argument-hint). */
+  argumentHint?: string;
+  settings: CommandSettings;
+  /** A project's command: each setting the user's settings did not let through as the file asked. */
+  narrowed?: {
+    setting: "approval" | "maxSteps" | "budget" | "model" | "verify";
+    asked: unknown;
+    /** What applies instead; null: the session's own. */
+    applied: unknown;
+    reason: string;
+  }[];
+  /** A user's command: the project has one of the same name, which this one is used over. */
+  shadowsProject?: true;
+};
+
 /** The requests the editor sends, each bound to its params and result. */
 export interface Requests {
   'initialize': {
@@ -714,7 +747,8 @@ export interface Requests {
   'session/turn': {
     params: {
       sessionId: Id;
-      prompt: string;
+      /** What to ask; with command, null or absent (one of the two: both, or neither, is -32602). */
+      prompt?: string | null;
       /** This turn only. */
       model?: string | null;
       /** This turn only. */
@@ -760,8 +794,20 @@ export interface Requests {
       }[] | null;
       /** This turn only. */
       effort?: Effort | null;
+      /** Run this custom command (session/commands): its expansion is the prompt and its settings fill in what this request does not set, for this turn only. Unknown: -32602 naming it. */
+      command?: string | null;
+      /** With command: what follows its name ($ARGUMENTS; $1..$9 its words). */
+      arguments?: string | null;
     };
     result: TurnResult;
+  };
+  'session/commands': {
+    params: SessionIdParams;
+    result: {
+      sessionId: Id;
+      /** By name: the user's, and the project's not shadowed by one of the user's. */
+      commands: CustomCommand[];
+    };
   };
   'session/branch': {
     params: {

@@ -15,6 +15,7 @@ import pytest
 from tests import acp_schema
 from trellisd import __version__
 from trellisd.acp import hello, notifier, updates, wire
+from trellisd.commands import parse
 from trellisd.convert import structure, unstructure
 from trellisd.plans import PlanEntry
 from trellisd.records import ToolCall
@@ -59,6 +60,10 @@ MESSAGES: dict[str, tuple[Any, str]] = {
     "session_update.plan": (wire.SessionNotification, "SessionNotification"),
     "session_update.usage_update": (wire.SessionNotification, "SessionNotification"),
     "session_update.session_info_update": (wire.SessionNotification, "SessionNotification"),
+    "session_update.available_commands_update": (
+        wire.SessionNotification,
+        "SessionNotification",
+    ),
     "session_request_permission.request": (wire.RequestPermission, "RequestPermissionRequest"),
     "session_request_permission.response": (wire.PermissionAnswer, "RequestPermissionResponse"),
     "session_request_permission.cancelled.response": (
@@ -127,6 +132,16 @@ UPDATES: dict[str, updates.Update] = {
     "plan": updates.plan(PLAN),
     "usage_update": updates.usage_update(1200, 128000, 0.0042),
     "session_info_update": updates.info("Fix the failing test", "2026-12-06T07:00:00Z"),
+    "available_commands_update": updates.available_commands(
+        [
+            parse(
+                "fix-tests",
+                "user",
+                b"---\ndescription: Make the tests pass\nargument-hint: [test path]\n---\nFix.",
+            ),
+            parse("review", "project", b"Review."),
+        ]
+    ),
 }
 
 

@@ -80,6 +80,15 @@ def test_a_session_s_policy_is_typed() -> None:
         (wire.SessionList, {"limit": True}, "limit", "limit must be a whole number, not a boolean"),
         (wire.SessionList, {"limit": 0}, "limit", "limit must be from 1 to 1000"),
         (wire.SessionTurn, {"sessionId": "s", "prompt": " "}, "prompt", "must not be empty"),
+        (wire.SessionTurn, {"sessionId": "s"}, "prompt", "give a prompt, or a command"),
+        (
+            wire.SessionTurn,
+            {"sessionId": "s", "prompt": "p", "command": "fix"},
+            "prompt",
+            "a prompt or a command, not both",
+        ),
+        (wire.SessionTurn, {"sessionId": "s", "prompt": "p", "arguments": "x"}, "arguments", "go"),
+        (wire.SessionTurn, {"sessionId": "s", "command": " "}, "command", "must not be empty"),
         (
             wire.SessionTurn,
             {"sessionId": "s", "prompt": "p", "verify": {"argv": "pytest"}},
