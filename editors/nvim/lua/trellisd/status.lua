@@ -3,6 +3,7 @@
 
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local images = require("trellisd.images")
 local queue = require("trellisd.queue")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
@@ -22,6 +23,8 @@ function M.statusline()
     local spend = state and state.budget and queue.spend_text(state)
     local mark = state and state.session and format.worktree(state.session)
     local text = "trellis: idle" .. (mark and (" · " .. mark) or "")
+    local attached = images.status()
+    text = text .. (attached and (" · " .. attached) or "")
     return text .. (spend and (" · " .. spend) or "")
   end
   ---@cast state trellisd.State
