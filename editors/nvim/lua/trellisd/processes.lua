@@ -185,9 +185,9 @@ function M.show()
     if not s or not vim.api.nvim_buf_is_valid(s.buf) then
       s = make_buffer(state)
     end
-    M.refresh(state, function()
-      windows.show_buffer(s.buf, "horizontal")
-    end)
+    render(state.id)
+    windows.show_buffer(s.buf, "horizontal")
+    M.refresh(state)
   end)
 end
 
