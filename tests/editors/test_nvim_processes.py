@@ -6,39 +6,25 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+
 try:
     from . import nvim_fixtures as fx
+    from .test_nvim import Start, nvim_bin, start
 except ImportError:  # tests/editors is not a package
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import nvim_fixtures as fx  # type: ignore[no-redef]
+    from test_nvim import Start, nvim_bin, start  # type: ignore[no-redef]
 
-pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+__all__ = ["nvim_bin", "start"]  # the fixtures the tests below use
 
-Start = Callable[..., fx.Editor]
 
 # A server that says it is up, then waits until it is stopped.
 SERVER = ["sh", "-c", "echo serving on 8000; echo ready; exec sleep 300"]
-
-
-@pytest.fixture(params=sorted(fx.NVIMS))
-def start(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Start]:
-    binary = fx.nvim_binary(request.param)
-    editors: list[fx.Editor] = []
-
-    def make(**options: Any) -> fx.Editor:
-        editor = fx.start_editor(binary, tmp_path, **options)
-        editors.append(editor)
-        return editor
-
-    yield make
-    for editor in editors:
-        editor.close()
 
 
 def listed(ed: fx.Editor) -> list[str]:

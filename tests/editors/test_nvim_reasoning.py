@@ -10,44 +10,30 @@ import re
 import struct
 import sys
 import zlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+
 try:
     from . import nvim_fixtures as fx
+    from .test_nvim import Start, nvim_bin, start
 except ImportError:  # tests/editors is not a package
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import nvim_fixtures as fx  # type: ignore[no-redef]
+    from test_nvim import Start, nvim_bin, start  # type: ignore[no-redef]
 
-pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+__all__ = ["nvim_bin", "start"]  # the fixtures the tests below use
 
 from tests.fixtures.provider_servers import Response  # noqa: E402
 from tests.fixtures.responses_server import ResponsesServer, reply, usage  # noqa: E402
-
-Start = Callable[..., fx.Editor]
 
 THOUGHT = "Look at the files first.\nThen answer in one line."
 
 # vim.ui.open (0.10 on) would start the desktop's viewer: the test keeps what it was given.
 KEEP_OPENED = "vim.ui.open = function(path) T.opened = path end"
-
-
-@pytest.fixture(params=sorted(fx.NVIMS))
-def start(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Start]:
-    binary = fx.nvim_binary(request.param)
-    editors: list[fx.Editor] = []
-
-    def make(**options: Any) -> fx.Editor:
-        editor = fx.start_editor(binary, tmp_path, **options)
-        editors.append(editor)
-        return editor
-
-    yield make
-    for editor in editors:
-        editor.close()
 
 
 def png(width: int, height: int) -> bytes:
