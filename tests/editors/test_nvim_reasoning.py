@@ -9,6 +9,7 @@ import base64
 import re
 import struct
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -252,3 +253,32 @@ def test_the_effort_picked_reaches_the_turn(start: Start) -> None:
     )
     efforts = ed.wait_for(lambda: ed.lua("return T.efforts"), "the runs' model events")
     assert efforts == ["none", "high", "none"]
+
+
+def test_a_window_joining_a_turn_mid_step_draws_its_thought_so_far_folded(
+    start: Start, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    line = {"thought": THOUGHT, "text": "The project is empty.", "holdFile": str(go)}
+    runtime = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    first = start(script=[line], shared=runtime)
+    second = start(script=[line], shared=runtime)
+    pid = None
+    try:
+        first.command("Trellis what is here?")
+        first.wait_text("┊ Then answer in one line.")
+        pid = first.shared_daemon_pid()
+        second.will_pick("")
+        second.command("TrellisSessions")
+        text = second.wait_text("### You\nwhat is here?", "┊ Then answer in one line.")
+        assert second.current()["running"], text  # type: ignore[index]
+        assert fold_closed(second, row_of(second, "┊ Look at"))
+        go.touch()
+        text = second.wait_text("The project is empty.", "*finished · ")
+        assert text.count("┊ Look at the files first.") == 1, text
+        assert "┊ Then answer in one line.\n\nThe project is empty." in text, text
+    finally:
+        first.close()
+        second.close()
+        if pid is not None:
+            fx.stop_shared_daemon(pid)

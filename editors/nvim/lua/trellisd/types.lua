@@ -224,6 +224,7 @@
 ---@field prompt string
 ---@field step integer|nil the step being streamed; nil between steps
 ---@field text string that step's text so far
+---@field thought? string what the model reasoned so far in that step
 ---@field calls? trellisd.LiveCall[]
 
 ---@class trellisd.Reopened: trellisd.Session session/reopen's answer
