@@ -206,6 +206,28 @@ def test_a_thought_streams_folded_under_its_step_and_is_folded_again_when_reopen
     assert fold_closed(again, row_of(again, "┊ Look at"))
 
 
+def test_an_image_the_daemon_refuses_is_named_in_the_refusal(start: Start, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with (project / "huge.png").open("wb") as f:  # a PNG by its magic, past 20 MiB
+        f.write(png(1, 1))
+        f.truncate(21 * 1024 * 1024)
+    (project / "small.png").write_bytes(png(1, 1))
+    ed = start(script=[{"text": "Seen."}])
+    ed.command("TrellisImage small.png")
+    ed.command("TrellisImage huge.png")
+    ed.command("Trellis look")
+    text = ed.wait_text("*not sent: images[1].path: ")
+    ed.wait_idle()
+    refusal = next(line for line in text.splitlines() if line.startswith("*not sent"))
+    assert "20 MiB" in refusal, refusal
+    assert "2 images attached" in ed.statusline()
+    ed.command("TrellisImage!")
+    assert ed.notes()[-1] == "trellis: dropped 2 attached image(s)"
+    ed.command("Trellis look again")
+    ed.wait_text("Seen.")
+
+
 def test_the_effort_picked_reaches_the_turn(start: Start) -> None:
     ed = start(script=[{"text": "Thought hard."}, {"text": "Back to the default."}])
     ed.command("Trellis first")
