@@ -195,6 +195,18 @@ def test_a_thought_streams_folded_under_its_step_and_is_folded_again_when_reopen
         first,
     )
     assert not fold_closed(ed, first)
+    # a file opened in that window later keeps its own folding
+    method = ed.lua(
+        """
+        local c = require("trellisd").current()
+        local win = vim.fn.win_findbuf(c.buf)[1]
+        return vim.api.nvim_win_call(win, function()
+          vim.cmd("enew")
+          return vim.wo.foldmethod
+        end)
+        """
+    )
+    assert method == "manual"
     footer = next(line for line in text.splitlines() if line.startswith("*finished"))
     assert re.search(r"\(in \d+, out \d+, reasoning 10\)", footer), footer
     ed.close()

@@ -30,13 +30,16 @@ function M.fold(win)
   if not vim.api.nvim_win_is_valid(win) then
     return
   end
-  local wo = vim.wo[win]
-  wo.foldmethod = "expr"
-  wo.foldexpr = FOLDEXPR
-  wo.foldtext = FOLDTEXT
-  wo.foldminlines = 0
-  wo.foldlevel = 0
-  wo.foldenable = true
+  -- local to the conversation in that window: another buffer shown there keeps its folds
+  vim.api.nvim_win_call(win, function()
+    local o = vim.opt_local
+    o.foldmethod = "expr"
+    o.foldexpr = FOLDEXPR
+    o.foldtext = FOLDTEXT
+    o.foldminlines = 0
+    o.foldlevel = 0
+    o.foldenable = true
+  end)
 end
 
 --- Fold thoughts in every window that shows the conversation buffer `buf`, now and later.
