@@ -44,7 +44,8 @@ function M.statusline()
   if queue.count(state) > 0 then
     text = text .. ", " .. format.count(queue.count(state), "prompt", "prompts") .. " queued"
   end
-  return text
+  local attached = images.status()
+  return text .. (attached and (", " .. attached) or "")
 end
 
 --- The context meter and the session's cost, for a statusline: "ctx 12% · $0.0123", or ""
