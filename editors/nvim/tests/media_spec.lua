@@ -45,7 +45,10 @@ test("reasoning tokens are told with the output they are part of", function()
     "52 tokens (in 40, out 12, reasoning 7)",
     format.tokens({ input = 40, output = 12, total = 52, cached = 0, reasoning = 7 })
   )
-  eq("52 tokens (in 40, out 12)", format.tokens({ input = 40, output = 12, total = 52, cached = 0 }))
+  eq(
+    "52 tokens (in 40, out 12)",
+    format.tokens({ input = 40, output = 12, total = 52, cached = 0 })
+  )
 end)
 
 test("a process's line says whether it runs, how it ended and its turn", function()

@@ -95,7 +95,8 @@ test("every method the plugin sends or answers is in the schema", function()
     for method in text:gmatch('"([%a$]+/%a+)"') do
       if not images[method] then -- an image type, not a method
         seen = seen + 1
-        truthy(known[method], vim.fn.fnamemodify(file, ":t") .. ": " .. method .. " is not in the schema")
+        local where = vim.fn.fnamemodify(file, ":t")
+        truthy(known[method], where .. ": " .. method .. " is not in the schema")
       end
     end
   end

@@ -48,7 +48,8 @@ function M.pick(choice)
     for i, c in ipairs(M.CHOICES) do
       items[i] = LABELS[c] .. (c == current and " (now)" or "")
     end
-    ui.select(items, { prompt = "Effort of the next turns", kind = "trellisd.effort" }, function(_, i)
+    local opts = { prompt = "Effort of the next turns", kind = "trellisd.effort" }
+    ui.select(items, opts, function(_, i)
       if i then
         M.pick(M.CHOICES[i])
       end

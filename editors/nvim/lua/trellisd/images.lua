@@ -93,7 +93,8 @@ end
 ---@param a trellisd.Attached
 ---@return string
 function M.attached_line(a)
-  return "📎 " .. vim.fn.fnamemodify(a.path, ":t") .. " (" .. a.mimeType .. ", " .. M.size(a.bytes) .. ")"
+  local name = vim.fn.fnamemodify(a.path, ":t")
+  return "📎 " .. name .. " (" .. a.mimeType .. ", " .. M.size(a.bytes) .. ")"
 end
 
 --- The line of a turn's image (Turn.images): "🖼 image/png · 12.3 KiB · 3f2a9c1b0d4e".
@@ -143,7 +144,9 @@ function M.command(path, bang)
   if bang then
     local count = #M.attached
     M.attached = {}
-    ui.notify(count == 0 and "no image was attached" or ("dropped " .. count .. " attached image(s)"))
+    local said = count == 0 and "no image was attached"
+      or ("dropped " .. count .. " attached image(s)")
+    ui.notify(said)
     ui.redraw_status()
     return
   end
@@ -257,7 +260,8 @@ function M.decode(text)
   text = text:gsub("[^%w%+/]", "")
   for i = 1, #text, 4 do
     local a, b, c, d = text:byte(i, i + 3)
-    local n = values[a] * 262144 + values[b] * 4096 + (c and values[c] or 0) * 64 + (d and values[d] or 0)
+    local n = values[a] * 262144 + values[b] * 4096
+    n = n + (c and values[c] or 0) * 64 + (d and values[d] or 0)
     out[#out + 1] = string.char(math.floor(n / 65536) % 256)
     if c then
       out[#out + 1] = string.char(math.floor(n / 256) % 256)
