@@ -1,6 +1,6 @@
 -- The plugin's copies of the protocol's words, checked against protocol/schema.json: every
--- outcome, step kind and approval decision the plugin names, and every error code it knows,
--- is one the schema defines.
+-- outcome, step kind and approval decision the plugin names, every error code it knows,
+-- every method, image type and effort, is one the schema defines.
 
 local Connection = require("trellisd.connection")
 
@@ -65,6 +65,23 @@ test("every error code the plugin knows, but its own lost connection, is in the 
   end
 end)
 
+test("every image type and effort the plugin names is in the schema", function()
+  local text = table.concat(vim.fn.readfile(plugin .. "lua/trellisd/images.lua"), "\n")
+  local types = set(schema["$defs"].ImageType.enum)
+  local seen = 0
+  for name in text:gmatch('"(image/%a+)"') do
+    seen = seen + 1
+    truthy(types[name], "images.lua: " .. name .. " is not an image type of the schema")
+  end
+  truthy(seen >= 8, "images.lua names the image types it judges and saves")
+  local efforts = set(schema["$defs"].Effort.enum)
+  for _, choice in ipairs(require("trellisd.effort").CHOICES) do
+    truthy(efforts[choice] or choice == "default", "effort " .. choice .. " is not in the schema")
+  end
+end)
+
+local images = set(schema["$defs"].ImageType.enum)
+
 test("every method the plugin sends or answers is in the schema", function()
   local known = {}
   for _, methods in ipairs({ schema.requests, schema.clientRequests, schema.notifications }) do
@@ -76,8 +93,11 @@ test("every method the plugin sends or answers is in the schema", function()
   for _, file in ipairs(vim.fn.glob(plugin .. "lua/trellisd/*.lua", false, true)) do
     local text = table.concat(vim.fn.readfile(file), "\n")
     for method in text:gmatch('"([%a$]+/%a+)"') do
-      seen = seen + 1
-      truthy(known[method], vim.fn.fnamemodify(file, ":t") .. ": " .. method .. " is not in the schema")
+      if not images[method] then -- an image type, not a method
+        seen = seen + 1
+        local where = vim.fn.fnamemodify(file, ":t")
+        truthy(known[method], where .. ": " .. method .. " is not in the schema")
+      end
     end
   end
   truthy(seen > 10, "the plugin names the methods it sends")

@@ -15,6 +15,9 @@ local function defaults()
     base_url = nil,
     api_key = nil,
     script = nil, -- a JSON-lines script for the scripted provider
+    -- How hard a reasoning model thinks in a conversation's turns until :TrellisEffort
+    -- changes it (session/turn's effort): "low" | "medium" | "high"; nil: the model's default.
+    effort = nil,
     -- The policy new sessions are opened with (session/open's policy), e.g.
     -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
     policy = nil,

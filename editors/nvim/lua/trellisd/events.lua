@@ -1,9 +1,10 @@
 -- What the daemon sends about the sessions open here, painted into their conversations:
--- the reply's tokens, each step (a tool's call and result), the tool calls as they run and
--- their output, a turn's plan (in the header's live spot), the usage, steers delivered, prompts queued and dequeued, a followed turn's
--- end, and the daemon's messages. What a child session (a `task` call's) says goes to
--- trellisd.children first, drawn under its parent. M.wire hands these (and the approval
--- questions of trellisd.approvals) to trellisd.daemon.
+-- the reply's tokens and the model's thoughts, each step (a tool's call and result), the
+-- tool calls as they run and their output, a turn's plan (in the header's live spot), the
+-- usage, steers delivered, prompts queued and dequeued, the output of the session's
+-- processes, a followed turn's end, and the daemon's messages. What a child session (a
+-- `task` call's) says goes to trellisd.children first, drawn under its parent. M.wire hands
+-- these (and the approval questions of trellisd.approvals) to trellisd.daemon.
 
 local approvals = require("trellisd.approvals")
 local children = require("trellisd.children")
@@ -12,9 +13,11 @@ local daemon = require("trellisd.daemon")
 local follow = require("trellisd.follow")
 local format = require("trellisd.format")
 local plan = require("trellisd.plan")
+local processes = require("trellisd.processes")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
 local sessions = require("trellisd.sessions")
+local thoughts = require("trellisd.thoughts")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
 local walls = require("trellisd.walls")
@@ -80,11 +83,21 @@ notifications["session/token"] = function(p)
   end
 end
 
+notifications["session/thought"] = function(p)
+  local state, run = live_run(p)
+  if not state then
+    return
+  end
+  run.turnId = p.turnId
+  thoughts.stream(state.view, run, p.step, p.text)
+end
+
 notifications["session/step"] = function(p)
   local state = sessions.open[p.sessionId]
   if not state then
     return
   end
+  processes.after_step(state, compat.value(p.toolCall))
   local run = state.running
   if not run then
     follow.catch_up(state)
@@ -223,6 +236,10 @@ notifications["session/dequeued"] = function(p)
     turn.start_queued(state, run)
   end
   ui.redraw_status()
+end
+
+notifications["session/processOutput"] = function(p)
+  processes.output(p.sessionId, p.processId, p.text)
 end
 
 notifications["window/showMessage"] = function(p)

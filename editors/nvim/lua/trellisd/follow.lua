@@ -1,6 +1,6 @@
 -- A turn of a session open here that runs in the daemon but was not started here (another
 -- window started it, or this one before the daemon was reattached): drawn from the history
--- (its prompt, the steps it committed) and the text of its current step streamed so far,
+-- (its prompt, the steps it committed) and the thought and text of its current step so far,
 -- then followed through the notifications until it ends. Steer and cancel act on it as on
 -- a turn started here.
 
@@ -9,6 +9,7 @@ local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
 local paging = require("trellisd.paging")
 local sessions = require("trellisd.sessions")
+local thoughts = require("trellisd.thoughts")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
 local walls = require("trellisd.walls")
@@ -46,6 +47,11 @@ function M.follow(state, history, live)
   end
   state.running = run
   sessions.render(state, history, live.turnId)
+  -- what the model reasoned so far in the step being streamed, folded above its text
+  local thought = compat.value(live.thought) or ""
+  if thought ~= "" and run.step then
+    thoughts.stream(state.view, run, run.step, thought)
+  end
   local text = compat.value(live.text) or ""
   -- between two steps the text so far is the last committed step's, already in the reply
   if text ~= "" and reply:sub(-#text) ~= text then

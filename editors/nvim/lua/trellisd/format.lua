@@ -47,7 +47,8 @@ local function number(v)
   return type(v) == "number" and v or nil
 end
 
--- "52 tokens (in 40, out 12)", or nil when the provider reported nothing.
+-- "52 tokens (in 40, out 12)", "52 tokens (in 40, out 12, reasoning 5)" (of out), or nil
+-- when the provider reported nothing.
 ---@param tokens trellisd.Tokens|nil
 ---@return string|nil
 function M.tokens(tokens)
@@ -72,6 +73,10 @@ function M.tokens(tokens)
   end
   if cached and cached > 0 then
     detail[#detail + 1] = "cached " .. cached
+  end
+  local reasoning = number(tokens.reasoning)
+  if reasoning then
+    detail[#detail + 1] = "reasoning " .. reasoning
   end
   local text = M.count(total, "token", "tokens")
   if #detail > 0 then

@@ -10,6 +10,7 @@ local M = {}
 local KEY_VARIABLES = {
   { "openrouter", "OPENROUTER_API_KEY" },
   { "openai", "OPENAI_API_KEY" },
+  { "openai-responses", "OPENAI_API_KEY" },
   { "anthropic", "ANTHROPIC_API_KEY" },
 }
 

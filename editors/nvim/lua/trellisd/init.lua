@@ -274,6 +274,36 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisImage",
+    "?",
+    "Attach an image file to the next prompt; without one, list those attached; ! drops them",
+    function(o)
+      M.image(o.args, o.bang)
+    end,
+    "file",
+    nil,
+    true,
+  },
+  {
+    "TrellisEffort",
+    "?",
+    "Set how hard the model thinks in the next turns (low, medium, high, default); asks without one",
+    function(o)
+      M.effort(o.args)
+    end,
+    function()
+      return { "low", "medium", "high", "default" }
+    end,
+  },
+  {
+    "TrellisProcesses",
+    0,
+    "List the programs the conversation's turns started (start_process), their output; s stops one",
+    function()
+      M.processes()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -288,7 +318,7 @@ function M.create_commands()
     vim.api.nvim_create_user_command(
       c[1],
       c[4],
-      { nargs = c[2], desc = c[3], complete = c[5], range = c[6], force = true }
+      { nargs = c[2], desc = c[3], complete = c[5], range = c[6], bang = c[7], force = true }
     )
   end
 end
@@ -452,6 +482,23 @@ end
 
 function M.compact()
   feature("controls").compact()
+end
+
+--- :TrellisImage[!] [path]
+---@param path string
+---@param bang boolean drop the attached images
+function M.image(path, bang)
+  feature("images").command(path, bang)
+end
+
+--- :TrellisEffort [low|medium|high|default]
+---@param choice? string asked for when not given
+function M.effort(choice)
+  feature("effort").pick(choice)
+end
+
+function M.processes()
+  feature("processes").show()
 end
 
 function M.log()

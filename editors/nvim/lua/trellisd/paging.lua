@@ -7,6 +7,7 @@
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
+local thoughts = require("trellisd.thoughts")
 local ui = require("trellisd.ui")
 
 local M = {}
@@ -20,7 +21,7 @@ M.PAGE = 50
 ---@field turns trellisd.Turn[] oldest first
 ---@field cursor? string session/history's cursor for the page before, when there is one
 
---- Read each turn's steps (run/steps) and set `turn.texts`, then cb(). A turn whose steps
+--- Read each turn's steps (run/steps) and set `turn.texts` (thoughts too), then cb(). A turn whose steps
 --- cannot be read keeps its reply. The requests go out together.
 ---@param turns trellisd.Turn[]
 ---@param cb fun()
@@ -33,13 +34,7 @@ function M.steps(turns, cb)
   for _, t in ipairs(turns) do
     daemon.request("run/steps", { runId = t.runId }, function(err, result)
       if not err and type(result) == "table" then
-        local texts = {}
-        for _, step in ipairs(compat.value(result.steps) or {}) do
-          local text = compat.value(step.text)
-          if type(text) == "string" and text ~= "" then
-            texts[#texts + 1] = text
-          end
-        end
+        local texts = thoughts.step_texts(compat.value(result.steps) or {})
         if #texts > 0 then
           t.texts = texts
         end

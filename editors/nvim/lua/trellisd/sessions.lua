@@ -10,11 +10,13 @@ local config = require("trellisd.config")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local images = require("trellisd.images")
 local lineage = require("trellisd.lineage")
 local paging = require("trellisd.paging")
 local plan = require("trellisd.plan")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
+local thoughts = require("trellisd.thoughts")
 local ui = require("trellisd.ui")
 local View = require("trellisd.view")
 local windows = require("trellisd.windows")
@@ -170,6 +172,15 @@ function M.adopt(session)
       M.current = id
       require("trellisd").run_plan()
     end, { buffer = state.view.buf, desc = "Run the plan of the planned turn under the cursor" })
+    vim.keymap.set("n", images.OPEN_KEY, function()
+      local sha = images.at_line(vim.api.nvim_get_current_line())
+      if sha then
+        images.open(id, sha)
+      else
+        ui.warn("the cursor is on no image of a turn")
+      end
+    end, { buffer = state.view.buf, desc = "Open the image under the cursor" })
+    thoughts.folding(state.view.buf)
   end
   M.current = id
   return state

@@ -3,6 +3,7 @@
 
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local images = require("trellisd.images")
 local queue = require("trellisd.queue")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
@@ -22,6 +23,8 @@ function M.statusline()
     local spend = state and state.budget and queue.spend_text(state)
     local mark = state and state.session and format.worktree(state.session)
     local text = "trellis: idle" .. (mark and (" · " .. mark) or "")
+    local attached = images.status()
+    text = text .. (attached and (" · " .. attached) or "")
     return text .. (spend and (" · " .. spend) or "")
   end
   ---@cast state trellisd.State
@@ -41,7 +44,8 @@ function M.statusline()
   if queue.count(state) > 0 then
     text = text .. ", " .. format.count(queue.count(state), "prompt", "prompts") .. " queued"
   end
-  return text
+  local attached = images.status()
+  return text .. (attached and (", " .. attached) or "")
 end
 
 --- The context meter and the session's cost, for a statusline: "ctx 12% · $0.0123", or ""

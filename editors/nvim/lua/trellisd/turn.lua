@@ -6,7 +6,9 @@
 local compat = require("trellisd.compat")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
+local effort = require("trellisd.effort")
 local format = require("trellisd.format")
+local images = require("trellisd.images")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
 local sessions = require("trellisd.sessions")
@@ -14,6 +16,9 @@ local ui = require("trellisd.ui")
 local View = require("trellisd.view")
 
 local M = {}
+
+-- A refused param (an image the daemon cannot take, say): its message names it.
+local INVALID_PARAMS = -32602
 
 --- The turn's request answered (or failed): its footer, or what went wrong, then the
 --- prompts waiting behind it.
@@ -45,6 +50,11 @@ function M.ended(state, run, err, result)
     elseif err.code == Connection.LEASE_HELD and run.retry then
       view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
       sessions.offer_takeover(state, err, run.retry)
+    elseif err.code == INVALID_PARAMS and run.images and #run.images > 0 then
+      -- the images stay attached, for the prompt given again once the cause is fixed
+      images.restore(run.images)
+      view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
+      ui.error("the prompt was refused: " .. err.message .. " (its images stay attached)")
     elseif err.code == Connection.CONFLICT and recovery.pending_from(err.data) then
       -- refused until a person decides about a command killed mid-run
       view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
@@ -99,11 +109,13 @@ end
 ---@param heading string[] the lines drawn above the reply
 ---@param retry? fun() sends it again, after a takeover
 ---@param prompt? string what the turn is named by until it has a title (default: params.prompt)
-function M.start(state, conn, method, params, heading, retry, prompt)
+---@param taken? trellisd.Attached[] the image files the prompt took (trellisd.images)
+function M.start(state, conn, method, params, heading, retry, prompt, taken)
   if state.running then
     ui.warn(
       "a turn is already running in this session: :TrellisSteer steers it, :TrellisCancel stops it"
     )
+    images.restore(taken or {})
     return
   end
   local run = {
@@ -113,6 +125,7 @@ function M.start(state, conn, method, params, heading, retry, prompt)
     steers = 0,
     approval = false,
     retry = retry,
+    images = taken,
   }
   state.running = run
   state.view:block(heading)
@@ -128,26 +141,34 @@ end
 ---@param prompt string
 ---@param context? trellisd.ContextEntry[] what the editor attaches to the prompt
 function M.send(state, conn, prompt, context)
-  local heading = View.prompt_lines(prompt)
+  local given, taken = images.take(state.root)
+  local heading = View.prompt_lines(prompt, taken)
   if context then
     table.insert(heading, #heading - 1, format.context_line(context))
     table.insert(heading, #heading - 1, "")
   end
+  local params = { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil }
+  params.context = context
+  params.images = given
+  params.effort = effort.for_turn(state)
   M.start(
     state,
     conn,
     "session/turn",
-    { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil, context = context },
+    params,
     heading,
     function()
       daemon.ensure(function(err, c)
         if err then
           ui.error(err)
         else
+          images.restore(taken)
           M.send(state, c, prompt, context)
         end
       end)
-    end
+    end,
+    nil,
+    taken
   )
 end
 
@@ -180,15 +201,20 @@ end
 ---@param prompt string
 ---@param context? trellisd.ContextEntry[]
 function M.send_queued(state, conn, prompt, context)
+  local given, taken = images.take(state.root)
   local run = { prompt = prompt, tokens = 0, step = nil, steers = 0, approval = false }
+  run.images = taken
   queue.sent(state, run)
   local params = { sessionId = state.id, prompt = prompt, queue = true, context = context }
   params.stepMode = state.step_mode or nil
+  params.images = given
+  params.effort = effort.for_turn(state)
   run.request = conn:request("session/turn", params, function(err, result)
     queue.answered(state, run)
     if state.running == run or run.started then
       M.ended(state, run, err, result)
     elseif err then
+      images.restore(run.images or {})
       ui.warn("your queued prompt did not run: " .. err.message)
     end
     ui.redraw_status()
@@ -203,7 +229,7 @@ end
 function M.start_queued(state, run)
   run.started = true
   state.running = run
-  state.view:block(View.prompt_lines(run.prompt))
+  state.view:block(View.prompt_lines(run.prompt, run.images))
   ui.redraw_status()
 end
 

@@ -33,6 +33,39 @@
 ---@field output integer|nil
 ---@field total integer|nil
 ---@field cached integer|nil
+---@field reasoning? integer|nil of output, the tokens spent reasoning; left out when none were told
+
+---@alias trellisd.ImageType "image/png"|"image/jpeg"|"image/gif"|"image/webp"
+
+---@class trellisd.ImageRef an image a turn's prompt carried (Turn.images); session/image gives it
+---@field sha256 string
+---@field mimeType trellisd.ImageType
+---@field bytes integer
+
+---@alias trellisd.ImageInput {path: string}|{data: string, mimeType: trellisd.ImageType} session/turn's images
+
+---@alias trellisd.Effort "low"|"medium"|"high"
+
+---@class trellisd.Process a program a turn's start_process call started (session/processes)
+---@field processId trellisd.Id
+---@field argv string[]
+---@field cwd string absolute
+---@field startedAt trellisd.Timestamp
+---@field turnId trellisd.Id|nil the turn whose call started it
+---@field running boolean
+---@field exitCode integer|nil once ended: its exit code, or minus the signal that killed it
+
+---@class trellisd.Thought session/thought: TurnRef + a piece of what the model reasons in a step
+---@field sessionId trellisd.Id
+---@field turnId trellisd.Id
+---@field runId trellisd.Id
+---@field step integer
+---@field text string
+
+---@class trellisd.ProcessOutput session/processOutput
+---@field sessionId trellisd.Id
+---@field processId trellisd.Id
+---@field text string
 
 ---@class trellisd.ForkedFrom
 ---@field sessionId trellisd.Id the origin
@@ -105,7 +138,8 @@
 ---@field recovery? trellisd.TurnRecovery a command of the turn killed mid-run
 ---@field plan? trellisd.Plan the turn's last plan; left out when it made none
 ---@field followsPlan? {turnId: trellisd.Id} session/plan/approve: the turn whose plan it carries out
----@field texts? string[] every step's text that has any, in order (set by trellisd.paging)
+---@field images? trellisd.ImageRef[] the images its prompt carried; left out when none
+---@field texts? (string|{thought: string})[] every step's thought and text that has any, in order (set by trellisd.paging)
 
 ---@class trellisd.TurnResult
 ---@field turnId trellisd.Id
@@ -132,6 +166,7 @@
 ---@field text string
 ---@field toolCall trellisd.ToolCall|nil
 ---@field result string|nil
+---@field thought? string what the model reasoned in the step; left out when it did not
 ---@field tokens trellisd.Tokens
 
 ---@class trellisd.Event
@@ -189,6 +224,7 @@
 ---@field prompt string
 ---@field step integer|nil the step being streamed; nil between steps
 ---@field text string that step's text so far
+---@field thought? string what the model reasoned so far in that step
 ---@field calls? trellisd.LiveCall[]
 
 ---@class trellisd.Reopened: trellisd.Session session/reopen's answer
@@ -267,6 +303,8 @@
 ---@field tasks? trellisd.TaskCall[] the turn's `task` calls, in order (trellisd.children)
 ---@field plan? trellisd.Plan the turn's plan so far (session/plan)
 ---@field name? string the turn, as its plan's heading names it (trellisd.plan)
+---@field images? trellisd.Attached[] the image files its prompt took (trellisd.images)
+---@field thought? {step: integer, text: string} the thought streamed so far (trellisd.thoughts)
 
 ---@class trellisd.State a session open in this editor
 ---@field id trellisd.Id
@@ -287,5 +325,6 @@
 ---@field mode? trellisd.ApprovalMode the session's approval mode (session/policy, session/mode)
 ---@field before_plan? trellisd.ApprovalMode the mode plan mode was switched on from here
 ---@field plan? trellisd.LivePlan the newest plan, in the header's live spot (trellisd.plan)
+---@field effort? trellisd.Effort|false set by :TrellisEffort (false: the model's default)
 
 return {}

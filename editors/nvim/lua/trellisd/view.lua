@@ -10,8 +10,10 @@
 
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
+local images = require("trellisd.images")
 local modes = require("trellisd.modes")
 local plan = require("trellisd.plan")
+local thoughts = require("trellisd.thoughts")
 
 -- The extmarks on the marks of planned turns ("> plan: 2 of 5 done"), by which the key
 -- on a planned turn finds its turn.
@@ -25,6 +27,7 @@ local PLANS = vim.api.nvim_create_namespace("trellisd.plans")
 ---@field header_count integer|nil how many lines the header has
 ---@field planned table<integer, trellisd.Id> the turn of each plan mark's extmark
 ---@field names table<trellisd.Id, string> the turns drawn, named for a person (trellisd.plan)
+---@field thinking? {step: integer, first: integer, count: integer, writes: integer} the thought block drawn last
 local View = {}
 View.__index = View
 
@@ -211,6 +214,25 @@ function View:stream(text)
   end
 end
 
+-- Draw the thought of step `step` so far as a block at the end, in place of the block it
+-- drew before when nothing was written after it.
+---@param step integer
+---@param lines string[]
+function View:thought(step, lines)
+  self:flush()
+  if not self:valid() then
+    return
+  end
+  local at = self.thinking
+  if at and at.step == step and at.writes == self.writes then
+    self:_set(at.first, at.first + at.count, lines)
+  else
+    self:block(lines)
+  end
+  local count = vim.api.nvim_buf_line_count(self.buf)
+  self.thinking = { step = step, first = count - #lines, count = #lines, writes = self.writes }
+end
+
 -- The next streamed text starts a new paragraph.
 function View:paragraph()
   self:flush()
@@ -274,7 +296,7 @@ local function turn_lines(lines, turns, live, names)
     end
   end
   for _, t in ipairs(turns) do
-    local heading = View.prompt_lines(t.prompt)
+    local heading = View.prompt_lines(t.prompt, nil, compat.value(t.images))
     local follows = compat.value(t.followsPlan)
     if type(follows) == "table" then
       local name = names[follows.turnId] or plan.turn_name(follows.turnId)
@@ -288,7 +310,8 @@ local function turn_lines(lines, turns, live, names)
     end
     for _, text in ipairs(texts) do
       lines[#lines + 1] = ""
-      for _, l in ipairs(compat.lines(text)) do
+      local drawn = type(text) == "table" and thoughts.lines(text.thought) or compat.lines(text)
+      for _, l in ipairs(drawn) do
         lines[#lines + 1] = l
       end
     end
@@ -416,11 +439,25 @@ end
 
 --- The heading of a prompt and its lines.
 ---@param prompt string|nil
+---@param attached? trellisd.Attached[] the image files that go with it
+---@param carried? trellisd.ImageRef[] the images it carried (Turn.images)
 ---@return string[]
-function View.prompt_lines(prompt)
+function View.prompt_lines(prompt, attached, carried)
   local lines = { "### You" }
   for _, l in ipairs(compat.lines(tostring(prompt or ""))) do
     lines[#lines + 1] = l
+  end
+  if attached and #attached > 0 then
+    lines[#lines + 1] = ""
+    for _, a in ipairs(attached) do
+      lines[#lines + 1] = images.attached_line(a)
+    end
+  end
+  if type(carried) == "table" and #carried > 0 then
+    lines[#lines + 1] = ""
+    for _, ref in ipairs(carried) do
+      lines[#lines + 1] = images.ref_line(ref)
+    end
   end
   lines[#lines + 1] = ""
   lines[#lines + 1] = "### trellisd"

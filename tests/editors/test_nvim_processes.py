@@ -1,0 +1,78 @@
+"""The processes a turn starts (start_process) in real headless Neovims (0.7 and 0.11)
+against the real daemon: :TrellisProcesses lists them, shows their output as it comes, reads
+the list again when a start_process call ends, and stops one with `s`."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pynvim", reason="pynvim is not installed (.ci/nvim-setup.sh installs it)")
+
+try:
+    from . import nvim_fixtures as fx
+    from .test_nvim import Start, nvim_bin, start
+except ImportError:  # tests/editors is not a package
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import nvim_fixtures as fx  # type: ignore[no-redef]
+    from test_nvim import Start, nvim_bin, start  # type: ignore[no-redef]
+
+__all__ = ["nvim_bin", "start"]  # the fixtures the tests below use
+
+
+# A server that says it is up, then waits until it is stopped.
+SERVER = ["sh", "-c", "echo serving on 8000; echo ready; exec sleep 300"]
+
+
+def listed(ed: fx.Editor) -> list[str]:
+    return ed.buffer_named("/processes")
+
+
+def test_a_process_a_turn_started_is_listed_with_its_output_and_stopped_from_the_editor(
+    start: Start,
+) -> None:
+    ed = start(
+        script=[
+            {"text": "Nothing runs yet."},
+            {"text": "Starting it.", "tool": "start_process", "arguments": {"argv": SERVER}},
+            {"text": "The server runs."},
+        ]
+    )
+    ed.command("Trellis hello")
+    ed.wait_idle()
+    ed.command("TrellisProcesses")
+    ed.wait_for(lambda: "(no process" in "\n".join(listed(ed)), "the empty list")
+    ed.will_pick("Allow once")
+    ed.command("Trellis start the dev server")
+    ed.wait_text("The server runs.")
+    ed.wait_idle()
+    # read again when the call ended, with the output that came
+    lines = ed.wait_for(
+        lambda: (ls := listed(ed)) and "ready" in ls and ls,
+        "the process and its output in the list",
+    )
+    head = ed.current()["head"]  # type: ignore[index]
+    command = "sh -c echo serving on 8000; echo ready; exec sleep 300"
+    assert lines[1] == f"● running · {command} · turn {head[:8]}", lines
+    assert lines[3:] == [f"── output of {command} ──", "serving on 8000", "ready"], lines
+    ed.command("TrellisProcesses")  # its window, focused
+    ed.wait_for(
+        lambda: ed.lua("return vim.api.nvim_buf_get_name(0)").endswith("/processes"),
+        "the list's window to be focused",
+    )
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
+    ed.nvim.input("s")
+    # SIGTERM ends it: its shell's exit code says so (143), or the signal itself
+    note = ed.wait_note("stopped: ○ ")
+    assert re.match(
+        rf"trellis: stopped: ○ (exit 143|killed by signal 15) · {re.escape(command)}", note
+    )
+    ended = ed.wait_for(
+        lambda: (line := listed(ed)[1]).startswith("○ ") and line, "the list to say it ended"
+    )
+    assert ended == note.removeprefix("trellis: stopped: "), ended
+    ed.nvim.input("s")
+    ed.wait_note("it has ended already")
