@@ -5,12 +5,14 @@
 -- another window, or no longer waited for, is withdrawn and its picker closed. A child
 -- session's question (a `task` call's) names the child and is said in its parent's view.
 -- An escalation (a command asking to run outside the walls) is asked as trellisd.walls
--- words it: louder, allowed once or denied.
+-- words it: louder, allowed once or denied. A project's hook asking to run is asked as
+-- trellisd.hooks words it: allowed for the project, or skipped in this session.
 
 local children = require("trellisd.children")
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
 local grants = require("trellisd.grants")
+local hooks = require("trellisd.hooks")
 local sessions = require("trellisd.sessions")
 local ui = require("trellisd.ui")
 local walls = require("trellisd.walls")
@@ -158,8 +160,15 @@ function M.ask(p, reply, request)
   local asker = children.asker(p.sessionId)
   local state = sessions.open[p.sessionId] or children.parent_state(p.sessionId)
   local run = state and state.running
-  local question = compat.value(p.kind) == "escalate" and walls.escalation(p, asker)
-    or M.question(p, asker, state ~= nil and sessions.open[p.sessionId] == nil)
+  local hook = compat.value(p.hook)
+  local question
+  if compat.value(p.kind) == "escalate" then
+    question = walls.escalation(p, asker)
+  elseif type(hook) == "table" then -- a project's hook asks to run (tool run_hook)
+    question = hooks.question(hook, asker)
+  else
+    question = M.question(p, asker, state ~= nil and sessions.open[p.sessionId] == nil)
+  end
   if state then
     state.view:block(question.lines)
   end

@@ -1,7 +1,9 @@
 -- Prompts: :Trellis sends one to the conversation over the current folder (opening it if
 -- needed); :TrellisAsk sends one with the lines of a range or a buffer attached. A prompt
--- given while a turn runs is queued behind it.
+-- given while a turn runs is queued behind it. A prompt `/name args` runs a custom command
+-- (trellisd.commands); `/` alone picks one.
 
+local commands = require("trellisd.commands")
 local compat = require("trellisd.compat")
 local opening = require("trellisd.opening")
 local sessions = require("trellisd.sessions")
@@ -27,6 +29,12 @@ function M.ask(prompt, context)
   end
   opening.with_daemon(function(conn)
     opening.session_for_cwd(function(state)
+      if vim.trim(prompt) == "/" then -- pick the custom command to run
+        commands.pick(state, function(text)
+          M.ask(text, context)
+        end)
+        return
+      end
       opening.ensure_view(state, function()
         sessions.show(state)
         if state.running then

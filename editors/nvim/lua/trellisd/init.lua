@@ -13,6 +13,9 @@ local COMMANDS = {
     function(o)
       M.ask(o.args)
     end,
+    function(lead, line)
+      return M.complete_command(lead, line)
+    end,
   },
   {
     "TrellisAsk",
@@ -304,6 +307,22 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisCommands",
+    0,
+    "List the custom commands (/name) of the conversation: source, description, settings",
+    function()
+      M.commands()
+    end,
+  },
+  {
+    "TrellisHooks",
+    0,
+    "List the hooks in effect for the conversation: event, matcher, command, source, approved",
+    function()
+      M.hooks()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -499,6 +518,25 @@ end
 
 function M.processes()
   feature("processes").show()
+end
+
+function M.commands()
+  feature("commands").show()
+end
+
+function M.hooks()
+  feature("hooks").show()
+end
+
+--- The completion of :Trellis: a custom command's /name.
+---@param lead string
+---@param line string
+---@return string[]
+function M.complete_command(lead, line)
+  if not package.loaded["trellisd.sessions"] then
+    return {}
+  end
+  return feature("commands").complete(lead, line)
 end
 
 function M.log()

@@ -2,8 +2,10 @@
 -- to, one picked from the list or a search (session/list), and reopening one
 -- (session/reopen), which draws its history and follows a turn still running. A daemon
 -- started again after an exit reopens the current session first. Either way the walls its
--- programs run in are read for its header (trellisd.walls).
+-- programs run in are read for its header (trellisd.walls), and its custom commands for the
+-- completion of :Trellis /name (trellisd.commands).
 
+local commands = require("trellisd.commands")
 local compat = require("trellisd.compat")
 local config = require("trellisd.config")
 local daemon = require("trellisd.daemon")
@@ -52,6 +54,7 @@ function M.reopen(id, cb)
       ui.notify("the last turn is paused: :TrellisResume continues it")
     end
     walls.load(state)
+    commands.refresh(state)
     if compat.value(result.integrity) == "broken" then
       state.view:block({ "*the session's log is broken: its store was changed by hand*" })
       ui.error("the session's log is broken: rows of it were changed outside trellisd")
@@ -112,6 +115,7 @@ function M.open_session(title, cb, failed, extra)
     local state = sessions.adopt(session)
     sessions.render(state, {})
     walls.load(state)
+    commands.refresh(state)
     cb(state)
   end)
 end

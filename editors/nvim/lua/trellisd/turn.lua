@@ -3,11 +3,13 @@
 -- footer drawn when the request answers. A prompt given while a turn runs waits for it
 -- (state.waiting) or is queued in the daemon (session/turn with queue).
 
+local commands = require("trellisd.commands")
 local compat = require("trellisd.compat")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
 local effort = require("trellisd.effort")
 local format = require("trellisd.format")
+local hooks = require("trellisd.hooks")
 local images = require("trellisd.images")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
@@ -19,6 +21,18 @@ local M = {}
 
 -- A refused param (an image the daemon cannot take, say): its message names it.
 local INVALID_PARAMS = -32602
+
+--- The reason a userPromptSubmit hook gave for blocking the prompt (session/turn's -32020
+--- with data.hook), or nil when no hook blocked it.
+---@param err trellisd.Error
+---@return string|nil
+function M.blocked_by_hook(err)
+  local data = err.data
+  if type(data) ~= "table" or compat.value(data.hook) == nil then
+    return nil
+  end
+  return tostring(compat.value(data.reason) or err.message)
+end
 
 --- The turn's request answered (or failed): its footer, or what went wrong, then the
 --- prompts waiting behind it.
@@ -55,6 +69,16 @@ function M.ended(state, run, err, result)
       images.restore(run.images)
       view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
       ui.error("the prompt was refused: " .. err.message .. " (its images stay attached)")
+    elseif err.code == INVALID_PARAMS and run.command then
+      view:block({ "*not run: " .. format.one_line(err.message, 200) .. "*" })
+      ui.error(
+        "/" .. run.command .. " did not run: " .. err.message .. " (:TrellisCommands lists them)"
+      )
+    elseif err.code == Connection.CONFLICT and M.blocked_by_hook(err) then
+      -- a userPromptSubmit hook blocked the prompt: it reached neither the model nor the history
+      local reason = format.one_line(M.blocked_by_hook(err), 300)
+      view:block({ "*blocked by a userPromptSubmit hook: " .. reason .. "*" })
+      ui.error(err.message)
     elseif err.code == Connection.CONFLICT and recovery.pending_from(err.data) then
       -- refused until a person decides about a command killed mid-run
       view:block({ "*not sent: " .. format.one_line(err.message, 200) .. "*" })
@@ -94,6 +118,7 @@ function M.ended(state, run, err, result)
     if type(killed) == "table" then
       sessions.offer_recovery(state, recovery.pending(result, killed))
     end
+    hooks.after_turn(state, compat.value(result.runId))
   end
   ui.redraw_status()
   M.send_waiting(state)
@@ -126,6 +151,7 @@ function M.start(state, conn, method, params, heading, retry, prompt, taken)
     approval = false,
     retry = retry,
     images = taken,
+    command = params.command,
   }
   state.running = run
   state.view:block(heading)
@@ -135,7 +161,19 @@ function M.start(state, conn, method, params, heading, retry, prompt, taken)
   ui.redraw_status()
 end
 
---- Send a prompt as a new turn of the session.
+--- A prompt typed as `/name args` runs the custom command `name` (trellisd.commands):
+--- session/turn's params get `command` and `arguments` in place of `prompt`.
+---@param params table session/turn's params, with prompt
+function M.as_command(params)
+  local command = commands.parse(params.prompt)
+  if command then
+    params.prompt = nil
+    params.command = command.name
+    params.arguments = command.arguments ~= "" and command.arguments or nil
+  end
+end
+
+--- Send a prompt as a new turn of the session; `/name args` runs a custom command.
 ---@param state trellisd.State
 ---@param conn trellisd.Connection
 ---@param prompt string
@@ -148,6 +186,7 @@ function M.send(state, conn, prompt, context)
     table.insert(heading, #heading - 1, "")
   end
   local params = { sessionId = state.id, prompt = prompt, stepMode = state.step_mode or nil }
+  M.as_command(params)
   params.context = context
   params.images = given
   params.effort = effort.for_turn(state)
@@ -167,7 +206,7 @@ function M.send(state, conn, prompt, context)
         end
       end)
     end,
-    nil,
+    prompt,
     taken
   )
 end
@@ -206,6 +245,8 @@ function M.send_queued(state, conn, prompt, context)
   run.images = taken
   queue.sent(state, run)
   local params = { sessionId = state.id, prompt = prompt, queue = true, context = context }
+  M.as_command(params)
+  run.command = params.command
   params.stepMode = state.step_mode or nil
   params.images = given
   params.effort = effort.for_turn(state)

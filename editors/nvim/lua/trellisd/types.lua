@@ -176,6 +176,40 @@
 ---@field detail table
 ---@field createdAt trellisd.Timestamp
 
+---@alias trellisd.HookEvent "sessionStart"|"sessionEnd"|"userPromptSubmit"|"preToolUse"|"permissionRequest"|"postToolUse"|"preCompact"|"postCompact"|"stop"|"turnEnd"
+
+---@class trellisd.CommandSettings the settings a custom command's turn runs with (a project's once narrowed)
+---@field verify? string[]
+---@field maxSteps? integer
+---@field budget? number USD
+---@field model? string
+---@field approval? trellisd.ApprovalMode
+---@field effort? trellisd.Effort
+
+---@class trellisd.Narrowed a setting of a project's command not let through as asked
+---@field setting "approval"|"maxSteps"|"budget"|"model"|"verify"
+---@field asked any
+---@field applied any what applies instead; nil (vim.NIL): the session's own
+---@field reason string
+
+---@class trellisd.CustomCommand an entry of session/commands
+---@field name string what follows / (session/turn's command)
+---@field source "user"|"project"
+---@field description? string
+---@field argumentHint? string what to type after the name
+---@field settings trellisd.CommandSettings
+---@field narrowed? trellisd.Narrowed[] a project's command
+---@field shadowsProject? true a user's command used over the project's of the same name
+
+---@class trellisd.Hook an entry of session/hooks
+---@field event trellisd.HookEvent
+---@field command string[] the program and its arguments
+---@field matcher? string tool events: a tool name or an fnmatch glob of them
+---@field timeout number seconds
+---@field source "config"|"project"
+---@field approved boolean
+---@field state "approved"|"awaiting approval"|"declined"
+
 ---@class trellisd.FileChange
 ---@field path string
 ---@field status "added"|"modified"|"deleted"
@@ -260,6 +294,7 @@
 ---@field command? string an escalation's command line
 ---@field reason? string why the model says the escalation is needed
 ---@field proposedRule? string[] run_command: the rule allowRule or allowRuleProject would save
+---@field hook? {event: trellisd.HookEvent, source: "project", command: string} tool run_hook: a project's hook asks to run
 
 ---@class trellisd.Walls the walls of a session's programs (session/policy's walls)
 ---@field mode "workspace-write"|"read-only"|"off"
@@ -298,6 +333,7 @@
 ---@field model? string|nil
 ---@field request? integer the session/turn request's id
 ---@field retry? fun() sends the prompt again (after a takeover)
+---@field command? string the custom command it runs (session/turn's command)
 ---@field started? boolean a queued prompt whose turn started
 ---@field queueId? trellisd.Id
 ---@field tasks? trellisd.TaskCall[] the turn's `task` calls, in order (trellisd.children)
