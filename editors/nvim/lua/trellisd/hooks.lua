@@ -70,12 +70,13 @@ end
 ---@param detail table the event's detail
 ---@return string|nil
 function M.event_line(detail)
-  local decision = compat.value(detail.decision)
-  if decision == nil or decision == "continue" then
+  -- a hook's answer (hooks.md), not an approval decision: continue, allow, deny, block
+  local verdict = compat.value(detail.decision)
+  if verdict == nil or verdict == "continue" then
     return nil
   end
-  local said = ({ allow = "allowed it", deny = "denied it", block = "blocked" })[decision]
-  local line = "> " .. tostring(detail.event) .. " hook " .. (said or tostring(decision))
+  local said = ({ allow = "allowed it", deny = "denied it", block = "blocked" })[verdict]
+  local line = "> " .. tostring(detail.event) .. " hook " .. (said or tostring(verdict))
   local reason = compat.value(detail.reason)
   if reason and reason ~= "" then
     line = line .. ": " .. format.one_line(tostring(reason), 300)
