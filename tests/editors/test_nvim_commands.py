@@ -148,6 +148,22 @@ def test_hooks_are_listed_and_a_blocking_hook_says_why_in_the_conversation(
     assert ed.asked() == [], "a blocked call asks nobody"
 
 
+def test_a_prompt_a_hook_blocked_says_so_plainly(start: Start, tmp_path: Path) -> None:
+    write(
+        tmp_path / CONFIG / "config.toml",
+        '[[hooks]]\nevent = "userPromptSubmit"\n'
+        'command = ["sh", "-c", "echo no prompts about passwords >&2; exit 2"]\n',
+    )
+    ed = start(script=[{"text": "You should not see this."}])
+    open_session(ed)
+    ed.command("Trellis what is the admin password")
+    ed.wait_text("*blocked by a userPromptSubmit hook: no prompts about passwords*")
+    ed.wait_idle()
+    note = ed.wait_note("a userPromptSubmit hook blocked the prompt: no prompts about passwords")
+    assert "You should not see this." not in ed.text()
+    assert note.startswith("trellis: "), note
+
+
 def test_a_project_hook_asks_to_run_as_a_hook(start: Start, tmp_path: Path) -> None:
     write(
         tmp_path / "project" / ".trellisd.toml",

@@ -65,6 +65,13 @@ function M.show()
   end)
 end
 
+--- A hook's reason on one line (its stderr may hold several), cut at 300 characters.
+---@param reason any
+---@return string
+function M.reason(reason)
+  return format.one_line(vim.trim((tostring(reason):gsub("%s+", " "))), 300)
+end
+
 --- The line of a run's `hook` event, when the hook blocked or decided something (a hook
 --- that said "go on" is not drawn): "> preToolUse hook blocked: no writes here (python3 guard.py)".
 ---@param detail table the event's detail
@@ -79,7 +86,7 @@ function M.event_line(detail)
   local line = "> " .. tostring(detail.event) .. " hook " .. (said or tostring(verdict))
   local reason = compat.value(detail.reason)
   if reason and reason ~= "" then
-    line = line .. ": " .. format.one_line(tostring(reason), 300)
+    line = line .. ": " .. M.reason(reason)
   end
   local command = compat.value(detail.command)
   if type(command) == "table" then

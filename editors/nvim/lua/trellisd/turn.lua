@@ -76,7 +76,7 @@ function M.ended(state, run, err, result)
       )
     elseif err.code == Connection.CONFLICT and M.blocked_by_hook(err) then
       -- a userPromptSubmit hook blocked the prompt: it reached neither the model nor the history
-      local reason = format.one_line(M.blocked_by_hook(err), 300)
+      local reason = hooks.reason(M.blocked_by_hook(err))
       view:block({ "*blocked by a userPromptSubmit hook: " .. reason .. "*" })
       ui.error(err.message)
     elseif err.code == Connection.CONFLICT and recovery.pending_from(err.data) then
