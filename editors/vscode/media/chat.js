@@ -16,6 +16,8 @@
   const header = byId('session-header');
   const notice = byId('notice');
   const earlier = /** @type {HTMLButtonElement} */ (byId('earlier'));
+  const images = byId('images');
+  const effort = /** @type {HTMLSelectElement} */ (byId('effort'));
   let noticeTimer = 0;
 
   const state = vscode.getState() || {};
@@ -35,6 +37,8 @@
 
   /** Child sessions the user folded (false) or unfolded (true), by session id. @type {Map<string, boolean>} */
   const childFolds = new Map();
+  /** Thoughts the user unfolded (true) or folded again (false), by their data-fold. @type {Map<string, boolean>} */
+  const folds = new Map();
 
   /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view @param {Element | null} [before] */
   function drawTurn(view, before) {
@@ -59,6 +63,13 @@
       const open = childFolds.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
       if (open !== undefined) {
         /** @type {HTMLDetailsElement} */ (child).open = open;
+      }
+    }
+    // a thought the user unfolded stays so as the turn streams on
+    for (const fold of reply.querySelectorAll('details[data-fold]')) {
+      const open = folds.get(/** @type {HTMLElement} */ (fold).dataset.fold || '');
+      if (open !== undefined) {
+        /** @type {HTMLDetailsElement} */ (fold).open = open;
       }
     }
     /** @type {HTMLElement} */ (el.querySelector('.footer')).innerHTML = view.footer;
@@ -133,6 +144,28 @@
     queue.hidden = queued.length === 0;
   }
 
+  /** The images that go with the next prompt, a chip each with a remove button.
+   * @param {{id: string, text: string}[]} list */
+  function drawImages(list) {
+    images.textContent = '';
+    for (const image of list) {
+      const chip = document.createElement('li');
+      chip.className = 'image-chip';
+      chip.dataset.imageId = image.id;
+      const text = document.createElement('span');
+      text.textContent = image.text;
+      const remove = document.createElement('button');
+      remove.type = 'button';
+      remove.className = 'secondary remove-image';
+      remove.textContent = '×';
+      remove.title = 'Remove it: it does not go with the prompt';
+      remove.addEventListener('click', () => vscode.postMessage({ type: 'dropImage', id: image.id }));
+      chip.append(text, remove);
+      images.appendChild(chip);
+    }
+    images.hidden = list.length === 0;
+  }
+
   /** @param {string | null} text */
   function setSpend(text) {
     const spend = byId('session-spend');
@@ -197,6 +230,12 @@
       case 'spend':
         setSpend(message.text);
         break;
+      case 'images':
+        drawImages(message.images);
+        break;
+      case 'effort':
+        effort.value = message.effort;
+        break;
       case 'draft':
         if (!prompt.value.trim()) {
           prompt.value = message.text;
@@ -213,6 +252,24 @@
     }
   });
   prompt.addEventListener('input', () => vscode.setState({ draft: prompt.value }));
+  // a picture pasted into the prompt box goes with the next prompt (its bytes, base64)
+  prompt.addEventListener('paste', (event) => {
+    const files = [...(event.clipboardData?.items ?? [])].filter((item) => item.kind === 'file' && item.type.startsWith('image/'));
+    for (const item of files) {
+      const file = item.getAsFile();
+      if (!file) {
+        continue;
+      }
+      event.preventDefault();
+      const reader = new FileReader();
+      reader.onload = () => {
+        const url = String(reader.result || '');
+        vscode.postMessage({ type: 'pasteImage', mimeType: file.type, data: url.slice(url.indexOf(',') + 1) });
+      };
+      reader.readAsDataURL(file);
+    }
+  });
+  effort.addEventListener('change', () => vscode.postMessage({ type: 'effort', effort: effort.value }));
   send.addEventListener('click', () => submit());
   queueSend.addEventListener('click', () => submit('queue'));
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
@@ -237,6 +294,10 @@
       return;
     }
     const summary = event.target instanceof Element ? event.target.closest('summary') : null;
+    const fold = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-fold]'));
+    if (fold && fold.firstElementChild === summary) {
+      folds.set(fold.dataset.fold || '', !fold.open); // the click toggles it next
+    }
     const child = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-child-session]'));
     if (child && child.firstElementChild === summary) {
       childFolds.set(child.dataset.childSession || '', !child.open); // the click toggles it next
