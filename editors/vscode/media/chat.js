@@ -123,22 +123,36 @@
     noticeTimer = setTimeout(() => (notice.hidden = true), 8000);
   }
 
+  /** A row of a list: its text, and a button that posts `message`.
+   * @param {{text: string, textClass: string, button: string, buttonClass: string, title: string, message: object}} row */
+  function listRow(row) {
+    const item = document.createElement('li');
+    const text = document.createElement('span');
+    text.className = row.textClass;
+    text.textContent = row.text;
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = `secondary ${row.buttonClass}`;
+    button.textContent = row.button;
+    button.title = row.title;
+    button.addEventListener('click', () => vscode.postMessage(row.message));
+    item.append(text, button);
+    return item;
+  }
+
   /** @param {{queueId: string, prompt: string}[]} queued */
   function drawQueue(queued) {
     queueList.textContent = '';
     for (const entry of queued) {
-      const item = document.createElement('li');
+      const item = listRow({
+        text: entry.prompt,
+        textClass: 'queued-prompt',
+        button: 'Drop',
+        buttonClass: 'drop',
+        title: 'Drop it from the queue: it never runs',
+        message: { type: 'unqueue', queueId: entry.queueId },
+      });
       item.dataset.queueId = entry.queueId;
-      const text = document.createElement('span');
-      text.className = 'queued-prompt';
-      text.textContent = entry.prompt;
-      const drop = document.createElement('button');
-      drop.type = 'button';
-      drop.className = 'secondary drop';
-      drop.textContent = 'Drop';
-      drop.title = 'Drop it from the queue: it never runs';
-      drop.addEventListener('click', () => vscode.postMessage({ type: 'unqueue', queueId: entry.queueId }));
-      item.append(text, drop);
       queueList.appendChild(item);
     }
     queue.hidden = queued.length === 0;
@@ -149,18 +163,16 @@
   function drawImages(list) {
     images.textContent = '';
     for (const image of list) {
-      const chip = document.createElement('li');
+      const chip = listRow({
+        text: image.text,
+        textClass: 'image-text',
+        button: '×',
+        buttonClass: 'remove-image',
+        title: 'Remove it: it does not go with the prompt',
+        message: { type: 'dropImage', id: image.id },
+      });
       chip.className = 'image-chip';
       chip.dataset.imageId = image.id;
-      const text = document.createElement('span');
-      text.textContent = image.text;
-      const remove = document.createElement('button');
-      remove.type = 'button';
-      remove.className = 'secondary remove-image';
-      remove.textContent = '×';
-      remove.title = 'Remove it: it does not go with the prompt';
-      remove.addEventListener('click', () => vscode.postMessage({ type: 'dropImage', id: image.id }));
-      chip.append(text, remove);
       images.appendChild(chip);
     }
     images.hidden = list.length === 0;
