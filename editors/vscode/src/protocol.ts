@@ -46,6 +46,7 @@ export const Method = {
   pin: 'session/pin',
   unpin: 'session/unpin',
   runSteps: 'run/steps',
+  runEvents: 'run/events',
   worktreeMerge: 'session/worktree/merge',
   worktreeDiscard: 'session/worktree/discard',
   mode: 'session/mode',
