@@ -1,24 +1,15 @@
 import './setup';
 
 import * as assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
 import type { Process } from '../src/protocol';
 import { commandLine, processItem, processState, ProcessTreeProvider, registerProcesses } from '../src/processes';
 import { SessionController } from '../src/session';
-import { features, RecordingView, TestDaemon } from './daemon';
+import { features, RecordingView, daemonPerTest } from './daemon';
 import { QuickPick, QuickPickItem, stub } from './vscode-stub';
 
-let daemon: TestDaemon;
-
-beforeEach(() => {
-  stub.reset();
-  daemon = new TestDaemon();
-});
-
-afterEach(async () => {
-  await daemon.cleanup();
-});
+const daemonOf = daemonPerTest();
 
 /** Settles once `probe` holds, checked each time `subscribe` reports. */
 function when(subscribe: (listener: () => void) => { dispose(): void }, probe: () => boolean): Promise<void> {
@@ -37,6 +28,7 @@ function when(subscribe: (listener: () => void) => { dispose(): void }, probe: (
 
 describe('the Processes view', () => {
   test("a process a turn started is listed with its output, and stopped from the view", async () => {
+    const daemon = daemonOf();
     const argv = ['sh', '-c', 'echo serving on 8000; exec cat'];
     daemon.setScript([{ tool: 'start_process', arguments: { argv } }, { text: 'The server runs.' }]);
     const c = new SessionController(daemon.client(), daemon.log);

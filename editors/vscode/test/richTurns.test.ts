@@ -4,14 +4,14 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
-import { afterEach, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
 import { ChatViewProvider } from '../src/chatView';
 import { registerComposer } from '../src/composer';
 import { EFFORTS, Method } from '../src/protocol';
 import type { FromWebview, ToWebview } from '../src/session';
 import { SessionController } from '../src/session';
-import { features, RecordingView, stripTags, TestDaemon } from './daemon';
+import { features, stripTags, daemonPerTest, WatchedView as BaseView } from './daemon';
 import { stub, Uri } from './vscode-stub';
 
 const schema = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', '..', 'protocol', 'schema.json'), 'utf8'));
@@ -20,19 +20,8 @@ const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'pa
 /** A 1×1 PNG. */
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
 
-/** A chat view that can be waited on: each post is checked against what a test waits for. */
-class WatchedView extends RecordingView {
-  private waiters: { probe: () => boolean; resolve: () => void }[] = [];
-
-  override post(message: ToWebview): void {
-    super.post(message);
-    this.waiters = this.waiters.filter((w) => !(w.probe() && (w.resolve(), true)));
-  }
-
-  until(probe: () => boolean): Promise<void> {
-    return probe() ? Promise.resolve() : new Promise((resolve) => this.waiters.push({ probe, resolve }));
-  }
-
+/** The chat view, with the chips under the prompt box as last posted. */
+class WatchedView extends BaseView {
   /** The chips under the prompt box, as last posted. */
   get chips(): string[] {
     const last = this.messages.filter((m): m is Extract<ToWebview, { type: 'images' }> => m.type === 'images').at(-1);
@@ -76,19 +65,11 @@ async function modelServer(): Promise<{ url: string; bodies: unknown[]; close():
   return { url: `http://127.0.0.1:${port}/v1`, bodies, close: () => server.close() };
 }
 
-let daemon: TestDaemon;
-
-beforeEach(() => {
-  stub.reset();
-  daemon = new TestDaemon();
-});
-
-afterEach(async () => {
-  await daemon.cleanup();
-});
+const daemonOf = daemonPerTest();
 
 describe('images with a prompt', () => {
   test('an image attached from a file and one pasted go with the prompt, and show in the turn, also after a reopen', async () => {
+    const daemon = daemonOf();
     const server = await modelServer();
     try {
       const client = daemon.client({
@@ -133,6 +114,7 @@ describe('images with a prompt', () => {
   });
 
   test('an image the daemon refuses is named in the turn and comes back as a chip', async () => {
+    const daemon = daemonOf();
     daemon.setScript([{ text: 'never said' }]);
     const c = new SessionController(daemon.client(), daemon.log);
     const view = new WatchedView();
@@ -153,6 +135,7 @@ describe('images with a prompt', () => {
 
 describe('thoughts and effort', () => {
   test('a thought streams folded under its step, is drawn so after a reopen, and its tokens are counted', async () => {
+    const daemon = daemonOf();
     daemon.setScript([{ thought: 'The README is the place to look first.', text: 'It is a small project.' } as never]);
     const c = new SessionController(daemon.client(), daemon.log);
     const view = new WatchedView();
@@ -174,6 +157,7 @@ describe('thoughts and effort', () => {
   });
 
   test('the effort picked beside Send reaches the turn: the run records it', async () => {
+    const daemon = daemonOf();
     daemon.setScript([{ text: 'one' }, { text: 'two' }]);
     const c = new SessionController(daemon.client(), daemon.log);
     const view = new WatchedView();
