@@ -1,5 +1,5 @@
 /**
- * The **Processes** view: the open session's processes that outlive a call (`start_process`),
+ * The **Processes** view, shown once the open session has one: the session's processes that outlive a call (`start_process`),
  * as session/processes lists them: the command line, running or how it ended, the turn that
  * started it; a stop button on each running one (session/process/stop); and what each printed,
  * live (session/processOutput), in an output channel of its own. The list is read again when the
@@ -107,6 +107,8 @@ export function registerProcesses({ controller, act, log }: Extension): vscodeap
     const processes = await listProcesses(controller);
     provider.show(processes);
     view.description = processes.length ? `${processes.filter((p) => p.running).length} running` : '';
+    // the view shows once the session has a process (the conversation keeps its room until then)
+    void vscodeapi.setContext('trellisd.hasProcesses', processes.length > 0);
   };
   const refreshQuietly = () => void refresh().catch((error) => log.warn(`the processes: ${String(error?.message ?? error)}`));
   const stop = async (p?: Process) => {
