@@ -76,6 +76,9 @@ export class Turns {
     }
     core.transcript.push(turn);
     const effort = core.effort;
+    if (effort) {
+      core.log.info(`the turn asks for effort ${effort}`);
+    }
     const result = await this.run(turn, true, async (token) => {
       await core.ensureAttached();
       const stepMode = this.stepMode || undefined;
