@@ -53,6 +53,7 @@ describe('the Processes view', () => {
     assert.equal(row.label, commandLine(argv));
     assert.match(String(row.description), new RegExp(`^running · turn ${result!.turnId.slice(0, 8)}`));
     assert.equal(row.contextValue, 'process-running', 'a running process has the stop button');
+    assert.equal(stub.context.get('trellisd.hasProcesses'), true, 'the view shows once the session has a process');
 
     await printed;
     assert.ok(stub.output.join('').includes('serving on 8000'), 'its output is in its output channel');
