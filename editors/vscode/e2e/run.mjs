@@ -1040,6 +1040,27 @@ try {
     await waitForLog(extensionLog, /running the plan of turn \S+ under the approval mode acceptEdits/);
   });
 
+  await check('a pasted picture goes with the prompt as a chip and shows in its turn; the effort picked is asked for', async () => {
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
+    await chat.locator('#prompt').evaluate((el, data) => {
+      const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+      const clipboard = new DataTransfer();
+      clipboard.items.add(new File([bytes], 'shot.png', { type: 'image/png' }));
+      el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: clipboard, bubbles: true, cancelable: true }));
+    }, png);
+    await chat.locator('#images .image-chip', { hasText: 'pasted image · image/png · 70 bytes' }).waitFor();
+    await chat.locator('#effort').selectOption('high');
+    await send('What is in the picture?');
+    const turn = chat.locator('section.turn', { hasText: 'What is in the picture?' });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await chat.locator('#images').waitFor({ state: 'hidden' });
+    await turn.locator('img.turn-image-picture').waitFor();
+    await waitForLog(extensionLog, /prompt with 1 image\(s\): pasted image/);
+    await waitForLog(extensionLog, /the turn asks for effort high/);
+    await turn.locator('.turn-image figcaption', { hasText: 'image/png · 70 bytes' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'image.png') });
+  });
+
   exitCode = 0;
 } catch (error) {
   if (context) {

@@ -16,6 +16,8 @@
   const header = byId('session-header');
   const notice = byId('notice');
   const earlier = /** @type {HTMLButtonElement} */ (byId('earlier'));
+  const images = byId('images');
+  const effort = /** @type {HTMLSelectElement} */ (byId('effort'));
   let noticeTimer = 0;
 
   const state = vscode.getState() || {};
@@ -35,6 +37,8 @@
 
   /** Child sessions the user folded (false) or unfolded (true), by session id. @type {Map<string, boolean>} */
   const childFolds = new Map();
+  /** Thoughts the user unfolded (true) or folded again (false), by their data-fold. @type {Map<string, boolean>} */
+  const folds = new Map();
 
   /** @param {{key: string, turnId?: string, prompt: string, body: string, footer: string, outcome: string}} view @param {Element | null} [before] */
   function drawTurn(view, before) {
@@ -59,6 +63,13 @@
       const open = childFolds.get(/** @type {HTMLElement} */ (child).dataset.childSession || '');
       if (open !== undefined) {
         /** @type {HTMLDetailsElement} */ (child).open = open;
+      }
+    }
+    // a thought the user unfolded stays so as the turn streams on
+    for (const fold of reply.querySelectorAll('details[data-fold]')) {
+      const open = folds.get(/** @type {HTMLElement} */ (fold).dataset.fold || '');
+      if (open !== undefined) {
+        /** @type {HTMLDetailsElement} */ (fold).open = open;
       }
     }
     /** @type {HTMLElement} */ (el.querySelector('.footer')).innerHTML = view.footer;
@@ -112,25 +123,59 @@
     noticeTimer = setTimeout(() => (notice.hidden = true), 8000);
   }
 
+  /** A row of a list: its text, and a button that posts `message`.
+   * @param {{text: string, textClass: string, button: string, buttonClass: string, title: string, message: object}} row */
+  function listRow(row) {
+    const item = document.createElement('li');
+    const text = document.createElement('span');
+    text.className = row.textClass;
+    text.textContent = row.text;
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = `secondary ${row.buttonClass}`;
+    button.textContent = row.button;
+    button.title = row.title;
+    button.addEventListener('click', () => vscode.postMessage(row.message));
+    item.append(text, button);
+    return item;
+  }
+
   /** @param {{queueId: string, prompt: string}[]} queued */
   function drawQueue(queued) {
     queueList.textContent = '';
     for (const entry of queued) {
-      const item = document.createElement('li');
+      const item = listRow({
+        text: entry.prompt,
+        textClass: 'queued-prompt',
+        button: 'Drop',
+        buttonClass: 'drop',
+        title: 'Drop it from the queue: it never runs',
+        message: { type: 'unqueue', queueId: entry.queueId },
+      });
       item.dataset.queueId = entry.queueId;
-      const text = document.createElement('span');
-      text.className = 'queued-prompt';
-      text.textContent = entry.prompt;
-      const drop = document.createElement('button');
-      drop.type = 'button';
-      drop.className = 'secondary drop';
-      drop.textContent = 'Drop';
-      drop.title = 'Drop it from the queue: it never runs';
-      drop.addEventListener('click', () => vscode.postMessage({ type: 'unqueue', queueId: entry.queueId }));
-      item.append(text, drop);
       queueList.appendChild(item);
     }
     queue.hidden = queued.length === 0;
+  }
+
+  /** The images that go with the next prompt, a chip each with a remove button.
+   * @param {{id: string, text: string}[]} list */
+  function drawImages(list) {
+    images.textContent = '';
+    for (const image of list) {
+      const chip = listRow({
+        text: image.text,
+        textClass: 'image-text',
+        button: '×',
+        buttonClass: 'remove-image',
+        title: 'Remove it: it does not go with the prompt',
+        message: { type: 'dropImage', id: image.id },
+      });
+      chip.className = 'image-chip';
+      chip.dataset.imageId = image.id;
+      images.appendChild(chip);
+    }
+    images.hidden = list.length === 0;
   }
 
   /** @param {string | null} text */
@@ -197,6 +242,12 @@
       case 'spend':
         setSpend(message.text);
         break;
+      case 'images':
+        drawImages(message.images);
+        break;
+      case 'effort':
+        effort.value = message.effort;
+        break;
       case 'draft':
         if (!prompt.value.trim()) {
           prompt.value = message.text;
@@ -213,6 +264,24 @@
     }
   });
   prompt.addEventListener('input', () => vscode.setState({ draft: prompt.value }));
+  // a picture pasted into the prompt box goes with the next prompt (its bytes, base64)
+  prompt.addEventListener('paste', (event) => {
+    const files = [...(event.clipboardData?.items ?? [])].filter((item) => item.kind === 'file' && item.type.startsWith('image/'));
+    for (const item of files) {
+      const file = item.getAsFile();
+      if (!file) {
+        continue;
+      }
+      event.preventDefault();
+      const reader = new FileReader();
+      reader.onload = () => {
+        const url = String(reader.result || '');
+        vscode.postMessage({ type: 'pasteImage', mimeType: file.type, data: url.slice(url.indexOf(',') + 1) });
+      };
+      reader.readAsDataURL(file);
+    }
+  });
+  effort.addEventListener('change', () => vscode.postMessage({ type: 'effort', effort: effort.value }));
   send.addEventListener('click', () => submit());
   queueSend.addEventListener('click', () => submit('queue'));
   cancel.addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
@@ -237,6 +306,10 @@
       return;
     }
     const summary = event.target instanceof Element ? event.target.closest('summary') : null;
+    const fold = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-fold]'));
+    if (fold && fold.firstElementChild === summary) {
+      folds.set(fold.dataset.fold || '', !fold.open); // the click toggles it next
+    }
     const child = /** @type {HTMLDetailsElement | null} */ (summary && summary.parentElement && summary.parentElement.closest('details[data-child-session]'));
     if (child && child.firstElementChild === summary) {
       childFolds.set(child.dataset.childSession || '', !child.open); // the click toggles it next

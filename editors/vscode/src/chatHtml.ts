@@ -63,7 +63,14 @@ export function chatHtml(page: ChatPage): string {
 </section>
 <footer id="composer">
   <textarea id="prompt" rows="3" aria-label="Prompt" placeholder="Ask about this folder (Enter sends, Shift+Enter starts a new line)"></textarea>
+  <ul id="images" aria-label="Images for the next prompt" hidden></ul>
   <div id="buttons">
+    <select id="effort" aria-label="Reasoning effort" title="How hard a reasoning model thinks in the next turns">
+      <option value="">effort: default</option>
+      <option value="low">effort: low</option>
+      <option value="medium">effort: medium</option>
+      <option value="high">effort: high</option>
+    </select>
     <button id="send" type="button">Send</button>
     <button id="queue-send" type="button" class="secondary" hidden title="Run it after the running turn">Queue</button>
     <button id="cancel" type="button" class="secondary" hidden>Cancel turn</button>

@@ -3,6 +3,9 @@
 import * as vscode from 'vscode';
 
 import { chatHtml, makeNonce } from './chatHtml';
+import { pickEffort } from './composer';
+import { messageOf } from './errors';
+import { pastedAttachment } from './images';
 import type { ChatSink, FromWebview, SessionController, ToWebview } from './session';
 
 export interface ChatActions {
@@ -86,6 +89,20 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
         break;
       case 'setMode': // the mode in the header
         void vscode.commands.executeCommand('trellisd.setMode');
+        break;
+      case 'pasteImage': // the prompt box's clipboard held a picture
+        try {
+          const { attachments } = this.controller;
+          attachments.add(pastedAttachment(String(message.data ?? ''), String(message.mimeType ?? ''), attachments.nextId()));
+        } catch (error) {
+          this.controller.notice('error', messageOf(error));
+        }
+        break;
+      case 'dropImage':
+        this.controller.attachments.remove(String(message.id ?? ''));
+        break;
+      case 'effort':
+        this.controller.effort = pickEffort(message.effort);
         break;
       case 'showLog':
         this.actions.showLog();

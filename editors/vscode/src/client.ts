@@ -28,11 +28,13 @@ import {
   InitializeResult,
   Method,
   PlanParams,
+  ProcessOutputParams,
   PROTOCOL_NAME,
   PROTOCOL_VERSION,
   Queued,
   SteeredParams,
   StepParams,
+  ThoughtParams,
   TokenParams,
   ToolCallParams,
   ToolOutputParams,
@@ -60,6 +62,8 @@ export interface Log {
  * not methods, so that a handler of other params is an error, not a bivariant match.) */
 export interface DaemonHandlers {
   token?: (params: TokenParams) => void;
+  thought?: (params: ThoughtParams) => void;
+  processOutput?: (params: ProcessOutputParams) => void;
   step?: (params: StepParams) => void;
   steered?: (params: SteeredParams) => void;
   toolCall?: (params: ToolCallParams) => void;
@@ -354,6 +358,8 @@ export class DaemonClient {
   private handle(connection: rpc.MessageConnection): void {
     const { log } = this.options;
     connection.onNotification(notificationType(Method.token), (p) => this.handlers.token?.(p));
+    connection.onNotification(notificationType(Method.thought), (p) => this.handlers.thought?.(p));
+    connection.onNotification(notificationType(Method.processOutput), (p) => this.handlers.processOutput?.(p));
     connection.onNotification(notificationType(Method.step), (p) => this.handlers.step?.(p));
     connection.onNotification(notificationType(Method.steered), (p) => this.handlers.steered?.(p));
     connection.onNotification(notificationType(Method.toolCall), (p) => this.handlers.toolCall?.(p));

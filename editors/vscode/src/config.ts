@@ -18,6 +18,8 @@ export interface Settings {
   provider: string;
   model: string;
   baseUrl: string;
+  /** The effort picked for new turns ('': the model's own default). */
+  effort: string;
   /** session/open's mcpServers for new sessions. */
   mcpServers: McpServer[];
   /** session/open's policy `task` for new sessions: the task tool, which starts child sessions. */
@@ -36,6 +38,7 @@ export const DEFAULT_SETTINGS: Settings = {
   provider: '',
   model: '',
   baseUrl: '',
+  effort: '',
   mcpServers: [],
   task: { enabled: false, maxConcurrent: 2 },
   approval: '',
@@ -116,6 +119,7 @@ export function readSettings(get: (key: string) => unknown): Settings {
     provider: text('provider'),
     model: text('model'),
     baseUrl: text('baseUrl'),
+    effort: text('effort'),
     mcpServers: Array.isArray(servers)
       ? servers.filter((s): s is McpServer => typeof s === 'object' && s !== null && typeof s.name === 'string')
       : [],

@@ -8,8 +8,9 @@
 import * as vscode from 'vscode';
 
 import { childCommands, registerChildren } from './children';
-import { DaemonClient } from './client';
+import { DaemonClient, Log } from './client';
 import { ChatViewProvider } from './chatView';
+import { registerComposer } from './composer';
 import { daemonCommand, initializationOptions, newSessionPolicy, readSettings } from './config';
 import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
@@ -17,6 +18,7 @@ import { acting, Extension } from './features';
 import { ChannelLog } from './log';
 import { registerModes } from './modes';
 import { registerPlan } from './planView';
+import { registerProcesses } from './processes';
 import { registerPrompting, sender } from './prompting';
 import { contentProvider, SCHEME } from './proposed';
 import { SessionController } from './session';
@@ -96,12 +98,19 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerWorktrees(ext, worktreeCommands(ext, starting.pickFolder)),
     ...registerChildren(ext, children),
     ...registerWalls(ext),
-    ...registerPlan(ext), ...registerModes(ext),
+    ...registerPlan(ext),
+    ...registerModes(ext),
+    ...registerComposer(ext),
+    ...registerProcesses(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);
-  // After a reload the window reattaches to its session, and to the turn still running in the
-  // shared daemon, if one is.
+  reattach(context, controller, log);
+}
+
+/** After a reload the window reattaches to its session, and to the turn still running in the
+ * shared daemon, if one is; the session open from now on is remembered for the next reload. */
+function reattach(context: vscode.ExtensionContext, controller: SessionController, log: Log): void {
   const remembered = context.workspaceState.get<string>(SESSION_KEY);
   context.subscriptions.push(
     controller.onDidChangeSession((session) => void context.workspaceState.update(SESSION_KEY, session?.sessionId)),

@@ -46,15 +46,21 @@ export const Method = {
   pin: 'session/pin',
   unpin: 'session/unpin',
   runSteps: 'run/steps',
+  runEvents: 'run/events',
   worktreeMerge: 'session/worktree/merge',
   worktreeDiscard: 'session/worktree/discard',
   mode: 'session/mode',
   planApprove: 'session/plan/approve',
+  image: 'session/image',
+  processes: 'session/processes',
+  processStop: 'session/process/stop',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
   dequeued: 'session/dequeued',
   token: 'session/token',
+  thought: 'session/thought',
+  processOutput: 'session/processOutput',
   step: 'session/step',
   steered: 'session/steered',
   toolCall: 'session/toolCall',
@@ -129,7 +135,9 @@ export type {
   BudgetStatus,
   CallStatus,
   Count,
+  Effort,
   FileChange,
+  ImageRef,
   ForkedFrom,
   McpServer,
   McpServerState,
@@ -139,6 +147,7 @@ export type {
   PlanEntry,
   PlanStatus,
   Policy,
+  Process,
   ProviderChoice,
   Queued,
   Restored,
@@ -189,6 +198,13 @@ export type SteerResult = wire.RequestResult<'session/steer'>;
 
 export type CancelResult = wire.RequestResult<'session/cancel'>;
 
+/** How hard a reasoning model thinks, as the schema's `Effort` lists it (checked by the tests). */
+export const EFFORTS = ['low', 'medium', 'high'] as const satisfies readonly wire.Effort[];
+
+/** An image given with a prompt (session/turn's images): a file under the root, or its bytes.
+ * (Written out: the generated type of the list reads `{path} | {data, mimeType}[]`.) */
+export type ImageInput = { path: string } | { data: string; mimeType: wire.ImageType };
+
 /** What the editor attaches to a prompt (session/turn's context). */
 export type ContextEntry = NonNullable<wire.RequestParams<'session/turn'>['context']>[number];
 
@@ -216,6 +232,14 @@ export type ApprovalResult = wire.ClientRequestResult<'session/requestApproval'>
 export type ApprovalDecision = ApprovalResult['decision'];
 
 export type TokenParams = wire.NotificationParams<'session/token'>;
+
+/** A piece of what the model reasons in a step's call, as it streams. */
+export type ThoughtParams = wire.NotificationParams<'session/thought'>;
+
+/** What a session's process printed since the previous one of it. */
+export type ProcessOutputParams = wire.NotificationParams<'session/processOutput'>;
+
+export type ImageResult = wire.RequestResult<'session/image'>;
 
 export type StepParams = wire.NotificationParams<'session/step'>;
 

@@ -8,6 +8,7 @@
  */
 
 import { DaemonClient, DaemonHandlers, Log } from './client';
+import type { Attachments } from './images';
 import type { LivePlan } from './plan';
 import {
   ApprovalMode,
@@ -16,12 +17,14 @@ import {
   BudgetStatus,
   CompactResult,
   ContextEntry,
+  Effort,
   ExportResult,
   FileChange,
   Grant,
   McpServer,
   Merged,
   Policy,
+  ProcessOutputParams,
   RecoverResult,
   RecoveryDecision,
   Restored,
@@ -30,6 +33,7 @@ import {
   SessionSummary,
   SessionTools,
   Spent,
+  ToolCallParams,
   Turn,
   TurnResult,
   UsageParams,
@@ -75,6 +79,8 @@ export class SessionController {
   private readonly sessionWalls: SessionWalls;
   private readonly plans: Plans;
   private readonly modes: Modes;
+  private readonly processOutputListeners = new Set<Listener<ProcessOutputParams>>();
+  private readonly callEndedListeners = new Set<Listener<ToolCallParams>>();
 
   readonly handlers: DaemonHandlers;
 
@@ -120,9 +126,16 @@ export class SessionController {
     this.handlers = {
       // a child's (the task tool's) are drawn under the task call that started it
       token: (p) => children.onToken(p) || stream.onToken(p),
+      thought: (p) => stream.onThought(p),
       step: (p) => children.onStep(p) || stream.onStep(p),
       steered: (p) => steering.onSteered(p),
-      toolCall: (p) => children.onToolCall(p) || stream.onToolCall(p),
+      toolCall: (p) => {
+        if (ENDED.has(p.status) && p.sessionId === this.session?.sessionId) {
+          this.callEndedListeners.forEach((listener) => listener(p));
+        }
+        return children.onToolCall(p) || stream.onToolCall(p);
+      },
+      processOutput: (p) => this.processOutputListeners.forEach((listener) => listener(p)),
       toolOutput: (p) => children.onToolOutput(p) || stream.onToolOutput(p),
       usage: (p) => spending.onUsage(p),
       queued: (p) => queueing.onQueued(p),
@@ -218,6 +231,31 @@ export class SessionController {
 
   set stepMode(on: boolean) {
     this.turns.stepMode = on;
+  }
+
+  /** The images that go with the next prompt (a chip each under the prompt box). */
+  get attachments(): Attachments {
+    return this.core.attachments;
+  }
+
+  /** The effort the next turns ask for (session/turn's effort); undefined: the model's default. */
+  get effort(): Effort | undefined {
+    return this.core.effort;
+  }
+
+  set effort(effort: Effort | undefined) {
+    this.core.effort = effort;
+    this.core.postAttachments();
+  }
+
+  /** What a process of the open session printed (session/processOutput), as it comes. */
+  onProcessOutput(listener: Listener<ProcessOutputParams>): { dispose(): void } {
+    return subscribe(this.processOutputListeners, listener);
+  }
+
+  /** A tool call of the open session's turn ended (done, failed, refused or cancelled). */
+  onDidEndToolCall(listener: Listener<ToolCallParams>): { dispose(): void } {
+    return subscribe(this.callEndedListeners, listener);
   }
 
   onDidChangeSession(listener: Listener<Session | undefined>): { dispose(): void } {
@@ -334,7 +372,7 @@ export class SessionController {
   }
 
   turn(prompt: string, context?: ContextEntry[]): Promise<TurnResult | undefined> {
-    return this.turns.turn(prompt, context);
+    return this.turns.turn(prompt, context, this.core.attachments.take());
   }
 
   toggleAttachActiveFile(): boolean {
@@ -467,6 +505,9 @@ export class SessionController {
     return this.spending.compact();
   }
 }
+
+/** The statuses a tool call ends with. */
+const ENDED = new Set<string>(['done', 'failed', 'refused', 'cancelled']);
 
 function subscribe<T>(listeners: Set<Listener<T>>, listener: Listener<T>): { dispose(): void } {
   listeners.add(listener);

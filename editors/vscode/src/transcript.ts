@@ -3,8 +3,10 @@
  * steers, approvals, notices), and their HTML. Pure: no VS Code, no daemon.
  */
 
+import { imagesHtml, ShownImage, shownImages } from './images';
 import { escapeHtml, renderMarkdown } from './markdown';
 import { planMarksHtml, refusedByPlanMode } from './plan';
+import { appendThought, reasoningText, stepBlocks, ThoughtBlock, thoughtHtml } from './thoughts';
 import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Plan, Step, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
 
 export type SteerState = 'sending' | 'queued' | 'delivered' | 'undelivered' | 'failed';
@@ -36,7 +38,9 @@ export type Block =
       /** The rule an allowRule or allowRuleProject answer saved (the approval's proposedRule). */
       rule?: string[];
     }
-  | { kind: 'notice'; level: 'info' | 'error'; text: string };
+  | { kind: 'notice'; level: 'info' | 'error'; text: string }
+  /** What the model reasoned in a step's call: drawn folded under the step. */
+  | ThoughtBlock;
 
 export interface TranscriptTurn {
   /** Stable in the view: the turn id once known, a local key before. */
@@ -52,6 +56,8 @@ export interface TranscriptTurn {
   /** The turn's last plan (update_plan), and the planned turn whose plan it carries out. */
   plan?: Plan;
   followsPlan?: { turnId: string; name?: string };
+  /** The images the prompt carried (Turn.images), with their pictures once read. */
+  images?: ShownImage[];
 }
 
 /** A child session a `task` call started, as the parent's view shows it: its turn (its text,
@@ -100,18 +106,21 @@ export function fromHistory(turn: Turn): TranscriptTurn {
     error: turn.error,
     ...(turn.plan ? { plan: turn.plan } : {}),
     ...(turn.followsPlan ? { followsPlan: { turnId: turn.followsPlan.turnId } } : {}),
+    ...(turn.images?.length ? { images: shownImages(turn.images) } : {}),
   };
 }
 
 /** A turn drawn from the history with its reply (the last step's text) shows every step's
- * text instead, in order, once its steps are read; false when that changes nothing. */
+ * text instead, in order, each under its thought (folded), once its steps are read; false when
+ * that changes nothing. */
 export function withStepTexts(turn: TranscriptTurn, steps: Step[]): boolean {
-  const texts: Block[] = steps.filter((s) => s.text).map((s) => ({ kind: 'text', step: s.step, text: s.text }));
-  const drawn = turn.blocks.filter((b) => b.kind === 'text');
-  if (!texts.length || (drawn.length === texts.length && drawn.every((b, i) => (b as { text: string }).text === (texts[i] as { text: string }).text))) {
+  const texts: Block[] = steps.flatMap(stepBlocks);
+  const drawn = turn.blocks.filter((b) => b.kind === 'text' || b.kind === 'thought');
+  const same = (a: Block, b: Block) => a.kind === b.kind && (a as { text: string }).text === (b as { text: string }).text;
+  if (!texts.length || (drawn.length === texts.length && drawn.every((b, i) => same(b, texts[i])))) {
     return false;
   }
-  turn.blocks = [...texts, ...turn.blocks.filter((b) => b.kind !== 'text')];
+  turn.blocks = [...texts, ...turn.blocks.filter((b) => b.kind !== 'text' && b.kind !== 'thought')];
   return true;
 }
 
@@ -164,6 +173,11 @@ export function appendText(turn: TranscriptTurn, step: number, text: string): vo
   } else {
     turn.blocks.splice(at, 0, { kind: 'text', step, text });
   }
+}
+
+/** Append a streamed piece of a step's reasoning (session/thought), before the step's text. */
+export function appendThoughtText(turn: TranscriptTurn, step: number, text: string): void {
+  appendThought(turn.blocks, insertionPoint(turn), step, text);
 }
 
 /** Add a tool call, an approval or a notice where it happened. */
@@ -297,7 +311,8 @@ export function formatTokens(tokens: Tokens | undefined): string | undefined {
     return 'tokens unknown';
   }
   const cached = tokens.cached ? `, ${formatCount(tokens.cached)} cached` : '';
-  return `${formatCount(tokens.total)} tokens (${formatCount(tokens.input)} in${cached}, ${formatCount(tokens.output)} out)`;
+  const reasoning = reasoningText(tokens, formatCount);
+  return `${formatCount(tokens.total)} tokens (${formatCount(tokens.input)} in${cached}, ${formatCount(tokens.output)} out${reasoning})`;
 }
 
 /** "finished · gpt-4o-mini · 120 tokens (100 in, 20 out) · $0.0012" */
@@ -357,8 +372,10 @@ export function ruleWords(target: string): string[] {
   }
 }
 
-export function blockHtml(block: Block): string {
+export function blockHtml(block: Block, turnKey = ''): string {
   switch (block.kind) {
+    case 'thought':
+      return thoughtHtml(block, turnKey);
     case 'text':
       block.html ??= renderMarkdown(block.text);
       return `<div class="text">${block.html}</div>`;
@@ -430,7 +447,7 @@ function escalationHtml(block: Extract<Block, { kind: 'approval' }>, escalate: {
 }
 
 export function bodyHtml(turn: TranscriptTurn): string {
-  return turn.blocks.map(blockHtml).join('');
+  return turn.blocks.map((b) => blockHtml(b, turn.key)).join('');
 }
 
 export function footerHtml(turn: TranscriptTurn): string {
@@ -454,7 +471,7 @@ export function turnView(turn: TranscriptTurn): TurnView {
     key: turn.key,
     turnId: turn.turnId,
     prompt: escapeHtml(turn.prompt),
-    body: bodyHtml(turn),
+    body: imagesHtml(turn.images) + bodyHtml(turn),
     footer: footerHtml(turn),
     outcome: turn.outcome,
   };

@@ -3,7 +3,7 @@
  * `session/usage`: pure functions, tested without VS Code.
  */
 
-import { UsageParams } from './protocol';
+import { Spend, UsageParams } from './protocol';
 import { formatCost } from './transcript';
 
 /** A number of tokens the short way: 950, 12.3k, 1.05M. */
@@ -27,13 +27,19 @@ export function usageText(usage: UsageParams): string {
   return `$(dashboard) ctx ${contextPercent(usage)}% · ${formatCost(usage.cost.session)}`;
 }
 
+/** "12 cached" and, once a provider reported them, ", 40 reasoning". */
+function spendParts(spend: Spend): string {
+  const reasoning = spend.reasoning ? `, ${spend.reasoning.toLocaleString('en-US')} reasoning` : '';
+  return `${spend.cached.toLocaleString('en-US')} cached${reasoning}`;
+}
+
 /** The status bar's tooltip: the meter and the spend in full. */
 export function usageTooltip(usage: UsageParams): string {
   const { turn, session } = usage.tokens;
   return [
     `Context: ${shortTokens(usage.contextTokens)} of ${shortTokens(usage.contextWindow)} tokens (${contextPercent(usage)}%)`,
-    `This turn: ${turn.total.toLocaleString('en-US')} tokens (${turn.cached.toLocaleString('en-US')} cached) · ${formatCost(usage.cost.turn)}`,
-    `This session: ${session.total.toLocaleString('en-US')} tokens (${session.cached.toLocaleString('en-US')} cached) · ${formatCost(usage.cost.session)}`,
+    `This turn: ${turn.total.toLocaleString('en-US')} tokens (${spendParts(turn)}) · ${formatCost(usage.cost.turn)}`,
+    `This session: ${session.total.toLocaleString('en-US')} tokens (${spendParts(session)}) · ${formatCost(usage.cost.session)}`,
     'Click to compact the session: its oldest turns are sent as a summary.',
   ].join('\n');
 }

@@ -7,12 +7,14 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { afterEach, beforeEach } from 'node:test';
 
 import { ClientOptions, DaemonClient, Log } from '../src/client';
 import { DEFAULT_SETTINGS } from '../src/config';
 import { acting, Extension } from '../src/features';
 import type { ChatSink, SessionController, ToWebview } from '../src/session';
 import type { TurnView } from '../src/transcript';
+import { stub } from './vscode-stub';
 
 /** The repository's MCP server fixture, where a program inside the walls can read it: the
  * walls give every program a /tmp (and /run) of its own, so a checkout under /tmp would hide
@@ -245,6 +247,21 @@ export class RecordingView implements ChatSink {
   }
 }
 
+/** A chat view that can be waited on: each post is checked against what a test waits for. */
+export class WatchedView extends RecordingView {
+  private waiters: { probe: () => boolean; resolve: () => void }[] = [];
+
+  override post(message: ToWebview): void {
+    super.post(message);
+    this.waiters = this.waiters.filter((w) => !(w.probe() && (w.resolve(), true)));
+  }
+
+  /** Settles once `probe` holds after a post (or at once, if it holds now). */
+  until(probe: () => boolean): Promise<void> {
+    return probe() ? Promise.resolve() : new Promise((resolve) => this.waiters.push({ probe, resolve }));
+  }
+}
+
 /** What activate hands each feature, over one controller and no window: the default settings,
  * commands that show their failure as in VS Code, the chat focused by doing nothing. */
 export function features(c: SessionController, log: Log): Extension {
@@ -285,4 +302,18 @@ export function stripTags(html: string): string {
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')
     .replace(/&amp;/g, '&');
+}
+
+/** A daemon of its own for each test of the file (and the stand-in's state reset): the getter
+ * gives the current test's. */
+export function daemonPerTest(): () => TestDaemon {
+  let daemon: TestDaemon | undefined;
+  beforeEach(() => {
+    stub.reset();
+    daemon = new TestDaemon();
+  });
+  afterEach(async () => {
+    await daemon?.cleanup();
+  });
+  return () => daemon!;
 }

@@ -91,7 +91,7 @@ describe('the extension in a stand-in VS Code', () => {
     const menus = Object.values(pkg.contributes.menus).flat() as { command: string }[];
     assert.ok(menus.every((m) => contributed.includes(m.command)));
     const views = pkg.contributes.views.trellisd.map((v: { id: string }) => v.id);
-    assert.deepEqual(views, ['trellisd.chat', 'trellisd.plan', 'trellisd.turns']);
+    assert.deepEqual(views, ['trellisd.chat', 'trellisd.plan', 'trellisd.processes', 'trellisd.turns']);
     assert.ok(fs.existsSync(path.join(root, pkg.contributes.viewsContainers.activitybar[0].icon)));
   });
 

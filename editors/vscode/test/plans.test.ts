@@ -10,12 +10,11 @@ import { MODE_DESCRIPTIONS, modeItems, registerModes, RUN_MODES } from '../src/m
 import { LivePlan, planMarksHtml, progressText, refusedByPlanMode } from '../src/plan';
 import { planDescription, PlanNode, PlanTreeProvider, registerPlan } from '../src/planView';
 import { APPROVAL_MODES, ApprovalMode, ApprovalParams, PLAN_STATUSES } from '../src/protocol';
-import type { ToWebview } from '../src/session';
 import { SessionController } from '../src/session';
 import { grantItem } from '../src/sessionCommands';
 import { ruleText } from '../src/transcript';
 import { registerTurnCommands } from '../src/turnCommands';
-import { features, RecordingView, stripTags, TestDaemon } from './daemon';
+import { features, stripTags, TestDaemon, WatchedView } from './daemon';
 import { QuickPick, QuickPickItem, stub, TreeItem, Uri } from './vscode-stub';
 
 const EXTENSION = path.join(__dirname, '..', '..');
@@ -23,21 +22,6 @@ const schema = JSON.parse(fs.readFileSync(path.join(EXTENSION, '..', '..', 'prot
 const manifest = JSON.parse(fs.readFileSync(path.join(EXTENSION, 'package.json'), 'utf8'));
 
 let daemon: TestDaemon;
-
-/** A chat view that can be waited on: each post is checked against what a test waits for. */
-class WatchedView extends RecordingView {
-  private waiters: { probe: () => boolean; resolve: () => void }[] = [];
-
-  override post(message: ToWebview): void {
-    super.post(message);
-    this.waiters = this.waiters.filter((w) => !(w.probe() && (w.resolve(), true)));
-  }
-
-  /** Settles once `probe` holds after a post (or at once, if it holds now). */
-  until(probe: () => boolean): Promise<void> {
-    return probe() ? Promise.resolve() : new Promise((resolve) => this.waiters.push({ probe, resolve }));
-  }
-}
 
 /** Settles with the first value `subscribe` reports that `probe` accepts (or the current one). */
 function next<T>(subscribe: (listener: (value: T) => void) => { dispose(): void }, probe: (value: T) => boolean, now?: T): Promise<T> {

@@ -11,6 +11,7 @@ import type { CancellationTokenSource } from 'vscode-jsonrpc';
 import type { DaemonClient, Log } from '../client';
 import { Coalescer } from '../coalescer';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from '../errors';
+import { Attachments, chipText } from '../images';
 import { MODE_DESCRIPTIONS, modeText } from '../modes';
 import { HISTORY_PAGE } from '../paging';
 import { LivePlan, nameFollowedPlans, newestPlan } from '../plan';
@@ -18,6 +19,7 @@ import {
   ApprovalMode,
   Budget,
   BudgetStatus,
+  Effort,
   ErrorCode,
   McpServer,
   Method,
@@ -67,7 +69,11 @@ export type ToWebview =
   /** Whether older turns than those drawn can be loaded ("Load earlier turns"). */
   | { type: 'earlier'; more: boolean }
   /** Older turns, drawn above the others. */
-  | { type: 'prepend'; turns: TurnView[]; more: boolean };
+  | { type: 'prepend'; turns: TurnView[]; more: boolean }
+  /** The images waiting for the next prompt, a chip each under the prompt box. */
+  | { type: 'images'; images: { id: string; text: string }[] }
+  /** The effort the next turns ask for ('' : the model's own default). */
+  | { type: 'effort'; effort: Effort | '' };
 
 /** Messages from the chat webview. */
 export type FromWebview =
@@ -85,6 +91,11 @@ export type FromWebview =
   | { type: 'setMode' }
   /** A child session's "open" link under the task call that started it. */
   | { type: 'openSession'; sessionId: string }
+  /** An image pasted into the prompt box (base64), and a chip's remove button. */
+  | { type: 'pasteImage'; data: string; mimeType: string }
+  | { type: 'dropImage'; id: string }
+  /** The effort picker beside the send button ('' : the model's default). */
+  | { type: 'effort'; effort: string }
   | { type: 'showLog' };
 
 export interface ChatSink {
@@ -178,6 +189,10 @@ export class SessionCore {
   walls?: { sessionId: string; text: string; detail: string };
   /** The open session's walls being read: what the session does next waits for it. */
   wallsRead: Promise<unknown> = Promise.resolve();
+  /** The images that go with the next prompt (images.ts). */
+  readonly attachments = new Attachments();
+  /** The effort the next turns ask for (session/turn's effort); undefined: the model's default. */
+  effort?: Effort;
   /** Wired by SessionController once every feature is made. */
   links!: SessionLinks;
 
@@ -188,6 +203,13 @@ export class SessionCore {
     flushIntervalMs: number,
   ) {
     this.coalescer = new Coalescer((key) => this.draw(key), flushIntervalMs);
+    this.attachments.onDidChange(() => this.postAttachments());
+  }
+
+  /** The chips of the images waiting for the next prompt, and the effort picked. */
+  postAttachments(): void {
+    this.view.post({ type: 'images', images: this.attachments.items.map((a) => ({ id: a.id, text: chipText(a) })) });
+    this.view.post({ type: 'effort', effort: this.effort ?? '' });
   }
 
   get isRunning(): boolean {
@@ -315,6 +337,7 @@ export class SessionCore {
     this.coalescer.flush();
     const session = this.session;
     this.postQueue();
+    this.postAttachments();
     this.view.post({ type: 'earlier', more: !!this.historyCursor });
     this.view.post({
       type: 'reset',

@@ -10,7 +10,7 @@ import { lostMessage } from '../client';
 import { messageOf } from '../errors';
 import { HISTORY_PAGE } from '../paging';
 import { Method, RunningTurn, TurnEndedParams, TurnResult } from '../protocol';
-import { appendText, Block, callFound, finish, footerText, TranscriptTurn, withCommittedSteps } from '../transcript';
+import { appendText, appendThoughtText, Block, callFound, finish, footerText, TranscriptTurn, withCommittedSteps } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
 
 export class Following {
@@ -57,6 +57,10 @@ export class Following {
     // step's, which the stored reply already holds.
     const stored = turn.blocks.map((b) => (b.kind === 'text' ? b.text : '')).join('');
     const reply = turn.blocks.find((b): b is Extract<Block, { kind: 'text' }> => b.kind === 'text')?.text ?? '';
+    const drawnThought = turn.blocks.some((b) => b.kind === 'thought' && b.step === running.step);
+    if (running.thought && running.step !== null && !drawnThought) {
+      appendThoughtText(turn, running.step, running.thought); // what it reasoned so far, folded
+    }
     if (running.text && !stored.endsWith(running.text)) {
       appendText(turn, running.step ?? 1, running.text);
     }

@@ -5,6 +5,7 @@
  */
 
 import { messageOf } from '../errors';
+import { readPictures } from '../images';
 import { earlierPage, stepsOf } from '../paging';
 import { nameFollowedPlans } from '../plan';
 import { Step, Turn } from '../protocol';
@@ -50,12 +51,14 @@ export class Paging {
     return turns.length;
   }
 
-  /** Every step's text of turns drawn from the history (their reply is the last step's). */
+  /** Every step's text (and thought) of turns drawn from the history (their reply is the last
+   * step's), and the pictures of the images their prompts carried. */
   async fillSteps(turns: Turn[]): Promise<void> {
     const { core } = this;
     if (!turns.length) {
       return;
     }
+    void this.fillPictures(turns);
     const session = core.session;
     let steps: Map<string, Step[]>;
     try {
@@ -72,6 +75,25 @@ export class Paging {
       const found = steps.get(turn.turnId);
       if (shown && found && shown.outcome !== 'running' && withStepTexts(shown, found)) {
         core.postTurn(shown);
+      }
+    }
+  }
+
+  /** The pictures of the images the turns' prompts carried (session/image), drawn as read. */
+  private async fillPictures(turns: Turn[]): Promise<void> {
+    const { core } = this;
+    const session = core.session;
+    for (const turn of turns) {
+      const shown = core.transcript.find((t) => t.turnId === turn.turnId);
+      if (!session || !shown?.images || core.session !== session) {
+        continue;
+      }
+      try {
+        if (await readPictures(core.client, session.sessionId, shown.images)) {
+          core.postTurn(shown);
+        }
+      } catch (error) {
+        core.log.warn(`could not read the images of turn ${turn.turnId}: ${messageOf(error)}`);
       }
     }
   }

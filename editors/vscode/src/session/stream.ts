@@ -1,13 +1,13 @@
 /**
  * What the daemon says while a turn runs, drawn into the turn: its text as it streams
- * (session/token), each step as it commits (session/step), and each tool call as it goes
+ * (session/token) and what the model reasons (session/thought, folded), each step as it commits (session/step), and each tool call as it goes
  * (session/toolCall, session/toolOutput). A notification of the open session while no turn is
  * drawn running means another window started one: it is caught up with.
  */
 
 import { argumentsLine } from '../approval';
-import { StepParams, TokenParams, ToolCallParams, ToolOutputParams, TurnRef } from '../protocol';
-import { addBlock, appendText, callChanged, callEnded, callPrinted, TranscriptTurn } from '../transcript';
+import { StepParams, ThoughtParams, TokenParams, ToolCallParams, ToolOutputParams, TurnRef } from '../protocol';
+import { addBlock, appendText, appendThoughtText, callChanged, callEnded, callPrinted, TranscriptTurn } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
 
 /** A committed step drawn into `turn`: its tool call's result on the call's block (a block
@@ -44,6 +44,15 @@ export class Stream {
     const live = this.liveTurn(p, true);
     if (live) {
       appendText(live.turn, p.step, p.text);
+      this.core.coalescer.mark(live.turn.key);
+    }
+  }
+
+  /** What the model reasons streams folded under its step; a child's is not the parent's. */
+  onThought(p: ThoughtParams): void {
+    const live = this.liveTurn(p, false);
+    if (live) {
+      appendThoughtText(live.turn, p.step, p.text);
       this.core.coalescer.mark(live.turn.key);
     }
   }

@@ -8,7 +8,9 @@ import { CancellationToken, CancellationTokenSource } from 'vscode-jsonrpc';
 
 import { DaemonError, messageOf, TrellisError } from '../errors';
 import { planTurnText, turnName } from '../plan';
+import type { Attachment } from '../images';
 import { ApprovalMode, ContextEntry, ErrorCode, Method, TurnResult } from '../protocol';
+import type { RequestParams } from '../protocolTypes';
 import { pendingFrom } from '../recovery';
 import { addBlock, contextLine, finish, footerText, fromHistory, TranscriptTurn } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
@@ -35,7 +37,7 @@ export class Turns {
       await this.core.links.steer(trimmed);
     } else {
       const active = this.attachActiveFile ? this.activeFile() : undefined;
-      await this.turn(trimmed, active ? [active] : undefined);
+      await this.turn(trimmed, active ? [active] : undefined, this.core.attachments.take());
     }
   }
 
@@ -52,8 +54,9 @@ export class Turns {
   }
 
   /** Run one turn; the reply streams into the view. Errors are shown, not thrown.
-   * `context`: what the editor attaches to the prompt (a selection, a file). */
-  async turn(prompt: string, context?: ContextEntry[]): Promise<TurnResult | undefined> {
+   * `context`: what the editor attaches to the prompt (a selection, a file); `images`: the
+   * pictures that go with it (refused ones come back as chips). */
+  async turn(prompt: string, context?: ContextEntry[], images: Attachment[] = []): Promise<TurnResult | undefined> {
     const { core } = this;
     const session = core.requireSession();
     if (core.live) {
@@ -67,13 +70,33 @@ export class Turns {
       addBlock(turn, { kind: 'notice', level: 'info', text });
       core.log.info(`prompt ${text}`);
     }
+    if (images.length) {
+      turn.images = images.map((a) => ({ mimeType: a.mimeType, bytes: a.bytes, dataUrl: a.dataUrl }));
+      core.log.info(`prompt with ${images.length} image(s): ${images.map((a) => a.label).join(', ')}`);
+    }
     core.transcript.push(turn);
-    return this.run(turn, true, async (token) => {
+    const effort = core.effort;
+    if (effort) {
+      core.log.info(`the turn asks for effort ${effort}`);
+    }
+    const result = await this.run(turn, true, async (token) => {
       await core.ensureAttached();
       const stepMode = this.stepMode || undefined;
-      const params = { sessionId: session.sessionId, prompt, stepMode, ...(context?.length ? { context } : {}) };
+      const params: RequestParams<'session/turn'> = {
+        sessionId: session.sessionId,
+        prompt,
+        stepMode,
+        ...(context?.length ? { context } : {}),
+        // the generated type of the list is `{path} | {data, mimeType}[]`: each entry is either
+        ...(images.length ? { images: images.map((a) => a.input) as unknown as RequestParams<'session/turn'>['images'] } : {}),
+        ...(effort ? { effort } : {}),
+      };
       return core.client.request(Method.turn, params, token);
     });
+    if (!result && images.length && /^images/.test(turn.error ?? '')) {
+      core.attachments.restore(images); // refused for an image: fix it or remove it, then send again
+    }
+    return result;
   }
 
   /** Run the plan of the planned turn `turnId` under `approval` (session/plan/approve): a new
