@@ -13,6 +13,17 @@ const outPath = fileURLToPath(new URL('../src/protocolTypes.ts', import.meta.url
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
 /** A TypeScript type for one JSON schema node; `indent` is the depth of the line it starts on. */
+/** Whether a type has a `|` or `&` outside its braces, so that `[]` must not bind to its last part. */
+function operatorOutside(type) {
+  let depth = 0;
+  for (const c of type) {
+    if (c === '{' || c === '(' || c === '<') depth += 1;
+    else if (c === '}' || c === ')' || c === '>') depth -= 1;
+    else if ((c === '|' || c === '&') && depth === 0) return true;
+  }
+  return false;
+}
+
 function typeOf(node, indent) {
   if (node === true || node === undefined) return 'unknown';
   if (node === false) return 'never';
@@ -60,7 +71,7 @@ function ownType(node, indent) {
           return 'null';
         case 'array': {
           const item = typeOf(node.items, indent);
-          return /[ |&]/.test(item) && !item.startsWith('{') ? `(${item})[]` : `${item}[]`;
+          return operatorOutside(item) ? `(${item})[]` : `${item}[]`;
         }
         case 'object':
           return objectType(node, indent);

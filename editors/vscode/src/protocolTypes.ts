@@ -784,14 +784,14 @@ export interface Requests {
       /** true: while another turn of the session runs, wait in its queue (session/queued) and run after it; answers when it has run. Otherwise such a turn is refused (-32020). */
       queue?: boolean | null;
       /** Images given with the prompt (see Images): each a path under the root, read as read_file reads, or base64 data with its mimeType; png, jpeg, gif or webp, at most 20 MiB each; checked before the turn starts. */
-      images?: {
+      images?: ({
         /** Relative to the root, or absolute inside it. */
         path: string;
       } | {
         /** Base64, at most 20 MiB decoded. */
         data: string;
         mimeType: ImageType;
-      }[] | null;
+      })[] | null;
       /** This turn only. */
       effort?: Effort | null;
       /** Run this custom command (session/commands): its expansion is the prompt and its settings fill in what this request does not set, for this turn only. Unknown: -32602 naming it. */
