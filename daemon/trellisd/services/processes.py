@@ -47,7 +47,7 @@ from ..store.db import now
 from ..tools import guard
 from ..tools.base import ToolFailure
 from ..tools.command import RUN_MARK, kill_everything
-from ..tools.environment import _window_environment, child_environment
+from ..tools.environment import child_environment, window_variables
 from ..tools.processes import Printed, ProcessState
 from .seams import Notifier
 
@@ -313,7 +313,7 @@ class ProcessService:
         env = {**child_environment(), RUN_MARK: secrets.token_hex(8)}
         # The editor's terminal starts from the editor's own environment: set empty there
         # what the window's environment holds and a program must not see.
-        dropped = {name: "" for name in _window_environment() if name not in env}
+        dropped = {name: "" for name in window_variables() if name not in env}
         try:
             async with confine(walls or Walls("off", True, cwd), state.argv, cwd, env) as launch:
                 try:

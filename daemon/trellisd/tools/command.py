@@ -225,8 +225,8 @@ async def _stops_when_asked(group: int, mark: str, walled: bool, exited: asyncio
         return True
     if walled:
         needle = f"{RUN_MARK}={mark}".encode()
-        for pid in _processes():
-            if _belongs(pid, -1, needle) and _name(pid) != "bwrap":
+        for pid in running_pids():
+            if belongs_to_run(pid, -1, needle) and process_name(pid) != "bwrap":
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGTERM)
     else:
@@ -255,7 +255,7 @@ def kill_everything(leader: int, mark: str) -> None:
         os.killpg(leader, signal.SIGKILL)
     needle = f"{RUN_MARK}={mark}".encode()
     for _ in range(5):
-        found = [pid for pid in _processes() if _belongs(pid, leader, needle)]
+        found = [pid for pid in running_pids() if belongs_to_run(pid, leader, needle)]
         if not found:
             return
         for pid in found:
@@ -263,7 +263,7 @@ def kill_everything(leader: int, mark: str) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _processes() -> list[int]:
+def running_pids() -> list[int]:
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -272,7 +272,7 @@ def _processes() -> list[int]:
     return [int(n) for n in names if n.isdigit() and int(n) != me]
 
 
-def _name(pid: int) -> str:
+def process_name(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
             return f.read().strip()
@@ -280,7 +280,7 @@ def _name(pid: int) -> str:
         return ""
 
 
-def _belongs(pid: int, leader: int, needle: bytes) -> bool:
+def belongs_to_run(pid: int, leader: int, needle: bytes) -> bool:
     """Whether ``pid`` runs in ``leader``'s session or group or carries the mark; a zombie
     (already dead, waiting for its parent) does not count."""
     try:

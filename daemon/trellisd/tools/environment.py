@@ -62,7 +62,7 @@ def use_environment(environment: Mapping[str, str] | None, passed: tuple[str, ..
     _environment.set((environment, passed))
 
 
-def _window_environment() -> Mapping[str, str]:
+def window_variables() -> Mapping[str, str]:
     window = _environment.get()
     return _NOTHING if window is None or window[0] is None else window[0]
 
@@ -75,7 +75,7 @@ def child_environment(
     let through."""
     window = _environment.get()
     if parent is None:
-        parent = _window_environment()
+        parent = window_variables()
     names = passed if passed is not None else window[1] if window is not None else None
     if names is None:
         names = tuple(name.strip() for name in parent.get(PASS_VARIABLE, "").split(","))
@@ -90,7 +90,7 @@ def child_environment(
 def server_environment(own: Mapping[str, str] | None = None) -> dict[str, str]:
     """What an MCP stdio server starts with: the allowed variables of the window's
     environment, its entry's own ``env`` over them, and the names the launcher keeps."""
-    parent = _window_environment()
+    parent = window_variables()
     chosen = {
         name: value
         for name, value in parent.items()

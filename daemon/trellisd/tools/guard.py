@@ -45,7 +45,13 @@ def main(argv: list[str]) -> int:
         return 1
     # Imported once the tie holds: the daemon's own way to find and kill a call's processes.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from trellisd.tools.command import RUN_MARK, _belongs, _name, _processes, kill_everything
+    from trellisd.tools.command import (
+        RUN_MARK,
+        belongs_to_run,
+        kill_everything,
+        process_name,
+        running_pids,
+    )
 
     mark = os.environ.get(RUN_MARK, "")
     needle = f"{RUN_MARK}={mark}".encode()
@@ -59,8 +65,8 @@ def main(argv: list[str]) -> int:
 
     def stop(*_: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for pid in _processes():
-            if not _belongs(pid, child.pid, needle) or _name(pid) == "bwrap":
+        for pid in running_pids():
+            if not belongs_to_run(pid, child.pid, needle) or process_name(pid) == "bwrap":
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
