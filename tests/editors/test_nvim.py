@@ -769,6 +769,7 @@ def test_export_then_import_into_another_store_and_again_as_a_copy(
     other = start(db=tmp_path / "other" / "trellisd.db")
     other.command(f"TrellisImport {exported}")
     other.wait_note("imported: worth keeping")
+    other.wait_text("\napproval: ")  # the header's mode, read from session/policy as it opens
     # the same conversation, in the other store (whose header has no context meter until a
     # step is taken there)
     assert other.text() == re.sub(r"\ncontext .* tokens \(\d+%\).*\n", "\n", original)

@@ -880,6 +880,8 @@ try {
     await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
     await waitForLog(extensionLog, /approval asked: mcp__proj__echo .*\[MCP server proj, tool echo\]/);
     await palette("trellisd: Show the Model's Tools and MCP Servers");
+    // the list draws only the rows in sight: narrow it to the server's tool first
+    await pick.locator('input.input').fill('mcp__proj');
     const row = pick.locator('.monaco-list-row', { hasText: 'mcp__proj__echo' }).first();
     await row.waitFor({ timeout: 60_000 });
     const text = (await row.textContent()) ?? '';
