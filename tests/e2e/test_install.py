@@ -93,6 +93,9 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     pipx = tmp_path_factory.mktemp("pipx")
     env = {name: value for name, value in os.environ.items() if not name.startswith("PIPX_")}
     env.pop("VIRTUAL_ENV", None)
+    # pip's settings (an index, a proxy) are the user's: the test run's own configuration
+    # folder (tests/conftest.py) would hide ~/.config/pip
+    env.pop("XDG_CONFIG_HOME", None)
     env.update(
         PIPX_HOME=str(pipx / "home"),
         PIPX_BIN_DIR=str(pipx / "bin"),
