@@ -49,6 +49,7 @@ environment:
   TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
                        (default 128000)
   TRELLISD_PASS_ENV    secret-looking variables commands may see (comma-separated)
+  TRELLISD_SSH         with --remote: the ssh command and its options (default ssh)
 
 config file: $XDG_CONFIG_HOME/trellisd/config.toml (else ~/.config/trellisd/config.toml);
 the environment overrides it. `trellisd config` shows what is in effect.

@@ -18,16 +18,15 @@ reaches the editor's as it is.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shlex
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the rest is imported by run_remote: the command line's parser needs none
+    import subprocess
 
 # Never a prompt on the editor's pipes (a password, a host key to accept), no tty, no
 # escape character (``~.`` in the stream must not end it), and a dead link noticed within
@@ -164,6 +163,12 @@ def run_remote(remote: Remote) -> int:
     its exit status is returned (the remote trellisd's). ssh missing is said in one line
     (2); ssh that could not connect or lost the link (255), in one line with ssh's reason
     (1). SIGTERM, SIGINT and SIGHUP sent here go to ssh."""
+    import contextlib
+    import shutil
+    import signal
+    import subprocess
+    import tempfile
+
     program = remote.ssh[0]
     if shutil.which(program) is None:
         print(
@@ -221,7 +226,7 @@ def _send(ssh: subprocess.Popen[bytes], signum: int) -> None:
         try:
             ssh.send_signal(signum)
         except ProcessLookupError:
-            pass
+            pass  # it has just ended: its status is read next
 
 
 def _ssh_lines(log: str) -> list[str]:
