@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -22,6 +24,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -158,7 +161,6 @@ class Remote:
         )
         self.db = tmp_path / "remote-store" / "trellisd.db"
         self.windows: list[Daemon] = []
-        self.daemon_pids: set[int] = set()
 
     def remote_trellisd(self) -> str:
         """The remote command: the checkout's trellisd in the remote machine's environment
@@ -167,27 +169,39 @@ class Remote:
         names += ("XDG_RUNTIME_DIR", "TRELLISD_SHARED", "TRELLISD_API_KEY")
         return shlex.join(["env", *(f"{n}={self.remote_env[n]}" for n in names), TRELLISD])
 
-    async def open(self) -> Daemon:
-        """A new window over SSH, initialized."""
+    def window_env(self) -> dict[str, str]:
+        """The window's machine: the model settings are its (``--remote`` forwards them),
+        the key is not."""
+        return hermetic_env(
+            self.sshd.folder / "local-home",
+            TRELLISD_SSH=self.sshd.ssh(),
+            TRELLISD_PROVIDER="openai",
+            TRELLISD_BASE_URL=self.model.url,
+            TRELLISD_MODEL="test-model",
+        )
+
+    def command(self, *args: str) -> list[str]:
+        """``trellisd [args] --remote 127.0.0.1 ... --db <the remote store>``."""
+        remote = ["--remote", "127.0.0.1", "--remote-trellisd", self.remote_trellisd()]
+        return [TRELLISD, *args, *remote, "--db", str(self.db)]
+
+    def plain_ssh(self) -> list[str]:
+        """``ssh HOST trellisd`` as the editor's command: the model settings on the remote
+        command line, as a user would write them."""
+        settings = [
+            "TRELLISD_PROVIDER=openai",
+            f"TRELLISD_BASE_URL={self.model.url}",
+            "TRELLISD_MODEL=test-model",
+        ]
+        remote = ["env", *settings, *shlex.split(self.remote_trellisd()), "--db", str(self.db)]
+        return [*shlex.split(self.sshd.ssh()), "-T", "-o", "BatchMode=yes", "127.0.0.1", *remote]
+
+    async def open(self, plain_ssh: bool = False) -> Daemon:
+        """A new window over SSH, initialized: ``trellisd --remote``, or ``ssh`` itself."""
         config = ClientServerConfig(
-            server_command=[
-                TRELLISD,
-                "--remote",
-                "127.0.0.1",
-                "--remote-trellisd",
-                self.remote_trellisd(),
-                "--db",
-                str(self.db),
-            ],
+            server_command=self.plain_ssh() if plain_ssh else self.command(),
             client_factory=client_factory,
-            # The window's machine: the model settings are its (forwarded), not the key.
-            server_env=hermetic_env(
-                self.sshd.folder / "local-home",
-                TRELLISD_SSH=self.sshd.ssh(),
-                TRELLISD_PROVIDER="openai",
-                TRELLISD_BASE_URL=self.model.url,
-                TRELLISD_MODEL="test-model",
-            ),
+            server_env=self.window_env(),
         )
         client = await config.start()
         window = Daemon(client, self.db)
@@ -195,9 +209,7 @@ class Remote:
         result = await client.initialize_session(
             types.InitializeParams(capabilities=types.ClientCapabilities())
         )
-        facts = result.capabilities.experimental["trellisd"]
-        assert facts["daemon"]["shared"] is True
-        self.daemon_pids.add(facts["daemon"]["pid"])
+        assert result.capabilities.experimental["trellisd"]["daemon"]["shared"] is True
         return window
 
     def status(self) -> str:
@@ -206,16 +218,26 @@ class Remote:
             [TRELLISD, "status"], env=self.remote_env, capture_output=True, text=True, check=True
         ).stdout
 
+    def daemon_pids(self) -> list[int]:
+        """The shared daemons of the remote store, as ``trellisd status`` lists them."""
+        pids, store = [], ""
+        for line in self.status().splitlines():
+            if not line.startswith(" "):
+                store = line
+            elif store == str(self.db) and (found := re.match(r"  daemon   pid (\d+),", line)):
+                pids.append(int(found.group(1)))
+        return pids
+
     async def close(self) -> None:
         for window in self.windows:
             if window.process.returncode is None:
                 await window.client.shutdown_session()
                 await asyncio.wait_for(window.process.wait(), SAFETY_NET)
             await window.client.stop()
-        for pid in self.daemon_pids:
-            if alive(pid):
-                os.kill(pid, signal.SIGTERM)
-        for pid in self.daemon_pids:
+        pids = self.daemon_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        for pid in pids:
             await eventually(lambda pid=pid: not alive(pid), f"the shared daemon {pid} exits")
 
 
@@ -229,6 +251,53 @@ async def remote(
         sys.stderr.write(log.read_text())  # shown when the test fails
     sys.stderr.write("".join(sshd.log))
     await group.close()
+
+
+async def test_ssh_itself_as_the_daemon_command_carries_a_session(
+    remote: Remote, model: ModelServer, workspace: Path
+) -> None:
+    window = await remote.open(plain_ssh=True)
+    session = await open_session(window, workspace)
+    model.reply("plain ssh works", pieces=3)
+    result = await turn(window, session, "hello")
+    assert result["outcome"] == "finished"
+    assert "".join(t["text"] for t in window.tokens) == "plain ssh works"
+
+
+async def test_an_acp_client_is_served_over_ssh(
+    remote: Remote, model: ModelServer, workspace: Path
+) -> None:
+    agent = await asyncio.create_subprocess_exec(
+        *remote.command("acp"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=remote.window_env(),
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+    updates: list[dict[str, Any]] = []
+
+    async def call(msg_id: int, method: str, params: dict[str, Any]) -> Any:
+        line = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+        agent.stdin.write(json.dumps(line).encode() + b"\n")
+        while True:
+            message = json.loads(await asyncio.wait_for(agent.stdout.readline(), SAFETY_NET))
+            if message.get("id") == msg_id:
+                assert "error" not in message, message
+                return message["result"]
+            if message.get("method") == "session/update":
+                updates.append(message["params"]["update"])
+
+    initialized = await call(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert initialized["protocolVersion"] == 1
+    new = await call(1, "session/new", {"cwd": str(workspace), "mcpServers": []})
+    model.reply("an answer from afar", pieces=4)
+    prompt = [{"type": "text", "text": "hello"}]
+    done = await call(2, "session/prompt", {"sessionId": new["sessionId"], "prompt": prompt})
+    assert done["stopReason"] == "end_turn"
+    chunks = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert "".join(chunks) == "an answer from afar"
+    agent.stdin.close()
+    assert await asyncio.wait_for(agent.wait(), SAFETY_NET) == 0
 
 
 def ssh_client_of(window: Daemon) -> int:
