@@ -9,6 +9,8 @@
 set -euo pipefail
 
 if [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null && command -v ssh-keygen >/dev/null; then
+  # sshd's privilege separation folder, gone after a reboot (/run is a tmpfs)
+  if [ "$(id -u)" = 0 ]; then mkdir -p /run/sshd; fi
   echo "ssh-setup: $(ssh -V 2>&1) and /usr/sbin/sshd already installed"
   exit 0
 fi
