@@ -213,20 +213,22 @@ class Remote:
         return window
 
     def status(self) -> str:
-        """``trellisd status`` on the remote machine."""
-        return subprocess.run(
+        """What ``trellisd status`` on the remote machine says of the remote store's shared
+        daemons (it lists every daemon of the user's it finds)."""
+        listed = subprocess.run(
             [TRELLISD, "status"], env=self.remote_env, capture_output=True, text=True, check=True
         ).stdout
-
-    def daemon_pids(self) -> list[int]:
-        """The shared daemons of the remote store, as ``trellisd status`` lists them."""
-        pids, store = [], ""
-        for line in self.status().splitlines():
+        mine, store = [], ""
+        for line in listed.splitlines():
             if not line.startswith(" "):
                 store = line
-            elif store == str(self.db) and (found := re.match(r"  daemon   pid (\d+),", line)):
-                pids.append(int(found.group(1)))
-        return pids
+            if store == str(self.db):
+                mine.append(line)
+        return "\n".join(mine)
+
+    def daemon_pids(self) -> list[int]:
+        """The pids of the remote store's shared daemons."""
+        return [int(pid) for pid in re.findall(r"  daemon   pid (\d+),", self.status())]
 
     async def close(self) -> None:
         for window in self.windows:
@@ -341,15 +343,18 @@ async def test_a_turn_runs_on_when_the_connection_drops_and_the_next_one_finds_i
     held = held_after(model, 3)
     asyncio.ensure_future(turn(window, session, "keep going without me"))
     await tokens(window, 3)
-    assert "windows  1" in remote.status()
+    assert "  windows  1: pid" in remote.status()
 
     os.kill(ssh_client_of(window), signal.SIGKILL)  # the link is gone, mid-turn
     code = await asyncio.wait_for(window.process.wait(), SAFETY_NET)
     assert code == 1
     # On the remote side the window's forwarder ends with the SSH session; the shared
     # daemon, in a session of its own, does not, and the turn goes on.
-    await eventually(lambda: "windows  0" in remote.status(), "the remote window detaches")
-    assert "turns    1 running" in remote.status()
+    await eventually(
+        lambda: "  windows  0" in remote.status().splitlines(), "the remote window detaches"
+    )
+    running = f"  turns    1 running: {session['sessionId']}/"
+    assert running in remote.status()
     assert not held.dropped.is_set()
 
     again = await remote.open()
