@@ -348,6 +348,11 @@ def configure_logging(level: str) -> None:
 def run(argv: list[str] | None) -> None:
     args = parser().parse_args(argv)
     try:
+        if args.remote is not None and args.command not in ("serve", "acp"):
+            raise UsageError(
+                f"--remote serves an editor's window (serve, acp); run {args.command} on"
+                f" {args.remote} itself: ssh {args.remote} trellisd {args.command}"
+            )
         if args.command in ("status", "stop"):
             from . import forward
 

@@ -6,7 +6,8 @@ folder, the shared daemon on), and the model settings reach it from the window's
 as ``--remote`` forwards them; the key is on the remote command line (as a remote machine's
 own setting would be).
 
-Skipped, saying why, without ``/usr/sbin/sshd`` (``.ci/ssh-setup.sh`` installs it)."""
+The tests that need the server are skipped, saying why, without ``/usr/sbin/sshd``
+(``.ci/ssh-setup.sh`` installs it)."""
 
 from __future__ import annotations
 
@@ -48,11 +49,6 @@ from tests.fixtures.waits import SAFETY_NET, alive, eventually
 
 SSHD = "/usr/sbin/sshd"
 TRELLISD = str(Path(sys.executable).parent / "trellisd")
-
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"),
-    reason=f"needs OpenSSH's server at {SSHD} and its client (bash .ci/ssh-setup.sh)",
-)
 
 
 class Sshd:
@@ -138,6 +134,8 @@ class Sshd:
 
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
+        pytest.skip(f"needs OpenSSH's server at {SSHD} and its client (bash .ci/ssh-setup.sh)")
     server = Sshd(tmp_path / "sshd")
     if not server.listening.wait(SAFETY_NET) or server.process.poll() is not None:
         server.stop()
@@ -469,3 +467,18 @@ def test_the_remote_command_is_quoted_for_the_remote_shell() -> None:
         "warning",
     ]
     assert "sk-secret" not in " ".join(argv)
+
+
+def test_remote_is_refused_for_a_command_that_serves_no_window(tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [TRELLISD, "--remote", "box", "status"],
+        env=hermetic_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=SAFETY_NET,
+    )
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        "trellisd: --remote serves an editor's window (serve, acp); run status on box itself:"
+        " ssh box trellisd status"
+    ]
