@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # the rest is imported by run_remote: the command line's pars
 
 # Never a prompt on the editor's pipes (a password, a host key to accept), no tty, no
 # escape character (``~.`` in the stream must not end it), and a dead link noticed within
-# 45 seconds rather than at the next TCP timeout.
+# 45 seconds rather than at the next TCP timeout. The user's options come before these on
+# the command line, and ssh takes the first value it is given: theirs win.
 SSH_OPTIONS = (
     "-T",
     "-e",
@@ -41,8 +42,6 @@ SSH_OPTIONS = (
     "ServerAliveInterval=15",
     "-o",
     "ServerAliveCountMax=3",
-    "-o",
-    "LogLevel=ERROR",
 )
 
 # The window's model settings, taken to the remote trellisd on its command line (``env``)
@@ -207,9 +206,7 @@ def run_remote(remote: Remote) -> int:
         name = signal.Signals(-code).name
         print(f"trellisd: ssh to {remote.host} ended by {name}", file=sys.stderr, flush=True)
         return 1
-    for line in said:  # warnings of a connection that worked: said, after the fact
-        print(f"trellisd: ssh: {line}", file=sys.stderr, flush=True)
-    return code
+    return code  # what else ssh said of a connection that worked is of no use now
 
 
 def _let_go_of_stdio() -> None:

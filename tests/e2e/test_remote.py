@@ -12,6 +12,7 @@ The tests that need the server are skipped, saying why, without ``/usr/sbin/sshd
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -32,6 +33,7 @@ import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
 
+from tests.e2e.conftest import Pipes
 from tests.fixtures.driver import (
     LONG,
     TEST_KEY,
@@ -300,6 +302,56 @@ async def test_an_acp_client_is_served_over_ssh(
     assert await asyncio.wait_for(agent.wait(), SAFETY_NET) == 0
 
 
+def sshd_sessions(sshd: Sshd) -> list[int]:
+    """The processes sshd started for its connections (its listener's descendants that are
+    sshd)."""
+    found, todo = [], [sshd.process.pid]
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(FileNotFoundError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            todo += [int(child) for child in children]
+            if pid != sshd.process.pid and Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                found.append(pid)
+    return found
+
+
+async def test_a_link_that_stops_answering_is_noticed_and_said_in_one_line(
+    remote: Remote, model: ModelServer
+) -> None:
+    # Keep-alives each second, one unanswered is enough: noticed in about two seconds.
+    quick = ["--ssh-option", "ServerAliveInterval=1", "--ssh-option", "ServerAliveCountMax=1"]
+    remote_trellisd = ["--remote-trellisd", remote.remote_trellisd()]
+    window = await Pipes.start(
+        remote.db,
+        model,
+        "--remote",
+        "127.0.0.1",
+        *remote_trellisd,
+        *quick,
+        env={"TRELLISD_SSH": remote.sshd.ssh()},
+    )
+    await window.initialize()  # the link works
+    frozen = sshd_sessions(remote.sshd)
+    assert frozen
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)  # the remote machine stops answering
+    try:
+        code, err = await window.stderr_after_exit()
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert code == 1
+    assert err.splitlines() == [
+        "trellisd: the ssh connection to 127.0.0.1 failed:"
+        " Timeout, server 127.0.0.1 not responding."
+    ]
+    # The remote side then sees the connection gone, and its window detaches.
+    await eventually(
+        lambda: "  windows  0" in remote.status().splitlines(), "the remote window detaches"
+    )
+
+
 def ssh_client_of(window: Daemon) -> int:
     """The pid of the ssh client that ``trellisd --remote`` started for ``window``."""
     pid = window.process.pid
@@ -454,7 +506,7 @@ def test_the_remote_command_is_quoted_for_the_remote_shell() -> None:
     env = {"TRELLISD_MODEL": "a model; rm -rf /", "TRELLISD_API_KEY": "sk-secret", "SSH": "x"}
     argv = remote_module.ssh_argv(remote_module.remote_from_args(args, env))
     options = "-T -e none -o BatchMode=yes -o ServerAliveInterval=15 -o ServerAliveCountMax=3"
-    assert " ".join(argv).startswith(f"ssh {options} -o LogLevel=ERROR -- box ")
+    assert " ".join(argv).startswith(f"ssh {options} -- box ")
     assert argv[-3:-1] == ["--", "box"]
     assert shlex.split(argv[-1]) == [
         "env",
