@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import PROTOCOL_VERSION, __version__
+from . import PROTOCOL_VERSION, __version__, remote
 from .build import build
 from .rendezvous import shared_mode, store_file
 
@@ -49,6 +49,7 @@ environment:
   TRELLISD_CONTEXT_WINDOW  for `trellisd acp`: the context size usage is shown against
                        (default 128000)
   TRELLISD_PASS_ENV    secret-looking variables commands may see (comma-separated)
+  TRELLISD_SSH         with --remote: the ssh command and its options (default ssh)
 
 config file: $XDG_CONFIG_HOME/trellisd/config.toml (else ~/.config/trellisd/config.toml);
 the environment overrides it. `trellisd config` shows what is in effect.
@@ -182,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
             " | run]"
             " [--db PATH]"
             " [--log-level LEVEL]"
-            " [--standalone] [-h] [--version]"
+            " [--standalone] [--remote HOST] [-h] [--version]"
         ),
     )
     p.add_argument(
@@ -192,6 +193,7 @@ def parser() -> argparse.ArgumentParser:
     )
     standalone = "serve this window from a daemon of its own, in this process"
     p.add_argument("--standalone", action="store_true", help=standalone)
+    remote.add_options(p, defaults=True)
     commands = p.add_subparsers(
         title="commands",
         dest="command",
@@ -228,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
             command.add_argument(
                 "--standalone", action="store_true", default=argparse.SUPPRESS, help=standalone
             )
+            remote.add_options(command, defaults=False)
         if name == "daemon":
             command.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
             command.add_argument("--socket", default=None, help=argparse.SUPPRESS)
@@ -345,12 +348,20 @@ def configure_logging(level: str) -> None:
 def run(argv: list[str] | None) -> None:
     args = parser().parse_args(argv)
     try:
+        if args.remote is not None and args.command not in ("serve", "acp"):
+            raise UsageError(
+                f"--remote serves an editor's window (serve, acp); run {args.command} on"
+                f" {args.remote} itself: ssh {args.remote} trellisd {args.command}"
+            )
         if args.command in ("status", "stop"):
             from . import forward
 
             if args.command == "status":
                 sys.exit(forward.status(os.environ, sys.stdout))
             sys.exit(forward.stop(str(store_path(args.db, os.environ)), os.environ, sys.stdout))
+        if args.command in ("serve", "acp") and args.remote is not None:
+            # Served on another machine: its --db is that machine's, not checked here.
+            sys.exit(remote.run_remote(remote.remote_from_args(args, os.environ)))
         if args.command == "serve" and shared_mode(args.standalone, os.environ):
             path = store_path(args.db, os.environ)
             from .forward import TTY_HINT, attach

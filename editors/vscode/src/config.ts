@@ -71,12 +71,30 @@ export function expandHome(value: string): string {
   return value;
 }
 
+/** Where the daemon runs: 'ssh' (the command is ssh: the arguments after the host are words of
+ * the remote shell's command line), 'remote' (`trellisd --remote host`, which quotes them
+ * itself), or undefined: this machine. */
+export function remoteDaemon(command: string, args: readonly string[]): 'ssh' | 'remote' | undefined {
+  if (path.basename(command).replace(/\.exe$/i, '') === 'ssh') {
+    return 'ssh';
+  }
+  return args.some((a) => a === '--remote' || a.startsWith('--remote=')) ? 'remote' : undefined;
+}
+
+/** One word for a POSIX shell, as it is: 'it'\''s'. */
+function shellQuoted(word: string): string {
+  return `'${word.replace(/'/g, "'\\''")}'`;
+}
+
+/** The daemon's command line. The store of a daemon on another machine is that machine's path:
+ * passed as written, its ~ that machine's home (trellisd expands it). */
 export function daemonCommand(settings: Settings, cwd?: string): DaemonCommand {
   const command = expandHome(settings.command.trim() || DEFAULT_SETTINGS.command);
   const args = [...settings.args];
   const db = settings.db.trim();
   if (db) {
-    args.push('--db', expandHome(db));
+    const where = remoteDaemon(command, args);
+    args.push('--db', where === 'ssh' ? shellQuoted(db) : where === 'remote' ? db : expandHome(db));
   }
   return { command, args, cwd };
 }

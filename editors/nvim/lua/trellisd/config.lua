@@ -53,14 +53,46 @@ function M.set(opts)
   return M.options
 end
 
--- The command line that starts the daemon.
+-- Where `cmd` runs the daemon: "ssh" (`{ "ssh", "host", "trellisd" }`: the arguments after it
+-- are words of the remote shell's command line), "remote" (`trellisd --remote host`, which
+-- quotes them itself) or nil (this machine).
+---@param cmd string[]
+---@return "ssh"|"remote"|nil
+function M.remote(cmd)
+  if vim.fn.fnamemodify(cmd[1] or "", ":t"):gsub("%.exe$", "") == "ssh" then
+    return "ssh"
+  end
+  for _, arg in ipairs(cmd) do
+    if arg == "--remote" or vim.startswith(arg, "--remote=") then
+      return "remote"
+    end
+  end
+  return nil
+end
+
+-- One word for a POSIX shell, as it is: 'it'\''s'.
+---@param word string
+---@return string
+local function shell_quoted(word)
+  return "'" .. word:gsub("'", "'\\''") .. "'"
+end
+
+-- The command line that starts the daemon. The store (`db`) of a daemon on another machine
+-- is that machine's path: passed as written, its `~` that machine's home (trellisd expands it).
 ---@return string[]
 function M.command()
   local o = M.options
   local cmd = type(o.cmd) == "string" and { o.cmd } or vim.deepcopy(o.cmd)
   if o.db then
+    local where = M.remote(cmd)
     cmd[#cmd + 1] = "--db"
-    cmd[#cmd + 1] = vim.fn.expand(o.db)
+    if where == "ssh" then
+      cmd[#cmd + 1] = shell_quoted(o.db)
+    elseif where == "remote" then
+      cmd[#cmd + 1] = o.db
+    else
+      cmd[#cmd + 1] = vim.fn.expand(o.db)
+    end
   end
   return cmd
 end
