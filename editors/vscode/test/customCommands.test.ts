@@ -1,0 +1,211 @@
+import './setup';
+
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { ChatViewProvider } from '../src/chatView';
+import { registerCustomCommands } from '../src/customCommands';
+import { hookItem, registerHooks } from '../src/hooks';
+import { Hook, Method } from '../src/protocol';
+import { SessionController } from '../src/session';
+import { parseCommand } from '../src/slashCommand';
+import { daemonPerTest, features, RecordingView, stripTags } from './daemon';
+import { QuickPickItem, stub, Uri } from './vscode-stub';
+
+const daemonOf = daemonPerTest();
+
+/** The daemons of this file read the user's config (its commands folder, its hooks) here. */
+let config: string;
+const xdgBefore = process.env.XDG_CONFIG_HOME;
+before(() => {
+  config = fs.mkdtempSync(path.join(fs.realpathSync(process.env.TMPDIR || '/tmp'), 'trellisd-vscode-config-'));
+  process.env.XDG_CONFIG_HOME = config;
+});
+after(() => {
+  fs.rmSync(config, { recursive: true, force: true });
+  if (xdgBefore === undefined) {
+    delete process.env.XDG_CONFIG_HOME;
+  } else {
+    process.env.XDG_CONFIG_HOME = xdgBefore;
+  }
+});
+
+function write(file: string, text: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, text);
+}
+
+/** A project command and a user's command, as a person writes them. */
+function writeCommands(root: string): void {
+  write(
+    path.join(root, '.trellisd', 'commands', 'greet.md'),
+    '---\ndescription: Greet someone by name\nargument-hint: [name]\nmaxSteps: 3\n---\nSay hello to $ARGUMENTS in one line.\n',
+  );
+  write(path.join(config, 'trellisd', 'commands', 'tidy.md'), '---\ndescription: Tidy the README\n---\nTidy README.md.\n');
+}
+
+/** The prompt the daemon recorded for the session's newest turn (the command's expansion). */
+async function storedPrompt(c: SessionController): Promise<string> {
+  const { turns } = await c.client.request(Method.turns, { sessionId: c.session!.sessionId });
+  return turns.at(-1)!.prompt;
+}
+
+describe('custom commands', () => {
+  test('Run Custom Command… lists the commands, asks for the arguments and runs the turn', async () => {
+    const daemon = daemonOf();
+    writeCommands(daemon.root);
+    daemon.setScript([{ text: 'Hello, Ada.' }]);
+    const c = new SessionController(daemon.client(), daemon.log);
+    const view = new RecordingView();
+    c.attachView(view);
+    registerCustomCommands(features(c, daemon.log));
+    await c.openSession(daemon.root);
+    let listed: QuickPickItem[] = [];
+    stub.answerQuickPick = (items) => {
+      listed = items;
+      return items.find((i) => i.label === '/greet');
+    };
+    let asked: { placeHolder?: string; title?: string } = {};
+    stub.answerInputBox = (options) => {
+      asked = options ?? {};
+      return 'Ada';
+    };
+    await stub.commands.get('trellisd.runCustomCommand')!();
+
+    assert.deepEqual(
+      listed.map((i) => [i.label, i.description]),
+      [
+        ['/greet', '[name] · project'],
+        ['/tidy', 'user'],
+      ],
+    );
+    assert.equal(listed[0].detail, 'Greet someone by name — maxSteps 3');
+    assert.equal(asked.placeHolder, '[name]', 'the argument hint is the placeholder');
+    assert.equal(asked.title, 'trellisd: /greet');
+    assert.deepEqual(stub.messages, [], 'nothing went wrong');
+    assert.equal(view.last?.prompt.includes('/greet Ada'), true, 'the turn reads as typed');
+    assert.equal(view.last?.outcome, 'finished');
+    assert.match(stripTags(view.last!.body), /Hello, Ada\./);
+    assert.equal(await storedPrompt(c), 'Say hello to Ada in one line.', "the daemon ran the command's prompt");
+  });
+
+  test('a /name prompt runs the command; an unknown name shows the daemon\'s error', async () => {
+    const daemon = daemonOf();
+    writeCommands(daemon.root);
+    daemon.setScript([{ text: 'The README is tidy.' }]);
+    const c = new SessionController(daemon.client(), daemon.log);
+    const view = new RecordingView();
+    c.attachView(view);
+    await c.openSession(daemon.root);
+
+    await c.send('/tidy');
+    assert.equal(view.last?.outcome, 'finished');
+    assert.equal(await storedPrompt(c), 'Tidy README.md.');
+
+    await c.send('/no-such-command now');
+    assert.equal(view.last?.outcome, 'error');
+    assert.match(view.last!.footer + view.last!.body, /no-such-command/);
+    assert.ok(
+      stub.messages.some((m) => m.level === 'error' && /no-such-command/.test(m.message)),
+      stub.messages.map((m) => m.message).join('\n'),
+    );
+  });
+
+  test("the chat's prompt box is given the session's commands to offer as / is typed", async () => {
+    const daemon = daemonOf();
+    writeCommands(daemon.root);
+    const c = new SessionController(daemon.client(), daemon.log);
+    const chat = new ChatViewProvider(Uri.file(daemon.root) as never, c, {} as never);
+    const posted: { type: string; commands?: unknown; error?: string }[] = [];
+    let receive: (message: unknown) => void = () => undefined;
+    let answered: () => void = () => undefined;
+    const answer = () => new Promise<void>((resolve) => (answered = resolve));
+    chat.resolveWebviewView({
+      webview: {
+        options: {},
+        cspSource: 'vscode-resource:',
+        html: '',
+        asWebviewUri: (uri: Uri) => uri,
+        postMessage: async (message: { type: string }) => {
+          posted.push(message);
+          if (message.type === 'commands') {
+            answered();
+          }
+          return true;
+        },
+        onDidReceiveMessage: (fn: (message: unknown) => void) => ((receive = fn), { dispose: () => undefined }),
+      },
+      onDidDispose: () => ({ dispose: () => undefined }),
+    } as never);
+
+    let answering = answer();
+    receive({ type: 'commands' });
+    await answering;
+    assert.match(String(posted.at(-1)?.error), /Start a session first/, 'no session: the box says why there is none');
+
+    await c.openSession(daemon.root);
+    answering = answer();
+    receive({ type: 'commands' });
+    await answering;
+    assert.deepEqual(posted.at(-1), {
+      type: 'commands',
+      commands: [
+        { name: 'greet', hint: '[name]', description: 'Greet someone by name', source: 'project' },
+        { name: 'tidy', hint: '', description: 'Tidy the README', source: 'user' },
+      ],
+    });
+  });
+
+  test('a prompt is a command only as /name, alone or before white space', () => {
+    assert.deepEqual(parseCommand('/fix-tests unit  tests/a.py'), { name: 'fix-tests', arguments: 'unit  tests/a.py' });
+    assert.deepEqual(parseCommand('  /tidy\n'), { name: 'tidy', arguments: '' });
+    assert.deepEqual(parseCommand('/greet\nAda'), { name: 'greet', arguments: 'Ada' });
+    assert.equal(parseCommand('/usr/bin is missing'), undefined);
+    assert.equal(parseCommand('/Greet Ada'), undefined);
+    assert.equal(parseCommand('please /greet Ada'), undefined);
+  });
+});
+
+describe('hooks', () => {
+  test("Show Hooks lists the session's hooks: event, matcher, command line, source and state", async () => {
+    const daemon = daemonOf();
+    write(path.join(config, 'trellisd', 'config.toml'), '[[hooks]]\nevent = "turnEnd"\ncommand = ["notify-send", "trellisd", "turn ended"]\n');
+    write(
+      path.join(daemon.root, '.trellisd.toml'),
+      '[[hooks]]\nevent = "preToolUse"\nmatcher = "write_*"\ncommand = ["python3", "hooks/guard.py"]\ntimeout = 10\n',
+    );
+    write(path.join(daemon.root, 'hooks', 'guard.py'), 'import sys\nsys.exit(0)\n');
+    const c = new SessionController(daemon.client(), daemon.log);
+    registerHooks(features(c, daemon.log));
+    await c.openSession(daemon.root);
+    let listed: QuickPickItem[] = [];
+    stub.answerQuickPick = (items) => {
+      listed = items;
+      return items.find((i) => i.label.startsWith('preToolUse'));
+    };
+    await stub.commands.get('trellisd.showHooks')!();
+
+    assert.deepEqual(
+      listed.map((i) => [i.label, i.description, i.detail]),
+      [
+        ['turnEnd', 'config · approved · at most 30 s', 'notify-send trellisd "turn ended"'],
+        ['preToolUse · write_*', 'project · awaiting approval · at most 10 s', 'python3 hooks/guard.py'],
+      ],
+    );
+    const [shown] = stub.messages;
+    assert.equal(shown?.level, 'information');
+    assert.match(shown.message, /project's preToolUse hook is asked about the first time its event comes in a turn/);
+  });
+
+  test('a project hook approved for the project offers Revoke; the others do not', () => {
+    const hook: Hook = { event: 'preToolUse', command: ['python3', 'guard.py'], timeout: 30, source: 'project', approved: true, state: 'approved' };
+    assert.doesNotMatch(String(hookItem(hook).description), /revoke/, 'no command line to revoke by');
+    const line = { ...hook, commandLine: 'python3 guard.py' };
+    assert.match(String(hookItem(line).description), /pick to revoke$/);
+    assert.doesNotMatch(String(hookItem({ ...line, approved: false, state: 'awaiting approval' }).description), /revoke/);
+    assert.doesNotMatch(String(hookItem({ ...line, source: 'config' }).description), /revoke/);
+    assert.equal(hookItem({ ...hook, event: 'postToolUse' }).label, 'postToolUse · every tool');
+  });
+});
