@@ -11,7 +11,7 @@ import { hookItem, registerHooks } from '../src/hooks';
 import { Hook, Method } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { parseCommand } from '../src/slashCommand';
-import { daemonPerTest, features, RecordingView, stripTags } from './daemon';
+import { daemonPerTest, features, RecordingView, stripTags, WatchedView } from './daemon';
 import { QuickPickItem, stub, Uri } from './vscode-stub';
 
 const daemonOf = daemonPerTest();
@@ -111,6 +111,27 @@ describe('custom commands', () => {
       stub.messages.some((m) => m.level === 'error' && /no-such-command/.test(m.message)),
       stub.messages.map((m) => m.message).join('\n'),
     );
+  });
+
+  test('while a turn runs, a /name prompt is not a steer: it is queued as the command', async () => {
+    const daemon = daemonOf();
+    writeCommands(daemon.root);
+    daemon.setScript([{ text: 'First answer.', holdAfter: 1, holdFile: daemon.hold('first') }, { text: 'Tidied.' }]);
+    const c = new SessionController(daemon.client(), daemon.log);
+    const view = new WatchedView();
+    c.attachView(view);
+    await c.openSession(daemon.root);
+    const first = c.turn('look around');
+    await view.until(() => stripTags(view.last?.body ?? '').length > 0);
+
+    await assert.rejects(c.send('/tidy'), /A turn is running: \/tidy runs as a turn of its own/);
+    const queued = c.queuePrompt('/tidy');
+    await view.until(() => view.queued.length === 1);
+    daemon.release('first');
+    await first;
+    await queued;
+    await view.until(() => view.queued.length === 0 && view.last?.outcome === 'finished' && /Tidied/.test(view.last.body));
+    assert.equal(await storedPrompt(c), 'Tidy README.md.', 'the queued turn ran the command');
   });
 
   test("the chat's prompt box is given the session's commands to offer as / is typed", async () => {
