@@ -10,6 +10,7 @@ import { registerCustomCommands } from '../src/customCommands';
 import { hookItem, registerHooks } from '../src/hooks';
 import { Hook, Method } from '../src/protocol';
 import { SessionController } from '../src/session';
+import { registerPrompting } from '../src/prompting';
 import { parseCommand } from '../src/slashCommand';
 import { daemonPerTest, features, RecordingView, stripTags, WatchedView } from './daemon';
 import { QuickPickItem, stub, Uri } from './vscode-stub';
@@ -111,6 +112,29 @@ describe('custom commands', () => {
       stub.messages.some((m) => m.level === 'error' && /no-such-command/.test(m.message)),
       stub.messages.map((m) => m.message).join('\n'),
     );
+  });
+
+  test('Send Prompt… runs a /name prompt as the command, and / alone picks one', async () => {
+    const daemon = daemonOf();
+    writeCommands(daemon.root);
+    daemon.setScript([{ text: 'Hello, Grace.' }, { text: 'Tidied.' }]);
+    const c = new SessionController(daemon.client(), daemon.log);
+    const view = new RecordingView();
+    c.attachView(view);
+    const ext = features(c, daemon.log);
+    registerCustomCommands(ext);
+    registerPrompting(ext, {} as never, (text) => c.send(text));
+    await c.openSession(daemon.root);
+    const answers = ['/', 'Grace', '/tidy'];
+    stub.answerInputBox = () => answers.shift();
+    stub.answerQuickPick = (items) => items.find((i) => i.label === '/greet');
+
+    await stub.commands.get('trellisd.sendPrompt')!();
+    assert.equal(await storedPrompt(c), 'Say hello to Grace in one line.', '/ alone: the command picked, its arguments asked');
+    await stub.commands.get('trellisd.sendPrompt')!();
+    assert.equal(await storedPrompt(c), 'Tidy README.md.');
+    assert.deepEqual(view.prompts.map(stripTags), ['/greet Grace', '/tidy']);
+    assert.deepEqual(stub.messages, []);
   });
 
   test('while a turn runs, a /name prompt is not a steer: it is queued as the command', async () => {
