@@ -55,6 +55,9 @@ function aboutHook(hook: Hook): string {
   if (hook.source === 'config') {
     return `trellisd: the ${hook.event} hook is your own, from your config.toml: it runs as written; edit the file to change it.`;
   }
+  if (hook.approved) {
+    return `trellisd: the project's ${hook.event} hook is approved for this project; this trellisd does not say which approval it is (its command line), so it cannot be revoked here.`;
+  }
   if (hook.state === 'declined') {
     return `trellisd: you declined the project's ${hook.event} hook in this session; it is asked about again once the session is closed.`;
   }
