@@ -8,11 +8,13 @@ import { after, before, describe, test } from 'node:test';
 import { ChatViewProvider } from '../src/chatView';
 import { registerCustomCommands } from '../src/customCommands';
 import { hookItem, registerHooks } from '../src/hooks';
+import { DaemonError } from '../src/errors';
 import { Hook, Method } from '../src/protocol';
 import { SessionController } from '../src/session';
 import { registerPrompting } from '../src/prompting';
 import { parseCommand } from '../src/slashCommand';
-import { daemonPerTest, features, RecordingView, stripTags, WatchedView } from './daemon';
+import { daemonPerTest, features, MemoryLog, RecordingView, stripTags, WatchedView } from './daemon';
+import { FakeClient, pagedSession } from './fakeClient';
 import { QuickPickItem, stub, Uri } from './vscode-stub';
 
 const daemonOf = daemonPerTest();
@@ -242,6 +244,50 @@ describe('hooks', () => {
     const [shown] = stub.messages;
     assert.equal(shown?.level, 'information');
     assert.match(shown.message, /project's preToolUse hook is asked about the first time its event comes in a turn/);
+  });
+
+  test("revoking a project hook's approval sends session/revoke with its command line; the daemon's error is shown", async () => {
+    const approved: Hook & { commandLine: string } = {
+      event: 'preToolUse',
+      command: ['python3', 'hooks/guard.py'],
+      timeout: 30,
+      source: 'project',
+      approved: true,
+      state: 'approved',
+      commandLine: 'python3 hooks/guard.py',
+    };
+    let refuse = true;
+    const client = new FakeClient({
+      ...pagedSession(0),
+      'session/hooks': (p) => ({ sessionId: p.sessionId, hooks: [approved] }),
+      'session/revoke': () => {
+        if (refuse) {
+          throw new DaemonError('grant.kind: not one of read, write, exec, rule', -32602, undefined);
+        }
+        return { grants: [] };
+      },
+    });
+    const log = new MemoryLog();
+    const c = new SessionController(client.asClient, log);
+    registerHooks(features(c, log));
+    await c.reopenSession('s-1');
+    stub.answerQuickPick = (items) => items[0];
+    stub.answerMessage = (shown) => (shown.items.includes('Revoke') ? 'Revoke' : undefined);
+
+    await stub.commands.get('trellisd.showHooks')!();
+    assert.deepEqual(client.params('session/revoke'), [
+      { sessionId: 's-1', grant: { kind: 'hook', target: 'python3 hooks/guard.py', scope: 'project' } },
+    ]);
+    const [asked, failed] = stub.messages;
+    assert.equal(asked.message, "Revoke the approval of the project's preToolUse hook?", 'asked first');
+    assert.equal(failed.level, 'error');
+    assert.match(failed.message, /grant\.kind: not one of/);
+
+    refuse = false;
+    stub.messages = [];
+    await stub.commands.get('trellisd.showHooks')!();
+    assert.equal(stub.messages.at(-1)?.message, "trellisd: revoked the project's preToolUse hook: python3 hooks/guard.py");
+    assert.ok(log.has(/revoked hook python3 hooks\/guard\.py \(project\) of session s-1/));
   });
 
   test('a project hook approved for the project offers Revoke; the others do not', () => {
