@@ -219,6 +219,8 @@ const lines = [
   { text: 'The plan is ready.' },
   { text: 'Writing it. ', tool: 'write_file', arguments: { path: 'plan.txt', content: 'planned\n' } },
   { text: 'Done as planned.' },
+  // the project's custom command /greet, run from "Run Custom Command…" with the argument Ada
+  { text: 'Hello, Ada, from a custom command.' },
 ];
 fs.writeFileSync(script, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
 
@@ -1040,6 +1042,52 @@ try {
     }
     await chat.locator('#session-mode', { hasText: 'mode: acceptEdits' }).waitFor();
     await waitForLog(extensionLog, /running the plan of turn \S+ under the approval mode acceptEdits/);
+  });
+
+  await check('custom commands: "Run Custom Command…" lists the project\'s /greet, asks its arguments and runs it; / in the prompt box offers it', async () => {
+    const file = path.join(project, '.trellisd', 'commands', 'greet.md');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, '---\ndescription: Greet someone by name\nargument-hint: [name]\n---\nSay hello to $ARGUMENTS.\n');
+    await palette('trellisd: Run Custom Command…');
+    const pick = page.locator('.quick-input-widget');
+    await pick.locator('.quick-input-title', { hasText: 'trellisd: run a custom command' }).waitFor();
+    // the list draws only the rows in sight: narrow it to the command first
+    await page.keyboard.type('greet', { delay: 10 });
+    const row = pick.locator('.monaco-list-row', { hasText: '/greet' });
+    await row.locator('.label-description', { hasText: '[name] · project' }).waitFor();
+    const rowText = await row.first().textContent();
+    if (!rowText?.includes('Greet someone by name')) {
+      throw new Error(`the command's row says ${JSON.stringify(rowText)}`);
+    }
+    await row.first().click();
+    await pick.locator('.quick-input-title', { hasText: 'trellisd: /greet' }).waitFor();
+    const input = pick.locator('input.input');
+    const placeholder = (await input.getAttribute('placeholder')) ?? '';
+    if (placeholder !== '[name]') {
+      throw new Error(`the arguments' placeholder says ${JSON.stringify(placeholder)}`);
+    }
+    await page.keyboard.type('Ada', { delay: 10 });
+    await input.press('Enter');
+    const turn = chat.locator('section.turn', { hasText: '/greet Ada' });
+    await turn.locator('.turn-footer', { hasText: /^finished/ }).waitFor({ timeout: 60_000 });
+    await turn.locator('.reply', { hasText: 'Hello, Ada, from a custom command.' }).waitFor();
+    await waitForLog(extensionLog, /reply: Hello, Ada, from a custom command/);
+
+    // the chat's prompt box: `/` and the start of the name list it; Tab takes it
+    const prompt = chat.locator('#prompt');
+    await prompt.click();
+    await prompt.pressSequentially('/gr', { delay: 20 });
+    const offered = chat.locator('#command-list .command[data-command="greet"]');
+    await offered.locator('.command-hint', { hasText: '[name]' }).waitFor();
+    await offered.locator('.command-source', { hasText: 'project' }).waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'custom-command.png') });
+    await prompt.press('Tab');
+    await chat.locator('#command-list').waitFor({ state: 'hidden' });
+    const typed = await prompt.inputValue();
+    if (typed !== '/greet ') {
+      throw new Error(`Tab left ${JSON.stringify(typed)} in the prompt box`);
+    }
+    await prompt.fill('');
   });
 
   await check('a pasted picture goes with the prompt as a chip and shows in its turn; the effort picked is asked for', async () => {

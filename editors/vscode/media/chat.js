@@ -18,6 +18,7 @@
   const earlier = /** @type {HTMLButtonElement} */ (byId('earlier'));
   const images = byId('images');
   const effort = /** @type {HTMLSelectElement} */ (byId('effort'));
+  const commandList = byId('command-list');
   let noticeTimer = 0;
 
   const state = vscode.getState() || {};
@@ -86,7 +87,7 @@
     queueSend.hidden = !value;
     prompt.placeholder = value
       ? 'Steer the running turn: it reaches the model at its next step'
-      : 'Ask about this folder (Enter sends, Shift+Enter starts a new line)';
+      : 'Ask about this folder (Enter sends, Shift+Enter starts a new line, / runs a custom command)';
   }
 
   /** @param {{sessionId: string, title: string, root: string, lineage?: string, worktree?: string, walls?: string, wallsDetail?: string, mode?: string, modeDetail?: string} | null} session */
@@ -193,6 +194,129 @@
     vscode.postMessage({ type, text });
     prompt.value = '';
     vscode.setState({ draft: '' });
+    closeCommands();
+  }
+
+  // `/` typed first in the prompt box offers the session's custom commands (session/commands,
+  // read again at each new `/`, as the daemon reads their files): name, argument hint, source
+  // and description. Up and Down choose, Tab or Enter puts `/name ` in the box for its
+  // arguments, Escape closes the list; a prompt `/name args` runs the command.
+  /** @typedef {{name: string, hint: string, description: string, source: string}} CommandEntry */
+  /** The session's commands as last read; null: not read since the session changed. @type {CommandEntry[] | null} */
+  let commands = null;
+  let commandsError = '';
+  let commandsAsked = false;
+  let activeCommand = 0;
+  /** The commands the list shows now. @type {CommandEntry[]} */
+  let shownCommands = [];
+
+  /** The name being typed: the box holds `/` and a name's letters only; undefined otherwise. */
+  function typedName() {
+    const match = /^\/([a-z0-9_-]*)$/.exec(prompt.value);
+    return match ? match[1] : undefined;
+  }
+
+  function askCommands() {
+    if (!commandsAsked) {
+      commandsAsked = true;
+      vscode.postMessage({ type: 'commands' });
+    }
+  }
+
+  function closeCommands() {
+    commandList.hidden = true;
+    commandList.textContent = '';
+    shownCommands = [];
+    prompt.removeAttribute('aria-activedescendant');
+  }
+
+  /** @param {string} className @param {string} text */
+  function span(className, text) {
+    const el = document.createElement('span');
+    el.className = className;
+    el.textContent = text;
+    return el;
+  }
+
+  function drawCommands() {
+    const name = typedName();
+    if (name === undefined || commands === null) {
+      closeCommands();
+      return;
+    }
+    commandList.textContent = '';
+    if (commands.length === 0) {
+      shownCommands = [];
+      const none = document.createElement('li');
+      none.className = 'command-none';
+      none.textContent =
+        commandsError ||
+        "No custom command in this session: a <name>.md file in the project's .trellisd/commands/, or in the commands folder beside your config.toml, is one.";
+      commandList.appendChild(none);
+      commandList.hidden = false;
+      return;
+    }
+    shownCommands = commands.filter((c) => c.name.startsWith(name));
+    if (shownCommands.length === 0) {
+      closeCommands();
+      return;
+    }
+    activeCommand = Math.min(activeCommand, shownCommands.length - 1);
+    shownCommands.forEach((c, i) => {
+      const item = document.createElement('li');
+      item.id = `command-${i}`;
+      item.className = 'command';
+      item.dataset.command = c.name;
+      item.setAttribute('role', 'option');
+      item.setAttribute('aria-selected', String(i === activeCommand));
+      item.append(span('command-name', `/${c.name}`), span('command-hint', c.hint), span('command-source', c.source));
+      if (c.description) {
+        item.append(span('command-description', c.description));
+      }
+      // mousedown, not click: the box keeps the focus
+      item.addEventListener('mousedown', (event) => {
+        event.preventDefault();
+        takeCommand(c);
+      });
+      commandList.appendChild(item);
+    });
+    prompt.setAttribute('aria-activedescendant', `command-${activeCommand}`);
+    commandList.hidden = false;
+    commandList.children[activeCommand]?.scrollIntoView({ block: 'nearest' });
+  }
+
+  /** @param {CommandEntry} c */
+  function takeCommand(c) {
+    prompt.value = `/${c.name} `;
+    prompt.setSelectionRange(prompt.value.length, prompt.value.length);
+    vscode.setState({ draft: prompt.value });
+    closeCommands();
+    prompt.focus();
+  }
+
+  /** A key the list takes while it shows; true when it took it. @param {KeyboardEvent} event */
+  function commandKey(event) {
+    if (commandList.hidden || event.isComposing) {
+      return false;
+    }
+    if (event.key === 'Escape') {
+      closeCommands();
+      return true;
+    }
+    const count = shownCommands.length;
+    if (count === 0) {
+      return false;
+    }
+    if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+      activeCommand = (activeCommand + (event.key === 'ArrowDown' ? 1 : count - 1)) % count;
+      drawCommands();
+      return true;
+    }
+    if ((event.key === 'Tab' || event.key === 'Enter') && !event.shiftKey) {
+      takeCommand(shownCommands[activeCommand]);
+      return true;
+    }
+    return false;
   }
 
   window.addEventListener('message', (event) => {
@@ -200,6 +324,7 @@
     switch (message && message.type) {
       case 'reset':
         setSession(message.session);
+        commands = null;
         turns.textContent = '';
         for (const view of message.turns) {
           drawTurn(view);
@@ -235,6 +360,13 @@
         break;
       case 'session':
         setSession(message.session);
+        commands = null;
+        break;
+      case 'commands':
+        commands = message.commands;
+        commandsError = message.error || '';
+        commandsAsked = false;
+        drawCommands();
         break;
       case 'queue':
         drawQueue(message.queued);
@@ -258,12 +390,27 @@
   });
 
   prompt.addEventListener('keydown', (event) => {
+    if (commandKey(event)) {
+      event.preventDefault();
+      return;
+    }
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       submit();
     }
   });
-  prompt.addEventListener('input', () => vscode.setState({ draft: prompt.value }));
+  prompt.addEventListener('input', () => {
+    vscode.setState({ draft: prompt.value });
+    const name = typedName();
+    if (name !== undefined) {
+      activeCommand = 0;
+      if (name === '' || commands === null) {
+        askCommands(); // a new `/`: the commands are read again
+      }
+    }
+    drawCommands();
+  });
+  prompt.addEventListener('blur', () => closeCommands());
   // a picture pasted into the prompt box goes with the next prompt (its bytes, base64)
   prompt.addEventListener('paste', (event) => {
     const files = [...(event.clipboardData?.items ?? [])].filter((item) => item.kind === 'file' && item.type.startsWith('image/'));

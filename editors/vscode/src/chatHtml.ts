@@ -62,7 +62,8 @@ export function chatHtml(page: ChatPage): string {
   <ol id="queue-list"></ol>
 </section>
 <footer id="composer">
-  <textarea id="prompt" rows="3" aria-label="Prompt" placeholder="Ask about this folder (Enter sends, Shift+Enter starts a new line)"></textarea>
+  <ul id="command-list" role="listbox" aria-label="Custom commands (Up and Down choose, Tab or Enter takes one, Escape closes)" hidden></ul>
+  <textarea id="prompt" rows="3" aria-label="Prompt" placeholder="Ask about this folder (Enter sends, Shift+Enter starts a new line, / runs a custom command)"></textarea>
   <ul id="images" aria-label="Images for the next prompt" hidden></ul>
   <div id="buttons">
     <select id="effort" aria-label="Reasoning effort" title="How hard a reasoning model thinks in the next turns">

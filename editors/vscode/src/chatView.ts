@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 
 import { chatHtml, makeNonce } from './chatHtml';
 import { pickEffort } from './composer';
+import { commandEntries } from './customCommands';
 import { messageOf } from './errors';
 import { pastedAttachment } from './images';
 import type { ChatSink, FromWebview, SessionController, ToWebview } from './session';
@@ -104,9 +105,25 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, ChatSink {
       case 'effort':
         this.controller.effort = pickEffort(message.effort);
         break;
+      case 'commands':
+        void this.postCommands();
+        break;
       case 'showLog':
         this.actions.showLog();
         break;
+    }
+  }
+
+  /** The open session's custom commands, for the prompt box to offer as `/` is typed. */
+  private async postCommands(): Promise<void> {
+    if (!this.controller.session) {
+      this.post({ type: 'commands', commands: [], error: 'Start a session first: its custom commands are listed then.' });
+      return;
+    }
+    try {
+      this.post({ type: 'commands', commands: commandEntries(await this.controller.commands()) });
+    } catch (error) {
+      this.post({ type: 'commands', commands: [], error: `Could not list the custom commands: ${messageOf(error)}` });
     }
   }
 }

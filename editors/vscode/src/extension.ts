@@ -12,9 +12,11 @@ import { DaemonClient, Log } from './client';
 import { ChatViewProvider } from './chatView';
 import { registerComposer } from './composer';
 import { daemonCommand, initializationOptions, newSessionPolicy, readSettings } from './config';
+import { registerCustomCommands } from './customCommands';
 import { API_KEY_SECRET, registerDaemonCommands } from './daemonCommands';
 import { messageOf } from './errors';
 import { acting, Extension } from './features';
+import { registerHooks } from './hooks';
 import { ChannelLog } from './log';
 import { registerModes } from './modes';
 import { registerPlan } from './planView';
@@ -102,6 +104,8 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerModes(ext),
     ...registerComposer(ext),
     ...registerProcesses(ext),
+    ...registerCustomCommands(ext),
+    ...registerHooks(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

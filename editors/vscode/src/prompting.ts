@@ -1,6 +1,7 @@
 /**
- * Prompting: sending (a steer while a turn runs), queueing, asking about the selection, the
- * active file sent along, and the running turn's controls (cancel, pause, step mode, take over).
+ * Prompting: sending (a steer while a turn runs; `/name args` runs a custom command, `/` alone
+ * in **Send Prompt…** picks one), queueing, asking about the selection, the active file sent
+ * along, and the running turn's controls (cancel, pause, step mode, take over).
  */
 
 import type { Extension } from './features';
@@ -71,10 +72,14 @@ export function registerPrompting(
       act('send a prompt', async () => {
         const text = await vscodeapi.showInputBox({
           title: controller.isRunning ? 'trellisd: steer the running turn' : 'trellisd: prompt',
-          prompt: controller.isRunning ? 'It reaches the model at its next step.' : undefined,
+          prompt: controller.isRunning
+            ? 'It reaches the model at its next step.'
+            : '/name and its arguments run a custom command; / alone lists them.',
           ignoreFocusOut: true,
         });
-        if (text?.trim()) {
+        if (text?.trim() === '/') {
+          await vscodeapi.executeCommand('trellisd.runCustomCommand'); // the box cannot complete: pick one
+        } else if (text?.trim()) {
           await send(text);
         }
       }),

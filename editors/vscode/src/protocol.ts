@@ -54,6 +54,8 @@ export const Method = {
   image: 'session/image',
   processes: 'session/processes',
   processStop: 'session/process/stop',
+  commands: 'session/commands',
+  hooks: 'session/hooks',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
@@ -135,6 +137,7 @@ export type {
   BudgetStatus,
   CallStatus,
   Count,
+  CustomCommand,
   Effort,
   FileChange,
   ImageRef,
@@ -218,6 +221,13 @@ export type Grant = NonNullable<wire.Policy['grants']>[number];
 
 /** A grant session/revoke takes back: one of the session's or the project's, not the policy's. */
 export type RevocableGrant = wire.RequestParams<'session/revoke'>['grant'];
+
+/** A hook in effect for a session (session/hooks), in the order the hooks of its event run. */
+export type Hook = wire.RequestResult<'session/hooks'>['hooks'][number];
+
+/** A project hook's approval as session/revoke takes it back: its command line, kept for the
+ * project. (Written out: the schema's grant kinds do not list hook yet.) */
+export type HookGrant = { kind: 'hook'; target: string; scope: 'project' };
 
 /** session/policy's answer. */
 export type PolicyView = wire.RequestResult<'session/policy'>;

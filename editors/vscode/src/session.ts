@@ -17,12 +17,16 @@ import {
   BudgetStatus,
   CompactResult,
   ContextEntry,
+  CustomCommand,
   Effort,
   ExportResult,
   FileChange,
   Grant,
+  Hook,
+  HookGrant,
   McpServer,
   Merged,
+  Method,
   Policy,
   ProcessOutputParams,
   RecoverResult,
@@ -425,8 +429,26 @@ export class SessionController {
     return this.approvals.grants();
   }
 
-  revoke(grant: RevocableGrant): Promise<Grant[]> {
-    return this.approvals.revoke(grant);
+  /** Take back a remembered approval; a project hook's is a grant of kind hook. */
+  revoke(grant: RevocableGrant | HookGrant): Promise<Grant[]> {
+    return this.approvals.revoke(grant as RevocableGrant);
+  }
+
+  // custom commands and hooks (customCommands.ts, hooks.ts)
+
+  /** The open session's custom commands (session/commands), by name; read anew each time, as
+   * the daemon reads their files. */
+  async commands(): Promise<CustomCommand[]> {
+    const session = this.core.requireSession();
+    await this.core.ensureAttached();
+    return (await this.client.request(Method.commands, { sessionId: session.sessionId })).commands;
+  }
+
+  /** The hooks in effect for the open session (session/hooks), in the order they run. */
+  async hooks(): Promise<Hook[]> {
+    const session = this.core.requireSession();
+    await this.core.ensureAttached();
+    return (await this.client.request(Method.hooks, { sessionId: session.sessionId })).hooks;
   }
 
   // the session's own worktree (worktrees.ts)

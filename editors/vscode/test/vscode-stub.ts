@@ -179,7 +179,8 @@ export const stub = {
   folders: [] as { uri: Uri; name: string; index: number }[],
   onQuickPick: (_pick: QuickPick<QuickPickItem>) => undefined as unknown,
   answerQuickPick: (items: QuickPickItem[]): QuickPickItem | undefined => items[0],
-  answerInputBox: (): string | undefined => undefined,
+  /** The input box's answer; `options` are what the extension asked with (title, placeHolder...). */
+  answerInputBox: (_options?: { title?: string; prompt?: string; placeHolder?: string; value?: string }): string | undefined => undefined,
   answerMessage: (_shown: Shown): string | undefined => undefined,
   answerSaveDialog: (_options: unknown): string | undefined => undefined,
   answerOpenDialog: (_options: unknown): string | undefined => undefined,
@@ -248,7 +249,8 @@ export const window = {
   showQuickPick: <T extends QuickPickItem>(items: T[] | Promise<T[]>): Promise<T | undefined> =>
     Promise.resolve(items).then((list) => stub.answerQuickPick(list) as T | undefined),
   createQuickPick: <T extends QuickPickItem>(): QuickPick<T> => new QuickPick<T>(),
-  showInputBox: (): Promise<string | undefined> => Promise.resolve(stub.answerInputBox()),
+  showInputBox: (options?: { title?: string; prompt?: string; placeHolder?: string }): Promise<string | undefined> =>
+    Promise.resolve(stub.answerInputBox(options)),
   showSaveDialog: (options: unknown): Promise<Uri | undefined> => {
     const answer = stub.answerSaveDialog(options);
     return Promise.resolve(answer === undefined ? undefined : Uri.file(answer));

@@ -10,6 +10,7 @@ import type { CancellationTokenSource } from 'vscode-jsonrpc';
 
 import type { DaemonClient, Log } from '../client';
 import { Coalescer } from '../coalescer';
+import type { CommandEntry } from '../customCommands';
 import { ConnectionLost, DaemonError, messageOf, TrellisError } from '../errors';
 import { Attachments, chipText } from '../images';
 import { MODE_DESCRIPTIONS, modeText } from '../modes';
@@ -73,7 +74,9 @@ export type ToWebview =
   /** The images waiting for the next prompt, a chip each under the prompt box. */
   | { type: 'images'; images: { id: string; text: string }[] }
   /** The effort the next turns ask for ('' : the model's own default). */
-  | { type: 'effort'; effort: Effort | '' };
+  | { type: 'effort'; effort: Effort | '' }
+  /** The session's custom commands, for the prompt box's `/` completion (error: why none). */
+  | { type: 'commands'; commands: CommandEntry[]; error?: string };
 
 /** Messages from the chat webview. */
 export type FromWebview =
@@ -96,6 +99,8 @@ export type FromWebview =
   | { type: 'dropImage'; id: string }
   /** The effort picker beside the send button ('' : the model's default). */
   | { type: 'effort'; effort: string }
+  /** `/` typed first in the prompt box: the session's custom commands, to complete. */
+  | { type: 'commands' }
   | { type: 'showLog' };
 
 export interface ChatSink {

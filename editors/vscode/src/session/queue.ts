@@ -6,13 +6,15 @@
 
 import { DaemonError, messageOf } from '../errors';
 import { DequeuedParams, ErrorCode, Method, Queued } from '../protocol';
+import { promptParams } from '../slashCommand';
 import { excerpt, SessionCore } from './core';
 
 export class Queueing {
   constructor(private readonly core: SessionCore) {}
 
   /** Queue a prompt behind the running turn (from any window): it runs when that turn and the
-   * prompts queued before it have run, and is drawn here as it runs. Errors are shown. */
+   * prompts queued before it have run, and is drawn here as it runs. Errors are shown. A
+   * `/name args` prompt queues the custom command `name`. */
   async queuePrompt(prompt: string): Promise<void> {
     const { core } = this;
     const session = core.requireSession();
@@ -21,7 +23,7 @@ export class Queueing {
     try {
       const result = await core.client.request(Method.turn, {
         sessionId: session.sessionId,
-        prompt,
+        ...promptParams(prompt),
         queue: true,
       });
       core.takeSpend(result);

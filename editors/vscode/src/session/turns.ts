@@ -12,6 +12,7 @@ import type { Attachment } from '../images';
 import { ApprovalMode, ContextEntry, ErrorCode, Method, TurnResult } from '../protocol';
 import type { RequestParams } from '../protocolTypes';
 import { pendingFrom } from '../recovery';
+import { parseCommand, promptParams } from '../slashCommand';
 import { addBlock, contextLine, finish, footerText, fromHistory, TranscriptTurn } from '../transcript';
 import { excerpt, LiveTurn, SessionCore } from './core';
 
@@ -32,6 +33,10 @@ export class Turns {
     const trimmed = text.trim();
     if (!trimmed) {
       return;
+    }
+    const call = this.core.live ? parseCommand(trimmed) : undefined;
+    if (call) {
+      throw new TrellisError(`A turn is running: /${call.name} runs as a turn of its own. Queue it, or run it once this turn ends.`);
     }
     if (this.core.live) {
       await this.core.links.steer(trimmed);
@@ -55,7 +60,8 @@ export class Turns {
 
   /** Run one turn; the reply streams into the view. Errors are shown, not thrown.
    * `context`: what the editor attaches to the prompt (a selection, a file); `images`: the
-   * pictures that go with it (refused ones come back as chips). */
+   * pictures that go with it (refused ones come back as chips). A `/name args` prompt runs the
+   * session's custom command `name` (slashCommand.ts). */
   async turn(prompt: string, context?: ContextEntry[], images: Attachment[] = []): Promise<TurnResult | undefined> {
     const { core } = this;
     const session = core.requireSession();
@@ -84,7 +90,7 @@ export class Turns {
       const stepMode = this.stepMode || undefined;
       const params: RequestParams<'session/turn'> = {
         sessionId: session.sessionId,
-        prompt,
+        ...promptParams(prompt),
         stepMode,
         ...(context?.length ? { context } : {}),
         // the generated type of the list is `{path} | {data, mimeType}[]`: each entry is either
