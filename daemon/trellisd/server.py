@@ -51,6 +51,7 @@ from .services import Services
 from .services.queue import Queued
 from .services.seams import Notifier
 from .services.settings import WindowSettings, use_window
+from .tools.processes import ProcessState
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, CallStatus, Decision
 
@@ -551,6 +552,9 @@ class _WindowNotifier:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         params = {"sessionId": session_id, "processId": process_id, "text": text}
         self.window.protocol.notify("session/processOutput", params)
+
+    def process_exited(self, state: ProcessState) -> None:
+        self.window.protocol.notify("session/processExited", wire.process_exited(state))
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         return await self.window.ask_approval(turn, request)

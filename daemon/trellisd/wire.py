@@ -55,7 +55,7 @@ from .services.running import LiveCall
 from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
-from .tools.processes import ProcessState
+from .tools.processes import Printed, ProcessState
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -837,6 +837,37 @@ def process(value: ProcessState) -> dict[str, Any]:
         "turnId": value.turn_id,
         "running": value.running,
         "exitCode": value.exit_code,
+    }
+
+
+def process_exited(value: ProcessState) -> dict[str, Any]:
+    """``session/processExited``: the process as it ended."""
+    return {"sessionId": value.session_id, **process(value)}
+
+
+@attrs.frozen
+class SessionProcessOutput:
+    """``session/process/output``: what a process printed, for an editor that opens it late."""
+
+    session_id: str
+    process_id: str
+    since: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.since < 0:
+            raise InvalidParams("since must be 0 or more", field="since")
+
+
+def process_output(session_id: str, value: Printed) -> dict[str, Any]:
+    """What a process printed from ``since`` up to ``next``, and how it stands."""
+    return {
+        "sessionId": session_id,
+        "processId": value.state.process_id,
+        "text": value.text,
+        "next": value.next,
+        "dropped": value.dropped,
+        "running": value.state.running,
+        "exitCode": value.state.exit_code,
     }
 
 

@@ -1,5 +1,6 @@
-"""``session/processes`` and ``session/process/stop``: the processes a session's turns
-started (``start_process``), as the editor lists and stops them."""
+"""``session/processes``, ``session/process/output`` and ``session/process/stop``: the
+processes a session's turns started (``start_process``), as the editor lists, reads and stops
+them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from .. import wire
 from ..services import Services
+from ..services.processes import RING_BYTES
 from .base import Method
 
 
@@ -15,11 +17,18 @@ async def session_processes(app: Services, p: wire.SessionRef) -> Any:
     return wire.processes(p.session_id, app.processes.list(p.session_id))
 
 
+async def session_process_output(app: Services, p: wire.SessionProcessOutput) -> Any:
+    await app.store.sessions.get(p.session_id)
+    printed = await app.processes.output(p.session_id, p.process_id, p.since, RING_BYTES)
+    return wire.process_output(p.session_id, printed)
+
+
 async def session_process_stop(app: Services, p: wire.SessionProcessStop) -> Any:
     return wire.process(await app.processes.stop(p.session_id, p.process_id))
 
 
 METHODS: tuple[Method[Any], ...] = (
     Method("session/processes", wire.SessionRef, session_processes),
+    Method("session/process/output", wire.SessionProcessOutput, session_process_output),
     Method("session/process/stop", wire.SessionProcessStop, session_process_stop),
 )

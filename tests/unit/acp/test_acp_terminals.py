@@ -69,6 +69,9 @@ class Quiet:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         pass
 
+    def process_exited(self, state: object) -> None:
+        pass
+
 
 PRINTS = "import time; print('ready', flush=True); time.sleep(300)"
 
