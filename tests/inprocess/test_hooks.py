@@ -225,6 +225,7 @@ async def test_a_project_hook_is_asked_about_once_then_remembered(
         {
             "event": "preToolUse",
             "command": [sys.executable, "go_on.py"],
+            "commandLine": line,
             "timeout": 30.0,
             "source": "project",
             "approved": False,
@@ -279,6 +280,7 @@ async def test_session_hooks_lists_the_config_files_hooks(
             {
                 "event": "postToolUse",
                 "command": [sys.executable, path],
+                "commandLine": f"{sys.executable} {path}",
                 "matcher": "run_*",
                 "timeout": 5,
                 "source": "config",
