@@ -356,6 +356,7 @@ class ProcessService:
         opens it late reads it so, and the model's place in the ring stays where it is."""
         process = self._get(session_id, process_id)
         await process.look()
+        process.feed.flush()  # what the ring holds is sent first: later pieces follow on
         data, first, dropped = process.ring.since(since, most)
         following = first + len(data)
         text = data.decode("utf-8", errors="replace")
