@@ -32,6 +32,18 @@ def listed(ed: fx.Editor) -> list[str]:
     return ed.buffer_named("/processes")
 
 
+def stop_the_first(ed: fx.Editor) -> str:
+    """Stop the list's first process with `s` in its window; the note that says so."""
+    ed.command("TrellisProcesses")  # its window, focused
+    ed.wait_for(
+        lambda: ed.lua("return vim.api.nvim_buf_get_name(0)").endswith("/processes"),
+        "the list's window to be focused",
+    )
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
+    ed.nvim.input("s")
+    return ed.wait_note("stopped: ○ ")
+
+
 def test_a_process_a_turn_started_is_listed_with_its_output_and_stopped_from_the_editor(
     start: Start,
 ) -> None:
@@ -59,15 +71,8 @@ def test_a_process_a_turn_started_is_listed_with_its_output_and_stopped_from_the
     command = "sh -c echo serving on 8000; echo ready; exec sleep 300"
     assert lines[1] == f"● running · {command} · turn {head[:8]}", lines
     assert lines[3:] == [f"── output of {command} ──", "serving on 8000", "ready"], lines
-    ed.command("TrellisProcesses")  # its window, focused
-    ed.wait_for(
-        lambda: ed.lua("return vim.api.nvim_buf_get_name(0)").endswith("/processes"),
-        "the list's window to be focused",
-    )
-    ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
-    ed.nvim.input("s")
     # SIGTERM ends it: its shell's exit code says so (143), or the signal itself
-    note = ed.wait_note("stopped: ○ ")
+    note = stop_the_first(ed)
     assert re.match(
         rf"trellis: stopped: ○ (exit 143|killed by signal 15) · {re.escape(command)}", note
     )
@@ -107,14 +112,7 @@ def test_an_editor_opened_later_reads_what_a_process_printed_and_sees_it_end(
         assert lines[3:] == [f"── output of {command} ──", "serving on 8000", "ready"], lines
 
         # The first stops it: the second's row says how it ended, unasked.
-        first.command("TrellisProcesses")
-        first.wait_for(
-            lambda: first.lua("return vim.api.nvim_buf_get_name(0)").endswith("/processes"),
-            "the list's window to be focused",
-        )
-        first.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
-        first.nvim.input("s")
-        note = first.wait_note("stopped: ○ ")
+        note = stop_the_first(first)
         ended = second.wait_for(
             lambda: (line := listed(second)[1]).startswith("○ ") and line, "the end told"
         )
