@@ -216,6 +216,7 @@
 ---@class trellisd.Hook an entry of session/hooks
 ---@field event trellisd.HookEvent
 ---@field command string[] the program and its arguments
+---@field commandLine string the command line as approved (session/revoke's target)
 ---@field matcher? string tool events: a tool name or an fnmatch glob of them
 ---@field timeout number seconds
 ---@field source "config"|"project"
