@@ -54,6 +54,7 @@ export const Method = {
   image: 'session/image',
   processes: 'session/processes',
   processStop: 'session/process/stop',
+  processOutputRead: 'session/process/output',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
@@ -61,6 +62,7 @@ export const Method = {
   token: 'session/token',
   thought: 'session/thought',
   processOutput: 'session/processOutput',
+  processExited: 'session/processExited',
   step: 'session/step',
   steered: 'session/steered',
   toolCall: 'session/toolCall',
@@ -238,6 +240,9 @@ export type ThoughtParams = wire.NotificationParams<'session/thought'>;
 
 /** What a session's process printed since the previous one of it. */
 export type ProcessOutputParams = wire.NotificationParams<'session/processOutput'>;
+
+/** A session's process ended (by itself or stopped): the process as it ended. */
+export type ProcessExitedParams = wire.NotificationParams<'session/processExited'>;
 
 export type ImageResult = wire.RequestResult<'session/image'>;
 
