@@ -42,6 +42,7 @@ from .convert import structure
 from .edge import end_process
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
+from .handlers.base import Deferred
 from .hub import Hub
 from .plans import PlanEntry
 from .policy import PolicySpec
@@ -206,15 +207,6 @@ def plain_converter() -> Any:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
     return converter
-
-
-class Deferred:
-    """An answer completed at the instant it is written: what it holds of a live turn (the text
-    streamed so far) and the window's following that turn are taken together, so no piece of
-    the turn is both in the answer and in a notification after it, or in neither."""
-
-    def __init__(self, complete: Callable[[], Any]) -> None:
-        self.complete = complete
 
 
 class Daemon:

@@ -9,7 +9,7 @@ from typing import Any
 from .. import wire
 from ..services import Services
 from ..services.processes import RING_BYTES
-from .base import Method
+from .base import Deferred, Method
 
 
 async def session_processes(app: Services, p: wire.SessionRef) -> Any:
@@ -19,8 +19,10 @@ async def session_processes(app: Services, p: wire.SessionRef) -> Any:
 
 async def session_process_output(app: Services, p: wire.SessionProcessOutput) -> Any:
     await app.store.sessions.get(p.session_id)
-    printed = await app.processes.output(p.session_id, p.process_id, p.since, RING_BYTES)
-    return wire.process_output(p.session_id, printed)
+    process = await app.processes.opened(p.session_id, p.process_id)
+    # Read as the answer is written: what was sent before it is in it, what is sent after
+    # it follows on from its ``next``.
+    return Deferred(lambda: wire.process_output(p.session_id, process.since(p.since, RING_BYTES)))
 
 
 async def session_process_stop(app: Services, p: wire.SessionProcessStop) -> Any:

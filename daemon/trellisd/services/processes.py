@@ -185,6 +185,15 @@ class Process:
         if new:
             self.printed(new.encode())
 
+    def since(self, offset: int, most: int) -> Printed:
+        """What it printed from ``offset`` (at most ``most`` bytes). What waits to be sent to
+        the editor is sent first, so a piece sent after this read follows on from its end."""
+        self.feed.flush()
+        data, first, dropped = self.ring.since(offset, most)
+        following = first + len(data)
+        text = data.decode("utf-8", errors="replace")
+        return Printed(self.state, text, first, following, dropped, following < self.ring.end)
+
     def ended_with(self, exit_code: int | None) -> None:
         self.state = replace(self.state, running=False, exit_code=exit_code)
         self.feed.close()
@@ -352,15 +361,16 @@ class ProcessService:
         return printed
 
     async def output(self, session_id: str, process_id: str, since: int, most: int) -> Printed:
-        """What the process printed from ``since`` (at most ``most`` bytes); an editor that
-        opens it late reads it so, and the model's place in the ring stays where it is."""
+        """What the process printed from ``since`` (at most ``most`` bytes); the model's place
+        in the ring stays where it is."""
+        return (await self.opened(session_id, process_id)).since(since, most)
+
+    async def opened(self, session_id: str, process_id: str) -> Process:
+        """The process, what its editor's terminal printed since the last look taken in, for
+        an editor that opens it late to read (``Process.since``) at the instant it answers."""
         process = self._get(session_id, process_id)
         await process.look()
-        process.feed.flush()  # what the ring holds is sent first: later pieces follow on
-        data, first, dropped = process.ring.since(since, most)
-        following = first + len(data)
-        text = data.decode("utf-8", errors="replace")
-        return Printed(process.state, text, first, following, dropped, following < process.ring.end)
+        return process
 
     def write(self, session_id: str, process_id: str, text: str) -> ProcessState:
         process = self._get(session_id, process_id)
