@@ -47,6 +47,7 @@ from .services import Services
 from .services.queue import Queued
 from .services.settings import WindowSettings, use_window
 from .services.turns import TurnRequest
+from .tools.processes import ProcessState
 from .vocabulary import CallStatus, Decision, Outcome, PlanStatus
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,9 @@ class Unattended:
 
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         """A process's output is read by the model (``read_process_output``)."""
+
+    def process_exited(self, state: ProcessState) -> None:
+        """How a process ended is the model's to read (``read_process_output``)."""
 
     def steered(self, turn: TurnRef, step: int | None, steer: Steer, delivered: bool) -> None:
         """Nobody steers a headless turn."""

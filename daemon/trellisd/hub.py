@@ -21,6 +21,7 @@ from .records import Step, ToolCall, TurnRef, TurnResult
 from .services.queue import Queued
 from .services.running import Running, RunningTurn
 from .services.seams import Notifier
+from .tools.processes import ProcessState
 from .vocabulary import CallStatus, Decision
 from .wire import call_id
 
@@ -224,6 +225,10 @@ class FanOut:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         for window in self.hub.followers(session_id):
             window.notifier.process_output(session_id, process_id, text)
+
+    def process_exited(self, state: ProcessState) -> None:
+        for window in self.hub.followers(state.session_id):
+            window.notifier.process_exited(state)
 
     def usage(self, turn: TurnRef, figures: dict[str, Any]) -> None:
         for window in self.hub.followers(turn.session_id):

@@ -42,6 +42,7 @@ from .convert import structure
 from .edge import end_process
 from .errors import NotFound, StoreError, TrellisError
 from .handlers import METHODS, Method
+from .handlers.base import Deferred
 from .hub import Hub
 from .plans import PlanEntry
 from .policy import PolicySpec
@@ -51,6 +52,7 @@ from .services import Services
 from .services.queue import Queued
 from .services.seams import Notifier
 from .services.settings import WindowSettings, use_window
+from .tools.processes import ProcessState
 from .transport import BadFrame, FrameReader, FrameWriter, loads
 from .vocabulary import ANSWERS, CallStatus, Decision
 
@@ -205,15 +207,6 @@ def plain_converter() -> Any:
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
     return converter
-
-
-class Deferred:
-    """An answer completed at the instant it is written: what it holds of a live turn (the text
-    streamed so far) and the window's following that turn are taken together, so no piece of
-    the turn is both in the answer and in a notification after it, or in neither."""
-
-    def __init__(self, complete: Callable[[], Any]) -> None:
-        self.complete = complete
 
 
 class Daemon:
@@ -551,6 +544,9 @@ class _WindowNotifier:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         params = {"sessionId": session_id, "processId": process_id, "text": text}
         self.window.protocol.notify("session/processOutput", params)
+
+    def process_exited(self, state: ProcessState) -> None:
+        self.window.protocol.notify("session/processExited", wire.process_exited(state))
 
     async def ask_approval(self, turn: TurnRef, request: dict[str, Any]) -> Decision:
         return await self.window.ask_approval(turn, request)

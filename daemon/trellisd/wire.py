@@ -22,7 +22,7 @@ from .convert import Invalid, camel, converter, structure, turn_or_null, unstruc
 from .errors import InvalidParams
 from .mcp.spec import McpServerSpec
 from .policy.layers import Approval, PolicySpec
-from .policy.rules import Grant, GrantKind, grant_of
+from .policy.rules import Grant, grant_of
 from .records import (
     ANY_HEAD,
     Budget,
@@ -49,13 +49,14 @@ from .records import (
     TurnResult,
     effort_field,
 )
+from .services.approvals import PROGRAMS, Program
 from .services.images import ImageInput
 from .services.queue import Queued
 from .services.running import LiveCall
 from .services.worktrees import Merged
 from .store.chain import LogVerdict
 from .store.search import check_query
-from .tools.processes import ProcessState
+from .tools.processes import Printed, ProcessState
 from .vocabulary import FeedKind
 
 R = TypeVar("R")
@@ -369,7 +370,9 @@ class RevokedGrant:
     """A remembered approval to take back, as ``session/policy`` lists it: a rule by its
     ``target``, the rule as a JSON array."""
 
-    kind: GrantKind = attrs.field(metadata={"must": "be one of 'read', 'write', 'exec' or 'rule'"})
+    kind: Literal["read", "write", "exec", "rule", "hook", "mcpServer"] = attrs.field(
+        metadata={"must": "be one of 'read', 'write', 'exec', 'rule', 'hook' or 'mcpServer'"}
+    )
     target: str
     scope: Literal["policy", "session", "project"] | None = attrs.field(
         default=None, metadata={"must": "be one of 'session' or 'project'"}
@@ -377,11 +380,22 @@ class RevokedGrant:
 
     def __attrs_post_init__(self) -> None:
         _nonempty("grant.target", self.target)
-        self.grant()
+        if self.program is None:
+            self.grant()
+        elif self.scope not in (None, "project"):
+            raise InvalidParams(
+                f"a {self.kind} approval is the project's: its scope is 'project'",
+                field="grant.scope",
+            )
+
+    @property
+    def program(self) -> Program | None:
+        """``hook`` or ``mcpServer``: the approval of a project's program, not a grant."""
+        return next((p for p in PROGRAMS if p == self.kind), None)
 
     def grant(self) -> Grant:
         """The grant to take back: an exact action, or a rule."""
-        found = grant_of(self.kind, self.target)
+        found = None if self.program else grant_of(self.kind, self.target)
         if found is None:
             raise InvalidParams(
                 "grant.target must be a rule: a JSON array of words, the program first",
@@ -837,6 +851,37 @@ def process(value: ProcessState) -> dict[str, Any]:
         "turnId": value.turn_id,
         "running": value.running,
         "exitCode": value.exit_code,
+    }
+
+
+def process_exited(value: ProcessState) -> dict[str, Any]:
+    """``session/processExited``: the process as it ended."""
+    return {"sessionId": value.session_id, **process(value)}
+
+
+@attrs.frozen
+class SessionProcessOutput:
+    """``session/process/output``: what a process printed, for an editor that opens it late."""
+
+    session_id: str
+    process_id: str
+    since: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.since < 0:
+            raise InvalidParams("since must be 0 or more", field="since")
+
+
+def process_output(session_id: str, value: Printed) -> dict[str, Any]:
+    """What a process printed from ``since`` up to ``next``, and how it stands."""
+    return {
+        "sessionId": session_id,
+        "processId": value.state.process_id,
+        "text": value.text,
+        "next": value.next,
+        "dropped": value.dropped,
+        "running": value.state.running,
+        "exitCode": value.state.exit_code,
     }
 
 

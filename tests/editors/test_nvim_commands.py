@@ -3,7 +3,7 @@ daemon: `:Trellis /name` completes the user's and the project's commands and run
 check failing, then passing), :TrellisCommands lists them with what a project's had
 narrowed, an unknown command is said plainly; :TrellisHooks lists the config file's hooks,
 a preToolUse hook that blocks a write shows its reason in the conversation, and a project's
-hook asks to run in words of its own."""
+hook asks to run in words of its own, and has its approval revoked from the list."""
 
 from __future__ import annotations
 
@@ -186,3 +186,24 @@ def test_a_project_hook_asks_to_run_as_a_hook(start: Start, tmp_path: Path) -> N
         "> approval asked: run the project's preToolUse hook: ", "> preToolUse hook blocked: "
     )
     assert not (tmp_path / "project" / "a.txt").exists()
+
+    # Approved: `x` on its line in :TrellisHooks takes the approval back.
+    ed.command("TrellisHooks")
+    ed.wait_for(lambda: ed.buffer_named("/hooks")[1].endswith(" · approved"), "approved")
+    ed.wait_for(
+        lambda: ed.lua("return vim.api.nvim_buf_get_name(0)").endswith("/hooks"),
+        "the list's window to be focused",
+    )
+    ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })")
+    ed.nvim.input("x")
+    note = ed.wait_note("revoked: ")
+    assert note == (
+        "trellis: revoked: sh -c 'echo '\"'\"'writes are frozen by the project'\"'\"' >&2;"
+        " exit 2' is asked for again"
+    ), note
+    ed.wait_for(
+        lambda: ed.buffer_named("/hooks")[1].endswith(" · project · awaiting approval"),
+        "the list to say it awaits approval again",
+    )
+    ed.nvim.input("x")
+    ed.wait_note("this hook is not approved: nothing to revoke")

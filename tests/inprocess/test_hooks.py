@@ -225,6 +225,7 @@ async def test_a_project_hook_is_asked_about_once_then_remembered(
         {
             "event": "preToolUse",
             "command": [sys.executable, "go_on.py"],
+            "commandLine": line,
             "timeout": 30.0,
             "source": "project",
             "approved": False,
@@ -263,6 +264,41 @@ async def test_a_project_hook_is_asked_about_once_then_remembered(
     assert listed["hooks"][0]["approved"] is False  # its script changed: asked again
 
 
+async def test_a_project_hooks_approval_is_revoked_from_the_wire(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    (workspace / "go_on.py").write_text(GO_ON)
+    (workspace / ".trellisd.toml").write_text(hook("preToolUse", "go_on.py"))
+    asked = answer_approvals(daemon, ["allow", "allow"])
+    session = await open_session(daemon, workspace)
+    sid = session["sessionId"]
+    model.reply("", tool_calls=[call("read_file", path="go_on.py")])
+    model.reply("done")
+    await turn(daemon, session, "read it")
+    [listed] = (await daemon.call("session/hooks", {"sessionId": sid}))["hooks"]
+    assert listed["state"] == "approved" and len(asked) == 1
+
+    grant = {"kind": "hook", "target": listed["commandLine"], "scope": "project"}
+    policy = await daemon.call("session/revoke", {"sessionId": sid, "grant": grant})
+    kept = await daemon.call("session/policy", {"sessionId": sid})
+    assert policy["grants"] == kept["grants"]  # a hook's approval is no grant: they stay
+    [listed] = (await daemon.call("session/hooks", {"sessionId": sid}))["hooks"]
+    assert listed["state"] == "awaiting approval" and listed["approved"] is False
+    other = await open_session(daemon, workspace)
+    [listed] = (await daemon.call("session/hooks", {"sessionId": other["sessionId"]}))["hooks"]
+    assert listed["approved"] is False  # gone from the store: every session asks again
+
+    model.reply("", tool_calls=[call("read_file", path="go_on.py")])
+    model.reply("done")
+    result = await turn(daemon, session, "read it again")
+    assert len(asked) == 2 and asked[1]["tool"] == "run_hook"
+    assert len(await events(daemon, result["runId"], "hook")) == 1
+
+    await daemon.call("session/revoke", {"sessionId": sid, "grant": grant})
+    gone = await daemon.error("session/revoke", {"sessionId": sid, "grant": grant})
+    assert gone.code == -32010 and "no approval of the hook" in gone.message
+
+
 async def test_session_hooks_lists_the_config_files_hooks(
     spawn: DaemonFactory, workspace: Path, tmp_path: Path
 ) -> None:
@@ -279,6 +315,7 @@ async def test_session_hooks_lists_the_config_files_hooks(
             {
                 "event": "postToolUse",
                 "command": [sys.executable, path],
+                "commandLine": f"{sys.executable} {path}",
                 "matcher": "run_*",
                 "timeout": 5,
                 "source": "config",

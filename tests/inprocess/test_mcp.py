@@ -280,6 +280,12 @@ async def test_the_npm_filesystem_server(
     assert said == "# demo project\n"
 
 
+PROJECT_SERVER = (
+    f'[[mcp]]\nname = "proj"\ncommand = {json.dumps(sys.executable)}\n'
+    f"args = {json.dumps([SERVER, 'stdio'])}\n"
+)
+
+
 async def test_project_servers_start_only_once_approved_and_it_is_remembered(
     daemon: Daemon, model: ModelServer, workspace: Path
 ) -> None:
@@ -315,6 +321,36 @@ async def test_project_servers_start_only_once_approved_and_it_is_remembered(
     fourth = await open_session(daemon, workspace, policy=ALLOW_MCP)
     listed = await daemon.call("session/tools", {"sessionId": fourth["sessionId"]})
     assert listed["servers"][0]["state"] == "awaiting approval"  # a new line: a new approval
+
+
+async def test_a_project_servers_approval_is_listed_and_revoked_from_the_wire(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    (workspace / ".trellisd.toml").write_text(PROJECT_SERVER)
+    asked = answer_approvals(daemon, ["allow", "allow"])
+    session = await open_session(daemon, workspace, policy=ALLOW_MCP)
+    sid = session["sessionId"]
+    said, _ = await one_call(daemon, model, session, call("mcp__proj__echo", text="trusted"))
+    assert said == "trusted" and len(asked) == 1
+    [server] = (await daemon.call("session/tools", {"sessionId": sid}))["servers"]
+    assert server["approved"] is True and server["state"] == "running"
+
+    grant = {"kind": "mcpServer", "target": server["commandLine"], "scope": "project"}
+    await daemon.call("session/revoke", {"sessionId": sid, "grant": grant})
+    [server] = (await daemon.call("session/tools", {"sessionId": sid}))["servers"]
+    assert server["approved"] is False and server["state"] == "running"  # runs on till close
+    again = await daemon.error("session/revoke", {"sessionId": sid, "grant": grant})
+    assert again.code == -32010 and "no approval of the MCP server" in again.message
+    wrong = await daemon.error(
+        "session/revoke", {"sessionId": sid, "grant": {**grant, "scope": "session"}}
+    )
+    assert wrong.code == -32602
+
+    other = await open_session(daemon, workspace, policy=ALLOW_MCP)
+    [server] = (await daemon.call("session/tools", {"sessionId": other["sessionId"]}))["servers"]
+    assert server["state"] == "awaiting approval" and server["approved"] is False
+    said, _ = await one_call(daemon, model, other, call("mcp__proj__echo", text="asked"))
+    assert said == "asked" and len(asked) == 2  # asked again, and started once allowed
 
 
 async def test_a_bad_mcp_entry_is_refused_naming_the_field(daemon: Daemon, workspace: Path) -> None:

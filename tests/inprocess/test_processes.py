@@ -1,7 +1,8 @@
 """Processes that outlive a call, through the native protocol: a dev server started by one
 turn's ``start_process`` inside the walls, reached by a later turn's ``run_command``, its
 output read back and streamed as ``session/processOutput``, listed by ``session/processes``,
-stopped by the model or from the editor, and stopped when its session closes."""
+read after the fact by ``session/process/output``, stopped by the model or from the editor,
+and stopped when its session closes; each end told as ``session/processExited``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def walled(token: str) -> bool:
 def printed(daemon: Daemon, process_id: str) -> str:
     pieces = followed(daemon, "session/processOutput")
     return "".join(p["text"] for p in pieces if p["processId"] == process_id)
+
+
+def exited(daemon: Daemon, process_id: str) -> list[dict[str, Any]]:
+    told = followed(daemon, "session/processExited")
+    return [e for e in told if e["processId"] == process_id]
 
 
 async def processes(daemon: Daemon, session: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,6 +98,15 @@ async def test_a_server_started_in_one_turn_is_reached_in_the_next_then_stopped(
     assert "GET /hello.txt" in printed(daemon, pid)
     [ended] = await processes(daemon, session)
     assert ended["running"] is False and ended["exitCode"] is not None
+    [told] = exited(daemon, pid)  # the editor was told, once, how it ended
+    assert told == {"sessionId": session["sessionId"], **ended}
+    # An editor opened now reads what it printed, from its first byte.
+    late = await daemon.call(
+        "session/process/output", {"sessionId": session["sessionId"], "processId": pid}
+    )
+    assert late["text"].startswith("Serving HTTP") and "GET /hello.txt" in late["text"]
+    assert late["dropped"] == 0 and late["next"] == len(late["text"].encode())
+    assert late["running"] is False and late["exitCode"] == ended["exitCode"]
     with socket.socket() as s:  # nothing listens on its port any more
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
@@ -120,6 +135,7 @@ async def test_the_editor_stops_a_process_and_closing_the_session_stops_the_rest
         "session/process/stop", {"sessionId": sid, "processId": one["processId"]}
     )
     assert stopped["processId"] == one["processId"] and stopped["running"] is False
+    assert [e["exitCode"] for e in exited(daemon, one["processId"])] == [stopped["exitCode"]]
     await eventually(lambda: not alive(pids[one["processId"]]), "the stopped one is gone")
     assert alive(pids[two["processId"]])
     unknown = await daemon.error("session/process/stop", {"sessionId": sid, "processId": "p0"})
@@ -127,6 +143,8 @@ async def test_the_editor_stops_a_process_and_closing_the_session_stops_the_rest
 
     await daemon.call("session/close", {"sessionId": sid})
     await eventually(lambda: not alive(pids[two["processId"]]), "the other one is gone")
+    [closed] = exited(daemon, two["processId"])  # told before the window stopped following
+    assert closed["running"] is False
     assert (await processes(daemon, session)) == []
 
 
@@ -145,3 +163,37 @@ async def test_deleting_the_session_stops_its_processes(
     await eventually(lambda: not alive(int(number)), "the process is gone")
     gone = await daemon.error("session/processes", {"sessionId": session["sessionId"]})
     assert gone.code == -32010
+
+
+ENDS = "print('first'); print('second'); raise SystemExit(3)"
+
+
+async def test_a_process_that_ends_by_itself_is_told_and_read_by_an_editor_opened_later(
+    daemon: Daemon, model: ModelServer, workspace: Path
+) -> None:
+    session = await open_session(daemon, workspace, policy={**POLICY, "sandbox": "off"})
+    sid = session["sessionId"]
+    model.reply("", tool_calls=[call("start_process", argv=[sys.executable, "-c", ENDS])])
+    model.reply("Started.")
+    await turn(daemon, session, "start one")
+    [listed] = await processes(daemon, session)
+    pid = listed["processId"]
+    told = await eventually(lambda: exited(daemon, pid), "its end told")
+    assert [(e["exitCode"], e["running"], e["argv"]) for e in told] == [(3, False, listed["argv"])]
+    assert printed(daemon, pid) == "first\nsecond\n"  # all of it came before the end
+
+    read = {"sessionId": sid, "processId": pid}
+    whole = await daemon.call("session/process/output", read)
+    assert (whole["text"], whole["next"], whole["dropped"]) == ("first\nsecond\n", 13, 0)
+    assert (whole["running"], whole["exitCode"]) == (False, 3)
+    rest = await daemon.call("session/process/output", {**read, "since": 6})
+    assert (rest["text"], rest["next"]) == ("second\n", 13)
+    past = await daemon.call("session/process/output", {**read, "since": 99})
+    assert (past["text"], past["next"]) == ("", 13)
+
+    bad = await daemon.error("session/process/output", {**read, "since": -1})
+    assert bad.code == -32602 and "since" in bad.message
+    unknown = await daemon.error("session/process/output", {**read, "processId": "p0"})
+    assert unknown.code == -32010 and "no process p0" in unknown.message
+    nobody = await daemon.error("session/process/output", {**read, "sessionId": "s-none"})
+    assert nobody.code == -32010

@@ -34,6 +34,7 @@ from ..services.choices import ChoiceService
 from ..services.queue import Queued
 from ..tools.base import ToolContext
 from ..tools.edit import proposed
+from ..tools.processes import ProcessState
 from ..vocabulary import ApprovalKind, CallStatus, Decision
 from . import updates, wire
 
@@ -296,6 +297,10 @@ class AcpNotifier:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         """ACP has no update for a process that outlives its call: the model reads its output
         (``read_process_output``); a client that offers terminals shows it in one."""
+
+    def process_exited(self, state: ProcessState) -> None:
+        """ACP has no update for it either: a process in the client's terminal ends there, and
+        the client has its exit status from the terminal (``terminal/wait_for_exit``)."""
 
     def terminal_started(self, session_id: str, terminal_id: str) -> None:
         """The session's running call (``start_process``) started a process in the client's

@@ -11,6 +11,16 @@ from ..services import Services
 P = TypeVar("P")
 
 
+class Deferred:
+    """An answer completed at the instant it is written: what it holds of a live turn (the text
+    streamed so far) and the window's following that turn are taken together, so no piece of
+    the turn is both in the answer and in a notification after it, or in neither. A process's
+    output read back is taken so too."""
+
+    def __init__(self, complete: Callable[[], Any]) -> None:
+        self.complete = complete
+
+
 @dataclass(frozen=True)
 class Method(Generic[P]):
     name: str

@@ -39,6 +39,9 @@ async def session_policy(app: Services, p: wire.SessionRef) -> Any:
 
 
 async def session_revoke(app: Services, p: wire.SessionRevoke) -> Any:
+    program = p.grant.program
+    if program is not None:
+        return (await app.approvals.revoke(p.session_id, program, p.grant.target)).to_wire()
     grant = p.grant.grant()
     return (await app.sessions.revoke(p.session_id, grant, p.grant.scope)).to_wire()
 

@@ -88,7 +88,11 @@ class HookSpec:
         return tool is not None and fnmatch.fnmatchcase(tool, self.matcher)
 
     def detail(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"event": self.event, "command": list(self.command)}
+        out: dict[str, Any] = {
+            "event": self.event,
+            "command": list(self.command),
+            "commandLine": self.command_line,
+        }
         if self.matcher is not None:
             out["matcher"] = self.matcher
         out["timeout"] = self.seconds

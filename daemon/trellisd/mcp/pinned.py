@@ -39,6 +39,15 @@ def approval_line(spec: McpServerSpec, root: Path, search_path: str = os.defpath
     return "\n".join([line, *pinned])
 
 
+def approved_command(line: str) -> str:
+    """The command line an approval line (``approval_line``'s) was kept for: without the
+    lines that pin the root's files."""
+    words = line.split("\n")
+    while len(words) > 1 and words[-1].startswith("sha256 "):
+        words.pop()
+    return "\n".join(words)
+
+
 def _program(spec: McpServerSpec, cwd: Path, search_path: str) -> Path | None:
     """The file the command names: a path (relative to ``cwd``), or the first match on the
     ``PATH`` the server gets (its entry's, else the daemon's)."""

@@ -68,6 +68,10 @@ class Approvals(Protocol):
 
     async def approve(self, root: str, command_line: str) -> None: ...
 
+    async def revoke(self, root: str, chosen: Callable[[str], bool]) -> int:
+        """Delete the root's approvals whose line ``chosen`` picks; how many there were."""
+        ...
+
 
 @dataclass
 class Server:
@@ -81,6 +85,9 @@ class Server:
     connection: McpConnection | None = None
     sandbox: dict[str, Any] | None = None
     """The walls it was last started in (``Walls.record``); None: none."""
+    approved: bool = False
+    """A project's server: whether the user's approval for the root was found (or given) when
+    it was last asked to start; a revoked approval clears it, while the server runs on."""
 
     @property
     def name(self) -> str:
@@ -105,6 +112,8 @@ class Server:
             out["error"] = self.error
         if self.sandbox is not None:
             out["sandbox"] = self.sandbox
+        if self.configured.source == "project":
+            out["approved"] = self.approved
         return out
 
 
@@ -171,7 +180,8 @@ class SessionServers:
     async def _approved(self, server: Server, ask: Ask | None, note: Note | None) -> bool:
         spec, root = server.configured.spec, str(self.root)
         pinned = await asyncio.to_thread(approval_line, spec, self.root, self.search_path)
-        if await self.approvals.approved(root, pinned):
+        server.approved = await self.approvals.approved(root, pinned)
+        if server.approved:
             return True
         if ask is None:
             server.state = "awaiting approval"
@@ -188,6 +198,7 @@ class SessionServers:
         decision = await ask(request)
         if decision in STARTS:
             await self.approvals.approve(root, pinned)
+            server.approved = True
             return True
         server.state = "declined"
         server.error = f"the user did not approve starting it ({decision.value})"
@@ -221,6 +232,14 @@ class SessionServers:
 
     def detail(self) -> list[dict[str, Any]]:
         return [s.detail() for s in self.servers.values()]
+
+    def revoked(self, command_line: str) -> None:
+        """The approval of the project's server ``command_line`` was taken back: it is asked
+        for when it next starts (a running one runs on until the session closes)."""
+        for server in self.servers.values():
+            if server.configured.source == "project":
+                if server.configured.spec.command_line == command_line:
+                    server.approved = False
 
     async def close(self) -> None:
         for server in self.servers.values():
@@ -272,6 +291,12 @@ class McpServers:
             )
             self._by_session[session_id] = servers
         return servers
+
+    def revoked(self, root: str, command_line: str) -> None:
+        """The root's approval of the project's server ``command_line`` was taken back."""
+        for servers in self._by_session.values():
+            if servers.root == Path(root):
+                servers.revoked(command_line)
 
     async def close(self, session_id: str) -> None:
         """Stop the session's servers; they start again if it is used again."""

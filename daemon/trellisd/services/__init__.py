@@ -40,6 +40,7 @@ from ..processes import pid_alive
 from ..providers import make_provider
 from ..providers.base import Provider
 from ..store.facade import AsyncStore
+from .approvals import ProjectApprovals
 from .archive import ArchiveService
 from .budgets import BudgetService
 from .changes import Asker, ChangeService
@@ -95,6 +96,9 @@ class Services:
             store.mcp_approvals,
             lambda: self.defaults.settings.hooks,
             daemon.search_path,
+        )
+        self.approvals = ProjectApprovals(
+            store, policies, store.mcp_approvals, self.hooks, self.mcp
         )
         self.changes = ChangeService(
             store, self.running, policies, store.folder / "git", asker, daemon.git_environment

@@ -53,6 +53,8 @@ TURNLESS = ("sessionStart", "sessionEnd", "userPromptSubmit")
 """The events that come outside a turn: their project hooks are asked about at a turn."""
 STOP_NOTE = "A stop hook asks you to go on before you end the turn: "
 RESULT_CHARS = 16 * 1024
+HOOK_LINE = "hook "
+"""How the approval line of a project's hook starts, its event and a line break after it."""
 
 
 class PromptBlocked(Conflict):
@@ -141,6 +143,16 @@ class HookService:
         hooks = await self._of(await self.store.sessions.get(session_id))
         return {"sessionId": session_id, "hooks": [h.detail() for h in hooks.hooks]}
 
+    def revoked(self, root: str, command_line: str) -> None:
+        """The root's approval of the project's hooks running ``command_line`` was taken
+        back: each is asked about again at its event's next turn."""
+        for hooks in self._by_session.values():
+            if hooks.root != Path(root):
+                continue
+            for hook in hooks.hooks:
+                if hook.source == "project" and hook.spec.command_line == command_line:
+                    hook.state = "awaiting approval"
+
     def forget(self, session_id: str) -> None:
         """The session is closed: its hooks are read again if it is used again."""
         self._by_session.pop(session_id, None)
@@ -151,7 +163,7 @@ class HookService:
         pinned = await asyncio.to_thread(
             approval_line, program(spec.command), root, self.search_path
         )
-        return f"hook {spec.event}\n{pinned}"
+        return f"{HOOK_LINE}{spec.event}\n{pinned}"
 
     async def _approved(self, hooks: _SessionHooks, hook: Hook, ask: Ask | None) -> bool:
         if hook.state != "awaiting approval":

@@ -11,8 +11,11 @@ program and kills everything it started. No process outlives its daemon.
 What it prints (stdout and stderr together) is kept in a ring of ``RING_BYTES``: older bytes
 are dropped, and offsets stay absolute, so an offset means the same byte however much was
 dropped since. It is also sent as it comes, coalesced as a tool call's output is, to every
-window following the session (``Notifier.process_output``). A session may have at most
-``MAX_RUNNING`` processes running at once; the model is told so when it asks for one more.
+window following the session (``Notifier.process_output``), and when the process ends, however
+it ends, they are told so (``Notifier.process_exited``), after the last of its output. An
+editor opened later reads the ring (``output``) without moving the model's place in it. A
+session may have at most ``MAX_RUNNING`` processes running at once; the model is told so when
+it asks for one more.
 
 Where the editor offers terminals (ACP's ``terminal`` capability: ``terminals`` gives a
 session's), a process runs in one of the editor's terminals instead, so the editor shows it:
@@ -161,6 +164,7 @@ class Process:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     terminal: tuple[Terminals, str] | None = None  # the editor's terminal it runs in
     seen: str = ""  # what the terminal held at the last look
+    on_end: Callable[[ProcessState], None] | None = None  # told once, when it ended
 
     def printed(self, data: bytes) -> None:
         self.ring.add(data)
@@ -181,10 +185,21 @@ class Process:
         if new:
             self.printed(new.encode())
 
+    def since(self, offset: int, most: int) -> Printed:
+        """What it printed from ``offset`` (at most ``most`` bytes). What waits to be sent to
+        the editor is sent first, so a piece sent after this read follows on from its end."""
+        self.feed.flush()
+        data, first, dropped = self.ring.since(offset, most)
+        following = first + len(data)
+        text = data.decode("utf-8", errors="replace")
+        return Printed(self.state, text, first, following, dropped, following < self.ring.end)
+
     def ended_with(self, exit_code: int | None) -> None:
         self.state = replace(self.state, running=False, exit_code=exit_code)
         self.feed.close()
         self.ended.set()
+        if self.on_end is not None:
+            self.on_end(self.state)
 
 
 class ProcessService:
@@ -240,7 +255,7 @@ class ProcessService:
         def send(text: str) -> None:
             self.notifier.process_output(session_id, process_id, text)
 
-        process = Process(state, OutputFeed(send, limit=2**62))
+        process = Process(state, OutputFeed(send, limit=2**62), on_end=self.notifier.process_exited)
         started = process.started = asyncio.get_running_loop().create_future()
         terminals = self.terminals(session_id)
         life = self._live if terminals is None else functools.partial(self._in_terminal, terminals)
@@ -337,15 +352,25 @@ class ProcessService:
             _fail(started, process, exc)
 
     async def read(self, session_id: str, process_id: str, since: int | None, most: int) -> Printed:
+        """What the model reads: from ``since`` (None: where its last read ended)."""
+        process = self._get(session_id, process_id)
+        printed = await self.output(
+            session_id, process_id, process.read_to if since is None else since, most
+        )
+        process.read_to = printed.next
+        return printed
+
+    async def output(self, session_id: str, process_id: str, since: int, most: int) -> Printed:
+        """What the process printed from ``since`` (at most ``most`` bytes); the model's place
+        in the ring stays where it is."""
+        return (await self.opened(session_id, process_id)).since(since, most)
+
+    async def opened(self, session_id: str, process_id: str) -> Process:
+        """The process, what its editor's terminal printed since the last look taken in, for
+        an editor that opens it late to read (``Process.since``) at the instant it answers."""
         process = self._get(session_id, process_id)
         await process.look()
-        offset = process.read_to if since is None else since
-        data, first, dropped = process.ring.since(offset, most)
-        following = first + len(data)
-        process.read_to = following
-        text = data.decode("utf-8", errors="replace")
-        more = following < process.ring.end
-        return Printed(process.state, text, first, following, dropped, more)
+        return process
 
     def write(self, session_id: str, process_id: str, text: str) -> ProcessState:
         process = self._get(session_id, process_id)

@@ -19,6 +19,7 @@ from ..sandbox.bwrap import WallsUnavailable, builder
 from ..sandbox.walls import Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
+from ..tools.processes import ProcessState
 from ..tools.verify import run_check
 from ..vocabulary import ApprovalKind, CallStatus, Decision, EventKind
 from .policies import Policies
@@ -49,6 +50,11 @@ class Notifier(Protocol):
 
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         """What a session's process (``start_process``) printed since its last piece."""
+        ...
+
+    def process_exited(self, state: ProcessState) -> None:
+        """A session's process ended, by itself or stopped (by the model, the editor, the
+        session's close): after the last piece of its output."""
         ...
 
     def child_started(

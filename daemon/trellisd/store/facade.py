@@ -327,6 +327,9 @@ class AsyncMcpApprovals:
     async def approve(self, root: str, command_line: str) -> None:
         await self._run(self._store.mcp_approvals.approve, root, command_line)
 
+    async def revoke(self, root: str, chosen: Callable[[str], bool]) -> int:
+        return await self._run(self._store.mcp_approvals.revoke, root, chosen)
+
 
 class AsyncGrants:
     def __init__(self, store: Store, thread: _Thread) -> None:

@@ -28,6 +28,7 @@ import {
   InitializeResult,
   Method,
   PlanParams,
+  ProcessExitedParams,
   ProcessOutputParams,
   PROTOCOL_NAME,
   PROTOCOL_VERSION,
@@ -64,6 +65,7 @@ export interface DaemonHandlers {
   token?: (params: TokenParams) => void;
   thought?: (params: ThoughtParams) => void;
   processOutput?: (params: ProcessOutputParams) => void;
+  processExited?: (params: ProcessExitedParams) => void;
   step?: (params: StepParams) => void;
   steered?: (params: SteeredParams) => void;
   toolCall?: (params: ToolCallParams) => void;
@@ -360,6 +362,7 @@ export class DaemonClient {
     connection.onNotification(notificationType(Method.token), (p) => this.handlers.token?.(p));
     connection.onNotification(notificationType(Method.thought), (p) => this.handlers.thought?.(p));
     connection.onNotification(notificationType(Method.processOutput), (p) => this.handlers.processOutput?.(p));
+    connection.onNotification(notificationType(Method.processExited), (p) => this.handlers.processExited?.(p));
     connection.onNotification(notificationType(Method.step), (p) => this.handlers.step?.(p));
     connection.onNotification(notificationType(Method.steered), (p) => this.handlers.steered?.(p));
     connection.onNotification(notificationType(Method.toolCall), (p) => this.handlers.toolCall?.(p));

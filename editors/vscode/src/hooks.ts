@@ -25,8 +25,7 @@ export interface HookItem extends QuickPickItem {
 
 /** The command line of a project's hook as its approval is kept (session/hooks' commandLine). */
 export function approvalLine(hook: Hook): string | undefined {
-  const line = (hook as Hook & { commandLine?: unknown }).commandLine;
-  return typeof line === 'string' && line ? line : undefined;
+  return hook.commandLine || undefined;
 }
 
 /** The program and its arguments as a person types them. */

@@ -3,13 +3,16 @@
  * as session/processes lists them: the command line, running or how it ended, the turn that
  * started it; a stop button on each running one (session/process/stop); and what each printed,
  * live (session/processOutput), in an output channel of its own. The list is read again when the
- * session changes and when a start_process or stop_process call ends.
+ * session changes and when a start_process or stop_process call ends; a row says how its process
+ * ended as soon as it does (session/processExited). A process's output opened for the first time
+ * is read back from the daemon (session/process/output), so what it printed before this window
+ * followed the session shows too.
  */
 
 import * as vscode from 'vscode';
 
 import type { Extension } from './features';
-import { Method, Process, ProcessOutputParams } from './protocol';
+import { Method, Process, ProcessExitedParams, ProcessOutputParams } from './protocol';
 import type { SessionController } from './session';
 import * as vscodeapi from './vscodeapi';
 
@@ -54,6 +57,13 @@ export class ProcessTreeProvider implements vscode.TreeDataProvider<Process> {
     this.changed.fire();
   }
 
+  /** A process ended: its row says how (added when the list did not have it yet). */
+  exited(p: ProcessExitedParams): void {
+    const { sessionId: _, ...ended } = p;
+    const at = this.processes.findIndex((q) => q.processId === p.processId);
+    this.show(at < 0 ? [...this.processes, ended] : this.processes.map((q, i) => (i === at ? ended : q)));
+  }
+
   getTreeItem(p: Process): vscode.TreeItem {
     return processItem(p);
   }
@@ -81,6 +91,23 @@ export class ProcessOutputs {
 
   print(p: ProcessOutputParams, argv?: readonly string[]): void {
     this.channel(p.processId, argv).append(p.text);
+  }
+
+  /** The processes whose output was read back from the daemon. */
+  private readonly readBack = new Set<string>();
+
+  /** The first time a process's output is opened, what it printed so far (session/process/output)
+   * replaces what came live, which it holds: the output of a process started before this window
+   * followed the session. */
+  async readBackOnce(controller: SessionController, p: Process): Promise<void> {
+    const sessionId = controller.session?.sessionId;
+    if (!sessionId || this.readBack.has(p.processId)) {
+      return;
+    }
+    this.readBack.add(p.processId);
+    const printed = await controller.client.request(Method.processOutputRead, { sessionId, processId: p.processId });
+    const gone = printed.dropped > 0 ? `(its first ${printed.dropped} bytes are gone)\n` : '';
+    this.channel(p.processId, p.argv).replace(gone + printed.text);
   }
 
   dispose(): void {
@@ -122,6 +149,7 @@ export function registerProcesses({ controller, act, log }: Extension): vscodeap
   };
   const showOutput = async (p?: Process) => {
     if (p?.processId) {
+      await outputs.readBackOnce(controller, p);
       outputs.channel(p.processId, p.argv).show(true);
     }
   };
@@ -132,6 +160,12 @@ export function registerProcesses({ controller, act, log }: Extension): vscodeap
     outputs,
     controller.onDidChangeSession(refreshQuietly),
     controller.onDidEndToolCall((call) => PROCESS_TOOLS.has(call.tool) && refreshQuietly()),
+    controller.onProcessExited((p) => {
+      if (p.sessionId === controller.session?.sessionId) {
+        provider.exited(p);
+        view.description = `${provider.processes.filter((q) => q.running).length} running`;
+      }
+    }),
     controller.onProcessOutput((p) => {
       if (p.sessionId === controller.session?.sessionId) {
         outputs.print(p, provider.processes.find((q) => q.processId === p.processId)?.argv);

@@ -56,6 +56,7 @@ export const Method = {
   processStop: 'session/process/stop',
   commands: 'session/commands',
   hooks: 'session/hooks',
+  processOutputRead: 'session/process/output',
   // daemon -> editor
   turnEnded: 'session/turnEnded',
   queued: 'session/queued',
@@ -63,6 +64,7 @@ export const Method = {
   token: 'session/token',
   thought: 'session/thought',
   processOutput: 'session/processOutput',
+  processExited: 'session/processExited',
   step: 'session/step',
   steered: 'session/steered',
   toolCall: 'session/toolCall',
@@ -225,10 +227,6 @@ export type RevocableGrant = wire.RequestParams<'session/revoke'>['grant'];
 /** A hook in effect for a session (session/hooks), in the order the hooks of its event run. */
 export type Hook = wire.RequestResult<'session/hooks'>['hooks'][number];
 
-/** A project hook's approval as session/revoke takes it back: its command line, kept for the
- * project. (Written out: the schema's grant kinds do not list hook yet.) */
-export type HookGrant = { kind: 'hook'; target: string; scope: 'project' };
-
 /** session/policy's answer. */
 export type PolicyView = wire.RequestResult<'session/policy'>;
 
@@ -248,6 +246,9 @@ export type ThoughtParams = wire.NotificationParams<'session/thought'>;
 
 /** What a session's process printed since the previous one of it. */
 export type ProcessOutputParams = wire.NotificationParams<'session/processOutput'>;
+
+/** A session's process ended (by itself or stopped): the process as it ended. */
+export type ProcessExitedParams = wire.NotificationParams<'session/processExited'>;
 
 export type ImageResult = wire.RequestResult<'session/image'>;
 

@@ -434,6 +434,8 @@ export type McpServerState = {
   skipped?: Count;
   commandLine?: string;
   url?: string;
+  /** A project's server only: whether the user approved its command line (or url) for this root; session/revoke (kind mcpServer) takes it back. */
+  approved?: boolean;
   error?: string;
   /** A stdio server started inside the walls: the walls it runs in. Left out for a server outside them (a URL, or the user's own named in the config file's unconfinedMcp). */
   sandbox?: Sandbox;
@@ -908,6 +910,8 @@ export interface Requests {
         event: HookEvent;
         /** The program and its arguments, run without a shell. */
         command: string[];
+        /** The command line as approved (the words shell-quoted): the target with which session/revoke takes a project's approval back. */
+        commandLine: string;
         /** Tool events: the tool name or fnmatch glob of tool names it runs for. */
         matcher?: string;
         /** Seconds it may run before it is killed (counts as go on). */
@@ -1111,8 +1115,9 @@ export interface Requests {
     params: {
       sessionId: Id;
       grant: {
-        kind: "read" | "write" | "exec" | "rule";
-        /** As session/policy lists it (for a rule, the pattern as a JSON array). */
+        /** hook or mcpServer: a project's hook or MCP server that the user approved for the root; its target the command line as session/hooks (commandLine) or session/tools (a server's commandLine or url) lists it, and its scope project. */
+        kind: "read" | "write" | "exec" | "rule" | "hook" | "mcpServer";
+        /** As session/policy lists it (for a rule, the pattern as a JSON array); for a hook or mcpServer, its command line (a server's url). */
         target: string;
         /** Which grant to take back; left out: both. */
         scope?: "session" | "project" | null;
@@ -1198,6 +1203,27 @@ export interface Requests {
       sessionId: Id;
       /** The oldest first: the running ones and the last ended ones. */
       processes: Process[];
+    };
+  };
+  'session/process/output': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+      /** The offset to read from (absolute: counted from the process's first byte); left out: 0, all the ring still holds. */
+      since?: number;
+    };
+    result: {
+      sessionId: Id;
+      processId: Id;
+      /** What it printed (stdout and stderr together) from since on, as much as its ring (1 MiB) still holds; empty when nothing. */
+      text: string;
+      /** The offset after text: the since of the next read; session/processOutput pieces that come after this answer follow on from it. */
+      next: number;
+      /** Bytes from since on that were dropped off the front of the ring before text: text starts at since + dropped. */
+      dropped: number;
+      running: boolean;
+      /** As Process.exitCode. */
+      exitCode: number | null;
     };
   };
   'session/process/stop': {
@@ -1377,6 +1403,21 @@ export interface Notifications {
       processId: Id;
       /** What the process printed (stdout and stderr together) since the previous session/processOutput of the process, in order. */
       text: string;
+    };
+  };
+  'session/processExited': {
+    params: {
+      sessionId: Id;
+      processId: Id;
+      argv: string[];
+      /** The folder it runs in (an absolute path). */
+      cwd: string;
+      startedAt: Timestamp;
+      /** The turn whose call started it. */
+      turnId: string | null;
+      running: false;
+      /** Once it ended: its exit code, or minus the signal that killed it; null while it runs, or when it could not be told. */
+      exitCode: number | null;
     };
   };
 }

@@ -23,11 +23,11 @@ import {
   FileChange,
   Grant,
   Hook,
-  HookGrant,
   McpServer,
   Merged,
   Method,
   Policy,
+  ProcessExitedParams,
   ProcessOutputParams,
   RecoverResult,
   RecoveryDecision,
@@ -84,6 +84,7 @@ export class SessionController {
   private readonly plans: Plans;
   private readonly modes: Modes;
   private readonly processOutputListeners = new Set<Listener<ProcessOutputParams>>();
+  private readonly processExitedListeners = new Set<Listener<ProcessExitedParams>>();
   private readonly callEndedListeners = new Set<Listener<ToolCallParams>>();
 
   readonly handlers: DaemonHandlers;
@@ -140,6 +141,7 @@ export class SessionController {
         return children.onToolCall(p) || stream.onToolCall(p);
       },
       processOutput: (p) => this.processOutputListeners.forEach((listener) => listener(p)),
+      processExited: (p) => this.processExitedListeners.forEach((listener) => listener(p)),
       toolOutput: (p) => children.onToolOutput(p) || stream.onToolOutput(p),
       usage: (p) => spending.onUsage(p),
       queued: (p) => queueing.onQueued(p),
@@ -255,6 +257,11 @@ export class SessionController {
   /** What a process of the open session printed (session/processOutput), as it comes. */
   onProcessOutput(listener: Listener<ProcessOutputParams>): { dispose(): void } {
     return subscribe(this.processOutputListeners, listener);
+  }
+
+  /** A process of a followed session ended (session/processExited), however it ended. */
+  onProcessExited(listener: Listener<ProcessExitedParams>): { dispose(): void } {
+    return subscribe(this.processExitedListeners, listener);
   }
 
   /** A tool call of the open session's turn ended (done, failed, refused or cancelled). */
@@ -430,8 +437,8 @@ export class SessionController {
   }
 
   /** Take back a remembered approval; a project hook's is a grant of kind hook. */
-  revoke(grant: RevocableGrant | HookGrant): Promise<Grant[]> {
-    return this.approvals.revoke(grant as RevocableGrant);
+  revoke(grant: RevocableGrant): Promise<Grant[]> {
+    return this.approvals.revoke(grant);
   }
 
   // custom commands and hooks (customCommands.ts, hooks.ts)

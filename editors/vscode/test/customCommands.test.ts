@@ -237,7 +237,7 @@ describe('hooks', () => {
     assert.deepEqual(
       listed.map((i) => [i.label, i.description, i.detail]),
       [
-        ['turnEnd', 'config · approved · at most 30 s', 'notify-send trellisd "turn ended"'],
+        ['turnEnd', 'config · approved · at most 30 s', "notify-send trellisd 'turn ended'"],
         ['preToolUse · write_*', 'project · awaiting approval · at most 10 s', 'python3 hooks/guard.py'],
       ],
     );
@@ -291,7 +291,7 @@ describe('hooks', () => {
   });
 
   test('a project hook approved for the project offers Revoke; the others do not', () => {
-    const hook: Hook = { event: 'preToolUse', command: ['python3', 'guard.py'], timeout: 30, source: 'project', approved: true, state: 'approved' };
+    const hook: Hook = { event: 'preToolUse', command: ['python3', 'guard.py'], commandLine: '', timeout: 30, source: 'project', approved: true, state: 'approved' };
     assert.doesNotMatch(String(hookItem(hook).description), /revoke/, 'no command line to revoke by');
     const line = { ...hook, commandLine: 'python3 guard.py' };
     assert.match(String(hookItem(line).description), /pick to revoke$/);

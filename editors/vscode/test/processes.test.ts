@@ -1,6 +1,8 @@
 import './setup';
 
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
 import type { Process } from '../src/protocol';
@@ -63,6 +65,40 @@ describe('the Processes view', () => {
     assert.equal(ended.running, false);
     assert.equal(rows()[0].contextValue, 'process-ended');
     assert.match(String(rows()[0].description), /^(killed by signal 15|exited)/);
+  });
+
+  test('output opened after the fact is read back, and a row says how its process ended as it ends', async () => {
+    const daemon = daemonOf();
+    const go = path.join(daemon.root, 'go');
+    const argv = ['sh', '-c', `echo serving on 8000; echo ready; while [ ! -e ${go} ]; do sleep 0.05; done; exit 3`];
+    daemon.setScript([{ tool: 'start_process', arguments: { argv } }, { text: 'The server runs.' }]);
+    const c = new SessionController(daemon.client(), daemon.log);
+    c.attachView(new RecordingView());
+    stub.onQuickPick = (pick: QuickPick<QuickPickItem>) => {
+      setImmediate(() => (pick as unknown as { accept(label: string): void }).accept('Allow once'));
+    };
+    await c.openSession(daemon.root);
+    const printed = new Promise<void>((resolve) => {
+      const s = c.onProcessOutput((p) => /ready/.test(p.text) && (s.dispose(), resolve()));
+    });
+    const result = await c.turn('start the dev server');
+    assert.equal(result?.outcome, 'finished', result?.error);
+    await printed; // printed before the Processes view was there to take it
+
+    registerProcesses(features(c, daemon.log));
+    const provider = stub.treeProviders.get('trellisd.processes') as ProcessTreeProvider;
+    await when((l) => provider.onDidChangeTreeData(l), () => provider.getChildren().length === 1);
+    const [p] = provider.getChildren();
+    const channel = `trellisd process ${commandLine(argv).slice(0, 40)}`;
+    assert.equal(stub.channels.get(channel), undefined, 'nothing came live to this view');
+    await stub.commands.get('trellisd.showProcessOutput')!(p);
+    assert.equal(stub.channels.get(channel), 'serving on 8000\nready\n', 'what it printed, read back');
+
+    fs.writeFileSync(go, '');
+    await when((l) => provider.onDidChangeTreeData(l), () => !provider.getChildren()[0].running);
+    const row = processItem(provider.getChildren()[0]);
+    assert.match(String(row.description), /^exited 3 · turn /);
+    assert.equal(row.contextValue, 'process-ended');
   });
 
   test('how a process ended reads in words', () => {

@@ -171,6 +171,8 @@ export const stub = {
   messages: [] as Shown[],
   quickPicks: [] as QuickPick<QuickPickItem>[],
   output: [] as string[],
+  /** What each output channel holds, by its name. */
+  channels: new Map<string, string>(),
   commands: new Map<string, (...args: any[]) => unknown>(),
   executed: [] as { id: string; args: unknown[] }[],
   contentProviders: new Map<string, { provideTextDocumentContent(uri: Uri): string }>(),
@@ -191,6 +193,7 @@ export const stub = {
     this.messages = [];
     this.quickPicks = [];
     this.output = [];
+    this.channels.clear();
     this.commands.clear();
     this.executed = [];
     this.contentProviders.clear();
@@ -262,7 +265,8 @@ export const window = {
   createOutputChannel: (name: string) => ({
     name,
     appendLine: (line: string) => stub.output.push(line),
-    append: (text: string) => stub.output.push(text),
+    append: (text: string) => (stub.output.push(text), stub.channels.set(name, (stub.channels.get(name) ?? '') + text)),
+    replace: (text: string) => (stub.output.push(text), stub.channels.set(name, text)),
     show: () => undefined,
     dispose: () => undefined,
   }),

@@ -19,7 +19,7 @@ from trellisd.sandbox.walls import Walls
 from trellisd.services.processes import ProcessService, SessionProcesses
 from trellisd.tools import ToolContext, ToolFailure
 from trellisd.tools.environment import use_environment
-from trellisd.tools.processes import process_tools
+from trellisd.tools.processes import ProcessState, process_tools
 
 
 class Editor:
@@ -66,8 +66,16 @@ def tools(service: ProcessService) -> dict[str, Any]:
 
 
 class Quiet:
+    """Sends no output; keeps how each process ended, as the editor's windows are told."""
+
+    def __init__(self) -> None:
+        self.exited: list[ProcessState] = []
+
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         pass
+
+    def process_exited(self, state: ProcessState) -> None:
+        self.exited.append(state)
 
 
 PRINTS = "import time; print('ready', flush=True); time.sleep(300)"
@@ -77,7 +85,8 @@ async def test_a_process_runs_in_the_editors_terminal_inside_the_walls(
     editor: Editor, tmp_path: Path
 ) -> None:
     use_environment({"PATH": "/usr/bin:/bin", "GITHUB_TOKEN": "ghp_secret"}, ())
-    service = ProcessService(Quiet())  # type: ignore[arg-type]
+    quiet = Quiet()
+    service = ProcessService(quiet)  # type: ignore[arg-type]
     service.terminals = lambda session_id: ClientTerminals(editor, session_id)
     found = tools(service)
     walls = Walls("workspace-write", False, tmp_path)
@@ -108,6 +117,8 @@ async def test_a_process_runs_in_the_editors_terminal_inside_the_walls(
     assert methods.index("terminal/kill") < methods.index("terminal/release")
     assert editor.terminals.open == {}
     assert not service.state("s1", pid).running
+    # The exit status the terminal told is the one the windows are told.
+    assert [(s.process_id, s.exit_code) for s in quiet.exited] == [(pid, -9)]
 
 
 def test_what_a_terminal_adds_is_found_though_its_start_was_cut() -> None:

@@ -14,6 +14,7 @@ from tests.fixtures.waits import alive, eventually
 from trellisd.services.processes import ProcessService, Ring, SessionProcesses
 from trellisd.tools import ToolContext, ToolFailure
 from trellisd.tools.processes import (
+    ProcessState,
     ReadProcessOutput,
     StartProcess,
     StopProcess,
@@ -27,9 +28,15 @@ class Printed:
 
     def __init__(self) -> None:
         self.pieces: list[tuple[str, str, str]] = []
+        self.exited: dict[str, ProcessState] = {}
 
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         self.pieces.append((session_id, process_id, text))
+        assert process_id not in self.exited, "output after the process's end"
+
+    def process_exited(self, state: ProcessState) -> None:
+        assert state.process_id not in self.exited, "told twice"
+        self.exited[state.process_id] = state
 
     def text(self, process_id: str) -> str:
         return "".join(t for _, p, t in self.pieces if p == process_id)
@@ -74,8 +81,10 @@ async def test_a_started_process_outlives_the_call_is_typed_into_and_read(
     await eventually(lambda: "HELLO" in service.printed.text(pid), "the echoed line")  # type: ignore[attr-defined]
     read = await found["read_process_output"].run({"processId": pid}, context)
     assert "still running" in read and "ready\nHELLO\n" in read and "[next offset: 12]" in read
+    late = await service.output("s1", pid, 0, 1024)  # an editor opened after the fact
+    assert (late.text, late.next, late.dropped) == ("ready\nHELLO\n", 12, 0)
     again = await found["read_process_output"].run({"processId": pid}, context)
-    assert "(nothing new)" in again  # from where the last read ended
+    assert "(nothing new)" in again  # from where the model's last read ended, not the editor's
     from_start = await found["read_process_output"].run({"processId": pid, "since": 6}, context)
     assert "output from offset 6 to 12:\nHELLO" in from_start
 
@@ -84,6 +93,8 @@ async def test_a_started_process_outlives_the_call_is_typed_into_and_read(
         lambda: not service.state("s1", pid).running and service.state("s1", pid), "its end"
     )
     assert state.exit_code == 0
+    await eventually(lambda: pid in service.printed.exited, "the editor told of its end")  # type: ignore[attr-defined]
+    assert service.printed.exited[pid].exit_code == 0  # type: ignore[attr-defined]
     read = await found["read_process_output"].run({"processId": pid}, context)
     assert "ended with exit code 0" in read and "bye" in read
     with pytest.raises(ToolFailure, match="has ended"):
@@ -106,6 +117,7 @@ async def test_stop_ends_the_process_and_what_it_started(
     assert said.startswith(f"process {pid} ($ sh -c ") and "ended" in said
     await eventually(lambda: not any(alive(p) for p in pids), "the processes are gone")
     assert not service.state("s1", pid).running
+    assert service.printed.exited[pid] == service.state("s1", pid)  # type: ignore[attr-defined]
 
 
 async def test_a_session_may_run_only_so_many_and_its_close_stops_them(
@@ -121,10 +133,12 @@ async def test_a_session_may_run_only_so_many_and_its_close_stops_them(
     # Another session has a limit of its own.
     other = process_id(await tools(service, "s2")["start_process"].run(sleeper, context))
     await found["stop_process"].run({"processId": first}, context)
-    process_id(await found["start_process"].run(sleeper, context))  # room again
+    running = process_id(await found["start_process"].run(sleeper, context))  # room again
 
     await service.close("s1")
     assert service.list("s1") == []
+    told = service.printed.exited  # type: ignore[attr-defined]
+    assert running in told and not told[running].running and other not in told
     assert service.state("s2", other).running
     with pytest.raises(ToolFailure, match="no process"):
         await found["read_process_output"].run({"processId": first}, context)
@@ -192,5 +206,7 @@ async def test_a_process_that_prints_more_than_its_ring_keeps_the_end(
     printed = await service.read("s1", pid, 0, 64)
     total = 3000 * 400
     assert printed.dropped == total - 1024 * 1024 and printed.since == printed.dropped
+    late = await service.output("s1", pid, 0, 1024 * 1024)
+    assert late.dropped == printed.dropped and late.next == total and len(late.text) == 1024 * 1024
     last = await service.read("s1", pid, total - 400, 400)
     assert last.text.startswith("0002999.") and last.next == total and not last.more

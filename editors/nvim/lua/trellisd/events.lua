@@ -242,6 +242,10 @@ notifications["session/processOutput"] = function(p)
   processes.output(p.sessionId, p.processId, p.text)
 end
 
+notifications["session/processExited"] = function(p)
+  processes.exited(p)
+end
+
 notifications["window/showMessage"] = function(p)
   local levels =
     { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }

@@ -1,6 +1,7 @@
 -- Hooks: programs the user's config.toml (or, once approved, a project's .trellisd.toml)
 -- names for the events of a session. :TrellisHooks lists those in effect (session/hooks:
--- event, matcher, command, source, approved). When a turn drawn here ends, its run's
+-- event, matcher, command, source, approved); `x` on a project's approved hook takes its
+-- approval back (session/revoke, kind hook): it is asked for again. When a turn drawn here ends, its run's
 -- events (run/events) say which hooks blocked or decided something, and which custom
 -- command it ran: they are drawn in the conversation. A project hook asking to run
 -- (session/requestApproval with `hook`) is worded as such.
@@ -40,7 +41,10 @@ end
 ---@param hooks trellisd.Hook[]
 ---@return string[]
 function M.lines(hooks)
-  local lines = { "# hooks, in the order they run: event · matcher · command · source · approved" }
+  local lines = {
+    "# hooks, in the order they run: event · matcher · command · source · approved"
+      .. " (x revokes a project hook's approval)",
+  }
   if #hooks == 0 then
     lines[#lines + 1] = "(none: [[hooks]] tables of config.toml or of the project's .trellisd.toml)"
   end
@@ -50,19 +54,61 @@ function M.lines(hooks)
   return lines
 end
 
+-- Before the first hook's line in :TrellisHooks' buffer.
+local HEADER_LINES = 1
+
+local list
+
+--- Take back the approval of a project's hook for the project (session/revoke, kind hook,
+--- its exact command line): it is asked about again before it next runs.
+---@param state trellisd.State
+---@param h trellisd.Hook|nil
+function M.revoke(state, h)
+  if not h then
+    ui.warn("the cursor is on no hook")
+    return
+  end
+  if h.source ~= "project" then
+    ui.warn("this hook is your config file's: it needs no approval (edit config.toml)")
+    return
+  end
+  if not h.approved then
+    ui.notify("this hook is not approved: nothing to revoke")
+    return
+  end
+  local grant = { kind = "hook", target = h.commandLine, scope = "project" }
+  daemon.request("session/revoke", { sessionId = state.id, grant = grant }, function(err)
+    if err then
+      ui.error("could not revoke it: " .. err.message)
+      return
+    end
+    ui.notify("revoked: " .. format.one_line(h.commandLine, 200) .. " is asked for again")
+    list(state)
+  end)
+end
+
+list = function(state)
+  daemon.request("session/hooks", { sessionId = state.id }, function(err, result)
+    if err then
+      ui.error("could not list the hooks: " .. err.message)
+      return
+    end
+    local hooks = result.hooks or {}
+    local buf = windows.show_lines("trellis://" .. state.id .. "/hooks", M.lines(hooks))
+    vim.keymap.set("n", "x", function()
+      M.revoke(state, hooks[vim.api.nvim_win_get_cursor(0)[1] - HEADER_LINES])
+    end, { buffer = buf, desc = "Revoke the approval of the project hook under the cursor" })
+    vim.keymap.set("n", "q", "<cmd>close<CR>", { buffer = buf, desc = "Close the list" })
+  end)
+end
+
 --- :TrellisHooks: the current session's hooks, in a window below.
 function M.show()
   local state = sessions.need_current("list the hooks of")
   if not state then
     return
   end
-  daemon.request("session/hooks", { sessionId = state.id }, function(err, result)
-    if err then
-      ui.error("could not list the hooks: " .. err.message)
-      return
-    end
-    windows.show_lines("trellis://" .. state.id .. "/hooks", M.lines(result.hooks or {}))
-  end)
+  list(state)
 end
 
 --- A hook's reason on one line (its stderr may hold several), cut at 300 characters.

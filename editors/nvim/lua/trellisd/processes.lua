@@ -3,7 +3,10 @@
 -- command line, running or its exit code, the turn that started it), with the output of
 -- the one under the cursor below the list, live (session/processOutput); `s` stops it
 -- (session/process/stop), `r` reads the list again. The list is read again when a
--- start_process or stop_process call of a turn ends.
+-- start_process or stop_process call of a turn ends, and a process's row says how it ended
+-- as soon as it does (session/processExited). A process first shown here (this editor opened
+-- the session after it started) has what it printed so far read from the daemon
+-- (session/process/output), then goes on live.
 
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
@@ -27,6 +30,8 @@ local TOOLS = { start_process = true, stop_process = true }
 M.lists = {}
 ---@type table<trellisd.Id, table<trellisd.Id, string>> what each process printed, by session
 M.outputs = {}
+---@type table<trellisd.Id, table<trellisd.Id, "reading"|"read">> whose output was read back
+M.read_back = {}
 -- by session: {buf, selected (processId), scheduled}
 local shown = {}
 
@@ -61,7 +66,38 @@ local function at_row(id, row)
   return list[row - 1]
 end
 
-local function render(id)
+local render
+
+-- Read what a process printed before this editor followed it (session/process/output): it
+-- replaces what came live so far, which it holds.
+local function read_back(id, process_id)
+  local done = M.read_back[id] or {}
+  M.read_back[id] = done
+  if done[process_id] then
+    return
+  end
+  done[process_id] = "reading"
+  local params = { sessionId = id, processId = process_id }
+  daemon.request("session/process/output", params, function(err, result)
+    done[process_id] = "read"
+    if err then
+      ui.warn("could not read what it printed: " .. err.message)
+      return
+    end
+    local text = result.text
+    if result.dropped > 0 then
+      text = ("(its first %d bytes are gone)\n"):format(result.dropped) .. text
+    end
+    if #text > M.KEEP then
+      text = text:sub(#text - M.KEEP + 1)
+    end
+    M.outputs[id] = M.outputs[id] or {}
+    M.outputs[id][process_id] = text
+    render(id)
+  end)
+end
+
+render = function(id)
   local s = shown[id]
   if not s or not vim.api.nvim_buf_is_valid(s.buf) then
     return
@@ -80,6 +116,7 @@ local function render(id)
   end
   selected = selected or list[#list]
   if selected then
+    read_back(id, selected.processId)
     lines[#lines + 1] = ""
     lines[#lines + 1] = "── output of " .. table.concat(selected.argv, " ") .. " ──"
     local text = (M.outputs[id] or {})[selected.processId] or ""
@@ -211,6 +248,23 @@ function M.output(id, process_id, text)
       render(id)
     end, 40)
   end
+end
+
+--- A process ended (session/processExited): its row says how, at once.
+---@param p trellisd.ProcessExited
+function M.exited(p)
+  local list = M.lists[p.sessionId] or {}
+  M.lists[p.sessionId] = list
+  local found = false
+  for i, known in ipairs(list) do
+    if known.processId == p.processId then
+      list[i], found = p, true
+    end
+  end
+  if not found then
+    list[#list + 1] = p
+  end
+  render(p.sessionId)
 end
 
 --- A step of a turn ended: when it called start_process or stop_process, the list is read

@@ -67,6 +67,18 @@
 ---@field processId trellisd.Id
 ---@field text string
 
+---@class trellisd.ProcessExited: trellisd.Process session/processExited: the process as it ended
+---@field sessionId trellisd.Id
+
+---@class trellisd.ProcessPrinted session/process/output's result
+---@field sessionId trellisd.Id
+---@field processId trellisd.Id
+---@field text string from `since` on
+---@field next integer the offset after text
+---@field dropped integer bytes from `since` on gone from the ring before text
+---@field running boolean
+---@field exitCode integer|nil
+
 ---@class trellisd.ForkedFrom
 ---@field sessionId trellisd.Id the origin
 ---@field turnId trellisd.Id|nil the origin's turn the fork follows; nil: before its first
@@ -204,6 +216,7 @@
 ---@class trellisd.Hook an entry of session/hooks
 ---@field event trellisd.HookEvent
 ---@field command string[] the program and its arguments
+---@field commandLine string the command line as approved (session/revoke's target)
 ---@field matcher? string tool events: a tool name or an fnmatch glob of them
 ---@field timeout number seconds
 ---@field source "config"|"project"
