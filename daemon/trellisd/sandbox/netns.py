@@ -59,7 +59,7 @@ class Loopback:
     def pid(self) -> int | None:
         """The holder's process inside the namespace, while it runs."""
         running = self._process is not None and self._process.returncode is None
-        return self._pid if running else None
+        return self._pid if running and self._pid is not None and _alive(self._pid) else None
 
     async def enter(self, bwrap: str) -> list[str] | None:
         """The argv prefix that puts what follows it (bubblewrap, without ``--unshare-net``)
@@ -159,6 +159,15 @@ HOLDER = (
 )
 """bwrap's arguments for the holder: a user and a network namespace, nothing else of its
 own; not ``--disable-userns``, as each program's walls nest a user namespace in it."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has left its namespaces: it counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _read_info(fd: int) -> dict[str, object]:
