@@ -24,6 +24,7 @@ from tests.fixtures.waits import alive, eventually
 from tests.unit.sandbox import test_walls as walls_tests
 from tests.unit.sandbox.test_walls import Place
 from trellisd.sandbox.bwrap import confine
+from trellisd.sandbox.doctor import examine
 from trellisd.sandbox.netns import NO_NSENTER, Loopback, Loopbacks
 from trellisd.tools.command import execute
 
@@ -229,3 +230,15 @@ def test_a_user_other_than_root_shares_a_loopback(place: Place) -> None:
     problem, one, two, net_one, net_two = done.stdout.split()
     assert (problem, one, two) == ("None", "0", "0"), done.stderr
     assert net_one == net_two != os.readlink("/proc/self/ns/net")
+
+
+async def test_the_doctor_says_whether_a_session_shares_a_loopback() -> None:
+    found, default_ok = await examine()
+    [line] = [f for f in found if f.check == "session loopback"]
+    assert default_ok and line.ok and "share a loopback" in line.said
+
+    found, default_ok = await examine(find_nsenter=lambda: None)
+    [line] = [f for f in found if f.check == "session loopback"]
+    assert default_ok and not line.ok  # the default walls still hold, on loopbacks of their own
+    assert line.line().startswith("no  session loopback: nsenter (util-linux) is not installed")
+    assert "each walled program gets a loopback of its own" in line.said
