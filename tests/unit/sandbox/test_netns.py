@@ -176,6 +176,7 @@ async def test_a_holder_killed_from_outside_is_replaced(shared: Place) -> None:
     holder = loopback.pid
     assert holder is not None
     os.kill(holder, 9)
+    await eventually(lambda: not alive(holder), "the holder is gone")
     done = await execute(namespaces("net"), shared.root, 60, walls=shared.walls)
     assert done.exit_code == 0, done.output
     assert loopback.pid not in (None, holder)
