@@ -17,8 +17,9 @@ of its own nested in the holder's, its own processes, IPC, a new ``/proc``, Land
 is the builder). The holder itself runs nothing of the session's and holds no capability a
 program inside the walls could use: a program's user namespace is a child of the holder's.
 
-Where the holder cannot be had (``nsenter`` missing, user namespaces off), each walled program
-gets a loopback of its own, as ``bwrap --unshare-net`` gives it; the log says so once, and
+Where the holder cannot be had (``nsenter`` missing, user namespaces off), or bubblewrap
+cannot build the smallest walls inside its network (tried once, when the holder starts), each
+walled program gets a loopback of its own, as ``bwrap --unshare-net`` gives it; the log says so once, and
 ``trellisd doctor`` says which holds.
 """
 
@@ -75,8 +76,7 @@ class Loopback:
                 await self._start(bwrap)
             if self.pid is None or self._nsenter is None:
                 return None
-            target = str(self.pid)
-            return [self._nsenter, "--target", target, "--user", "--net", "--preserve-credentials"]
+            return self._enter(self.pid)
 
     async def _start(self, bwrap: str) -> None:
         nsenter = self._find()
@@ -114,7 +114,36 @@ class Loopback:
             self._unshared(f"bwrap cannot hold a network namespace here ({said})")
             return
         self._pid = pid
+        problem = await self._tried(bwrap, pid)
+        if problem is not None:
+            await self._reap()
+            self._unshared(f"bwrap cannot build the walls inside a shared network ({problem})")
+            return
         log.info("the session's loopback is held by process %d", pid)
+
+    def _enter(self, pid: int) -> list[str]:
+        assert self._nsenter is not None
+        target = str(pid)
+        return [self._nsenter, "--target", target, "--user", "--net", "--preserve-credentials"]
+
+    async def _tried(self, bwrap: str, pid: int) -> str | None:
+        """Run ``true`` in the smallest walls inside the holder's network, once; why it
+        failed (a bubblewrap that is set-user-id, say), or None."""
+        argv = [*self._enter(pid), bwrap, *TRIED, "--", "true"]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            return f"nsenter could not be started ({exc.strerror or exc})"
+        _, err = await process.communicate()
+        if process.returncode == 0:
+            return None
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else f"exit code {process.returncode}"
 
     def _unshared(self, problem: str) -> None:
         self.problem = problem
@@ -159,6 +188,21 @@ HOLDER = (
 )
 """bwrap's arguments for the holder: a user and a network namespace, nothing else of its
 own; not ``--disable-userns``, as each program's walls nest a user namespace in it."""
+
+
+TRIED = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--die-with-parent",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+)
+"""The smallest walls tried inside the holder's network before a program is started there."""
 
 
 def _alive(pid: int) -> bool:

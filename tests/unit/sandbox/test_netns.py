@@ -243,3 +243,19 @@ async def test_the_doctor_says_whether_a_session_shares_a_loopback() -> None:
     assert default_ok and not line.ok  # the default walls still hold, on loopbacks of their own
     assert line.line().startswith("no  session loopback: nsenter (util-linux) is not installed")
     assert "each walled program gets a loopback of its own" in line.said
+
+
+async def test_a_bwrap_that_cannot_build_walls_in_the_shared_network_leaves_them_unshared(
+    tmp_path: Path,
+) -> None:
+    real = shutil.which("bwrap")
+    fussy = tmp_path / "bwrap"  # holds a network, but builds no walls inside one
+    fussy.write_text(
+        f'#!/bin/sh\ncase "$*" in *--info-fd*) exec {real} "$@";; esac\n'
+        'echo "bwrap: setting up uid map: Permission denied" >&2; exit 1\n'
+    )
+    fussy.chmod(0o755)
+    loopback = Loopback()
+    assert await loopback.enter(str(fussy)) is None
+    assert loopback.problem is not None and "uid map: Permission denied" in loopback.problem
+    assert loopback.pid is None and await loopback.enter(str(fussy)) is None  # not tried again
