@@ -407,10 +407,13 @@ async def bwrap_problem(bwrap: str) -> str | None:
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net")
 
 
-async def probe(bwrap: str, namespaces: Sequence[str] = NAMESPACES) -> str | None:
-    """Run ``true`` in the smallest wall bwrap builds with ``namespaces``; why it failed,
-    or None."""
-    argv = [bwrap, *namespaces, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
+async def probe(
+    bwrap: str, namespaces: Sequence[str] = NAMESPACES, prefix: Sequence[str] = ()
+) -> str | None:
+    """Run ``true`` in the smallest wall bwrap builds with ``namespaces`` (started by
+    ``prefix``, as ``nsenter ...``, if given); why it failed, or None."""
+    argv = [*prefix, bwrap, *namespaces, "--die-with-parent"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev"]
     if "--unshare-pid" in namespaces:
         argv += ["--proc", "/proc"]
     argv += ["--", "true"]

@@ -7,20 +7,22 @@ another) could not reach it. So the walled programs of one session share one net
 namespace of their own: one loopback per session, neither the host's nor another session's.
 
 The namespace is held open by a holder: ``bwrap --unshare-user --unshare-net`` (bubblewrap
-brings its loopback up) around ``cat`` reading a pipe of the daemon's, started on the session's
-first walled program and stopped when the session is closed or deleted, or when the daemon ends
-(``--die-with-parent``: even killed, the daemon leaves none behind; the pipe closing ends it
-too). It needs no privilege: the user who runs the daemon owns the holder's user namespace, so
-``nsenter --target <holder> --user --net --preserve-credentials`` enters it, and bubblewrap,
-started there without ``--unshare-net``, builds every other wall as before (a user namespace
-of its own nested in the holder's, its own processes, IPC, a new ``/proc``, Landlock where it
-is the builder). The holder itself runs nothing of the session's and holds no capability a
-program inside the walls could use: a program's user namespace is a child of the holder's.
+brings its loopback up) around ``cat`` reading a pipe of the daemon's (a line it echoes says the
+namespaces are ready), started on the session's first walled program and stopped when the
+session is closed or deleted, or when the daemon ends (``--die-with-parent``: even killed, the
+daemon leaves none behind; the pipe closing ends it too). It needs no privilege: the user who
+runs the daemon owns the holder's user namespace, so ``nsenter --target <holder> --user --net
+--preserve-credentials`` enters it, and bubblewrap, started there without ``--unshare-net``,
+builds every other wall as before (a user namespace of its own nested in the holder's, its own
+processes, IPC, a new ``/proc``). Landlock's walls, built where bubblewrap cannot build any,
+have no network namespace and start no holder. The holder itself runs nothing of the session's
+and holds no capability a program inside the walls could use: a program's user namespace is a
+child of the holder's.
 
 Where the holder cannot be had (``nsenter`` missing, user namespaces off), or bubblewrap
 cannot build the smallest walls inside its network (tried once, when the holder starts), each
-walled program gets a loopback of its own, as ``bwrap --unshare-net`` gives it; the log says so once, and
-``trellisd doctor`` says which holds.
+walled program gets a loopback of its own, as ``bwrap --unshare-net`` gives it; the log says
+so once, and ``trellisd doctor`` says which holds.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
+
+from .bwrap import probe
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +96,7 @@ class Loopback:
             self._process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(writing,),
                 start_new_session=True,
@@ -109,41 +113,35 @@ class Loopback:
         finally:
             os.close(reading)
         pid = info.get("child-pid")
-        if not isinstance(pid, int):
+        if not isinstance(pid, int) or not await self._ready():
             said = await self._reap()
             self._unshared(f"bwrap cannot hold a network namespace here ({said})")
             return
         self._pid = pid
-        problem = await self._tried(bwrap, pid)
+        # Tried once: bubblewrap may not build walls inside (a set-user-id one, say).
+        problem = await probe(bwrap, ("--unshare-user", "--unshare-pid"), self._enter(pid))
         if problem is not None:
             await self._reap()
-            self._unshared(f"bwrap cannot build the walls inside a shared network ({problem})")
+            self._unshared(f"inside a shared network, {problem}")
             return
         log.info("the session's loopback is held by process %d", pid)
+
+    async def _ready(self) -> bool:
+        """Whether ``cat`` inside echoes a line: bwrap writes the child's pid before it has
+        mapped the user and brought the loopback up, and runs ``cat`` only after."""
+        process = self._process
+        assert process is not None and process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(b"ready\n")
+            await process.stdin.drain()
+        except OSError:
+            return False
+        return await process.stdout.readline() == b"ready\n"
 
     def _enter(self, pid: int) -> list[str]:
         assert self._nsenter is not None
         target = str(pid)
         return [self._nsenter, "--target", target, "--user", "--net", "--preserve-credentials"]
-
-    async def _tried(self, bwrap: str, pid: int) -> str | None:
-        """Run ``true`` in the smallest walls inside the holder's network, once; why it
-        failed (a bubblewrap that is set-user-id, say), or None."""
-        argv = [*self._enter(pid), bwrap, *TRIED, "--", "true"]
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except OSError as exc:
-            return f"nsenter could not be started ({exc.strerror or exc})"
-        _, err = await process.communicate()
-        if process.returncode == 0:
-            return None
-        lines = err.decode("utf-8", "replace").strip().splitlines()
-        return lines[-1] if lines else f"exit code {process.returncode}"
 
     def _unshared(self, problem: str) -> None:
         self.problem = problem
@@ -188,21 +186,6 @@ HOLDER = (
 )
 """bwrap's arguments for the holder: a user and a network namespace, nothing else of its
 own; not ``--disable-userns``, as each program's walls nest a user namespace in it."""
-
-
-TRIED = (
-    "--unshare-user",
-    "--unshare-pid",
-    "--die-with-parent",
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-)
-"""The smallest walls tried inside the holder's network before a program is started there."""
 
 
 def _alive(pid: int) -> bool:

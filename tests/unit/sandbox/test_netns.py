@@ -114,7 +114,6 @@ async def test_a_server_of_one_program_is_reached_by_another(shared: Place) -> N
         walls_tests.test_the_hosts_loopback_is_out_of_reach,
         walls_tests.test_secrets_are_not_even_readable,
         walls_tests.test_the_daemons_environment_is_out_of_sight,
-        walls_tests.test_a_setsid_grandchild_does_not_outlive_the_call,
         walls_tests.test_a_fork_bomb_stops_at_the_process_bound,
         walls_tests.test_a_local_server_of_the_programs_own_works,
         walls_tests.test_a_network_list_lets_the_program_reach_only_what_it_names,
