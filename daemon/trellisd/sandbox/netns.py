@@ -229,5 +229,5 @@ class Loopbacks:
             await loopback.close()
 
     async def close_all(self) -> None:
-        for session_id in list(self._by_session):
-            await self.close(session_id)
+        """The daemon ends: every holder is stopped, all at once."""
+        await asyncio.gather(*(self.close(session_id) for session_id in list(self._by_session)))
