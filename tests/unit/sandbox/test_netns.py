@@ -14,7 +14,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,8 +25,11 @@ from tests.unit.sandbox import test_walls as walls_tests
 from tests.unit.sandbox.test_walls import Place
 from trellisd.sandbox.bwrap import confine
 from trellisd.sandbox.doctor import examine
-from trellisd.sandbox.netns import NO_NSENTER, Loopback, Loopbacks
+from trellisd.sandbox.netns import NO_NSENTER, Loopback, Loopbacks, find_nsenter
+from trellisd.services.processes import ProcessService, SessionProcesses
+from trellisd.tools import ToolContext
 from trellisd.tools.command import execute
+from trellisd.tools.processes import StartProcess
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or shutil.which("nsenter") is None,
@@ -258,3 +261,30 @@ async def test_a_bwrap_that_cannot_build_walls_in_the_shared_network_leaves_them
     assert await loopback.enter(str(fussy)) is None
     assert loopback.problem is not None and "uid map: Permission denied" in loopback.problem
     assert loopback.pid is None and await loopback.enter(str(fussy)) is None  # not tried again
+
+
+class _Unheard:
+    def process_output(self, session_id: str, process_id: str, text: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("nsenter", [find_nsenter, lambda: None], ids=["shared", "unshared"])
+async def test_start_process_says_who_reaches_its_ports(
+    place: Place, nsenter: Callable[[], str | None]
+) -> None:
+    service = ProcessService(_Unheard())  # type: ignore[arg-type]
+    loopback = Loopback(nsenter)
+    walls = replace(place.walls, loopback=loopback)
+    start = StartProcess(SessionProcesses(service, "s1", "t1"))
+    try:
+        answer = await start.run(
+            {"argv": [sys.executable, "-c", "input()"]}, ToolContext(place.root, walls=walls)
+        )
+    finally:
+        await service.close_all()
+        await loopback.close()
+    if loopback.problem is None:
+        assert "the session's other commands reach the ports it listens on" in answer
+    else:
+        assert "other commands cannot reach the ports it listens on" in answer
+    assert (loopback.problem is None) == (nsenter is find_nsenter)
