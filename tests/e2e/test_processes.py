@@ -1,6 +1,6 @@
 """No process a turn started (``start_process``) outlives its daemon, even one killed with
 SIGKILL: inside the walls and outside them, with the children the program started, one that
-left its session with ``setsid`` too."""
+left its session with ``setsid`` too, and the holder of the session's loopback."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.e2e.conftest import DaemonFactory
 from tests.fixtures.driver import call, open_session, turn
 from tests.fixtures.model_server import ModelServer
 from tests.fixtures.waits import alive, eventually
+from tests.inprocess.test_loopbacks import in_network
 
 # Starts a child in a session of its own, then waits; both carry the token in their argv.
 FAMILY = (
@@ -74,7 +75,13 @@ async def test_no_process_outlives_a_daemon_killed_with_sigkill(
         "processes"
     ]
     assert listed["running"] is True
+    network = os.readlink(f"/proc/{programs(token)[0]}/ns/net")
+    if sandbox != "off":  # the session's loopback, held for it apart from the program
+        assert network != os.readlink("/proc/self/ns/net")
+        assert set(in_network(network)) - set(running(token))  # the holder
 
     os.kill(daemon.process.pid, signal.SIGKILL)
     await daemon.process.wait()  # reaped: the harness does not ask a dead daemon to shut down
     await eventually(lambda: not running(token), "nothing the process started is left")
+    if sandbox != "off":
+        await eventually(lambda: not in_network(network), "nothing is left in its loopback")

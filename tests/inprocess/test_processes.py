@@ -19,7 +19,6 @@ from tests.fixtures.waits import alive, eventually
 POLICY = {
     "layers": [{"name": "editor", "allowRead": ["**"], "allowExec": ["*"]}],
     "approval": "all",
-    "network": True,  # a later command reaches the server: each call has its own loopback else
 }
 
 

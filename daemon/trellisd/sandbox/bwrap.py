@@ -1,15 +1,16 @@
 """Building the walls on Linux with bubblewrap (``bwrap``), and the sweep after a program.
 
-``confine`` gives the argv that runs a program inside ``Walls``; where bubblewrap cannot
-build them (not installed, user namespaces off) it builds Landlock's weaker walls instead
-(``landlock_walls``), and where neither can, the program does not run. With bubblewrap:
-a user namespace (``--unshare-user``, with no further user namespaces inside) whose process
-has no capability, its own process ids (``--unshare-pid``, a new ``/proc``: the daemon and every
-other process of the host are out of sight, their ``/proc/<pid>/environ`` too), its own
-IPC and host name, its own network unless the network is ``True`` (``--unshare-net``: a
-loopback of its own), a new session (``--new-session``, so it cannot type into the
-editor's terminal) and ``--die-with-parent``: when the call ends and kills bwrap, the
-kernel kills every process inside, a ``setsid`` grandchild too.
+``confine`` gives the argv that runs a program inside ``Walls``; where bubblewrap cannot build
+them (not installed, user namespaces off) it builds Landlock's weaker walls instead
+(``landlock_walls``), and where neither can, the program does not run. With bubblewrap: a user
+namespace (``--unshare-user``, with no further user namespaces inside) whose process has no
+capability, its own process ids (``--unshare-pid``, a new ``/proc``: the daemon and every other
+process of the host are out of sight, their ``/proc/<pid>/environ`` too), its own IPC and host
+name, its own network unless the network is ``True`` (the session's private loopback, which its
+walled programs share: ``netns.Loopback``; where that cannot be had, ``--unshare-net``, a
+loopback of the program's own), a new session (``--new-session``, so it cannot type into the
+editor's terminal) and ``--die-with-parent``: when the call ends and kills bwrap, the kernel
+kills every process inside, a ``setsid`` grandchild too.
 
 The file system, in the order the mounts are made (a later one covers an earlier one):
 
@@ -59,7 +60,6 @@ Via = Literal["bubblewrap", "landlock"]
 
 INSIDE_TEMP = "/tmp"
 GATE_FOLDER = "/run/trellisd-network"
-RELAY_PORT = 3128
 HOW_TO_TURN_OFF = (
     'to run programs without walls, set policy.sandbox to "off" (config file,'
     " initializationOptions or session/open's policy); `trellisd doctor` says what is missing"
@@ -193,14 +193,17 @@ def bwrap_argv(
     cwd: Path,
     *,
     gate_folder: Path | None = None,
+    shared_net: bool = False,
 ) -> list[str]:
-    """bwrap's own arguments (up to and including ``--``) for ``walls``; see the module."""
+    """bwrap's own arguments (up to and including ``--``) for ``walls``; see the module.
+    ``shared_net``: bwrap starts inside the session's network (``netns.Loopback``), which
+    it keeps rather than making one of its own."""
     root = _real(walls.root)
     out = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc"]
     if "--disable-userns" in _options.get(bwrap, ""):  # bubblewrap 0.8 and later
         out.append("--disable-userns")
     out += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
-    if walls.network is not True:
+    if walls.network is not True and not shared_net:
         out.append("--unshare-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if os.path.isdir("/run"):
@@ -342,10 +345,17 @@ async def _bubblewrapped(
             gate_folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             gate = await stack.enter_async_context(network.NetworkGate(walls.network, gate_folder))
             inside = f"{GATE_FOLDER}/{Path(gate.socket_path).name}"
-            inner += network.relay_prefix(inside, RELAY_PORT)
-            inside_env.update(network.proxy_env(RELAY_PORT))
+            # A port the kernel picks, which the relay sets the proxy variables to: the
+            # programs of a session share a loopback, each with a relay of its own.
+            inner += network.relay_prefix(inside, 0)
         prefix = list(bound.outer) if bound is not None else []
-        full = prefix + bwrap_argv(walls, bwrap, cwd, gate_folder=gate_folder)
+        enter = None
+        if walls.network is not True and walls.loopback is not None:
+            enter = await walls.loopback.enter(bwrap)
+        if enter is not None:
+            prefix += enter
+        shared = enter is not None
+        full = prefix + bwrap_argv(walls, bwrap, cwd, gate_folder=gate_folder, shared_net=shared)
         yield Launch(
             full + inner + list(argv), inside_env, walls, _missing(walls), bound, via="bubblewrap"
         )
@@ -397,10 +407,13 @@ async def bwrap_problem(bwrap: str) -> str | None:
 NAMESPACES = ("--unshare-user", "--unshare-pid", "--unshare-net")
 
 
-async def probe(bwrap: str, namespaces: Sequence[str] = NAMESPACES) -> str | None:
-    """Run ``true`` in the smallest wall bwrap builds with ``namespaces``; why it failed,
-    or None."""
-    argv = [bwrap, *namespaces, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
+async def probe(
+    bwrap: str, namespaces: Sequence[str] = NAMESPACES, prefix: Sequence[str] = ()
+) -> str | None:
+    """Run ``true`` in the smallest wall bwrap builds with ``namespaces`` (started by
+    ``prefix``, as ``nsenter ...``, if given); why it failed, or None."""
+    argv = [*prefix, bwrap, *namespaces, "--die-with-parent"]
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev"]
     if "--unshare-pid" in namespaces:
         argv += ["--proc", "/proc"]
     argv += ["--", "true"]

@@ -1,10 +1,10 @@
 """``trellisd doctor``: what of the walls works on this machine, and why not.
 
-Each line is a check, ``ok`` or ``no`` and what was found; the walls are built for real
-(a program runs inside each mode's walls and must exit 0), not guessed from settings. A
-line says which walls this machine gets: bubblewrap's, else Landlock's (weaker, and how),
-else none. The exit code is 0 when the default walls (``workspace-write``, no network) can
-be built.
+Each line is a check, ``ok`` or ``no`` and what was found; the walls are built for real (a
+program runs inside each mode's walls and must exit 0), not guessed from settings. A line says
+whether the walled programs of a session share a loopback (``netns``), another which walls this
+machine gets: bubblewrap's, else Landlock's (weaker, and how), else none. The exit code is 0
+when the default walls (``workspace-write``, no network) can be built.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .bwrap import Via, WallsUnavailable, confine, find_bwrap, probe
 from .landlock import abi_version
 from .landlock_walls import NETWORK_ABI
 from .limits import process_bound
+from .netns import Loopback, find_nsenter
 from .walls import DEFAULT_PROCESSES, Network, SandboxMode, Walls
 
 LANDLOCK_LIMITS = (
@@ -40,11 +41,15 @@ class Finding:
 
 
 async def _walls_run(
-    mode: SandboxMode, network: Network, find: Callable[[], str | None]
+    mode: SandboxMode,
+    network: Network,
+    find: Callable[[], str | None],
+    loopback: Loopback | None = None,
 ) -> tuple[str | None, Via | None]:
-    """Run ``true`` inside walls of ``mode``; why it failed (or None), and what built them."""
+    """Run ``true`` inside walls of ``mode`` (on ``loopback``, if given); why it failed (or
+    None), and what built them."""
     with tempfile.TemporaryDirectory(prefix="trellisd-doctor-") as folder:
-        walls = Walls(mode, network, Path(folder))
+        walls = Walls(mode, network, Path(folder), loopback=loopback)
         env = {"PATH": "/usr/bin:/bin"}
         try:
             async with confine(walls, ["true"], Path(folder), env, find=find) as run:
@@ -74,6 +79,29 @@ def _landlock() -> Finding:
     return Finding("Landlock", True, f"ABI {abi}")
 
 
+async def _session_loopback(
+    find: Callable[[], str | None], find_nsenter: Callable[[], str | None]
+) -> Finding:
+    """Whether the walled programs of a session can share a loopback here."""
+    loopback = Loopback(find_nsenter)
+    try:
+        problem, _ = await _walls_run("workspace-write", False, find, loopback)
+        shared = loopback.problem is None and problem is None
+    finally:
+        await loopback.close()
+    if shared:
+        return Finding(
+            "session loopback", True, "the walled programs of a session share a loopback"
+        )
+    why = loopback.problem or problem
+    return Finding(
+        "session loopback",
+        False,
+        f"{why}: each walled program gets a loopback of its own (a process's server is out of"
+        " reach of the session's later commands)",
+    )
+
+
 def _which_walls(via: Via | None) -> Finding:
     if via == "bubblewrap":
         return Finding("walls built with", True, "bubblewrap")
@@ -90,8 +118,10 @@ def _which_walls(via: Via | None) -> Finding:
 
 async def examine(
     find: Callable[[], str | None] = find_bwrap,
+    find_nsenter: Callable[[], str | None] = find_nsenter,
 ) -> tuple[list[Finding], bool]:
-    """Every finding, and whether the default walls can be built (``find`` finds bwrap)."""
+    """Every finding, and whether the default walls can be built (``find`` finds bwrap,
+    ``find_nsenter`` nsenter)."""
     found: list[Finding] = []
     bwrap = find()
     if bwrap is None:
@@ -122,6 +152,8 @@ async def examine(
         found.append(Finding(name, problem is None, said))
         if (mode, network) == ("workspace-write", False):
             default_ok, default_via = problem is None, via if problem is None else None
+    if default_via == "bubblewrap":
+        found.append(await _session_loopback(find, find_nsenter))
     bound = process_bound(DEFAULT_PROCESSES)
     if bound is None:
         found.append(

@@ -8,7 +8,8 @@ socket, outside the walls, and speaks HTTP proxy:
     CONNECT host:port HTTP/1.1             a tunnel: HTTPS, and any other TCP
     GET http://host:port/path HTTP/1.1     plain HTTP (any method), forwarded as one request
 
-:func:`proxy_env` points the usual variables at the relay, so curl, pip, git, npm and the
+:func:`proxy_env` points the usual variables at the relay (the relay sets them itself to
+the port the kernel gave it), so curl, pip, git, npm and the
 language runtimes find it.
 
 The gate lets through only the targets of its allowed list; anything else gets ``403`` and a
@@ -43,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
+
+from .relay import proxy_variables
 
 log = logging.getLogger(__name__)
 
@@ -158,19 +161,12 @@ def parse_allowed(entry: str) -> Allowed:
     return Allowed(_host(host), _port(port, entry))
 
 
-def proxy_env(port: int) -> dict[str, str]:
-    """The variables that send a program's HTTP, HTTPS and other traffic to the relay on its
-    loopback ``port``; its own loopback stays direct."""
-    url = f"http://127.0.0.1:{port}"
-    env: dict[str, str] = {}
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        env[name] = env[name.lower()] = url
-    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
-    return env
+proxy_env = proxy_variables
 
 
 def relay_prefix(inside_socket: str, port: int) -> list[str]:
-    """The argv prefix that starts the relay inside the walls before the program itself.
+    """The argv prefix that starts the relay inside the walls before the program itself
+    (``port`` 0: one the kernel picks, and the relay sets the proxy variables to it).
 
     ``-P``: the program's folder (the repository) is not searched for ``trellisd``."""
     return [

@@ -3,13 +3,14 @@
     python -m trellisd.sandbox.relay --unix SOCK --port PORT -- argv...
 
 Run as the first program inside a network namespace that has only its loopback. It listens on
-``127.0.0.1:PORT``, carries each connection made there to the unix socket ``SOCK`` (the
-:class:`~trellisd.sandbox.network.NetworkGate` outside, bound into the walls) byte for byte in
-both directions, passing a half-close on as a half-close, and starts ``argv`` with the same
-stdio. SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the relay go to the program. When the
-program exits the relay exits with its status (a signal ``n`` as ``128 + n``), dropping the
-connections still open. It listens before the program starts, so the program's first
-connection finds it.
+``127.0.0.1:PORT`` (``--port 0``: a port the kernel picks, which the relay then sets the
+program's proxy variables to, ``proxy_variables``: the programs of a session share one loopback,
+each with a relay of its own), carries each connection made there to the unix socket ``SOCK``
+(the :class:`~trellisd.sandbox.network.NetworkGate` outside, bound into the walls) byte for byte
+in both directions, passing a half-close on as a half-close, and starts ``argv`` with the same
+stdio. SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the relay go to the program. When the program
+exits the relay exits with its status (a signal ``n`` as ``128 + n``), dropping the connections
+still open. It listens before the program starts, so the program's first connection finds it.
 
 Exit status otherwise: 2 for bad arguments, 126 when the port cannot be taken, 127 when the
 program cannot be started; each with a line on stderr.
@@ -36,6 +37,18 @@ USAGE = "usage: python -m trellisd.sandbox.relay --unix SOCK --port PORT -- argv
 FORWARDED = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGQUIT)
 _CHUNK = 64 * 1024
 _AGAIN = (BlockingIOError, InterruptedError)
+PROXY_NAMES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def proxy_variables(port: int) -> dict[str, str]:
+    """The variables that send a program's HTTP, HTTPS and other traffic to the relay on its
+    loopback ``port``; its own loopback stays direct."""
+    url = f"http://127.0.0.1:{port}"
+    env: dict[str, str] = {}
+    for name in PROXY_NAMES:
+        env[name] = env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1"
+    return env
 
 
 def _arguments(argv: list[str]) -> tuple[str, int, list[str]]:
@@ -53,7 +66,7 @@ def _arguments(argv: list[str]) -> tuple[str, int, list[str]]:
     if "--unix" not in given or "--port" not in given:
         raise ValueError("--unix and --port are both needed")
     port = given["--port"]
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"--port {port}: not a port")
     if not command:
         raise ValueError("no program after --")
@@ -230,6 +243,8 @@ def run(unix: str, port: int, command: list[str]) -> int:
     except OSError as error:
         print(f"trellisd relay: cannot listen on 127.0.0.1:{port}: {error}", file=sys.stderr)
         return 126
+    if port == 0:
+        os.environ.update(proxy_variables(relay.listener.getsockname()[1]))
     try:
         # The program gets the dispositions a shell would give it, not Python's SIGPIPE ignore.
         pid = os.posix_spawnp(

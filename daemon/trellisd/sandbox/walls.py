@@ -14,8 +14,9 @@ In both confined modes the secrets (``SECRET_PATHS`` under the home folder, the 
 store and config folders, and what the user adds: ``hidden``) are not even readable, and
 the host's ``/tmp`` and ``/run`` (where sockets of other programs live) are out of sight.
 
-The network is ``False`` (the program has a loopback of its own, so a test suite's local
-server works, and nothing else), ``True`` (the host's network), or a tuple of
+The network is ``False`` (the programs of a session share a loopback of their own,
+``netns.Loopback``, so a dev server one started is reached by the next, and a test suite's
+local server works; nothing else), ``True`` (the host's network), or a tuple of
 ``"host:port"`` it may reach through a proxy (``trellisd.sandbox.network``).
 
 A project's ``.trellisd.toml`` may only make the walls stricter (``stricter_mode``,
@@ -29,7 +30,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .netns import Loopback
 
 SandboxMode = Literal["workspace-write", "read-only", "off"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("off", "workspace-write", "read-only")
@@ -145,6 +149,9 @@ class Walls:
     quarantine: Path | None = None
     """Where a protected path a program created is moved (a folder of the daemon's, hidden
     from programs); None: it is removed."""
+    loopback: Loopback | None = field(default=None, compare=False, repr=False)
+    """The session's private loopback, which its walled programs share when the network is
+    not ``True``; None: each program gets a loopback of its own."""
 
     @property
     def confined(self) -> bool:

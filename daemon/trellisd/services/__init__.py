@@ -80,7 +80,7 @@ class Services:
         use_prices(settings.prices, daemon.prices_file)
         self.defaults = Defaults(settings)
         self.running = Running()
-        policies = Policies(store, lambda: self.defaults.policy, (store.folder,))
+        policies = self.policies = Policies(store, lambda: self.defaults.policy, (store.folder,))
         if mcp_config is None:  # the config file's servers, as the window's settings have them
 
             def mcp_config() -> list[McpServerSpec]:
@@ -170,6 +170,7 @@ class Services:
                 await self._heartbeat
         await self.turns.close()
         await self.processes.close_all()
+        await self.policies.loopbacks.close_all()
         await self.mcp.close_all()
         await self.store.close()
 

@@ -17,6 +17,7 @@ from ..policy import DEFAULT_POLICY, Policy, PolicySpec, Verdict, load_policy
 from ..policy.layers import Approval
 from ..policy.rules import Grant, described
 from ..records import Session
+from ..sandbox.netns import Loopbacks
 from ..sandbox.walls import SandboxMode, Walls
 from ..store.facade import AsyncStore
 from ..tools.base import Action
@@ -57,10 +58,13 @@ class Policies:
         store: AsyncStore,
         default: Callable[[], Policy] = lambda: DEFAULT_POLICY,
         private: tuple[Path, ...] = (),
+        loopbacks: Loopbacks | None = None,
     ) -> None:
         self.store, self.default = store, default
         self.private = private
         """The daemon's own folders (its store, its config): hidden from every program."""
+        self.loopbacks = loopbacks or Loopbacks()
+        """Each session's private loopback, which its walled programs share."""
         self._by_session: dict[str, Policy] = {}
         self._roots: dict[str, str] = {}
         self._own: dict[str, frozenset[Grant]] = {}
@@ -123,7 +127,8 @@ class Policies:
         """The walls of the programs the session starts."""
         policy = await self.of(session)
         quarantine = self.private[0] / QUARANTINE if self.private else None
-        return policy.walls(Path(session.root), self.private, quarantine)
+        walls = policy.walls(Path(session.root), self.private, quarantine)
+        return replace(walls, loopback=self.loopbacks.of(session.session_id))
 
     def check(self, session_id: str, action: Action) -> Verdict:
         return self._composed(session_id).check(action)

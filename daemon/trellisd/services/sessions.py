@@ -285,8 +285,8 @@ class SessionService:
 
     async def close(self, session_id: str) -> None:
         """Let go of the session: its lease and what this daemon keeps of it (its policy
-        with the grants given, its MCP servers, its processes, stopped). Reopening it later
-        works as for any other session."""
+        with the grants given, its MCP servers, its processes and its loopback, stopped).
+        Reopening it later works as for any other session."""
         self.running.refuse(session_id, "close it")
         if self.hooks is not None:
             await self.hooks.session_end(await self.store.sessions.get(session_id), "close")
@@ -295,6 +295,7 @@ class SessionService:
         await self.mcp.close(session_id)
         if self.processes is not None:
             await self.processes.close(session_id)
+        await self.policies.loopbacks.close(session_id)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session and all it owns, here and in every daemon on the store; its
@@ -315,6 +316,7 @@ class SessionService:
         await self.mcp.close(session_id)
         if self.processes is not None:
             await self.processes.close(session_id)
+        await self.policies.loopbacks.close(session_id)
 
 
 def workspace(root: str) -> Path:

@@ -175,11 +175,21 @@ class StartProcess:
             f" {{processId: {state.process_id!r}}}; stop it with stop_process when done."
         )
         if walls is not None and walls.confined and walls.network is not True:
-            text += (
-                "\nIts walls give it a network of its own: other commands cannot reach the"
-                " ports it listens on (the session's network is not turned on)."
-            )
+            text += _network_note(walls)
         return text
+
+
+def _network_note(walls: Walls) -> str:
+    """What a walled process's network lets the session's other commands reach."""
+    if walls.loopback is not None and walls.loopback.problem is None:
+        return (
+            "\nIts walls give the session a loopback of its own: the session's other commands"
+            " reach the ports it listens on at 127.0.0.1; the host and other sessions do not."
+        )
+    return (
+        "\nIts walls give it a network of its own: other commands cannot reach the"
+        " ports it listens on (the session's network is not turned on)."
+    )
 
 
 class ReadProcessOutput:

@@ -181,3 +181,43 @@ async def test_the_program_does_not_inherit_pythons_ignored_sigpipe(tmp_path: Pa
     out, _ = await relay.communicate()
     ignored = int(out.split()[1], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1))
+
+
+# Connects to the port the proxy variables name, and prints them and what comes back.
+PICKED = """
+import os, socket
+port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])
+with socket.create_connection(("127.0.0.1", port)) as conn:
+    conn.sendall(b"hello")
+    conn.shutdown(socket.SHUT_WR)
+    print(os.environ["https_proxy"], os.environ["NO_PROXY"], conn.recv(64).decode(), flush=True)
+"""
+
+
+@needs_bwrap
+async def test_port_0_takes_a_port_the_kernel_picks_and_names_it_to_the_program(
+    tmp_path: Path,
+) -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"echo " + await reader.read())
+        writer.close()
+
+    assert BWRAP is not None
+    server = await asyncio.start_unix_server(echo, tmp_path / "s")
+    async with server:
+        relay = await asyncio.create_subprocess_exec(
+            *[BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "--die-with-parent"],
+            "--",
+            *relay_prefix(str(tmp_path / "s"), 0),
+            sys.executable,
+            "-c",
+            PICKED,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={"PATH": os.environ["PATH"], "HTTP_PROXY": "http://127.0.0.1:0"},
+        )
+        out, err = await relay.communicate()
+    assert relay.returncode == 0, err
+    url, no_proxy, answer = out.decode().split(" ", 2)
+    assert url.startswith("http://127.0.0.1:") and int(url.rsplit(":", 1)[1]) > 0
+    assert no_proxy == "localhost,127.0.0.1,::1" and answer == "echo hello\n"
