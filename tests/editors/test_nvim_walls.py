@@ -56,7 +56,7 @@ def test_the_header_shows_the_default_walls_and_trellis_walls_their_details(
     )
     assert details[0] == "# The walls of “hi”"
     assert any(line.startswith("mode: workspace-write: programs may write") for line in details)
-    assert "network off (its own loopback only)" in details
+    assert "network off (the session's own loopback only)" in details
     assert "processes: at most 1024 at once" in details
     hidden_at = details.index("## Hidden (not even readable)")
     writable = details[details.index("## Writable") + 1 : hidden_at]

@@ -90,7 +90,8 @@ class Loopback:
         self._nsenter = nsenter
         reading, writing = os.pipe()
         try:
-            argv = [bwrap, *HOLDER, "--info-fd", str(writing), "--", "cat"]
+            cat = shutil.which("cat") or "/bin/cat"  # the host's, under the read-only /
+            argv = [bwrap, *HOLDER, "--info-fd", str(writing), "--", cat]
             # Started from the event loop's thread: --die-with-parent ties the holder to the
             # thread that forked it.
             self._process = await asyncio.create_subprocess_exec(
@@ -100,7 +101,7 @@ class Loopback:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(writing,),
                 start_new_session=True,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                env={},
             )
         except OSError as exc:
             os.close(reading)

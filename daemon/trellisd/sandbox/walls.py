@@ -30,10 +30,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from .netns import Loopback
+
+class SharedLoopback(Protocol):
+    """A session's private loopback, as the walls use it (``netns.Loopback`` is the one)."""
+
+    problem: str | None
+    """Why the session's programs do not share a loopback here (each has its own)."""
+
+    async def enter(self, bwrap: str) -> list[str] | None:
+        """The argv prefix that starts bubblewrap inside the session's network, or None."""
+
 
 SandboxMode = Literal["workspace-write", "read-only", "off"]
 SANDBOX_MODES: tuple[SandboxMode, ...] = ("off", "workspace-write", "read-only")
@@ -149,7 +157,7 @@ class Walls:
     quarantine: Path | None = None
     """Where a protected path a program created is moved (a folder of the daemon's, hidden
     from programs); None: it is removed."""
-    loopback: Loopback | None = field(default=None, compare=False, repr=False)
+    loopback: SharedLoopback | None = field(default=None, compare=False, repr=False)
     """The session's private loopback, which its walled programs share when the network is
     not ``True``; None: each program gets a loopback of its own."""
 

@@ -34,7 +34,7 @@ test("the details list what programs may write, may not read, may not change", f
   local lines = walls.details("fix it", policy("workspace-write", false))
   eq("# The walls of “fix it”", lines[1])
   eq("approval: ask · reads run; every write, command and MCP tool call asks", lines[4])
-  truthy(vim.tbl_contains(lines, "network off (its own loopback only)"), "the network")
+  truthy(vim.tbl_contains(lines, "network off (the session's own loopback only)"), "the network")
   truthy(vim.tbl_contains(lines, "private /tmp: at most 256 MiB"), "the /tmp's size")
   local at = {}
   for i, l in ipairs(lines) do

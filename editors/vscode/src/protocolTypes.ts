@@ -497,7 +497,7 @@ export type ApprovalMode = "all" | "auto" | "acceptEdits" | "ask" | "plan" | "ne
 /** The walls around the programs a session starts (run_command, a turn's check, MCP stdio servers): workspace-write (the root, a private /tmp and the named caches may be written; protected paths stay read-only), read-only (only the private /tmp), off (no walls). See sandbox.md. */
 export type SandboxMode = "workspace-write" | "read-only" | "off";
 
-/** What a confined program may reach: false (a loopback of its own only), true (the host's network), or a list of host:port it may reach through a proxy. */
+/** What a confined program may reach: false (the session's own loopback only: its programs reach each other, nothing else), true (the host's network), or a list of host:port it may reach through a proxy. */
 export type Network = boolean | string[];
 
 /** What session/requestApproval asks: tool (a call the policy says to ask about), escalate (a command that asks to run outside the walls: always asked, whatever the approval mode and grants; allowAlways allows it once and keeps no grant). */

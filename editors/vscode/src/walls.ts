@@ -57,7 +57,7 @@ function listText(paths: string[]): string {
 export function wallsDetail(walls: Walls): string[] {
   const network =
     walls.network === false
-      ? 'off (a loopback of its own only)'
+      ? 'off (the session\'s own loopback only)'
       : walls.network === true
         ? "on (the host's network)"
         : `only ${listText(walls.network)}`;

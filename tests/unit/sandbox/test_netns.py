@@ -267,6 +267,9 @@ class _Unheard:
     def process_output(self, session_id: str, process_id: str, text: str) -> None:
         pass
 
+    def process_exited(self, state: object) -> None:
+        pass
+
 
 @pytest.mark.parametrize("nsenter", [find_nsenter, lambda: None], ids=["shared", "unshared"])
 async def test_start_process_says_who_reaches_its_ports(

@@ -22,7 +22,7 @@ local function defaults()
     -- { approval = "ask" }; nil: the daemon's default and the project's .trellisd.toml.
     policy = nil,
     -- The walls every program of a new session runs in (the policy's sandbox and network):
-    -- "workspace-write" | "read-only" | "off", and false (its own loopback only) | true |
+    -- "workspace-write" | "read-only" | "off", and false (the session's own loopback only) | true |
     -- { "pypi.org:443", ... }; nil: the daemon's default (workspace-write, false) and the
     -- project's .trellisd.toml. They win over policy.sandbox and policy.network.
     sandbox = nil,

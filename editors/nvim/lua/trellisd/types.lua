@@ -311,7 +311,7 @@
 
 ---@class trellisd.Walls the walls of a session's programs (session/policy's walls)
 ---@field mode "workspace-write"|"read-only"|"off"
----@field network boolean|string[] false: its own loopback only; a list: those host:port
+---@field network boolean|string[] false: the session's own loopback only; a list: those host:port
 ---@field writable string[]
 ---@field hidden string[] what programs may not even read
 ---@field protected string[] root-relative paths read-only under workspace-write

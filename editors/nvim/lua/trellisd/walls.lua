@@ -117,7 +117,7 @@ function M.details(title, policy)
   end
   local network = compat.value(walls.network)
   lines[#lines + 1] = M.network_text(network == nil and compat.value(policy.network) or network)
-    .. (network == false and " (its own loopback only)" or "")
+    .. (network == false and " (the session's own loopback only)" or "")
   lines[#lines + 1] = "private /tmp: at most " .. size(compat.value(walls.tempBytes))
   local processes = tostring(compat.value(walls.processes) or "?")
   lines[#lines + 1] = "processes: at most " .. processes .. " at once"
