@@ -40,6 +40,7 @@ from .edge import end_process
 from .errors import TrellisError
 from .oneline import summary_line
 from .plans import PlanEntry
+from .policy.layers import Approval as Mode
 from .providers import make_provider
 from .providers.base import Provider
 from .records import Budget, Spend, Step, ToolCall, TurnRef, TurnResult, Worktree
@@ -222,6 +223,9 @@ class Unattended:
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         """A headless turn is never queued."""
+
+    def mode_changed(self, session_id: str, approval: Mode) -> None:
+        """A headless run's mode is the one it was started with (``--approval``)."""
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
         self._end_line()

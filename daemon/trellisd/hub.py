@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from .agent.steering import Steer
 from .plans import PlanEntry
+from .policy.layers import Approval as Mode
 from .records import Step, ToolCall, TurnRef, TurnResult
 from .services.queue import Queued
 from .services.running import Running, RunningTurn
@@ -253,6 +254,10 @@ class FanOut:
     def dequeued(self, entry: Queued, reason: str) -> None:
         for window in self.hub.followers(entry.session_id):
             window.notifier.dequeued(entry, reason)
+
+    def mode_changed(self, session_id: str, approval: Mode) -> None:
+        for window in self.hub.followers(session_id):
+            window.notifier.mode_changed(session_id, approval)
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
         for window in self.hub.followers(turn.session_id):

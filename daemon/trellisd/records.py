@@ -224,6 +224,23 @@ class ImageRef:
 
 
 @dataclass(frozen=True)
+class TurnCommand:
+    """The custom command a turn ran, as its ``command`` event recorded it: an editor names
+    the turn ``/name arguments``, its prompt being the command's expansion."""
+
+    name: str
+    arguments: str
+    source: str  # "user" or "project"
+
+    @staticmethod
+    def of(detail: dict[str, Any]) -> TurnCommand:
+        """The command a ``command`` event's detail records."""
+        return TurnCommand(
+            str(detail["name"]), str(detail.get("arguments", "")), str(detail["source"])
+        )
+
+
+@dataclass(frozen=True)
 class Turn:
     turn_id: str
     session_id: str
@@ -241,6 +258,7 @@ class Turn:
     plan: Plan | None = None  # its last ``update_plan`` call's plan
     follows_plan: str | None = None  # the turn whose plan it carries out (plan/approve)
     images: tuple[ImageRef, ...] = ()  # the images its prompt carried
+    command: TurnCommand | None = None  # the custom command it ran (``session/turn``)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from .handlers.base import Deferred
 from .hub import Hub
 from .plans import PlanEntry
 from .policy import PolicySpec
-from .policy.layers import Policy
+from .policy.layers import Approval, Policy
 from .records import Step, ToolCall, TurnRef, TurnResult
 from .services import Services
 from .services.queue import Queued
@@ -557,6 +557,10 @@ class _WindowNotifier:
     def dequeued(self, entry: Queued, reason: str) -> None:
         params = {"sessionId": entry.session_id, "queueId": entry.queue_id, "reason": reason}
         self.window.protocol.notify("session/dequeued", params)
+
+    def mode_changed(self, session_id: str, approval: Approval) -> None:
+        params = {"sessionId": session_id, "approval": approval}
+        self.window.protocol.notify("session/modeChanged", params)
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
         self.window.protocol.notify("session/turnEnded", wire.turn_ended(turn, result))

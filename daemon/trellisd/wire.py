@@ -571,6 +571,8 @@ def turn(value: Turn) -> dict[str, Any]:
         del out["error"]
     if not value.images:
         del out["images"]
+    if value.command is None:
+        del out["command"]
     _recovery(out, value.recovery)
     del out["plan"], out["followsPlan"]
     if value.plan is not None:

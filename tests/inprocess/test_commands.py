@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.fixtures.driver import Daemon, DaemonFactory, events, open_session
+from tests.fixtures.driver import Daemon, DaemonFactory, events, followed, open_session
 from tests.fixtures.model_server import ModelServer
 
 # Fails the first time it runs in a root, passes from then on.
@@ -71,6 +71,37 @@ async def test_a_command_with_a_check_runs_until_it_passes_and_the_run_says_whic
     }
     turns = await daemon.call("session/turns", {"sessionId": session["sessionId"]})
     assert turns["turns"][-1]["prompt"] == "Make unit e2e pass; start with unit."
+
+
+async def test_a_commands_turn_names_the_command_after_a_reopen_and_a_prompts_does_not(
+    daemon: Daemon, model: ModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    command_file(user_commands(tmp_path), "greet", "Say hello to $ARGUMENTS, warmly and at length.")
+    command_file(project_commands(workspace), "tidy", "Tidy the imports.")
+    session = await open_session(daemon, workspace)
+    session_id = session["sessionId"]
+    model.reply("Hello, Ada!")
+    model.reply("Tidied.")
+    model.reply("Sure.")
+    greeted = await daemon.call(
+        "session/turn", {"sessionId": session_id, "command": "greet", "arguments": "Ada"}
+    )
+    await daemon.call("session/turn", {"sessionId": session_id, "command": "tidy"})
+    await daemon.call("session/turn", {"sessionId": session_id, "prompt": "/greet Bob"})
+
+    reopened = await daemon.call("session/reopen", {"sessionId": session_id})
+    history = reopened["history"]
+    assert [t.get("command") for t in history] == [
+        {"name": "greet", "arguments": "Ada", "source": "user"},
+        {"name": "tidy", "arguments": "", "source": "project"},
+        None,  # an ordinary prompt, even one that starts with a slash
+    ]
+    assert history[0]["prompt"] == "Say hello to Ada, warmly and at length."
+    turns = (await daemon.call("session/turns", {"sessionId": session_id}))["turns"]
+    assert turns[0]["command"] == history[0]["command"]
+    history = (await daemon.call("session/history", {"sessionId": session_id}))["turns"]
+    assert [t.get("command", {}).get("name") for t in history] == ["greet", "tidy", None]
+    assert history[0]["turnId"] == greeted["turnId"]
 
 
 async def test_session_commands_lists_both_folders_and_the_users_wins(
@@ -153,6 +184,8 @@ async def test_a_commands_approval_holds_for_its_turn_and_the_mode_comes_back(
     assert "plan mode" in str(model.requests[0]["messages"][-1])
     policy = await daemon.call("session/policy", {"sessionId": session_id})
     assert policy["approval"] == "ask"
+    told = [(p["sessionId"], p["approval"]) for p in followed(daemon, "session/modeChanged")]
+    assert told == [(session_id, "plan"), (session_id, "ask")]  # for its turn, then back
 
 
 async def test_an_unknown_command_and_a_prompt_with_a_command_are_refused(

@@ -44,6 +44,7 @@ async def test_plan_mode_plans_refuses_changes_and_the_approved_plan_runs_in_a_n
     sid = session["sessionId"]
     policy = await daemon.call("session/mode", {"sessionId": sid, "approval": "plan"})
     assert policy["approval"] == "plan"
+    assert followed(daemon, "session/modeChanged") == [{"sessionId": sid, "approval": "plan"}]
 
     model.reply("", tool_calls=[update_plan(PLAN)])
     model.reply("", tool_calls=[write("notes.md", "planned")])
@@ -88,6 +89,10 @@ async def test_plan_mode_plans_refuses_changes_and_the_approved_plan_runs_in_a_n
     assert approved[0]["detail"] == {"turnId": planned["turnId"], "entries": PLAN}
     policy = await daemon.call("session/policy", {"sessionId": sid})
     assert policy["approval"] == "acceptEdits"
+    assert [p["approval"] for p in followed(daemon, "session/modeChanged")] == [
+        "plan",
+        "acceptEdits",  # the plan's approval changed the mode, and the window is told so
+    ]
     daemon.check_sent()
 
 

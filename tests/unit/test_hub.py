@@ -24,6 +24,7 @@ class FakeNotifier:
         self.tokens: list[str] = []
         self.thoughts: list[str] = []
         self.ended: list[str] = []
+        self.modes: list[tuple[str, str]] = []
 
     def token(self, turn: TurnRef, step: int, text: str) -> None:
         self.tokens.append(text)
@@ -33,6 +34,9 @@ class FakeNotifier:
 
     def turn_ended(self, turn: TurnRef, result: Any) -> None:
         self.ended.append(turn.turn_id)
+
+    def mode_changed(self, session_id: str, approval: str) -> None:
+        self.modes.append((session_id, approval))
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args: None
@@ -77,12 +81,18 @@ def attached(hub: Hub, *names: str) -> list[FakeWindow]:
     return windows
 
 
-async def test_every_window_following_a_session_is_told_of_its_turn() -> None:
-    hub = Hub(approval_timeout=60)
-    left, right = attached(hub, "left", "right")
+def outsider(hub: Hub) -> FakeWindow:
+    """A window that follows another session than the others'."""
     other = FakeWindow("other")
     hub.attach(other)
     hub.follow(other, "s-2")
+    return other
+
+
+async def test_every_window_following_a_session_is_told_of_its_turn() -> None:
+    hub = Hub(approval_timeout=60)
+    left, right = attached(hub, "left", "right")
+    other = outsider(hub)
 
     hub.notifier.token(REF, 1, "Hel")
     hub.notifier.token(REF, 1, "lo")
@@ -157,6 +167,17 @@ async def test_a_window_whose_own_wait_ran_out_leaves_the_decision_to_the_others
     assert not asking.done()
     patient.questions[0].set_result(Decision.DENY)
     assert await asking == Decision.DENY
+
+
+async def test_a_mode_change_is_told_to_every_window_following_the_session() -> None:
+    hub = Hub(approval_timeout=60)
+    left, right = attached(hub, "left", "right")
+    other = outsider(hub)
+
+    hub.notifier.mode_changed(REF.session_id, "plan")
+
+    assert left.notifier.modes == right.notifier.modes == [("s-1", "plan")]
+    assert other.notifier.modes == []
 
 
 async def test_a_fork_is_followed_by_whoever_follows_its_origin() -> None:

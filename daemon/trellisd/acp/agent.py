@@ -41,6 +41,7 @@ from .files import ClientFiles
 from .notifier import AcpNotifier, proposed_diff
 from .rpc import Connection, RpcError
 from .terminals import ClientTerminals
+from .updates import mode_of
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,6 @@ MODES: dict[str, tuple[Approval, str, str]] = {
 }
 """The ACP session modes: trellisd's approval modes (``session/mode``; ``auto`` brings
 ``workspace-write`` walls, ``read-only`` is approval ``never`` inside ``read-only`` walls)."""
-
-
-def mode_of(approval: Approval) -> str:
-    """The ACP mode a session's approval shows as (``all``, set natively, as ``auto``)."""
-    return {"never": "read-only", "all": "auto"}.get(approval, approval)
 
 
 MODEL_OPTION = "model"
@@ -272,8 +268,7 @@ class TrellisAgent:
             raise InvalidParams(f"unknown mode {mode_id!r}; modes: {modes}", field="modeId")
         session = await self._opened(session_id)
         await self.app.sessions.policies.set_mode(session, MODES[mode_id][0])
-        self.notifier.send(session_id, updates.current_mode(mode_id))
-        await self.notifier.flush()
+        await self.notifier.flush()  # its current_mode_update, as every follower's
         return wire.Empty()
 
     async def set_config_option(self, p: wire.SetConfigOption) -> wire.ConfigOptions:

@@ -27,6 +27,7 @@ from ..convert import structure, unstructure
 from ..daemon_settings import DEFAULT_APPROVAL_TIMEOUT
 from ..errors import InvalidParams
 from ..plans import PlanEntry
+from ..policy.layers import Approval
 from ..policy.rules import ANY
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..services.changes import ChangeService
@@ -327,6 +328,13 @@ class AcpNotifier:
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         """As ``queued``."""
+
+    def mode_changed(self, session_id: str, approval: Approval) -> None:
+        """The session's mode changed, by this client's ``session/set_mode`` or elsewhere (a
+        window's ``session/mode``, a plan's approval, a custom command's mode for its turn): a
+        ``current_mode_update`` for a session this client follows."""
+        if session_id in self.sessions:
+            self.send(session_id, updates.current_mode(updates.mode_of(approval)))
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:
         """Nothing to tell: ACP ends a turn with the ``session/prompt`` answer (its stop

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..commands import CustomCommand
 from ..plans import PlanEntry
+from ..policy.layers import Approval
 from ..pricing import cost
 from ..records import Step, ToolCall, Turn
 from ..services.changes import StepEdit
@@ -74,6 +75,11 @@ def agent_thought(text: str) -> Update:
 
 def user_text(text: str) -> Update:
     return wire.UserMessageChunk(text_block(text))
+
+
+def mode_of(approval: Approval) -> str:
+    """The ACP mode a session's approval shows as (``all``, set natively, as ``auto``)."""
+    return {"never": "read-only", "all": "auto"}.get(approval, approval)
 
 
 def current_mode(mode_id: str) -> Update:

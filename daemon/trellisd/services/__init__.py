@@ -80,7 +80,9 @@ class Services:
         use_prices(settings.prices, daemon.prices_file)
         self.defaults = Defaults(settings)
         self.running = Running()
-        policies = self.policies = Policies(store, lambda: self.defaults.policy, (store.folder,))
+        policies = self.policies = Policies(
+            store, lambda: self.defaults.policy, (store.folder,), listener=notifier
+        )
         if mcp_config is None:  # the config file's servers, as the window's settings have them
 
             def mcp_config() -> list[McpServerSpec]:

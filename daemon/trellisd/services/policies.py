@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 
@@ -37,6 +38,12 @@ KEPT: dict[str, Approval] = {
 later build's) is left unread."""
 
 
+class ModeListener(Protocol):
+    """Who is told a session's approval mode changed (the services' ``Notifier``)."""
+
+    def mode_changed(self, session_id: str, approval: Approval) -> None: ...
+
+
 def with_mode(spec: PolicySpec | None, approval: Approval) -> PolicySpec:
     """``session/open``'s policy as it would be with the approval mode ``approval``: its
     walls too for a mode that brings its own (``MODE_WALLS``)."""
@@ -59,8 +66,11 @@ class Policies:
         default: Callable[[], Policy] = lambda: DEFAULT_POLICY,
         private: tuple[Path, ...] = (),
         loopbacks: Loopbacks | None = None,
+        listener: ModeListener | None = None,
     ) -> None:
         self.store, self.default = store, default
+        self.listener = listener
+        """Told each mode change, to tell every window following the session."""
         self.private = private
         """The daemon's own folders (its store, its config): hidden from every program."""
         self.loopbacks = loopbacks or Loopbacks()
@@ -108,13 +118,16 @@ class Policies:
 
     async def set_mode(self, session: Session, approval: Approval) -> Policy:
         """Set the session's approval mode from its next tool call on, as ``session/open``'s
-        policy would (over the project file's), keeping the grants; kept in the store."""
+        policy would (over the project file's), keeping the grants; kept in the store, and
+        every window following the session told (``session/modeChanged``)."""
         spec = with_mode(session.policy, approval)
         policy = await asyncio.to_thread(self.load, Path(session.root), spec)
         await self.store.acp_choices.choose_mode(
             session.session_id, KEPT_AS.get(approval, approval)
         )
         await self.remember(session, policy)
+        if self.listener is not None:
+            self.listener.mode_changed(session.session_id, approval)
         return self._composed(session.session_id)
 
     def _composed(self, session_id: str) -> Policy:

@@ -12,7 +12,7 @@ from ..agent.steering import Steer
 from ..hooks.run import HookAnswer
 from ..oneline import summary_line as summary_line  # also the ACP adapter's
 from ..plans import PlanEntry
-from ..policy.layers import MODE_LAYER
+from ..policy.layers import MODE_LAYER, Approval
 from ..policy.rules import Grant, Rule, proposed_rule
 from ..records import Step, ToolCall, TurnRef, TurnResult
 from ..sandbox.bwrap import WallsUnavailable, builder
@@ -85,6 +85,11 @@ class Notifier(Protocol):
 
     def dequeued(self, entry: Queued, reason: str) -> None:
         """A prompt left its session's queue: ``started``, ``dropped`` or ``cancelled``."""
+        ...
+
+    def mode_changed(self, session_id: str, approval: Approval) -> None:
+        """The session's approval mode changed (``session/mode``, a plan's approval, a custom
+        command's mode for its turn, ACP's ``set_mode``), from whichever window."""
         ...
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:

@@ -25,6 +25,7 @@ from ..records import (
     SessionSummary,
     Tokens,
     Turn,
+    TurnCommand,
 )
 from ..vocabulary import EventKind, Outcome, PlanStatus, stored
 from . import chain, feed, forks, images, parents, recoveries
@@ -63,7 +64,9 @@ _TURN_SELECT = f"""
            (SELECT e.detail FROM event e
             WHERE e.run_id = r.id AND e.kind = '{EventKind.IMAGES}' LIMIT 1),
            (SELECT sum(json_extract(e.detail, '$.tokens')) FROM event e
-            WHERE e.run_id = r.id AND e.kind = '{EventKind.THOUGHT}')
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.THOUGHT}'),
+           (SELECT e.detail FROM event e
+            WHERE e.run_id = r.id AND e.kind = '{EventKind.COMMAND}' LIMIT 1)
     FROM turn t JOIN run r ON r.turn_id = t.id
 """
 _TURN_SELECT_BY_ROW = _TURN_SELECT.replace("SELECT t.id,", "SELECT t.rowid, t.id,", 1)
@@ -146,6 +149,7 @@ def _turn(row: tuple[Any, ...]) -> Turn:
         plan=plan_of(row[15]),
         follows_plan=None if row[16] is None else json.loads(row[16]).get("turnId"),
         images=images.refs(row[17]),
+        command=None if row[19] is None else TurnCommand.of(json.loads(row[19])),
     )
 
 

@@ -192,3 +192,36 @@ async def test_a_prompt_over_acp_steers_a_turn_a_native_window_started(
         lambda: agent.editor.text(sid) == LONG + "Steered onto the new course.",
         "the ACP client drew the whole turn",
     )
+
+
+async def test_a_mode_changed_anywhere_reaches_every_window_following_the_session(
+    spawn_acp: AgentFactory,
+    windows: Windows,
+    workspace: Path,
+) -> None:
+    a, _ = await windows.open()
+    b, _ = await windows.open()
+    session = await open_session(a, workspace)
+    sid = session["sessionId"]
+    await b.call("session/reopen", {"sessionId": sid})
+    agent = await spawn_acp(db=windows.db)
+    await agent.conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[])
+
+    await a.call("session/mode", {"sessionId": sid, "approval": "plan"})
+    told = {"sessionId": sid, "approval": "plan"}
+    await eventually(lambda: followed(b, "session/modeChanged"), "B hears the mode change")
+    assert followed(b, "session/modeChanged") == followed(a, "session/modeChanged") == [told]
+
+    def modes() -> list[str]:
+        return [u.current_mode_id for u in agent.editor.of_kind("current_mode_update")]
+
+    await agent.wait_for(lambda: modes() == ["plan"], "the ACP client hears it too")
+
+    await agent.conn.set_session_mode(session_id=sid, mode_id="read-only")
+    await eventually(lambda: len(followed(b, "session/modeChanged")) == 2, "B hears it")
+    assert followed(b, "session/modeChanged")[-1] == {"sessionId": sid, "approval": "never"}
+    await b.call("session/mode", {"sessionId": sid, "approval": "ask"})
+    await agent.wait_for(lambda: modes()[-1:] == ["ask"], "the ACP client hears B's change")
+    assert modes() == ["plan", "read-only", "ask"]  # its own change told once, in order
+    a.check_sent()
+    b.check_sent()

@@ -88,3 +88,55 @@ async def test_an_escalation_is_asked_with_no_always_answer(tmp_path: Path) -> N
         "reject_always",
     ]
     assert "OUTSIDE the walls: fetch" in peer.asked[0]["toolCall"]["title"]
+
+
+class Told:
+    """The ACP client's side of ``session/update``: what it was sent."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+
+    async def notify(self, method: str, params: Any) -> None:
+        self.updates.append(params)
+
+    async def request(self, method: str, params: Any) -> Any:
+        raise AssertionError("not asked")
+
+
+async def test_a_mode_set_elsewhere_is_a_current_mode_update_for_a_followed_session() -> None:
+    notifier, told = AcpNotifier(lambda: None), Told()
+    notifier.connect(told)
+    notifier.follow("s-1", "/root")
+
+    notifier.mode_changed("s-1", "plan")  # a native window's session/mode
+    notifier.mode_changed("s-1", "all")  # native only: ACP shows it as auto
+    notifier.mode_changed("s-1", "never")
+    notifier.mode_changed("s-2", "plan")  # a session this client does not follow
+    await notifier.flush()
+
+    assert [(u["sessionId"], u["update"]) for u in told.updates] == [
+        ("s-1", {"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        for mode in ("plan", "auto", "read-only")
+    ]
+    assert notifier.outbox is not None
+    await notifier.outbox.close()
+
+
+async def test_set_mode_tells_its_own_client_once(agent: TrellisAgent, root: str) -> None:
+    told = Told()
+    agent.notifier.connect(told)
+    await agent.dispatch("initialize", {"protocolVersion": 1}, False)
+    sid = (await agent.dispatch("session/new", {"cwd": root, "mcpServers": []}, False))["sessionId"]
+    told.updates.clear()
+
+    await agent.dispatch("session/set_mode", {"sessionId": sid, "modeId": "plan"}, False)
+
+    modes = [u for u in told.updates if u["update"]["sessionUpdate"] == "current_mode_update"]
+    assert modes == [
+        {
+            "sessionId": sid,
+            "update": {"sessionUpdate": "current_mode_update", "currentModeId": "plan"},
+        }
+    ]
+    assert agent.notifier.outbox is not None
+    await agent.notifier.outbox.close()
