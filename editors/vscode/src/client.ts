@@ -27,6 +27,7 @@ import {
   InitializationOptions,
   InitializeResult,
   Method,
+  ModeChangedParams,
   PlanParams,
   ProcessExitedParams,
   ProcessOutputParams,
@@ -75,6 +76,7 @@ export interface DaemonHandlers {
   dequeued?: (params: DequeuedParams) => void;
   turnEnded?: (params: TurnEndedParams) => void;
   plan?: (params: PlanParams) => void;
+  modeChanged?: (params: ModeChangedParams) => void;
   requestApproval?: (params: ApprovalParams, token: rpc.CancellationToken) => Promise<ApprovalResult>;
 }
 
@@ -372,6 +374,7 @@ export class DaemonClient {
     connection.onNotification(notificationType(Method.dequeued), (p) => this.handlers.dequeued?.(p));
     connection.onNotification(notificationType(Method.turnEnded), (p) => this.handlers.turnEnded?.(p));
     connection.onNotification(notificationType(Method.plan), (p) => this.handlers.plan?.(p));
+    connection.onNotification(notificationType(Method.modeChanged), (p) => this.handlers.modeChanged?.(p));
     connection.onNotification(notificationType('window/logMessage'), (p) => log.info(`trellisd: ${p?.message}`));
     connection.onNotification(notificationType('window/showMessage'), (p) => log.warn(`trellisd: ${p?.message}`));
     connection.onRequest(clientRequestType(Method.requestApproval), async (p, token) => {

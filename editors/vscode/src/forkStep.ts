@@ -9,6 +9,7 @@ import type { QuickPickItem } from 'vscode';
 import type { Step, Turn } from './protocol';
 import { Method } from './protocol';
 import type { Requester } from './protocolTypes';
+import { turnPrompt } from './slashCommand';
 import * as vscodeapi from './vscodeapi';
 
 export type { Requester } from './protocolTypes';
@@ -43,10 +44,10 @@ export function stepItems(steps: Step[]): StepItem[] {
 }
 
 /** Ask after which step of `turn` to fork; undefined when dismissed. */
-export async function pickStep(client: Requester, turn: Pick<Turn, 'runId' | 'prompt'>): Promise<number | undefined> {
+export async function pickStep(client: Requester, turn: Pick<Turn, 'runId' | 'prompt' | 'command'>): Promise<number | undefined> {
   const { steps } = await client.request(Method.runSteps, { runId: turn.runId });
   const picked = await vscodeapi.showQuickPick(stepItems(steps), {
-    title: `trellisd: fork “${oneLine(turn.prompt, 40)}” after which step?`,
+    title: `trellisd: fork “${oneLine(turnPrompt(turn), 40)}” after which step?`,
     matchOnDescription: true,
   });
   return picked?.step;

@@ -7,6 +7,7 @@
 
 import { escapeHtml } from './markdown';
 import type { Plan, PlanEntry, PlanStatus, Turn } from './protocol';
+import { turnPrompt } from './slashCommand';
 
 /** The plan drawn in the live spot (the Plan view): the newest planned turn's, or the one
  * streaming now. */
@@ -70,7 +71,7 @@ export function newestPlan(sessionId: string, history: readonly Turn[]): LivePla
   for (let i = history.length - 1; i >= 0; i--) {
     const turn = history[i];
     if (turn.plan) {
-      return { sessionId, turnId: turn.turnId, name: turnName(turn.prompt), plan: turn.plan };
+      return { sessionId, turnId: turn.turnId, name: turnName(turnPrompt(turn)), plan: turn.plan };
     }
   }
   return undefined;

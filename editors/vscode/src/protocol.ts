@@ -71,6 +71,7 @@ export const Method = {
   toolOutput: 'session/toolOutput',
   usage: 'session/usage',
   plan: 'session/plan',
+  modeChanged: 'session/modeChanged',
   requestApproval: 'session/requestApproval',
 } as const satisfies Record<string, wire.RequestMethod | wire.NotificationMethod | wire.ClientRequestMethod | 'initialized' | 'exit'>;
 
@@ -274,6 +275,9 @@ export type DequeuedParams = wire.NotificationParams<'session/dequeued'>;
 
 /** session/plan: a turn's plan as its update_plan call left it (sent to every window following the session). */
 export type PlanParams = wire.NotificationParams<'session/plan'>;
+
+/** session/modeChanged: a followed session's approval mode changed, in this window or another. */
+export type ModeChangedParams = wire.NotificationParams<'session/modeChanged'>;
 
 /** What session/plan/approve takes: the planned turn and the mode its plan runs under. */
 export type PlanApproveParams = wire.RequestParams<'session/plan/approve'>;

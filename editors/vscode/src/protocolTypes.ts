@@ -87,6 +87,14 @@ export type Turn = {
   };
   /** The images the turn's prompt carried, in the order given; left out when it carried none. */
   images?: ImageRef[];
+  /** The custom command the turn ran (session/turn's command), as its command event recorded it: an editor names the turn /name arguments, the prompt being the command's expansion (what the model was sent). Left out when the turn was asked with a prompt of its own. */
+  command?: {
+    /** What follows /. */
+    name: string;
+    /** What followed the command's name ("" when nothing did). */
+    arguments: string;
+    source: "user" | "project";
+  };
 };
 
 export type TurnResult = {
@@ -1418,6 +1426,13 @@ export interface Notifications {
       running: false;
       /** Once it ended: its exit code, or minus the signal that killed it; null while it runs, or when it could not be told. */
       exitCode: number | null;
+    };
+  };
+  'session/modeChanged': {
+    params: {
+      sessionId: Id;
+      /** The mode from the session's next tool call on. */
+      approval: ApprovalMode;
     };
   };
 }

@@ -112,7 +112,7 @@ export class SessionController {
     this.worktrees = new Worktrees(core);
     const sessionWalls = (this.sessionWalls = new SessionWalls(core));
     const plans = (this.plans = new Plans(core));
-    this.modes = new Modes(core);
+    const modes = (this.modes = new Modes(core));
     core.links = {
       follow: (running) => following.follow(running),
       checkFollowed: (live) => following.checkFollowed(live),
@@ -148,6 +148,7 @@ export class SessionController {
       dequeued: (p) => queueing.onDequeued(p),
       turnEnded: (p) => children.onTurnEnded(p) || following.onTurnEnded(p),
       plan: (p) => plans.onPlan(p),
+      modeChanged: (p) => modes.onModeChanged(p),
       requestApproval: (p, token): Promise<ApprovalResult> => approvals.onApproval(p, token),
     };
     client.setHandlers(this.handlers);

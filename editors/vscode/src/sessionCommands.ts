@@ -13,6 +13,7 @@ import { SessionController } from './session';
 import { askRecovery } from './recovery';
 import { sessionItems, SessionItem } from './sessionPicker';
 import { searchSessions } from './sessionSearch';
+import { turnPrompt } from './slashCommand';
 import { ruleText, ruleWords } from './transcript';
 import { firstLine, TreeNode } from './turnTree';
 import * as vscodeapi from './vscodeapi';
@@ -33,7 +34,7 @@ export async function pickTurn(controller: SessionController, title: string, nod
   const items: (QuickPickItem & { turnId: string | null })[] = [
     { label: '$(debug-restart) Before the first turn', description: 'start the conversation over', turnId: null },
     ...[...tree.turns].reverse().map((t: Turn) => ({
-      label: `${t.turnId === tree.head ? '$(circle-filled) ' : ''}${firstLine(t.prompt) || '(empty prompt)'}`,
+      label: `${t.turnId === tree.head ? '$(circle-filled) ' : ''}${firstLine(turnPrompt(t)) || '(empty prompt)'}`,
       description: `${t.outcome} · ${t.createdAt.replace('T', ' ').slice(0, 19)}`,
       detail: firstLine(t.reply, 120),
       turnId: t.turnId,

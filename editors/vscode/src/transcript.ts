@@ -6,6 +6,7 @@
 import { imagesHtml, ShownImage, shownImages } from './images';
 import { escapeHtml, renderMarkdown } from './markdown';
 import { planMarksHtml, refusedByPlanMode } from './plan';
+import { turnPrompt } from './slashCommand';
 import { appendThought, reasoningText, stepBlocks, ThoughtBlock, thoughtHtml } from './thoughts';
 import type { ApprovalDecision, CallStatus, ContextEntry, LiveCall, Plan, Step, Tokens, ToolCallParams, Turn, TurnRef, TurnResult } from './protocol';
 
@@ -46,7 +47,10 @@ export interface TranscriptTurn {
   /** Stable in the view: the turn id once known, a local key before. */
   key: string;
   turnId?: string;
+  /** As the user typed it: `/name arguments` for a turn that ran a custom command. */
   prompt: string;
+  /** A custom command's turn: the prompt the command expanded to (what the model was sent). */
+  expansion?: string;
   blocks: Block[];
   outcome: string;
   tokens?: Tokens;
@@ -97,7 +101,8 @@ export function fromHistory(turn: Turn): TranscriptTurn {
   return {
     key: turn.turnId,
     turnId: turn.turnId,
-    prompt: turn.prompt,
+    prompt: turnPrompt(turn),
+    ...(turn.command ? { expansion: turn.prompt } : {}),
     blocks: turn.reply ? [{ kind: 'text', step: 1, text: turn.reply }] : [],
     outcome: turn.outcome,
     tokens: turn.tokens,
@@ -466,11 +471,18 @@ export interface TurnView {
   outcome: string;
 }
 
+/** A custom command's expansion under the prompt that named it, folded. */
+export function expansionHtml(expansion: string | undefined): string {
+  return expansion === undefined
+    ? ''
+    : `<details class="command-expansion"><summary>the command's prompt</summary><div class="expansion">${escapeHtml(expansion)}</div></details>`;
+}
+
 export function turnView(turn: TranscriptTurn): TurnView {
   return {
     key: turn.key,
     turnId: turn.turnId,
-    prompt: escapeHtml(turn.prompt),
+    prompt: escapeHtml(turn.prompt) + expansionHtml(turn.expansion),
     body: imagesHtml(turn.images) + bodyHtml(turn),
     footer: footerHtml(turn),
     outcome: turn.outcome,

@@ -8,6 +8,7 @@ import { messageOf } from './errors';
 import { showChanges } from './proposed';
 import { pickTurn, SessionCommands } from './sessionCommands';
 import { sessionTitles, sharedSessions } from './sharing';
+import { turnPrompt } from './slashCommand';
 import { toolItems } from './toolsView';
 import { firstLine, TreeNode } from './turnTree';
 import * as vscodeapi from './vscodeapi';
@@ -85,7 +86,7 @@ export function registerTurnCommands({ controller, act, focusChat, log }: Extens
       interrupted.length === 1
         ? { turnId: interrupted[0].turnId }
         : await vscodeapi.showQuickPick(
-            interrupted.map((t) => ({ label: firstLine(t.prompt) || '(empty prompt)', description: t.createdAt, turnId: t.turnId })),
+            interrupted.map((t) => ({ label: firstLine(turnPrompt(t)) || '(empty prompt)', description: t.createdAt, turnId: t.turnId })),
             { title: 'trellisd: resume which interrupted turn?' },
           );
     if (picked) {

@@ -7,6 +7,7 @@
 import * as vscode from 'vscode';
 
 import type { Turn } from './protocol';
+import { turnPrompt } from './slashCommand';
 import { formatCost, formatCount } from './transcript';
 
 /** The outcomes of a turn that session/resume continues (its tree item offers Resume). */
@@ -134,18 +135,20 @@ export function treeItem(node: TreeNode): vscode.TreeItem {
   if (node.kind === 'branch') {
     const item = new vscode.TreeItem(node.onHeadPath ? 'current branch' : 'abandoned branch', state(true));
     item.id = `branch:${node.first.turnId}/${node.onHeadPath ? 'h' : ''}`;
-    item.description = firstLine(node.first.prompt);
+    item.description = firstLine(turnPrompt(node.first));
     item.iconPath = new vscode.ThemeIcon('git-branch');
     item.contextValue = 'branch';
     return item;
   }
   const turn = node.turn;
-  const item = new vscode.TreeItem(firstLine(turn.prompt) || '(empty prompt)', state(node.branches.length > 0));
+  const named = turnPrompt(turn);
+  const item = new vscode.TreeItem(firstLine(named) || '(empty prompt)', state(node.branches.length > 0));
   // The id carries the node's shape: VS Code keeps a known id's expansion, and a turn that just
   // became a fork must open where the head is.
   item.id = `${turn.turnId}/${node.branches.length}/${holdsHead(node) ? 'h' : ''}`;
   item.description = turnDescription(node);
-  item.tooltip = `${turn.prompt}\n\n${firstLine(turn.reply, 300)}\n\n${turn.outcome} · turn ${turn.turnId}`;
+  const prompt = turn.command ? `${named}\n\nthe command's prompt:\n${turn.prompt}` : turn.prompt;
+  item.tooltip = `${prompt}\n\n${firstLine(turn.reply, 300)}\n\n${turn.outcome} · turn ${turn.turnId}`;
   item.iconPath = new vscode.ThemeIcon(
     node.pinned ? 'pinned' : node.isHead ? 'circle-filled' : node.onHeadPath ? 'circle-outline' : 'circle-small',
   );

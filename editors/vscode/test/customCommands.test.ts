@@ -92,6 +92,14 @@ describe('custom commands', () => {
     assert.equal(view.last?.outcome, 'finished');
     assert.match(stripTags(view.last!.body), /Hello, Ada\./);
     assert.equal(await storedPrompt(c), 'Say hello to Ada in one line.', "the daemon ran the command's prompt");
+
+    // reloaded, the window draws the turn as typed still, the expansion folded under it
+    const reloaded = new SessionController(daemon.client(), daemon.log);
+    const again = new RecordingView();
+    reloaded.attachView(again);
+    await reloaded.reopenSession(c.session!.sessionId);
+    assert.match(again.last!.prompt, /^\/greet Ada<details class="command-expansion">/);
+    assert.match(stripTags(again.last!.prompt), /Say hello to Ada in one line\./);
   });
 
   test('a /name prompt runs the command; an unknown name shows the daemon\'s error', async () => {

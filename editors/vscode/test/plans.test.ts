@@ -254,6 +254,26 @@ describe('plans, modes and rules, against the daemon', () => {
     assert.equal(plan?.turnId, result?.turnId);
     await otherView.until(() => /plan: 1 of 2 done/.test(stripTags(otherView.last?.footer ?? '')));
   });
+
+  test("a mode set in one window shows in the other's header and status bar, walls and all", async () => {
+    daemon.share();
+    const one = new SessionController(daemon.client(), daemon.log);
+    one.attachView(new WatchedView());
+    const session = await one.openSession(daemon.root);
+    const { c: other, view: otherView } = controller(); // its status bar item is the one drawn
+    await other.reopenSession(session.sessionId);
+    await modeShown(other, 'ask');
+
+    await one.setMode('plan');
+    await modeShown(other, 'plan');
+    await otherView.until(() => otherView.header?.mode === 'mode: plan');
+    assert.equal(stub.statusBarItems.get('trellisd.mode')?.text, '$(checklist) plan mode');
+    assert.equal(other.modeBeforePlan, 'ask', 'its plan toggle goes back to the mode before');
+
+    await one.setMode('auto'); // auto brings workspace-write walls: the other reads them again
+    await otherView.until(() => otherView.header?.mode === 'mode: auto' && /workspace-write/.test(otherView.header.walls ?? ''));
+    assert.equal(stub.statusBarItems.get('trellisd.mode')?.text, '$(shield) auto');
+  });
 });
 
 describe('plans, modes and rules in words', () => {

@@ -15,6 +15,7 @@ import {
   fromHistory,
   steerDelivered,
   TranscriptTurn,
+  turnView,
 } from '../src/transcript';
 
 const tokens = { input: 1200, output: 34, total: 1234, cached: null };
@@ -116,5 +117,23 @@ describe('the transcript', () => {
     assert.equal(turn.key, 't');
     assert.match(footerHtml(turn), /stopped before it ended/);
     assert.deepEqual(fromHistory({ ...stored, reply: '' }).blocks, []);
+  });
+
+  test("a custom command's turn shows as typed, its expansion folded under it", () => {
+    const stored: Turn = {
+      turnId: 't', sessionId: 's', parentTurnId: null, runId: 'r', prompt: 'Say hello to Ada <warmly>, at length.',
+      reply: 'Hello!', outcome: 'finished', tokens, createdAt: '2026-01-01T00:00:00.000+00:00', model: null, cost: null,
+      command: { name: 'greet', arguments: 'Ada', source: 'user' },
+    };
+    const turn = fromHistory(stored);
+    assert.equal(turn.prompt, '/greet Ada');
+    assert.equal(turn.expansion, 'Say hello to Ada <warmly>, at length.');
+    const view = turnView(turn);
+    assert.match(view.prompt, /^\/greet Ada<details class="command-expansion"><summary>/);
+    assert.match(view.prompt, /Say hello to Ada &lt;warmly&gt;, at length\.<\/div><\/details>$/);
+
+    const plain = fromHistory({ ...stored, prompt: '/greet Bob', command: undefined });
+    assert.equal(plain.prompt, '/greet Bob');
+    assert.equal(turnView(plain).prompt, '/greet Bob'); // a prompt of words: nothing folded
   });
 });

@@ -17,6 +17,13 @@ function turn(turnId: string, parentTurnId: string | null, extra: Partial<Turn> 
 }
 
 describe('the turn tree', () => {
+  test("a custom command's turn is named as typed; its tooltip holds the expansion", () => {
+    const ran = turn('a', null, { prompt: 'Tidy the imports of every module.', command: { name: 'tidy', arguments: '', source: 'project' } });
+    const item = treeItem(buildTurnTree([ran], 'a')[0]);
+    assert.equal(item.label, '/tidy');
+    assert.match(String(item.tooltip), /^\/tidy\n\nthe command's prompt:\nTidy the imports of every module\./);
+  });
+
   test('a conversation without branches is one flat list, the head marked', () => {
     const nodes = buildTurnTree([turn('a', null), turn('b', 'a'), turn('c', 'b')], 'c') as TurnNode[];
     assert.deepEqual(nodes.map((n) => n.turn.turnId), ['a', 'b', 'c']);

@@ -3,8 +3,9 @@
  * and the plan-mode toggle, which remembers the mode it left so that it can go back to it.
  */
 
+import { messageOf } from '../errors';
 import { Method } from '../protocol';
-import type { ApprovalMode } from '../protocol';
+import type { ApprovalMode, ModeChangedParams } from '../protocol';
 import type { SessionCore } from './core';
 
 export class Modes {
@@ -47,6 +48,25 @@ export class Modes {
       await core.links.readPolicy(); // auto and never bring walls of their own
     }
     return policy.approval ?? approval;
+  }
+
+  /** The open session's mode changed (session/modeChanged), here or in another window, by a
+   * plan's approval or a custom command's turn: the header and the status bar show it at
+   * once, and the walls (auto and never bring their own) are read again. */
+  onModeChanged(p: ModeChangedParams): void {
+    const { core } = this;
+    const session = core.session;
+    const before = this.current;
+    if (p.sessionId !== session?.sessionId || before === p.approval) {
+      return;
+    }
+    if (p.approval === 'plan' && before) {
+      core.modeBeforePlan = { sessionId: p.sessionId, approval: before };
+    }
+    core.log.info(`session ${p.sessionId}: approval mode ${before ?? '?'} -> ${p.approval}`);
+    core.setMode(p.sessionId, p.approval);
+    core.postHeader(session);
+    void core.links.readPolicy().catch((error) => core.log.warn(`the walls of session ${p.sessionId}: ${messageOf(error)}`));
   }
 
   /** Plan mode on, or off again back to the mode before it; the mode the session is in now. */
