@@ -131,6 +131,18 @@ def test_a_command_completes_is_listed_and_runs_its_turn_until_its_check_passes(
     assert "nope" in note.removeprefix("trellis: /nope did not run"), note
     ed.wait_text("*not run: ")
 
+    # the tree, and the session reopened in another editor, name the turn as it was typed
+    # (Turn.command), not by the prompt the command expanded to
+    ed.command("TrellisTree")
+    tree = ed.wait_for(lambda: ed.buffer_named("/tree"), "the tree buffer")
+    assert tree[-1] == "● /check done.txt  ← head", tree
+    ed.close()
+    other = start()
+    other.will_pick("")
+    other.command("TrellisSessions")
+    text = other.wait_text("### You\n/check done.txt\n", "Done now.")
+    assert "### You\nCreate done.txt." not in text, text
+
 
 def test_hooks_are_listed_and_a_blocking_hook_says_why_in_the_conversation(
     start: Start, tmp_path: Path

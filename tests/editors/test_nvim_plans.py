@@ -136,6 +136,12 @@ def test_a_plan_made_in_plan_mode_is_drawn_live_and_run_in_a_turn_that_follows_i
     assert "approval: acceptEdits · writes and edits" in text
     assert policy(ed)["approval"] == "acceptEdits"
     assert errors(ed) == []
+    # the other editor's header follows each mode change (session/modeChanged), and the
+    # first editor's follows the other's
+    follower.wait_text("approval: acceptEdits · writes and edits")
+    follower.command("TrellisMode auto")
+    ed.wait_text("approval: auto · ")
+    assert errors(follower) == []
 
     # reopened in another editor: the newest plan in the header, both planned turns marked,
     # the second turn following the first's plan (Turn.followsPlan)
@@ -144,7 +150,7 @@ def test_a_plan_made_in_plan_mode_is_drawn_live_and_run_in_a_turn_that_follows_i
     other.will_pick("plan the notes")
     other.command("TrellisSessions")
     text = other.wait_text(
-        "Carried out.", "> carries out the plan of turn “plan the notes”", "approval: acceptEdits"
+        "Carried out.", "> carries out the plan of turn “plan the notes”", "approval: auto"
     )
     lines = other.conversation()
     assert len([line for line in lines if line.startswith("> plan: ")]) == 2, text

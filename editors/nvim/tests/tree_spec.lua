@@ -81,3 +81,18 @@ test("a conversation thousands of turns deep renders without recursion", functio
   eq(5001, #entries)
   eq("● t5000  ← head", entries[5001].line)
 end)
+
+test("a custom command's turn is named as it was typed, not by its expansion", function()
+  local ran = turn("t1", nil, "Create done.txt, then check it.")
+  ran.command = { name = "check", arguments = "done.txt", source = "user" }
+  local bare = turn("t2", "t1", "Tidy the imports.")
+  bare.command = { name = "tidy", arguments = "", source = "project" }
+  local typed = turn("t3", "t2", "/check not a command's turn")
+  typed.command = vim.NIL
+  eq({
+    "◇ (start: an empty conversation)",
+    "● /check done.txt",
+    "● /tidy",
+    "● /check not a command's turn  ← head",
+  }, tree.lines(tree.build({ ran, bare, typed }, "t3")))
+end)

@@ -62,7 +62,7 @@ local function branch_to(state, turn_id, cb)
         ui.notify(
           (
             last
-              and ("branched: the next prompt follows “" .. format.one_line(last.prompt, 40) .. "”")
+              and ("branched: the next prompt follows “" .. format.one_line(tree.turn_prompt(last), 40) .. "”")
             or "branched: the next prompt starts the conversation afresh"
           ) .. restored
         )

@@ -2,7 +2,7 @@
 -- the reply's tokens and the model's thoughts, each step (a tool's call and result), the
 -- tool calls as they run and their output, a turn's plan (in the header's live spot), the
 -- usage, steers delivered, prompts queued and dequeued, the output of the session's
--- processes, a followed turn's end, and the daemon's messages. What a child session (a
+-- processes, a followed turn's end, a mode changed in any window, and the daemon's messages. What a child session (a
 -- `task` call's) says goes to trellisd.children first, drawn under its parent. M.wire hands
 -- these (and the approval questions of trellisd.approvals) to trellisd.daemon.
 
@@ -13,6 +13,7 @@ local daemon = require("trellisd.daemon")
 local follow = require("trellisd.follow")
 local format = require("trellisd.format")
 local plan = require("trellisd.plan")
+local planning = require("trellisd.planning")
 local processes = require("trellisd.processes")
 local queue = require("trellisd.queue")
 local recovery = require("trellisd.recovery")
@@ -236,6 +237,13 @@ notifications["session/dequeued"] = function(p)
     turn.start_queued(state, run)
   end
   ui.redraw_status()
+end
+
+notifications["session/modeChanged"] = function(p)
+  local state = sessions.open[p.sessionId]
+  if state and type(p.approval) == "string" then
+    planning.changed(state, p.approval)
+  end
 end
 
 notifications["session/processOutput"] = function(p)

@@ -10,6 +10,7 @@ local format = require("trellisd.format")
 local paging = require("trellisd.paging")
 local sessions = require("trellisd.sessions")
 local thoughts = require("trellisd.thoughts")
+local tree = require("trellisd.tree")
 local turn = require("trellisd.turn")
 local ui = require("trellisd.ui")
 local walls = require("trellisd.walls")
@@ -35,7 +36,7 @@ function M.follow(state, history, live)
   local listed = false
   for _, t in ipairs(history) do
     if t.turnId == live.turnId then
-      run.prompt = t.prompt
+      run.prompt = tree.turn_prompt(t)
       run.model = compat.value(t.model)
       run.plan = compat.value(t.plan)
       reply = compat.value(t.reply) or ""

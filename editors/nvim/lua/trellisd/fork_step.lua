@@ -5,6 +5,7 @@
 local compat = require("trellisd.compat")
 local daemon = require("trellisd.daemon")
 local format = require("trellisd.format")
+local tree = require("trellisd.tree")
 local ui = require("trellisd.ui")
 
 local M = {}
@@ -48,7 +49,7 @@ function M.pick(turn, cb)
       return
     end
     ui.select(M.items(compat.value(result.steps) or {}), {
-      prompt = "Fork “" .. format.one_line(turn.prompt, 40) .. "” after which step?",
+      prompt = "Fork “" .. format.one_line(tree.turn_prompt(turn), 40) .. "” after which step?",
       kind = "trellisd.fork_step",
       format_item = function(item)
         return item.label

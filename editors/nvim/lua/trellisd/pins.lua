@@ -5,6 +5,8 @@
 local compat = require("trellisd.compat")
 local Connection = require("trellisd.connection")
 local daemon = require("trellisd.daemon")
+local format = require("trellisd.format")
+local tree = require("trellisd.tree")
 local ui = require("trellisd.ui")
 
 local M = {}
@@ -45,7 +47,7 @@ function M.toggle(state, turn, cb, offer_takeover)
     ui.notify(
       (pinned and "unpinned: " or "pinned (sent whole after compaction): ")
         .. "“"
-        .. require("trellisd.format").one_line(turn.prompt, 40)
+        .. format.one_line(tree.turn_prompt(turn), 40)
         .. "”"
     )
     cb()

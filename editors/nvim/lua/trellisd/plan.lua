@@ -6,6 +6,7 @@
 
 local compat = require("trellisd.compat")
 local format = require("trellisd.format")
+local tree = require("trellisd.tree")
 
 local M = {}
 
@@ -142,7 +143,7 @@ function M.newest(turns, names)
     if type(plan) == "table" then
       return {
         turnId = t.turnId,
-        name = names and names[t.turnId] or M.turn_name(t.turnId, t.prompt),
+        name = names and names[t.turnId] or M.turn_name(t.turnId, tree.turn_prompt(t)),
         entries = compat.value(plan.entries) or {},
         step = compat.value(plan.step),
       }

@@ -46,6 +46,26 @@ function M.set_mode(state, mode, cb)
   end)
 end
 
+--- The session's approval mode changed (session/modeChanged), here or in another window, by
+--- a plan's approval or a custom command's turn: the header shows it at once, and the walls
+--- (auto and never bring their own) are read again. Going into plan mode keeps the mode it
+--- leaves, for :TrellisPlanMode to go back to.
+---@param state trellisd.State
+---@param mode trellisd.ApprovalMode
+function M.changed(state, mode)
+  if state.mode == mode then
+    return
+  end
+  if mode == "plan" and state.mode then
+    state.before_plan = state.mode
+  elseif mode ~= "plan" then
+    state.before_plan = nil
+  end
+  state.mode = mode
+  sessions.paint_header(state)
+  walls.load(state)
+end
+
 -- The session's approval mode as the daemon has it now (another window may have set it):
 -- cb(mode).
 local function with_mode(state, cb)

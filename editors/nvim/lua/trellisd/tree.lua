@@ -18,8 +18,22 @@ M.LEGEND =
 
 local QUIET_OUTCOMES = { finished = true, success = true }
 
+--- How a turn is named, here and wherever turns are listed: `/name arguments` for a turn
+--- that ran a custom command (Turn.command), whose prompt is the command's expansion; its
+--- prompt otherwise.
+---@param turn {prompt: string, command?: trellisd.TurnCommand}
+---@return string
+function M.turn_prompt(turn)
+  local ran = compat.value(turn.command)
+  if type(ran) ~= "table" then
+    return tostring(compat.value(turn.prompt) or "")
+  end
+  local arguments = compat.value(ran.arguments) or ""
+  return arguments ~= "" and ("/" .. ran.name .. " " .. arguments) or ("/" .. ran.name)
+end
+
 local function label(turn, on_path, is_head, pinned)
-  local text = (on_path and "● " or "○ ") .. format.one_line(turn.prompt, 60)
+  local text = (on_path and "● " or "○ ") .. format.one_line(M.turn_prompt(turn), 60)
   local outcome = compat.value(turn.outcome)
   if outcome and not QUIET_OUTCOMES[outcome] then
     text = text .. " [" .. outcome .. "]"

@@ -134,6 +134,11 @@
 ---@field tool string
 ---@field argv string[]
 
+---@class trellisd.TurnCommand
+---@field name string what follows `/`
+---@field arguments string what followed the name ("" when nothing did)
+---@field source "user"|"project"
+
 ---@class trellisd.Turn
 ---@field turnId trellisd.Id
 ---@field sessionId trellisd.Id
@@ -151,6 +156,7 @@
 ---@field plan? trellisd.Plan the turn's last plan; left out when it made none
 ---@field followsPlan? {turnId: trellisd.Id} session/plan/approve: the turn whose plan it carries out
 ---@field images? trellisd.ImageRef[] the images its prompt carried; left out when none
+---@field command? trellisd.TurnCommand the custom command it ran (its prompt is the expansion); left out when none
 ---@field texts? (string|{thought: string})[] every step's thought and text that has any, in order (set by trellisd.paging)
 
 ---@class trellisd.TurnResult

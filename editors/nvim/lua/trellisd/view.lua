@@ -14,6 +14,7 @@ local images = require("trellisd.images")
 local modes = require("trellisd.modes")
 local plan = require("trellisd.plan")
 local thoughts = require("trellisd.thoughts")
+local tree = require("trellisd.tree")
 
 -- The extmarks on the marks of planned turns ("> plan: 2 of 5 done"), by which the key
 -- on a planned turn finds its turn.
@@ -284,7 +285,7 @@ local function turn_lines(lines, turns, live, names)
       local name = names[follows.turnId] or plan.turn_name(follows.turnId)
       names[t.turnId] = plan.carried_out(name)
     else
-      names[t.turnId] = plan.turn_name(t.turnId, t.prompt)
+      names[t.turnId] = plan.turn_name(t.turnId, tree.turn_prompt(t))
     end
   end
   local function block(b)
@@ -296,7 +297,7 @@ local function turn_lines(lines, turns, live, names)
     end
   end
   for _, t in ipairs(turns) do
-    local heading = View.prompt_lines(t.prompt, nil, compat.value(t.images))
+    local heading = View.prompt_lines(tree.turn_prompt(t), nil, compat.value(t.images))
     local follows = compat.value(t.followsPlan)
     if type(follows) == "table" then
       local name = names[follows.turnId] or plan.turn_name(follows.turnId)
