@@ -332,8 +332,10 @@ class AcpNotifier:
     def mode_changed(self, session_id: str, approval: Approval) -> None:
         """The session's mode changed, by this client's ``session/set_mode`` or elsewhere (a
         window's ``session/mode``, a plan's approval, a custom command's mode for its turn): a
-        ``current_mode_update`` for a session this client follows."""
-        if session_id in self.sessions:
+        ``current_mode_update`` for a session this client opened (not a child session it
+        only hears of)."""
+        followed = self.sessions.get(session_id)
+        if followed is not None and followed.root:
             self.send(session_id, updates.current_mode(updates.mode_of(approval)))
 
     def turn_ended(self, turn: TurnRef, result: TurnResult) -> None:

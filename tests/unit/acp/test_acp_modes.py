@@ -112,6 +112,8 @@ async def test_a_mode_set_elsewhere_is_a_current_mode_update_for_a_followed_sess
     notifier.mode_changed("s-1", "all")  # native only: ACP shows it as auto
     notifier.mode_changed("s-1", "never")
     notifier.mode_changed("s-2", "plan")  # a session this client does not follow
+    notifier.follow("s-child", "")  # a child session it only hears of
+    notifier.mode_changed("s-child", "plan")
     await notifier.flush()
 
     assert [(u["sessionId"], u["update"]) for u in told.updates] == [
