@@ -163,6 +163,8 @@ class Loopback:
         said = b""
         if process.stderr is not None:
             said = await process.stderr.read()
+        if process.stdout is not None:  # to its end: cat has ended, its stdin being closed
+            await process.stdout.read()
         await process.wait()
         lines = said.decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else f"exit code {process.returncode}"
