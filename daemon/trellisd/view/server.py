@@ -71,7 +71,9 @@ class ViewServer:
             cookie = secrets.token_urlsafe(32)
             self._cookies.add(cookie)
             kept = {k: v for k, v in request.query.items() if k != "token"}
-            found = web.HTTPSeeOther(str(request.rel_url.with_query(kept)))
+            found = web.Response(
+                status=303, headers={"Location": str(request.rel_url.with_query(kept))}
+            )
             found.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
             return found
         if request.cookies.get(COOKIE) not in self._cookies:
