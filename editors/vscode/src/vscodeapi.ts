@@ -176,3 +176,12 @@ export async function showOpenDialog(options: FileDialog): Promise<string | unde
   });
   return uris?.[0]?.fsPath;
 }
+
+/** Opens a URL in the user's browser (or with its app); false when VS Code could not. */
+export function openExternal(url: string): Thenable<boolean> {
+  return vscode.env.openExternal(vscode.Uri.parse(url));
+}
+
+export function writeClipboard(text: string): Thenable<void> {
+  return vscode.env.clipboard.writeText(text);
+}
