@@ -3,6 +3,11 @@
  * daemon's view server on 127.0.0.1 at its first call and answers with the page's URL, which
  * carries a one-time token: the first browser to bring it is let in, with a cookie. The URL is
  * opened with `env.openExternal`; when VS Code cannot open it, it is shown, to be copied.
+ *
+ * VS Code in a web browser (code-server) hands a 127.0.0.1 URL to its port proxy instead
+ * (`/proxy/PORT/`, without the page's path and token), whose requests the view server refuses:
+ * there the link is shown, to be opened on the machine the daemon runs on or through a
+ * forwarded port.
  */
 
 import type { Extension } from './features';
@@ -43,15 +48,16 @@ export function registerView({ controller, daemon, act, log }: Extension): vscod
     }
     const url = await sessionPage(daemon, sessionId);
     log.info(`opening session ${sessionId} in the browser: ${withoutToken(url)}`);
-    if (!(await vscodeapi.openExternal(url))) {
-      const copy = 'Copy the Link';
-      const choice = await vscodeapi.showWarningMessage(
-        `VS Code could not open the browser. The session's page is at ${url} (the link lets in one browser).`,
-        copy,
-      );
-      if (choice === copy) {
-        await vscodeapi.writeClipboard(url);
-      }
+    if (vscodeapi.inBrowser()) {
+      await offer(url, `The session's page is served on 127.0.0.1 of the machine the daemon runs on: open ${url} there, or through a forwarded port (ssh -L) with the same number. The link lets in one browser.`);
+    } else if (!(await vscodeapi.openExternal(url))) {
+      await offer(url, `VS Code could not open the browser. The session's page is at ${url} (the link lets in one browser).`);
+    }
+  };
+  const offer = async (url: string, message: string): Promise<void> => {
+    const copy = 'Copy the Link';
+    if ((await vscodeapi.showWarningMessage(message, copy)) === copy) {
+      await vscodeapi.writeClipboard(url);
     }
   };
   return [vscodeapi.registerCommand('trellisd.openInBrowser', act('open the session in the browser', open))];

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { SessionController } from '../src/session';
 import { registerView, sessionOf, withoutToken } from '../src/view';
 import { daemonPerTest, features, RecordingView } from './daemon';
-import { stub } from './vscode-stub';
+import { stub, UIKind } from './vscode-stub';
 
 const daemonOf = daemonPerTest();
 
@@ -100,6 +100,20 @@ describe('Open in Browser', () => {
     assert.ok(stub.messages[0].message.includes(url), stub.messages[0].message);
     assert.equal(stub.clipboard, url);
     assert.equal((await browse(stub.clipboard)).status, 200, 'the copied link still lets a browser in');
+  });
+
+  test('in VS Code in a browser (code-server) the link is shown, not handed to its port proxy', async () => {
+    const { open } = await aSession();
+    stub.uiKind = UIKind.Web;
+    stub.answerMessage = () => undefined;
+    await open();
+    assert.deepEqual(stub.opened, [], 'openExternal would send it to /proxy/PORT/, without its path and token');
+    assert.equal(stub.messages.length, 1);
+    const url = stub.messages[0].message.match(/http:\/\/127\.0\.0\.1:\d+\/s\/\S+\?token=[\w-]+/)?.[0];
+    assert.ok(url, stub.messages[0].message);
+    assert.match(stub.messages[0].message, /forwarded port/);
+    assert.deepEqual(stub.messages[0].items, ['Copy the Link']);
+    assert.equal((await browse(url)).status, 200, 'the link shown lets a browser in');
   });
 
   test('a row of another session opens that session; the log keeps no token', async () => {

@@ -194,6 +194,7 @@ export const stub = {
   opened: [] as string[],
   answerOpenExternal: (_url: string): boolean => true,
   clipboard: '',
+  uiKind: 1 as UIKind,
   reset(): void {
     this.messages = [];
     this.quickPicks = [];
@@ -216,6 +217,7 @@ export const stub = {
     this.opened = [];
     this.answerOpenExternal = () => true;
     this.clipboard = '';
+    this.uiKind = UIKind.Desktop;
   },
 };
 
@@ -328,7 +330,15 @@ export const workspace = {
   },
 };
 
+export enum UIKind {
+  Desktop = 1,
+  Web = 2,
+}
+
 export const env = {
+  get uiKind(): UIKind {
+    return stub.uiKind;
+  },
   openExternal: (uri: Uri): Promise<boolean> => {
     stub.opened.push(uri.toString());
     return Promise.resolve(stub.answerOpenExternal(uri.toString()));
