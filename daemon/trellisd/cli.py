@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from . import PROTOCOL_VERSION, __version__, remote
 from .build import build
 from .rendezvous import shared_mode, store_file
+from .view.command import REPORT_DESCRIPTION, VIEW_DESCRIPTION
 
 if TYPE_CHECKING:
     from .config_file import Settings
@@ -148,6 +149,10 @@ class UsageError(Exception):
 
 SERVE_DB = "(default: $TRELLISD_DB, else $XDG_DATA_HOME/trellisd/trellisd.db)"
 DEMO_DB = "(default: a file in the tour's temporary folder, removed at the end)"
+VIEW_COMMANDS = (
+    ("view", "a session in the browser (read-only, 127.0.0.1)", VIEW_DESCRIPTION, SERVE_DB),
+    ("report", "a session as one self-contained HTML file", REPORT_DESCRIPTION, SERVE_DB),
+)
 
 
 def _shared_options(defaults: bool, db_default: str) -> argparse.ArgumentParser:
@@ -180,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
         parents=[_shared_options(defaults=True, db_default=SERVE_DB)],
         usage=(
             "%(prog)s [serve | acp | status | stop | config | doctor | demo | export | import"
-            " | run]"
+            " | run | view | report]"
             " [--db PATH]"
             " [--log-level LEVEL]"
             " [--standalone] [--remote HOST] [-h] [--version]"
@@ -197,7 +202,7 @@ def parser() -> argparse.ArgumentParser:
     commands = p.add_subparsers(
         title="commands",
         dest="command",
-        metavar="{serve,acp,status,stop,config,doctor,demo,export,import,run}",
+        metavar="{serve,acp,status,stop,config,doctor,demo,export,import,run,view,report}",
     )
     commands.default = "serve"
     for name, summary, description, db_default in (
@@ -217,6 +222,7 @@ def parser() -> argparse.ArgumentParser:
         ("export", "write a session to a file", EXPORT_DESCRIPTION, SERVE_DB),
         ("import", "read a session from a file into the store", IMPORT_DESCRIPTION, SERVE_DB),
         ("run", "one turn with nobody at an editor, for CI", RUN_DESCRIPTION, SERVE_DB),
+        *VIEW_COMMANDS,
     ):
         command = commands.add_parser(
             name,
@@ -249,6 +255,10 @@ def parser() -> argparse.ArgumentParser:
             )
         if name == "run":
             run_arguments(command)
+        if name in ("view", "report"):
+            from .view.command import arguments as view_arguments
+
+            view_arguments(command, name)
     return p
 
 
@@ -393,6 +403,10 @@ def run(argv: list[str] | None) -> None:
             sys.exit(0)
         if args.command == "run":
             headless = run_request(args)
+        if args.command in ("view", "report"):  # the session in the browser, or as one file
+            from .view.command import main as view_main
+
+            sys.exit(view_main(args, path, settings))
         if args.command == "daemon":
             from .rendezvous import Place
             from .shared import hello_seconds, idle_exit_seconds

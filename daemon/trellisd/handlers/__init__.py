@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import process, run, session, turn, worktree
+from . import process, run, session, turn, view, worktree
 from .base import Method
 
 METHODS: tuple[Method[Any], ...] = (
@@ -14,6 +14,7 @@ METHODS: tuple[Method[Any], ...] = (
     *run.METHODS,
     *turn.METHODS,
     *process.METHODS,
+    *view.METHODS,
 )
 
 __all__ = ["METHODS", "Method"]

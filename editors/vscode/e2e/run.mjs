@@ -448,6 +448,29 @@ try {
     await chat.locator('section.turn').nth(1).locator('.reply', { hasText: 'which the branch leaves behind' }).waitFor();
   });
 
+  await check('"trellisd: Open in Browser" in VS Code in a browser shows the session\'s link, which leads to its page', async () => {
+    // code-server would hand a 127.0.0.1 URL to its port proxy (/proxy/PORT/, without the
+    // path and the token), which the view server refuses: the extension shows the link instead.
+    await palette('trellisd: Open in Browser');
+    await waitForLog(extensionLog, /opening session s-\S+ in the browser: http:\/\/127\.0\.0\.1:\d+\/s\/s-\S+\?token=…/);
+    const toast = page.locator('.notification-toast', { hasText: "The session's page is served on 127.0.0.1" });
+    await toast.locator('.monaco-button', { hasText: 'Copy the Link' }).waitFor();
+    const url = ((await toast.textContent()) ?? '').match(/http:\/\/127\.0\.0\.1:\d+\/s\/s-\w+\?token=[\w-]+/)?.[0];
+    if (!url) {
+      throw new Error(`no link in the message: ${await toast.textContent()}`);
+    }
+    // as a browser: the token traded for a cookie and a redirect, followed with the cookie
+    const first = await fetch(url, { redirect: 'manual' });
+    const cookie = (first.headers.get('set-cookie') ?? '').split(';')[0];
+    const next = new URL(first.headers.get('location') ?? '', url);
+    const pageText = await (await fetch(next, { headers: { cookie } })).text();
+    if (first.status < 300 || first.status >= 400 || next.search.includes('token=') || !pageText.includes('What is in this folder?')) {
+      throw new Error(`the link did not lead to the session's page: ${first.status} ${next} ${pageText.slice(0, 300)}`);
+    }
+    await toast.locator('.monaco-button', { hasText: 'Copy the Link' }).click();
+    await toast.waitFor({ state: 'detached' });
+  });
+
   await check('the status bar shows the context meter and the cost after each step', async () => {
     const meter = page.locator('.statusbar-item', { hasText: /ctx \d+% · cost unknown/ }).first();
     await meter.waitFor();

@@ -28,6 +28,7 @@ import { registerSessionStart, sessionStart } from './sessionStart';
 import { registerSpending } from './spending';
 import { registerTurnCommands } from './turnCommands';
 import { TurnTreeProvider } from './turnTree';
+import { registerView } from './view';
 import * as vscodeapi from './vscodeapi';
 import { registerWalls } from './walls';
 import { registerWorktrees, worktreeCommands } from './worktrees';
@@ -106,6 +107,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ...registerProcesses(ext),
     ...registerCustomCommands(ext),
     ...registerHooks(ext),
+    ...registerView(ext),
   );
   void vscodeapi.setContext('trellisd.running', false);
   log.info(`trellisd extension ${context.extension.packageJSON.version ?? ''} activated`);

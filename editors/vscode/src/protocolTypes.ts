@@ -1104,6 +1104,13 @@ export interface Requests {
       anchored: boolean;
     });
   };
+  'session/view': {
+    params: SessionIdParams;
+    result: {
+      /** The session's page on the daemon's view server (127.0.0.1), with a one-time token: the first browser to open it is let in. */
+      url: string;
+    };
+  };
   'session/image': {
     params: {
       sessionId: Id;

@@ -176,3 +176,17 @@ export async function showOpenDialog(options: FileDialog): Promise<string | unde
   });
   return uris?.[0]?.fsPath;
 }
+
+/** VS Code runs in a web browser (code-server, a Codespace), not as a desktop app. */
+export function inBrowser(): boolean {
+  return vscode.env.uiKind === vscode.UIKind.Web;
+}
+
+/** Opens a URL in the user's browser (or with its app); false when VS Code could not. */
+export function openExternal(url: string): Thenable<boolean> {
+  return vscode.env.openExternal(vscode.Uri.parse(url));
+}
+
+export function writeClipboard(text: string): Thenable<void> {
+  return vscode.env.clipboard.writeText(text);
+}

@@ -70,6 +70,10 @@ export class Uri {
   static from(parts: { scheme: string; path: string }): Uri {
     return new Uri(parts.scheme, parts.path);
   }
+  static parse(value: string): Uri {
+    const scheme = new URL(value).protocol.replace(/:$/, '');
+    return new Uri(scheme, value.slice(scheme.length + 3));
+  }
   static joinPath(base: Uri, ...parts: string[]): Uri {
     return new Uri(base.scheme, path.join(base.fsPath, ...parts));
   }
@@ -189,6 +193,11 @@ export const stub = {
   webviewProviders: new Map<string, any>(),
   treeProviders: new Map<string, any>(),
   statusBarItems: new Map<string, StatusBarItem>(),
+  /** The URLs the extension asked to open in the browser (env.openExternal), and the answer. */
+  opened: [] as string[],
+  answerOpenExternal: (_url: string): boolean => true,
+  clipboard: '',
+  uiKind: 1 as UIKind,
   reset(): void {
     this.messages = [];
     this.quickPicks = [];
@@ -209,6 +218,10 @@ export const stub = {
     this.webviewProviders.clear();
     this.treeProviders.clear();
     this.statusBarItems.clear();
+    this.opened = [];
+    this.answerOpenExternal = () => true;
+    this.clipboard = '';
+    this.uiKind = UIKind.Desktop;
   },
 };
 
@@ -320,6 +333,27 @@ export const workspace = {
   ): Disposable => {
     stub.contentProviders.set(scheme, provider);
     return new Disposable(() => stub.contentProviders.delete(scheme));
+  },
+};
+
+export enum UIKind {
+  Desktop = 1,
+  Web = 2,
+}
+
+export const env = {
+  get uiKind(): UIKind {
+    return stub.uiKind;
+  },
+  openExternal: (uri: Uri): Promise<boolean> => {
+    stub.opened.push(uri.toString());
+    return Promise.resolve(stub.answerOpenExternal(uri.toString()));
+  },
+  clipboard: {
+    writeText: (text: string): Promise<void> => {
+      stub.clipboard = text;
+      return Promise.resolve();
+    },
   },
 };
 

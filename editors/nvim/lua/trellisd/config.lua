@@ -41,6 +41,9 @@ local function defaults()
     split = "vertical",
     -- How long the daemon may take to answer initialize, in milliseconds.
     start_timeout_ms = 20000,
+    -- How :TrellisView opens the conversation's page: function(url) ... end; nil:
+    -- vim.ui.open (0.10 on), else xdg-open or open. The URL is said either way.
+    open_url = nil,
   }
 end
 

@@ -323,6 +323,14 @@ local COMMANDS = {
     end,
   },
   {
+    "TrellisView",
+    0,
+    "Open the conversation's read-only page in the browser (its URL is said too)",
+    function()
+      M.view()
+    end,
+  },
+  {
     "TrellisLog",
     0,
     "Open the daemon's log",
@@ -533,14 +541,15 @@ end
 ---@param line string
 ---@return string[]
 function M.complete_command(lead, line)
-  if not package.loaded["trellisd.sessions"] then
-    return {}
-  end
-  return feature("commands").complete(lead, line)
+  return package.loaded["trellisd.sessions"] and feature("commands").complete(lead, line) or {}
 end
 
 function M.log()
   feature("status").open_log()
+end
+
+function M.view()
+  feature("browser").open()
 end
 
 function M.queue()
@@ -566,19 +575,13 @@ end
 -- until the daemon has told them).
 ---@return string
 function M.usage()
-  if not package.loaded["trellisd.sessions"] then
-    return ""
-  end
-  return feature("status").usage()
+  return package.loaded["trellisd.sessions"] and feature("status").usage() or ""
 end
 
 -- The conversation commands act on: {sessionId, root, title, head, buf, running} or nil.
 ---@return {sessionId: trellisd.Id, root: string, title: string, head: trellisd.Id|nil, buf: integer|nil, running: boolean}|nil
 function M.current()
-  if not package.loaded["trellisd.sessions"] then
-    return nil
-  end
-  local state = feature("sessions").current_state()
+  local state = package.loaded["trellisd.sessions"] and feature("sessions").current_state()
   if not state then
     return nil
   end
