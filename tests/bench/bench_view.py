@@ -37,6 +37,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+VIEWPORT = {"width": 1280, "height": 900}
 TIMING = """async () => {
   const paint = await new Promise((done) => {
     new PerformanceObserver((list) => {
@@ -54,7 +55,7 @@ TIMING = """async () => {
 def measure(browser: Any, url: str, rounds: int) -> list[dict[str, float]]:
     figures = []
     for _ in range(rounds):
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page()
         page.bring_to_front()
         page.goto(url, wait_until="load")
         figures.append(page.evaluate(TIMING))
@@ -99,15 +100,17 @@ def main() -> None:
             ) as view:
                 assert view.stdout is not None
                 url = view.stdout.readline().strip()
-                context = browser.new_context()
-                first = context.new_page()
-                first.goto(url)  # trades the token for the cookie
-                plain = first.url
-                first.close()
-                figures = measure(context, plain, args.rounds)
+                try:
+                    context = browser.new_context(viewport=VIEWPORT)
+                    first = context.new_page()
+                    first.goto(url)  # trades the token for the cookie
+                    plain = first.url
+                    first.close()
+                    figures = measure(context, plain, args.rounds)
+                finally:
+                    view.terminate()
                 report("page", figures)
                 print(f"page     size      {figures[0]['bytes'] / 1024:7.0f} KiB")
-                view.terminate()
             out = tmp / "report.html"
             began = time.perf_counter()
             subprocess.run(
@@ -120,7 +123,9 @@ def main() -> None:
             print(
                 f"report   written   {written * 1000:7.0f} ms  {out.stat().st_size / 1024:.0f} KiB"
             )
-            report("report", measure(browser, out.as_uri(), args.rounds))
+            report(
+                "report", measure(browser.new_context(viewport=VIEWPORT), out.as_uri(), args.rounds)
+            )
             browser.close()
 
 
