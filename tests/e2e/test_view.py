@@ -111,7 +111,29 @@ def test_the_page_draws_the_tree_a_diff_and_the_chart_and_runs_nothing_it_shows(
     page.screenshot(path=str(SHOTS / "hostile.png"))
     assert page.evaluate("window.__pwned") is None
     assert page.locator("img").count() == 0
+
+    page.locator("nav.tree a", has_text="all sessions").click()
+    page.get_by_label("search sessions").fill("streaming")
+    page.get_by_role("button", name="Search").click()
+    page.wait_for_url("**/?q=streaming")
+    assert page.locator(".session-list li").count() == 1
+    assert "lazy parser" in page.locator(".session-list").inner_text()
+    page.screenshot(path=str(SHOTS / "sessions.png"))
     assert problems == []
+
+
+def test_an_unknown_session_is_said_in_one_line(store: tuple[Path, str, dict[str, str]]) -> None:
+    db, _, env = store
+    for command in (["view", "s-nope"], ["report", "s-nope", "-o", str(db.parent / "r.html")]):
+        done = subprocess.run(
+            [sys.executable, "-m", "trellisd", *command, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.count("\n") == 1 and "s-nope" in done.stderr, done.stderr
 
 
 def test_a_stranger_and_another_host_are_refused(view: str) -> None:

@@ -53,6 +53,12 @@ class ViewServer:
             await self._runner.cleanup()
             self._runner = None
 
+    @property
+    def cookie(self) -> str:
+        """The cookie's name: one per port, as browsers keep cookies by host, not port (two
+        view servers on 127.0.0.1 keep a browser let in to both)."""
+        return f"{COOKIE}-{self.port}"
+
     def url(self, path: str = "/") -> str:
         """``path`` on this server with a fresh one-time token."""
         token = secrets.token_urlsafe(32)
@@ -74,9 +80,9 @@ class ViewServer:
             found = web.Response(
                 status=303, headers={"Location": str(request.rel_url.with_query(kept))}
             )
-            found.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
+            found.set_cookie(self.cookie, cookie, httponly=True, samesite="Strict", path="/")
             return found
-        if request.cookies.get(COOKIE) not in self._cookies:
+        if request.cookies.get(self.cookie) not in self._cookies:
             return _refused("open this view from the link trellisd printed or the editor gave")
         try:
             return await handler(request)

@@ -80,7 +80,7 @@ async def test_a_request_without_token_or_cookie_is_refused(server: ViewServer) 
             answer = await client.get(base + path)
             assert answer.status_code == 403, path
             assert answer.headers["content-security-policy"] == PAGE_POLICY
-    async with httpx.AsyncClient(cookies={COOKIE: "made-up"}, trust_env=False) as forger:
+    async with httpx.AsyncClient(cookies={server.cookie: "made-up"}, trust_env=False) as forger:
         assert (await forger.get(base + "/")).status_code == 403
 
 
