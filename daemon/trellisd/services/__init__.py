@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ..config import ProviderSettings
@@ -140,6 +140,8 @@ class Services:
             store, self.defaults, policies, self.turns, self.queues, daemon.commands_folder
         )
         self._heartbeat: asyncio.Task[None] | None = None
+        self.closing: list[Callable[[], Awaitable[None]]] = []
+        """What else to stop on a clean exit (a view server started on demand), newest first."""
 
     async def start(self) -> None:
         """Register this daemon as a writer, mark the turns of gone daemons interrupted,
@@ -170,6 +172,8 @@ class Services:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
+        while self.closing:
+            await self.closing.pop()()
         await self.turns.close()
         await self.processes.close_all()
         await self.policies.loopbacks.close_all()

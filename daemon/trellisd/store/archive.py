@@ -965,7 +965,7 @@ def export_file(db: Database, session_id: str, path: Path) -> tuple[int, int]:
     """Export the session to ``path`` atomically: written to a temporary file in the same
     folder, flushed to the disk, then renamed over ``path``. A crash at any point leaves
     ``path`` as it was. Returns ``(bytes, turns)``."""
-    with _atomic(path) as out:
+    with atomic_file(path) as out:
         turns = write(db, session_id, out, now())
         size = out.tell()
     return size, turns
@@ -977,7 +977,7 @@ def import_file(db: Database, path: Path, root: str | None, as_new: bool) -> str
 
 
 @contextlib.contextmanager
-def _atomic(path: Path) -> Iterator[IO[bytes]]:
+def atomic_file(path: Path) -> Iterator[IO[bytes]]:
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:

@@ -82,7 +82,7 @@ async def _serve(db: Path, settings: Settings, session_id: str | None, port: int
 
 
 async def _report(db: Path, settings: Settings, session_id: str, output: Path) -> int:
-    from ..store.archive import _atomic as atomic_file
+    from ..store.archive import atomic_file
     from . import pages
     from .reader import opened
 

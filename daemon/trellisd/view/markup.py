@@ -5,10 +5,11 @@ which escapes), and the spending chart (inline SVG whose only text is numbers)."
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..records import Turn
 
@@ -29,36 +30,64 @@ def markdown(text: str) -> Markup:
     return Markup(_markdown.render(text))
 
 
-def split_diff(unified: str) -> tuple[list[str], list[str]]:
-    """The lines before and after of a unified diff's hunks (context on both sides), each
-    hunk headed by its ``@@`` line on both sides."""
-    before: list[str] = []
-    after: list[str] = []
-    in_hunk = False
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of a unified diff: where it starts in the file before and after, and its
+    lines on each side (context on both)."""
+
+    header: str
+    before_start: int
+    after_start: int
+    before: list[str]
+    after: list[str]
+
+
+def split_diff(unified: str) -> list[Hunk]:
+    """A unified diff's hunks, each with its lines before and after."""
+    hunks: list[Hunk] = []
     for line in unified.splitlines():
-        if line.startswith("@@"):
-            in_hunk = True
-            before.append(line)
-            after.append(line)
-        elif not in_hunk or line.startswith("\\"):
+        found = _HUNK.match(line)
+        if found:
+            before_start, after_start = int(found[1]), int(found[2])
+            hunks.append(Hunk(line, max(before_start, 1), max(after_start, 1), [], []))
+        elif not hunks or line.startswith("\\"):
             continue
         elif line.startswith("-"):
-            before.append(line[1:])
+            hunks[-1].before.append(line[1:])
         elif line.startswith("+"):
-            after.append(line[1:])
+            hunks[-1].after.append(line[1:])
         else:
-            before.append(line[1:])
-            after.append(line[1:])
-    return before, after
+            hunks[-1].before.append(line[1:])
+            hunks[-1].after.append(line[1:])
+    return hunks
+
+
+class _NumberedFrom(difflib.HtmlDiff):
+    """``HtmlDiff`` numbering each side's lines from where its hunk starts in the file."""
+
+    def __init__(self, hunk: Hunk) -> None:
+        super().__init__(tabsize=4, wrapcolumn=90)
+        self._first = (hunk.before_start, hunk.after_start)
+
+    def _format_line(self, side: int, flag: bool, linenum: int | str, text: str) -> str:
+        if isinstance(linenum, int):  # a wrapped line's continuation has none
+            linenum += self._first[side] - 1
+        drawn: str = super()._format_line(side, flag, linenum, text)  # type: ignore[misc]
+        return drawn
 
 
 def side_by_side(path: str, unified: str) -> Markup:
-    """A change's diff as a two-column table (``difflib.HtmlDiff`` escapes every line)."""
-    before, after = split_diff(unified)
-    table = difflib.HtmlDiff(tabsize=4, wrapcolumn=90).make_table(
-        before, after, f"{path} before", f"{path} after"
-    )
-    return Markup(table)
+    """A change's diff as two-column tables, one a hunk, numbered as the file's lines
+    (``difflib.HtmlDiff`` escapes every line)."""
+    tables = []
+    for n, hunk in enumerate(split_diff(unified)):
+        names = (f"{path} before", f"{path} after") if n == 0 else ("", "")
+        table = _NumberedFrom(hunk).make_table(hunk.before, hunk.after, *names)
+        tables.append(f'<p class="hunk">{escape(hunk.header)}</p>{table}')
+    return Markup("".join(tables))
 
 
 @dataclass(frozen=True)

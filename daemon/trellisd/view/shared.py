@@ -21,6 +21,7 @@ _servers: weakref.WeakKeyDictionary[Services, asyncio.Task[ViewServer]] = (
 async def _start(app: Services) -> ViewServer:
     server = ViewServer(Reader(app))
     await server.start()
+    app.closing.append(lambda: close(app))
     return server
 
 
@@ -48,5 +49,9 @@ async def session_url(app: Services, session_id: str) -> str:
 async def close(app: Services) -> None:
     """Stop the daemon's view server, if it started one."""
     starting = _servers.pop(app, None)
-    if starting is not None:
-        await (await starting).close()
+    if starting is None:
+        return
+    if not starting.done():
+        starting.cancel()
+    elif not starting.cancelled() and starting.exception() is None:
+        await starting.result().close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from trellisd.records import Tokens, Turn
 from trellisd.view.markup import markdown, side_by_side, spending_chart, split_diff
 
@@ -41,11 +43,20 @@ DIFF = """--- a/app.py
 """
 
 
-def test_a_unified_diff_splits_into_its_before_and_after() -> None:
-    before, after = split_diff(DIFF)
-    hunk = "@@ -1,3 +1,3 @@"
-    assert before == [hunk, "def parse(text):", "    return eager(text)", "print('ready')"]
-    assert after[2] == "    return lazy(text)  # <script>alert(1)</script>"
+def test_a_unified_diff_splits_into_its_hunks_before_and_after() -> None:
+    [hunk] = split_diff(DIFF)
+    assert hunk.header == "@@ -1,3 +1,3 @@" and (hunk.before_start, hunk.after_start) == (1, 1)
+    assert hunk.before == ["def parse(text):", "    return eager(text)", "print('ready')"]
+    assert hunk.after[1] == "    return lazy(text)  # <script>alert(1)</script>"
+
+
+def test_each_hunk_is_numbered_as_the_files_lines() -> None:
+    later = "@@ -40,2 +41,2 @@\n keep\n-old\n+new\n"
+    table = side_by_side("x", DIFF + later)
+    assert table.count("<table") == 2 and "@@ -40,2 +41,2 @@" in table
+    numbers = re.findall(r'<td class="diff_header"[^>]*>(\d+)</td>', table)
+    assert numbers[:6] == ["1", "1", "2", "2", "3", "3"]
+    assert numbers[6:] == ["40", "41", "41", "42"]
 
 
 def test_the_side_by_side_table_escapes_the_lines() -> None:

@@ -31,7 +31,6 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[Services, str]]:
         tmp_path / "s.db", ProviderSettings(name="openai"), Editor(), lambda s: Model()
     )
     yield started, session_id
-    await shared.close(started)
     await started.close()
 
 
@@ -137,3 +136,17 @@ async def test_session_view_starts_one_server_and_gives_a_fresh_token_each_time(
         assert (await _let_in(client, second)).status_code == 200
     with pytest.raises(NotFound):
         await shared.session_url(app_, "s-nope")
+
+
+async def test_the_daemons_clean_exit_stops_its_view_server(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    session_id = fill_view_session(tmp_path / "s.db", root, 2, title="lazy parser")
+    app_ = await services.start(
+        tmp_path / "s.db", ProviderSettings(name="openai"), Editor(), lambda s: Model()
+    )
+    url = await shared.session_url(app_, session_id)
+    await app_.close()
+    async with _client() as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(url)
