@@ -172,6 +172,10 @@ class SessionService:
     async def turns(self, session_id: str) -> list[Turn]:
         return await self.store.sessions.turns(session_id)
 
+    async def turn(self, session_id: str, turn_id: str) -> Turn:
+        """One turn of the session (``NotFound`` for an unknown turn or another session's)."""
+        return await self.store.sessions.turn(session_id, turn_id)
+
     async def turns_page(
         self, session_id: str, limit: int, cursor: str | None
     ) -> tuple[list[Turn], str | None]:

@@ -53,7 +53,7 @@ class Reader:
     async def detail(self, session_id: str, turn_id: str) -> TurnDetail:
         """A turn of the session with its steps, events and change set (``NotFound`` for a
         turn of another session)."""
-        turn = await self.app.store.sessions.turn(session_id, turn_id)
+        turn = await self.app.sessions.turn(session_id, turn_id)
         return await self.detail_of(turn)
 
     async def detail_of(self, turn: Turn) -> TurnDetail:
