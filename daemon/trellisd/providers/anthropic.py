@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from .base import (
@@ -45,8 +44,8 @@ from .base import (
     says_too_long,
 )
 from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
-from .http import Endpoint, HttpSettings
-from .models import stated_window
+from .http import HttpSettings
+from .http_provider import HttpProvider
 from .sse import ServerSentEvent
 from .thoughts import Thoughts
 
@@ -152,18 +151,11 @@ def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """The Messages API with ``stream: true``."""
 
     def __init__(self, http: HttpSettings, name: str = "anthropic") -> None:
-        self.name = name
-        self.model = http.model
-        self.http = http
-        self.endpoint = Endpoint(http)
-
-    async def aclose(self) -> None:
-        """Close the pooled connections to the endpoint."""
-        await self.endpoint.aclose()
+        super().__init__(http, name)
 
     def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -200,18 +192,12 @@ class AnthropicProvider:
         """``/v1/messages``, or ``/messages`` when the base URL already ends in ``/v1``."""
         return "/messages" if self.http.base_url.rstrip("/").endswith("/v1") else "/v1/messages"
 
-    async def context_window(self) -> int | None:
-        """The window ``GET /v1/models`` states for the model, if it states one."""
-        models = self.path().replace("/messages", "/models")
-        return await stated_window(self.endpoint, models, self.headers())
+    def models_path(self) -> str:
+        """``GET /v1/models`` (``/models`` below a base URL ending in ``/v1``)."""
+        return self.path().replace("/messages", "/models")
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return self.endpoint.stream(
-            self.path(),
-            self.headers(),
-            self.body(request),
-            lambda: MessagesDecoder(self.http, self.name),
-        )
+    def decoder(self) -> MessagesDecoder:
+        return MessagesDecoder(self.http, self.name)
 
 
 class MessagesDecoder:

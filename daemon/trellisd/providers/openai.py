@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -40,8 +39,8 @@ from .base import (
     says_too_long,
 )
 from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
-from .http import Endpoint, HttpSettings
-from .models import stated_window
+from .http import HttpSettings
+from .http_provider import HttpProvider
 from .retry import retryable_status
 from .sse import ServerSentEvent
 from .thoughts import Thoughts
@@ -105,21 +104,17 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """Chat Completions with ``stream: true``; tool-call arguments are joined by ``index``."""
 
     def __init__(
         self, http: HttpSettings, name: str = "openai", extra_headers: dict[str, str] | None = None
     ) -> None:
-        self.name = name
-        self.model = http.model
-        self.http = http
-        self.endpoint = Endpoint(http)
+        super().__init__(http, name)
         self.extra_headers = extra_headers or {}
 
-    async def aclose(self) -> None:
-        """Close the pooled connections to the endpoint."""
-        await self.endpoint.aclose()
+    def path(self) -> str:
+        return "/chat/completions"
 
     def headers(self) -> dict[str, str]:
         headers = {**self.extra_headers}
@@ -153,17 +148,8 @@ class OpenAIProvider:
         except httpx.InvalidURL:
             return False
 
-    async def context_window(self) -> int | None:
-        """The window ``GET /models`` states for the model, if it states one."""
-        return await stated_window(self.endpoint, "/models", self.headers())
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return self.endpoint.stream(
-            "/chat/completions",
-            self.headers(),
-            self.body(request),
-            lambda: ChatDecoder(self.http, self.name),
-        )
+    def decoder(self) -> ChatDecoder:
+        return ChatDecoder(self.http, self.name)
 
 
 class ChatDecoder:

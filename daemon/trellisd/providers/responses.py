@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from .base import (
@@ -44,8 +43,8 @@ from .base import (
     says_too_long,
 )
 from .calls import CALL_COST, CallBytes, PartialCall, as_object, parameters_schema
-from .http import Endpoint, EventObjects, HttpSettings
-from .models import stated_window
+from .http import EventObjects, HttpSettings
+from .http_provider import HttpProvider
 from .sse import ServerSentEvent
 
 NAME = "openai-responses"
@@ -117,18 +116,14 @@ def to_responses_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
-class ResponsesProvider:
+class ResponsesProvider(HttpProvider):
     """The Responses API with ``stream: true`` and ``store: false``."""
 
     def __init__(self, http: HttpSettings, name: str = NAME) -> None:
-        self.name = name
-        self.model = http.model
-        self.http = http
-        self.endpoint = Endpoint(http)
+        super().__init__(http, name)
 
-    async def aclose(self) -> None:
-        """Close the pooled connections to the endpoint."""
-        await self.endpoint.aclose()
+    def path(self) -> str:
+        return "/responses"
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.http.api_key}"} if self.http.api_key else {}
@@ -154,17 +149,8 @@ class ResponsesProvider:
             body["include"] = ["reasoning.encrypted_content"]
         return body
 
-    async def context_window(self) -> int | None:
-        """The window ``GET /models`` states for the model, if it states one."""
-        return await stated_window(self.endpoint, "/models", self.headers())
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
-        return self.endpoint.stream(
-            "/responses",
-            self.headers(),
-            self.body(request),
-            lambda: ResponsesDecoder(self.http, self.name),
-        )
+    def decoder(self) -> ResponsesDecoder:
+        return ResponsesDecoder(self.http, self.name)
 
 
 class ResponsesDecoder:
