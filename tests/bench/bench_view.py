@@ -26,17 +26,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "daemon")]
 
+from tests.fixtures.chromium import ARGS, CHROMIUM  # noqa: E402
 from tests.fixtures.view_sessions import fill_view_session  # noqa: E402
 
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1280, "height": 900}
 TIMING = """async () => {
   const paint = await new Promise((done) => {
@@ -91,7 +83,7 @@ def main() -> None:
         print(f"a session of {args.turns} turns")
         command = [sys.executable, "-m", "trellisd"]
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             with subprocess.Popen(
                 [*command, "view", session_id, "--db", str(db)],
                 stdout=subprocess.PIPE,

@@ -14,19 +14,10 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.chromium import ARGS, CHROMIUM
 from tests.fixtures.environment import hermetic_env
 from tests.fixtures.view_sessions import HOSTILE_PROMPT, fill_view_session
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts" / "view"
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium here")
