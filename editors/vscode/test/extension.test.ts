@@ -104,6 +104,13 @@ describe('the extension in a stand-in VS Code', () => {
     assert.match(properties['trellisd.command'].markdownDescription, /absolute path/);
   });
 
+  test("a cloned repository's workspace settings cannot choose the program the extension starts", () => {
+    // machine scope: only the user's own settings (or the remote machine's) are read
+    const properties = pkg.contributes.configuration.properties;
+    assert.equal(properties['trellisd.command'].scope, 'machine');
+    assert.equal(properties['trellisd.args'].scope, 'machine');
+  });
+
   test('start a session, type a prompt in the chat view, see the reply; branch from the tree; reopen', async () => {
     const chat = resolveChat();
     assert.match(chat.html, /Content-Security-Policy/);
